@@ -1,0 +1,5 @@
+import sys
+
+from kube_sandbox.cli import main
+
+sys.exit(main())

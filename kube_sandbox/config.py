@@ -1,0 +1,83 @@
+"""Where the sandbox keeps its state and which loopback addresses and ports it uses."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+CHECKOUT_DIR = Path(__file__).resolve().parent.parent
+NODE_NAME = "sandbox-node"
+# Every address below is in 127.0.0.0/8: nothing the sandbox runs talks to anything else.
+HOST_IP = "127.0.0.1"
+POD_IP_PREFIX = "127.1"  # pod IPs are 127.1.x.y
+SERVICE_CIDR = "127.96.0.0/16"
+CLUSTER_DOMAIN = "cluster.local"
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    state_dir: Path
+    apiserver_port: int = 16443
+    storage_etcd_client_port: int = 16379
+    storage_etcd_peer_port: int = 16380
+    controller_manager_port: int = 16257
+    kubelet_port: int = 16250
+    control_api_port: int = 16480
+    s3_port: int = 16333
+    s3_access_key: str = "sandbox-access-key"
+    s3_secret_key: str = "sandbox-secret-key"
+
+    @classmethod
+    def from_env(cls) -> "SandboxConfig":
+        return cls(state_dir=Path(os.environ.get("SANDBOX_DIR", str(CHECKOUT_DIR / ".sandbox"))).resolve())
+
+    # --- addresses
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://{HOST_IP}:{self.apiserver_port}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{HOST_IP}:{self.s3_port}"
+
+    @property
+    def control_api_url(self) -> str:
+        return f"http://{HOST_IP}:{self.control_api_port}"
+
+    # --- paths
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.pki_dir / "ca.crt"
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.pki_dir / "admin-token"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def hosts_file(self) -> Path:
+        return self.state_dir / "hosts"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.state_dir / "kubelet"
+
+    @property
+    def daemon_pid_file(self) -> Path:
+        return self.state_dir / "daemon.pid"
+
+    @property
+    def venv_bin_dir(self) -> Path:
+        return Path(sys.executable).parent

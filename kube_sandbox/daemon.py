@@ -1,0 +1,124 @@
+"""The sandbox daemon: runs inside the private mount namespace and owns every sandbox process.
+
+Started by `kube-sandbox up` (never by hand); stops everything on SIGTERM.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from kubernetes import client as k8s
+
+from kube_sandbox import binaries
+from kube_sandbox.certs import admin_token
+from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAME, POD_IP_PREFIX, SandboxConfig
+from kube_sandbox.control_api import ControlApiServer
+from kube_sandbox.control_plane import ControlPlane
+from kube_sandbox.kubelet import KubeletSettings, ProcessKubelet
+from kube_sandbox.namespace import bind_hosts_file
+from kube_sandbox.s3 import s3_server
+
+log = logging.getLogger("kube_sandbox.daemon")
+
+
+def admin_api_client(config: SandboxConfig) -> k8s.ApiClient:
+    configuration = k8s.Configuration()
+    configuration.host = config.apiserver_url
+    configuration.ssl_ca_cert = str(config.ca_cert)
+    configuration.api_key = {"authorization": f"Bearer {admin_token(config)}"}
+    return k8s.ApiClient(configuration)
+
+
+def kubelet_settings(config: SandboxConfig) -> KubeletSettings:
+    return KubeletSettings(
+        node_name=NODE_NAME, host_ip=HOST_IP, pod_ip_prefix=POD_IP_PREFIX,
+        state_dir=config.kubelet_dir, hosts_file=config.hosts_file,
+        apiserver_host=HOST_IP, apiserver_port=config.apiserver_port, ca_cert=config.ca_cert,
+        venv_bin_dir=config.venv_bin_dir, cluster_domain=CLUSTER_DOMAIN,
+        kubelet_port=config.kubelet_port, etcd_binaries=binaries.etcd_binaries(),
+    )
+
+
+def run(config: SandboxConfig) -> int:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    started = time.monotonic()
+    log.info("sandbox daemon pid %d, state dir %s", os.getpid(), config.state_dir)
+
+    bind_hosts_file(config.hosts_file)
+    control_plane = ControlPlane(config, stop)
+    s3 = s3_server(config)
+    kubelet: ProcessKubelet | None = None
+    server: ControlApiServer | None = None
+    ready = threading.Event()
+    try:
+        control_plane.start()
+        s3.start()
+        kubelet = ProcessKubelet(admin_api_client(config), kubelet_settings(config))
+        kubelet.start()
+        server = ControlApiServer(config.control_api_port, lambda: _status(ready, control_plane, s3),
+                                  _actions(kubelet, control_plane))
+        server.start()
+        ready.set()
+        log.info("sandbox ready in %.1fs", time.monotonic() - started)
+        while not stop.wait(1.0):
+            for process in (control_plane.etcd, control_plane.controller_manager, s3):
+                if not process.running():
+                    log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
+                    process.start()
+    except Exception:
+        log.exception("sandbox daemon failed")
+        return 1
+    finally:
+        log.info("stopping the sandbox")
+        if server:
+            server.stop()
+        if kubelet:
+            kubelet.stop()
+        s3.stop()
+        control_plane.stop()
+    return 0
+
+
+def _status(ready: threading.Event, control_plane: ControlPlane, s3: Any) -> dict[str, Any]:
+    return {
+        "ready": ready.is_set(),
+        "pid": os.getpid(),
+        "components": {
+            "storage-etcd": control_plane.etcd.running(),
+            "kube-apiserver": control_plane.apiserver.running(),
+            "kube-controller-manager": control_plane.controller_manager.running(),
+            "s3": s3.running(),
+        },
+    }
+
+
+def _actions(kubelet: ProcessKubelet, control_plane: ControlPlane) -> dict[str, Any]:
+    def container_args(body: dict[str, Any]) -> tuple[str, str, str]:
+        return body["namespace"], body["pod"], body["container"]
+
+    return {
+        "crash-container": lambda b: kubelet.crash_container(*container_args(b)),
+        "freeze-container": lambda b: kubelet.freeze_container(*container_args(b)),
+        "thaw-container": lambda b: kubelet.thaw_container(*container_args(b)),
+        "pod-pid": lambda b: kubelet.pod_process_pid(*container_args(b)),
+        "stop-node": lambda b: kubelet.stop_node(),
+        "start-node": lambda b: kubelet.start_node(),
+        "restart-apiserver": lambda b: control_plane.restart_apiserver(),
+    }
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(SandboxConfig.from_env())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Helpers for tests against the sandbox: wait for a condition, run kubectl/etcdctl, inject faults."""
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+from kubernetes import client as k8s
+
+from kube_sandbox import binaries
+from kube_sandbox.cli import run_in_sandbox
+from kube_sandbox.config import SandboxConfig
+from kube_sandbox.control_api import ControlClient
+
+T = TypeVar("T")
+POLL_SECONDS = 0.2
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+def wait_for(condition: Callable[[], T], *, timeout: float = 60.0, what: str = "condition",
+             interval: float = POLL_SECONDS) -> T:
+    """Poll `condition` until it returns something truthy; on timeout fail with what it last saw."""
+    deadline = time.monotonic() + timeout
+    last_value: object = None
+    last_error: BaseException | None = None
+    while True:
+        try:
+            last_value = condition()
+            if last_value:
+                return last_value  # type: ignore[return-value]
+            last_error = None
+        except Exception as e:  # a condition may fail while the system converges
+            last_error = e
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}; "
+                              f"last value: {last_value!r}; last error: {last_error!r}")
+        time.sleep(interval)
+
+
+@dataclass
+class Sandbox:
+    """A handle on the running sandbox, as the `sandbox` fixture gives it to tests."""
+
+    config: SandboxConfig
+    faults: ControlClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.faults = ControlClient(self.config)
+
+    def api_client(self) -> k8s.ApiClient:
+        from kube_sandbox.daemon import admin_api_client
+
+        return admin_api_client(self.config)
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        argv = [str(binaries.kubectl()), f"--kubeconfig={self.config.kubeconfig}", *args]
+        result = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+
+    def exec(self, argv: Sequence[str], *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run a command inside the sandbox namespace, where pod DNS names resolve."""
+        result: subprocess.CompletedProcess[str] = run_in_sandbox(
+            self.config, list(argv), capture_output=True, timeout=timeout)
+        return result
+
+    def etcdctl(self, endpoints: Sequence[str], *args: str, version: str = "3.5.1",
+                timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        etcdctl = binaries.etcd_binaries()[version] / "etcdctl"
+        argv = [str(etcdctl), f"--endpoints={','.join(endpoints)}", "--dial-timeout=3s",
+                "--command-timeout=10s", *args]
+        return self.exec(argv, timeout=timeout)
+
+    def logs_dir(self) -> Path:
+        return self.config.logs_dir

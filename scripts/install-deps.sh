@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install everything the project needs on Debian bookworm, as root (or with sudo):
+# system packages, the Python virtualenv at $VENV, and the kube binaries (cached outside the repo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# etcd-server/etcd-client: etcd 3.4.23 for version-upgrade tests; openssl: sandbox certificates;
+# util-linux: unshare/nsenter for the sandbox's DNS namespace.
+missing=""
+command -v openssl >/dev/null || missing="$missing openssl"
+command -v unshare >/dev/null || missing="$missing util-linux"
+[ -x /usr/bin/etcd ] || missing="$missing etcd-server"
+[ -x /usr/bin/etcdctl ] || missing="$missing etcd-client"
+if [ -n "$missing" ]; then
+  echo "installing system packages:$missing" >&2
+  as_root apt-get update -qq
+  # etcd-server's post-install tries to start a service; there is none to start here.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 as_root apt-get install -y -qq $missing >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+stamp="$VENV/.installed-$(cat setup.cfg pyproject.toml | sha1sum | cut -c1-12)"
+if [ ! -e "$stamp" ]; then
+  "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+  "$VENV/bin/pip" install -q -e '.[test]'
+  rm -f "$VENV"/.installed-* && touch "$stamp"
+fi
+
+bash scripts/install-kube-binaries.sh >/dev/null
