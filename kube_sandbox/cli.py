@@ -126,7 +126,8 @@ def run_in_sandbox(config: SandboxConfig, argv: Sequence[str], **kwargs: object)
     pid = daemon_pid(config)
     if pid is None:
         raise SandboxError("the sandbox is not running; start it with `kube-sandbox up`")
-    env = dict(os.environ, KUBECONFIG=str(config.kubeconfig))
+    path = f"{config.venv_bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"  # etcdctl, python, ...
+    env = dict(os.environ, KUBECONFIG=str(config.kubeconfig), PATH=path)
     return subprocess.run([*nsenter_prefix(pid), *argv], env=env, text=True, **kwargs)  # type: ignore[call-overload]
 
 

@@ -1,0 +1,34 @@
+# The two commands that matter: `make demo` and `make test`. Both install what they need first.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+SANDBOX := $(PYTHON) -m kube_sandbox
+
+.PHONY: deps demo test unit down status bench typecheck
+
+deps:
+	VENV=$(VENV) bash scripts/install-deps.sh
+
+## Start the sandbox, deploy the operator as a pod in it, and run the example 3-member cluster.
+demo: deps
+	VENV=$(VENV) bash scripts/demo.sh
+
+## The whole suite (unit, integration against the sandbox, end-to-end). CI runs this.
+test: deps
+	$(PYTHON) -m pytest
+
+## Fast feedback: unit tests only (no sandbox).
+unit: deps
+	$(PYTHON) -m pytest tests/unit
+
+down:
+	$(SANDBOX) down
+
+status:
+	$(SANDBOX) status
+
+## Benchmarks: prints a table and writes bench-results.json.
+bench: deps
+	$(PYTHON) -m benchmarks
+
+typecheck: deps
+	$(PYTHON) -m mypy

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `make demo`: sandbox up, CRDs installed, operator deployed as a pod, example cluster Running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+sandbox() { "$VENV/bin/python" -m kube_sandbox "$@"; }
+kubectl() { sandbox kubectl "$@"; }
+TIMEOUT_SECONDS="${DEMO_TIMEOUT_SECONDS:-300}"
+
+sandbox up
+kubectl apply -f crds/
+kubectl wait --for=condition=Established --timeout=60s crd --all
+kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml -f deploy/operator.yaml
+kubectl -n etcd-operator rollout status deployment/etcd-operator --timeout=120s
+kubectl apply -n default -f examples/example-etcd-cluster.yaml
+
+echo "waiting for example-etcd-cluster to be Running with 3 ready members..."
+deadline=$(( $(date +%s) + TIMEOUT_SECONDS ))
+while :; do
+  phase=$(kubectl -n default get etcd example-etcd-cluster -o jsonpath='{.status.phase}' 2>/dev/null || true)
+  ready=$(kubectl -n default get etcd example-etcd-cluster -o jsonpath='{.status.readyCount}' 2>/dev/null || true)
+  [ "$phase" = Running ] && [ "$ready" = 3 ] && break
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "example-etcd-cluster not Running after ${TIMEOUT_SECONDS}s (phase=$phase ready=$ready)" >&2
+    kubectl -n default describe etcd example-etcd-cluster >&2 || true
+    exit 1
+  fi
+  sleep 1
+done
+
+kubectl -n default get etcd
+kubectl -n default get pods,services -l etcd_cluster=example-etcd-cluster
+cat <<MSG
+
+The sandbox is running with the operator and example-etcd-cluster. Try:
+  export KUBECONFIG=$PWD/.sandbox/kubeconfig
+  $VENV/bin/python -m kube_sandbox kubectl get etcd -A            # kubectl v1.20 with that kubeconfig
+  $VENV/bin/python -m kube_sandbox kubectl -n default patch etcd example-etcd-cluster --type=merge -p '{"spec":{"size":5}}'
+  $VENV/bin/python -m kube_sandbox exec -- etcdctl --endpoints=http://example-etcd-cluster-client.default.svc:2379 member list -w table
+  $VENV/bin/python -m kube_sandbox kubectl -n etcd-operator logs deploy/etcd-operator
+  make down                                                        # stop everything
+MSG
