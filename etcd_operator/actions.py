@@ -1,0 +1,311 @@
+"""The actions the planner can choose: one frozen dataclass each, carrying everything the
+executor needs and nothing it must look up again. One action per pass; the next pass observes
+afresh, so an action never assumes a previous one finished.
+
+Every action has `kind` (small fixed set, a metrics label), `describe()` (events and logs),
+`event_reason`/`event_type` (None: no event) and `has_effect` (False: nothing to execute).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Union
+
+Purpose = Literal["scale", "replace", "upgrade"]
+InitialCluster = tuple[tuple[str, str], ...]  # (member name, peer URL) pairs
+
+
+@dataclass(frozen=True)
+class _Action:
+    KIND: ClassVar[str] = ""
+    event_reason: ClassVar[str | None] = None
+    event_type: ClassVar[str] = "Normal"
+    has_effect: ClassVar[bool] = True
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+# --- no effect: the supervisor only writes status (and maybe an event)
+
+
+@dataclass(frozen=True)
+class Pause(_Action):
+    """spec.paused: the operator keeps observing and reporting, but changes nothing."""
+
+    KIND: ClassVar[str] = "pause"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return "control paused (spec.paused); not changing anything"
+
+
+@dataclass(frozen=True)
+class RejectSpec(_Action):
+    reason: str
+
+    KIND: ClassVar[str] = "reject"
+    event_reason: ClassVar[str | None] = "InvalidSpec"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return f"spec rejected: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ReportQuorumLoss(_Action):
+    """A majority of voting members is unhealthy: nothing is safe to change; a human (or a
+    restore from backup) decides. Pods keep restarting in place on their own."""
+
+    healthy_voters: int
+    voters: int
+    unhealthy: tuple[str, ...]
+    detail: str = ""
+
+    KIND: ClassVar[str] = "quorum-lost"
+    event_reason: ClassVar[str | None] = "QuorumLost"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        text = (
+            f"quorum lost: {self.healthy_voters} of {self.voters} voting members healthy "
+            f"(unhealthy: {', '.join(self.unhealthy) or 'none'}); waiting, changing nothing"
+        )
+        return f"{text}; {self.detail}" if self.detail else text
+
+
+@dataclass(frozen=True)
+class ReportMembersLost(_Action):
+    """Every member and its data is gone (emptyDir pods deleted): bootstrapping an empty cluster
+    would silently lose the data, so we stop and say so."""
+
+    reason: str
+
+    KIND: ClassVar[str] = "members-lost"
+    event_reason: ClassVar[str | None] = "MembersLost"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Wait(_Action):
+    """Something is in progress (a pod starting, a learner catching up); observe again soon."""
+
+    reason: str
+
+    KIND: ClassVar[str] = "wait"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return f"waiting: {self.reason}"
+
+
+@dataclass(frozen=True)
+class NoOp(_Action):
+    """Converged: spec.size healthy members, all at spec.version."""
+
+    reason: str = "converged"
+
+    KIND: ClassVar[str] = "noop"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return self.reason
+
+
+# --- Kubernetes objects
+
+
+@dataclass(frozen=True)
+class CreateServices(_Action):
+    """Create the missing ones of `<cluster>` (headless, peers) and `<cluster>-client`."""
+
+    names: tuple[str, ...]
+
+    KIND: ClassVar[str] = "services"
+    event_reason: ClassVar[str | None] = "ServicesCreated"
+
+    def describe(self) -> str:
+        return f"create services {', '.join(self.names)}"
+
+
+@dataclass(frozen=True)
+class CreateSeedMember(_Action):
+    """Bootstrap: (PVC and) pod of the first member, `--initial-cluster-state=new`."""
+
+    member_name: str
+    peer_url: str
+
+    KIND: ClassVar[str] = "seed"
+    event_reason: ClassVar[str | None] = "SeedMemberCreated"
+
+    @property
+    def initial_cluster(self) -> InitialCluster:
+        return ((self.member_name, self.peer_url),)
+
+    def describe(self) -> str:
+        return f"bootstrap the cluster with seed member {self.member_name} ({self.peer_url})"
+
+
+@dataclass(frozen=True)
+class CreateMemberPod(_Action):
+    """(PVC and) pod for a member etcd already lists, `--initial-cluster-state=existing`: finishes
+    an add interrupted after `member add`, or restarts a member on its persistent volume."""
+
+    member_name: str
+    initial_cluster: InitialCluster
+    reason: str
+
+    KIND: ClassVar[str] = "recreate"
+    event_reason: ClassVar[str | None] = "MemberPodCreated"
+
+    def describe(self) -> str:
+        return f"create pod for member {self.member_name}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class DeletePod(_Action):
+    pod_name: str
+    reason: str
+
+    KIND: ClassVar[str] = "delete-pod"
+    event_reason: ClassVar[str | None] = "PodDeleted"
+
+    def describe(self) -> str:
+        return f"delete pod {self.pod_name}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class DeletePVC(_Action):
+    """Delete the PVC of a member that is no longer in the cluster."""
+
+    pvc_name: str
+    reason: str
+
+    KIND: ClassVar[str] = "delete-pvc"
+    event_reason: ClassVar[str | None] = "PVCDeleted"
+
+    def describe(self) -> str:
+        return f"delete PVC {self.pvc_name}: {self.reason}"
+
+
+# --- etcd membership
+
+
+@dataclass(frozen=True)
+class AddMember(_Action):
+    """`etcdctl member add <name> --peer-urls=<url> [--learner]`, then (PVC and) pod with
+    `--initial-cluster-state=existing` and `initial_cluster` (all members plus this one).
+    A crash between the two steps is finished by a later `CreateMemberPod`."""
+
+    member_name: str
+    peer_url: str
+    as_learner: bool
+    initial_cluster: InitialCluster
+    purpose: Purpose = "scale"
+    reason: str = ""
+
+    event_reason: ClassVar[str | None] = "MemberAdded"
+
+    @property
+    def kind(self) -> str:
+        return {"scale": "add", "replace": "replace", "upgrade": "upgrade"}[self.purpose]
+
+    def describe(self) -> str:
+        role = "learner" if self.as_learner else "voting member"
+        text = f"add {role} {self.member_name} ({self.peer_url})"
+        return f"{text}: {self.reason}" if self.reason else text
+
+
+@dataclass(frozen=True)
+class PromoteMember(_Action):
+    member_name: str
+    member_id: int
+
+    KIND: ClassVar[str] = "promote"
+    event_reason: ClassVar[str | None] = "MemberPromoted"
+
+    def describe(self) -> str:
+        return f"promote learner {self.member_name} ({self.member_id:x}) to voting member"
+
+
+@dataclass(frozen=True)
+class RemoveMember(_Action):
+    """`etcdctl member remove`; the member's pod (and PVC) become orphans and are deleted by
+    later passes. "member not found" means it is already done."""
+
+    member_name: str
+    member_id: int
+    purpose: Purpose
+    reason: str
+
+    event_reason: ClassVar[str | None] = "MemberRemoved"
+
+    @property
+    def kind(self) -> str:
+        return {"scale": "remove", "replace": "replace", "upgrade": "upgrade"}[self.purpose]
+
+    def describe(self) -> str:
+        return f"remove member {self.member_name} ({self.member_id:x}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class MoveLeader(_Action):
+    """`etcdctl move-leader <to_id>` against the current leader, before that member is
+    removed or restarted."""
+
+    from_member_name: str
+    from_member_id: int
+    to_member_name: str
+    to_member_id: int
+    reason: str
+
+    KIND: ClassVar[str] = "move-leader"
+    event_reason: ClassVar[str | None] = "LeaderMoved"
+
+    def describe(self) -> str:
+        return f"move leadership from {self.from_member_name} to {self.to_member_name}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class UpgradeMember(_Action):
+    """Delete the member's pod; its data stays on its PVC and a later pass recreates the pod
+    (same member name) from the current spec via `CreateMemberPod`."""
+
+    member_name: str
+    pod_name: str
+    reason: str
+
+    KIND: ClassVar[str] = "upgrade"
+    event_reason: ClassVar[str | None] = "MemberUpgrading"
+
+    def describe(self) -> str:
+        return f"restart member {self.member_name} on its volume with the new pod spec: {self.reason}"
+
+
+Action = Union[
+    Pause,
+    RejectSpec,
+    ReportQuorumLoss,
+    ReportMembersLost,
+    Wait,
+    NoOp,
+    CreateServices,
+    CreateSeedMember,
+    CreateMemberPod,
+    DeletePod,
+    DeletePVC,
+    AddMember,
+    PromoteMember,
+    RemoveMember,
+    MoveLeader,
+    UpgradeMember,
+]

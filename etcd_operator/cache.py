@@ -1,0 +1,72 @@
+"""The latest copy of each watched object, kept current by a watch and rebuilt by every relist.
+
+Supervisors read pods, services and clusters from here instead of asking the API on every pass,
+which keeps an idle operator's API load near zero. Nothing here is authoritative: a restart
+rebuilds it from the API.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable, Mapping
+
+Key = tuple[str, str]  # (namespace, name)
+Object = dict[str, Any]
+
+
+def object_key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class ObjectCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[Key, Object] = {}
+        self._synced = threading.Event()
+
+    def upsert(self, obj: Object) -> Key:
+        key = object_key(obj)
+        with self._lock:
+            self._objects[key] = obj
+        return key
+
+    def remove(self, obj: Mapping[str, Any]) -> Key:
+        key = object_key(obj)
+        with self._lock:
+            self._objects.pop(key, None)
+        return key
+
+    def replace_all(self, objects: Iterable[Object]) -> set[Key]:
+        """Take a fresh list as the whole truth; returns every key that changed or vanished."""
+        fresh = {object_key(o): o for o in objects}
+        with self._lock:
+            touched = set(self._objects) | set(fresh)
+            self._objects = fresh
+        self._synced.set()
+        return touched
+
+    def mark_synced(self) -> None:
+        self._synced.set()
+
+    def wait_synced(self, stop: threading.Event, poll_seconds: float = 0.1) -> bool:
+        while not stop.is_set():
+            if self._synced.wait(poll_seconds):
+                return True
+        return False
+
+    def get(self, key: Key) -> Object | None:
+        with self._lock:
+            return self._objects.get(key)
+
+    def select(self, namespace: str, labels: Mapping[str, str]) -> list[Object]:
+        """Objects in `namespace` whose labels include every pair in `labels`."""
+        with self._lock:
+            candidates = [o for (ns, _), o in self._objects.items() if ns == namespace]
+        return [
+            o for o in candidates
+            if all(((o.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())
+        ]
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return list(self._objects)

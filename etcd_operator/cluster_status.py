@@ -1,0 +1,259 @@
+"""The EtcdCluster `.status` computed from one pass (observation, planned action, error): pure,
+so the same observation always yields the same status, and `kubectl get`/`describe` answers "is
+my cluster OK, and if not, why".
+
+Phase is derived from what was observed, never from operator memory: `Running` only while a
+quorum is healthy (never while the cluster is dead), `Creating` until the first member ran,
+`Failed` for an invalid spec, lost members or lost quorum, and back to `Running` by itself when
+quorum returns. An operator restart therefore cannot mark a cluster Failed. Field names follow
+the CoreOS v1beta2 ClusterStatus (phase, reason, controlPaused, conditions, size, serviceName,
+clientPort, members.ready/unready, currentVersion, targetVersion) plus a few additions
+(message, readyCount, leader, observedGeneration, lastError, bootstrapped, warnings).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from etcd_operator import constants as c
+from etcd_operator.actions import (
+    Action,
+    AddMember,
+    CreateMemberPod,
+    NoOp,
+    RejectSpec,
+    RemoveMember,
+    ReportMembersLost,
+)
+from etcd_operator.manifests import client_service_name
+from etcd_operator.observed import ObservedCluster
+from etcd_operator.planning import outdated_reason
+from etcd_operator.spec import Condition, EtcdVersion
+
+PHASE_CREATING = "Creating"
+PHASE_RUNNING = "Running"
+PHASE_FAILED = "Failed"
+
+CONDITION_AVAILABLE = "Available"
+CONDITION_SCALING = "Scaling"
+CONDITION_UPGRADING = "Upgrading"
+CONDITION_RECOVERING = "Recovering"
+CONDITION_DEGRADED = "Degraded"
+CONDITION_TYPES = (
+    CONDITION_AVAILABLE,
+    CONDITION_SCALING,
+    CONDITION_UPGRADING,
+    CONDITION_RECOVERING,
+    CONDITION_DEGRADED,
+)
+
+
+def compute_status(
+    observed: ObservedCluster,
+    action: Action | None,
+    *,
+    now: datetime,
+    last_error: str | None = None,
+) -> dict[str, Any]:
+    """The whole `.status` to write through the status subresource."""
+    cluster = observed.cluster
+    spec = cluster.spec
+    ready, unready = member_readiness(observed)
+    leader = observed.leader
+    bootstrapped = cluster.recorded.bootstrapped or any(m.started for m in observed.members or ())
+    versions = running_versions(observed)
+    current_version = str(min(versions)) if versions else ""
+    upgrading_to = ""
+    if spec is not None and any(version != spec.version for version in versions):
+        upgrading_to = str(spec.version)
+
+    availability = _availability(observed, bootstrapped)
+    phase, reason, summary = _phase(observed, action, availability, bootstrapped)
+    message = summary
+    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost)):
+        message = f"{summary}; {action.describe()}"
+    if last_error:
+        message = f"{message}; last error: {last_error}"
+
+    conditions = [
+        _condition(observed, CONDITION_AVAILABLE, *availability, now=now),
+        _condition(observed, CONDITION_SCALING, *_scaling(observed, bootstrapped), now=now),
+        _condition(observed, CONDITION_UPGRADING, *_upgrading(observed), now=now),
+        _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
+        _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary), now=now),
+    ]
+    return {
+        "observedGeneration": cluster.generation,
+        "phase": phase,
+        "reason": reason,
+        "message": message,
+        "controlPaused": cluster.paused,
+        "bootstrapped": bootstrapped,
+        "size": len(observed.members) if observed.members is not None else len(observed.live_pods),
+        "readyCount": len(ready),
+        "members": {"ready": ready, "unready": unready},
+        "leader": leader.member_name if leader is not None else "",
+        "currentVersion": current_version,
+        "targetVersion": upgrading_to,
+        "serviceName": client_service_name(cluster.name),
+        "clientPort": c.CLIENT_PORT,
+        "lastError": last_error or "",
+        "warnings": list(spec.warnings) if spec is not None else [],
+        "conditions": conditions,
+    }
+
+
+def member_readiness(observed: ObservedCluster) -> tuple[list[str], list[str]]:
+    """(ready, unready) member names: a healthy voting member is ready; learners, unstarted and
+    unhealthy members are not. Without a member list, pod readiness is all we know."""
+    if observed.members is None:
+        pods = observed.live_pods
+        return sorted(p.member_name for p in pods if p.ready), sorted(p.member_name for p in pods if not p.ready)
+    ready = sorted(m.member_name for m in observed.healthy_voters)
+    unready = sorted(m.member_name for m in observed.members if m.member_name not in ready)
+    return ready, unready
+
+
+def running_versions(observed: ObservedCluster) -> list[EtcdVersion]:
+    """etcd versions of the members (their own report, else their pod's), or of the pods when
+    no member answered."""
+    versions: list[EtcdVersion] = []
+    if observed.members is None:
+        return [p.etcd_version for p in observed.live_pods if p.etcd_version is not None and not p.never_ran]
+    for member in observed.members:
+        status = observed.endpoint_status.get(member.member_name)
+        version = EtcdVersion.parse(status.version) if status is not None and status.version else None
+        if version is None:
+            pod = observed.pod(member.member_name)
+            version = pod.etcd_version if pod is not None and not pod.never_ran else None
+        if version is not None:
+            versions.append(version)
+    return versions
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase and conditions; each condition is (status, reason, message)
+
+Verdict = tuple[str, str, str]
+
+
+def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
+    if observed.members is not None:
+        voters, healthy = len(observed.voting_members), len(observed.healthy_voters)
+        leader = observed.leader
+        if observed.has_quorum:
+            led = f", leader {leader.member_name}" if leader is not None else ""
+            return "True", "QuorumAvailable", f"{healthy} of {voters} voting members healthy{led}"
+        return "False", "QuorumLost", f"only {healthy} of {voters} voting members healthy; {observed.quorum} needed"
+    pods = observed.live_pods
+    ready = [pod for pod in pods if pod.ready]
+    why = observed.member_list_error or "no member answered"
+    if bootstrapped and pods and len(ready) > len(pods) // 2:
+        # The pods' own /health checks pass; only the operator cannot reach etcd.
+        return "True", "PodsReady", f"{len(ready)} of {len(pods)} member pods ready; etcd not reachable from the operator: {why}"
+    if not bootstrapped:
+        return "False", "Bootstrapping", f"the first member is not up yet ({why})"
+    if not pods:
+        return "False", "MembersLost", "no member pod exists"
+    return "False", "EtcdUnreachable", f"{len(ready)} of {len(pods)} member pods ready; {why}"
+
+
+def _phase(
+    observed: ObservedCluster, action: Action | None, availability: Verdict, bootstrapped: bool
+) -> tuple[str, str, str]:
+    """(phase, reason, one-line summary)."""
+    cluster = observed.cluster
+    if cluster.spec is None:
+        return PHASE_FAILED, "InvalidSpec", cluster.spec_error or "spec is invalid"
+    if isinstance(action, RejectSpec):
+        return PHASE_FAILED, "InvalidSpec", action.reason
+    if isinstance(action, ReportMembersLost):
+        return PHASE_FAILED, "MembersLost", action.reason
+    available, reason, message = availability
+    if available == "True":
+        return PHASE_RUNNING, reason, message
+    if not bootstrapped:
+        return PHASE_CREATING, reason, message
+    return PHASE_FAILED, reason, message
+
+
+def _scaling(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
+    spec = observed.cluster.spec
+    if spec is None or observed.members is None:
+        return "Unknown", "MembersUnknown", "the member list could not be read"
+    voters, learners = len(observed.voting_members), len(observed.learners)
+    joining = f" ({learners} learner(s) joining)" if learners else ""
+    if voters < spec.size:
+        return "True", "ScalingUp", f"{voters} of {spec.size} voting members{joining}"
+    if voters > spec.size:
+        return "True", "ScalingDown", f"{voters} voting members, spec.size is {spec.size}{joining}"
+    if learners:
+        return "True", "AddingMember", f"{voters} voting members{joining}"
+    return "False", "AtSize", f"{voters} of {spec.size} voting members"
+
+
+def _upgrading(observed: ObservedCluster) -> Verdict:
+    spec = observed.cluster.spec
+    if spec is None or observed.members is None:
+        return "Unknown", "MembersUnknown", "the member list could not be read"
+    outdated = [
+        (member.member_name, reason)
+        for member in observed.members
+        if (reason := outdated_reason(observed, member)) is not None
+    ]
+    if outdated:
+        name, reason = sorted(outdated)[0]
+        return (
+            "True", "RollingUpdate",
+            f"{len(outdated)} of {len(observed.members)} members outdated (e.g. {name}: {reason})",
+        )
+    return "False", "UpToDate", f"every member runs {spec.image}"
+
+
+def _recovering(observed: ObservedCluster, action: Action | None) -> Verdict:
+    if isinstance(action, CreateMemberPod):
+        return "True", "RecreatingMemberPod", action.describe()
+    if isinstance(action, (RemoveMember, AddMember)) and action.purpose == "replace":
+        return "True", "ReplacingMember", action.describe()
+    missing = sorted(
+        m.member_name for m in observed.members or () if m.started and observed.pod(m.member_name) is None
+    )
+    if missing:
+        return "True", "MemberPodMissing", f"member(s) without a pod: {', '.join(missing)}"
+    return "False", "NoFailedMembers", "every member has its pod"
+
+
+def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: str, summary: str) -> Verdict:
+    if observed.cluster.spec is None or phase_reason in ("InvalidSpec", "MembersLost"):
+        return "True", phase_reason, summary
+    available, reason, message = availability
+    if available != "True" or reason == "PodsReady":
+        return "True", "EtcdUnreachable" if reason == "PodsReady" else reason, message
+    unhealthy = sorted(m.member_name for m in observed.unhealthy_voters)
+    if unhealthy:
+        return "True", "MembersUnhealthy", f"unhealthy voting member(s): {', '.join(unhealthy)}"
+    return "False", "AllMembersHealthy", "every voting member is healthy"
+
+
+def _condition(
+    observed: ObservedCluster, condition_type: str, status: str, reason: str, message: str, *, now: datetime
+) -> dict[str, str]:
+    previous: Condition | None = observed.cluster.recorded.condition(condition_type)
+    if previous is not None and previous.status == status and previous.last_transition_time:
+        since = previous.last_transition_time
+    else:
+        since = format_time(now)
+    return {
+        "type": condition_type,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with seconds, as Kubernetes writes times."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,107 @@
+"""Names, keys, ports and versions shared by the etcd operator: one place, so a label key or a
+port is never spelled twice. Values follow the CoreOS etcd-operator where it defined them, so
+clusters it created are recognised."""
+from __future__ import annotations
+
+from typing import Final
+
+# --- the EtcdCluster API (CoreOS v1beta2, unchanged)
+API_GROUP: Final = "etcd.database.coreos.com"
+API_VERSION: Final = "v1beta2"
+API_GROUP_VERSION: Final = f"{API_GROUP}/{API_VERSION}"
+KIND: Final = "EtcdCluster"
+LIST_KIND: Final = "EtcdClusterList"
+PLURAL: Final = "etcdclusters"
+SINGULAR: Final = "etcdcluster"
+SHORT_NAMES: Final = ("etcd",)
+CRD_NAME: Final = f"{PLURAL}.{API_GROUP}"
+
+# --- labels on every pod, PVC and service of a cluster (CoreOS keys)
+LABEL_APP: Final = "app"
+LABEL_APP_VALUE: Final = "etcd"
+LABEL_CLUSTER: Final = "etcd_cluster"
+LABEL_MEMBER: Final = "etcd_node"
+RESERVED_LABEL_KEYS: Final = frozenset({LABEL_APP, LABEL_CLUSTER, LABEL_MEMBER})
+
+# --- pod annotations
+# CoreOS wrote the etcd version under this bare key; keeping it lets us read its pods.
+ANNOTATION_ETCD_VERSION: Final = "etcd.version"
+# "new" for the seed member that bootstraps the cluster, "existing" for every later member.
+ANNOTATION_INITIAL_CLUSTER_STATE: Final = f"{API_GROUP}/initial-cluster-state"
+# Hash of the pod policy the pod was built from; a different hash means the pod is outdated.
+ANNOTATION_POD_POLICY_HASH: Final = f"{API_GROUP}/pod-policy-hash"
+RESERVED_ANNOTATION_KEYS: Final = frozenset(
+    {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH}
+)
+
+INITIAL_CLUSTER_STATE_NEW: Final = "new"
+INITIAL_CLUSTER_STATE_EXISTING: Final = "existing"
+
+# --- ports and names of the things a cluster is made of
+CLIENT_PORT: Final = 2379
+PEER_PORT: Final = 2380
+CLIENT_PORT_NAME: Final = "client"
+PEER_PORT_NAME: Final = "peer"
+CLIENT_SERVICE_SUFFIX: Final = "-client"  # client service `<cluster>-client`; peer service `<cluster>`
+ETCD_CONTAINER_NAME: Final = "etcd"
+ETCD_BINARY: Final = "/usr/local/bin/etcd"
+ETCDCTL_BINARY: Final = "/usr/local/bin/etcdctl"
+DATA_VOLUME_NAME: Final = "etcd-data"
+DATA_VOLUME_MOUNT_PATH: Final = "/var/etcd"
+DATA_DIR: Final = "/var/etcd/data"
+POD_IP_ENV: Final = "POD_IP"
+
+# Member names are `<cluster>-<suffix>`, CoreOS style; the name is also the pod's name and hostname.
+NAME_SUFFIX_LENGTH: Final = 5
+NAME_SUFFIX_ALPHABET: Final = "abcdefghijklmnopqrstuvwxyz0123456789"
+# A member name must be a DNS label (<= 63), and `<cluster>-client` a DNS-1035 label (<= 63).
+MAX_CLUSTER_NAME_LENGTH: Final = 63 - len(CLIENT_SERVICE_SUFFIX)
+
+# --- TLS (CoreOS spec.TLS.static layout: secret names in the spec, fixed file names inside)
+PEER_TLS_VOLUME: Final = "member-peer-tls"
+PEER_TLS_DIR: Final = "/etc/etcdtls/member/peer-tls"
+PEER_CERT_FILE: Final = "peer.crt"
+PEER_KEY_FILE: Final = "peer.key"
+PEER_CA_FILE: Final = "peer-ca.crt"
+SERVER_TLS_VOLUME: Final = "member-server-tls"
+SERVER_TLS_DIR: Final = "/etc/etcdtls/member/server-tls"
+SERVER_CERT_FILE: Final = "server.crt"
+SERVER_KEY_FILE: Final = "server.key"
+SERVER_CA_FILE: Final = "server-ca.crt"
+OPERATOR_TLS_VOLUME: Final = "etcd-client-tls"
+OPERATOR_TLS_DIR: Final = "/etc/etcdtls/operator/etcd-tls"
+OPERATOR_CERT_FILE: Final = "etcd-client.crt"
+OPERATOR_KEY_FILE: Final = "etcd-client.key"
+OPERATOR_CA_FILE: Final = "etcd-client-ca.crt"
+
+# --- etcd versions
+DEFAULT_REPOSITORY: Final = "quay.io/coreos/etcd"
+DEFAULT_VERSION: Final = "3.5.1"
+# Minor versions we run, each with learner support (`member add --learner`, `member promote`).
+# etcd upgrades one minor version at a time and does not downgrade across minor versions.
+SUPPORTED_MINOR_VERSIONS: Final = ("3.4", "3.5")
+LEARNER_MINOR_VERSIONS: Final = frozenset({"3.4", "3.5"})
+# etcd promotes a learner only once its log is within 10% of the leader's; we wait for the same.
+LEARNER_CATCH_UP_RATIO: Final = 0.9
+
+# Flags the operator sets on every member; `spec.pod.etcdEnv` may not set them again (etcd refuses
+# to start when an ETCD_* variable shadows a flag given on the command line).
+OPERATOR_MANAGED_ETCD_FLAGS: Final = (
+    "name",
+    "data-dir",
+    "listen-client-urls",
+    "listen-peer-urls",
+    "advertise-client-urls",
+    "initial-advertise-peer-urls",
+    "initial-cluster",
+    "initial-cluster-state",
+    "initial-cluster-token",
+    "peer-client-cert-auth",
+    "peer-trusted-ca-file",
+    "peer-cert-file",
+    "peer-key-file",
+    "client-cert-auth",
+    "trusted-ca-file",
+    "cert-file",
+    "key-file",
+)

@@ -1,0 +1,372 @@
+"""Pure builders of the Kubernetes objects a cluster is made of: member pods and their PVCs, the
+client service `<cluster>-client` and the headless peer service `<cluster>`. Plain API dicts
+(camelCase), owned by the EtcdCluster so deleting it deletes them.
+
+A member's addresses are DNS names, `<member>.<cluster>.<ns>.svc`: the pod's hostname and
+subdomain under the headless service, stable for the member's whole life. etcd listens on the
+pod IP only (never 0.0.0.0 or 127.0.0.1), which is right on Kubernetes and lets several members
+share a host in the local sandbox.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from etcd_operator import constants as c
+from etcd_operator.spec import ClusterSpec, EtcdCluster
+
+InitialClusterState = Literal["new", "existing"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Names and addresses
+
+
+def client_service_name(cluster_name: str) -> str:
+    return f"{cluster_name}{c.CLIENT_SERVICE_SUFFIX}"
+
+
+def peer_service_name(cluster_name: str) -> str:
+    return cluster_name
+
+
+def service_names(cluster_name: str) -> tuple[str, str]:
+    return peer_service_name(cluster_name), client_service_name(cluster_name)
+
+
+def member_name(cluster_name: str, suffix: str) -> str:
+    return f"{cluster_name}-{suffix}"
+
+
+def member_host(cluster: EtcdCluster, member: str) -> str:
+    domain = cluster.require_spec().pod.cluster_domain
+    return f"{member}.{peer_service_name(cluster.name)}.{cluster.namespace}.svc{domain}"
+
+
+def member_peer_url(cluster: EtcdCluster, member: str) -> str:
+    scheme = "https" if cluster.require_spec().tls.peer_tls else "http"
+    return f"{scheme}://{member_host(cluster, member)}:{c.PEER_PORT}"
+
+
+def member_client_url(cluster: EtcdCluster, member: str) -> str:
+    scheme = "https" if cluster.require_spec().tls.client_tls else "http"
+    return f"{scheme}://{member_host(cluster, member)}:{c.CLIENT_PORT}"
+
+
+def client_service_url(cluster: EtcdCluster) -> str:
+    """What clients (and the backup operator) connect to."""
+    spec = cluster.require_spec()
+    scheme = "https" if spec.tls.client_tls else "http"
+    host = f"{client_service_name(cluster.name)}.{cluster.namespace}.svc{spec.pod.cluster_domain}"
+    return f"{scheme}://{host}:{c.CLIENT_PORT}"
+
+
+def cluster_labels(cluster_name: str) -> dict[str, str]:
+    """The selector of everything a cluster owns (CoreOS labels)."""
+    return {c.LABEL_APP: c.LABEL_APP_VALUE, c.LABEL_CLUSTER: cluster_name}
+
+
+def member_labels(cluster_name: str, member: str) -> dict[str, str]:
+    return {**cluster_labels(cluster_name), c.LABEL_MEMBER: member}
+
+
+def owner_reference(cluster: EtcdCluster) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_GROUP_VERSION,
+        "kind": c.KIND,
+        "name": cluster.name,
+        "uid": cluster.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def pod_policy_hash(spec: ClusterSpec) -> str:
+    """Fingerprint of what, besides the image, shapes a member pod. Empty fields are left out so
+    adding a field to PodPolicy later does not change the hash of existing pods (and roll them).
+    Excluded on purpose: the PVC spec (an existing claim cannot change), the cluster domain
+    (a member keeps the peer URL it was added with) and the TLS mode (refused by the planner)."""
+    pod = spec.pod
+    material: dict[str, Any] = {
+        "labels": dict(pod.labels),
+        "annotations": dict(pod.annotations),
+        "nodeSelector": dict(pod.node_selector),
+        "antiAffinity": pod.anti_affinity,
+        "affinity": pod.affinity,
+        "resources": pod.resources,
+        "tolerations": list(pod.tolerations),
+        "etcdEnv": list(pod.etcd_env),
+        "securityContext": pod.security_context,
+        "persistentVolumes": pod.uses_persistent_volumes,
+        "peerSecret": spec.tls.member_peer_secret,
+        "serverSecret": spec.tls.member_server_secret,
+        "operatorSecret": spec.tls.operator_secret,
+    }
+    kept = {key: value for key, value in material.items() if value not in (None, "", False, [], {})}
+    canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Services
+
+
+def build_peer_service(cluster: EtcdCluster) -> dict[str, Any]:
+    """Headless service `<cluster>`: gives each member pod its DNS name, ready or not (a member
+    must resolve before it is healthy, or it could never join)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, peer_service_name(cluster.name), cluster_labels(cluster.name)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": cluster_labels(cluster.name),
+            "ports": [
+                _service_port(c.CLIENT_PORT_NAME, c.CLIENT_PORT),
+                _service_port(c.PEER_PORT_NAME, c.PEER_PORT),
+            ],
+        },
+    }
+
+
+def build_client_service(cluster: EtcdCluster) -> dict[str, Any]:
+    """`<cluster>-client`: what applications use; only ready members receive traffic."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, client_service_name(cluster.name), cluster_labels(cluster.name)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": cluster_labels(cluster.name),
+            "ports": [_service_port(c.CLIENT_PORT_NAME, c.CLIENT_PORT)],
+        },
+    }
+
+
+def build_service(cluster: EtcdCluster, name: str) -> dict[str, Any]:
+    """The service of that name (one of `service_names`)."""
+    if name == peer_service_name(cluster.name):
+        return build_peer_service(cluster)
+    if name == client_service_name(cluster.name):
+        return build_client_service(cluster)
+    raise ValueError(f"{name!r} is not a service of cluster {cluster.name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Member PVC and pod
+
+
+def build_member_pvc(cluster: EtcdCluster, member: str) -> dict[str, Any]:
+    """PVC `<member>` from spec.pod.persistentVolumeClaimSpec; a pod recreated for the same
+    member mounts it again and keeps its data."""
+    pvc_spec = cluster.require_spec().pod.persistent_volume_claim_spec
+    if pvc_spec is None:
+        raise ValueError(f"cluster {cluster.name!r} does not use persistent volumes")
+    claim = _plain(pvc_spec)
+    claim.setdefault("accessModes", ["ReadWriteOnce"])
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(cluster, member, member_labels(cluster.name, member)),
+        "spec": claim,
+    }
+
+
+def build_member_pod(
+    cluster: EtcdCluster,
+    member: str,
+    *,
+    state: InitialClusterState,
+    initial_cluster: Sequence[tuple[str, str]],
+) -> dict[str, Any]:
+    """Pod `<member>` running etcd at spec.version. `initial_cluster` is (name, peer URL) pairs:
+    just this member for the seed (`state="new"`), every member for a joining one."""
+    spec = cluster.require_spec()
+    policy = spec.pod
+    labels = {**policy.labels, **member_labels(cluster.name, member)}
+    annotations = {
+        **policy.annotations,
+        c.ANNOTATION_ETCD_VERSION: str(spec.version),
+        c.ANNOTATION_INITIAL_CLUSTER_STATE: state,
+        c.ANNOTATION_POD_POLICY_HASH: pod_policy_hash(spec),
+    }
+    metadata = _metadata(cluster, member, labels)
+    metadata["annotations"] = annotations
+
+    container: dict[str, Any] = {
+        "name": c.ETCD_CONTAINER_NAME,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": etcd_command(cluster, member, state=state, initial_cluster=initial_cluster),
+        "env": [
+            {"name": c.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            *(_plain(variable) for variable in policy.etcd_env),
+        ],
+        "ports": [
+            {"name": c.CLIENT_PORT_NAME, "containerPort": c.CLIENT_PORT, "protocol": "TCP"},
+            {"name": c.PEER_PORT_NAME, "containerPort": c.PEER_PORT, "protocol": "TCP"},
+        ],
+        "volumeMounts": [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}],
+        "readinessProbe": _readiness_probe(cluster, member),
+        "livenessProbe": _liveness_probe(),
+    }
+    if policy.resources:
+        container["resources"] = _plain(policy.resources)
+
+    volumes: list[dict[str, Any]] = [
+        {"name": c.DATA_VOLUME_NAME, "persistentVolumeClaim": {"claimName": member}}
+        if policy.uses_persistent_volumes
+        else {"name": c.DATA_VOLUME_NAME, "emptyDir": {}}
+    ]
+    for volume_name, secret, mount_path in _tls_secrets(spec):
+        volumes.append({"name": volume_name, "secret": {"secretName": secret}})
+        container["volumeMounts"].append({"name": volume_name, "mountPath": mount_path, "readOnly": True})
+
+    pod_spec: dict[str, Any] = {
+        "hostname": member,
+        "subdomain": peer_service_name(cluster.name),
+        "restartPolicy": "Always",
+        # Service env vars would include ETCD_* names for a cluster called "etcd", which etcd
+        # reads as flags; and etcd needs no API token.
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if policy.node_selector:
+        pod_spec["nodeSelector"] = dict(policy.node_selector)
+    if policy.tolerations:
+        pod_spec["tolerations"] = [_plain(toleration) for toleration in policy.tolerations]
+    if policy.security_context:
+        pod_spec["securityContext"] = _plain(policy.security_context)
+    affinity = _affinity(cluster)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def etcd_command(
+    cluster: EtcdCluster,
+    member: str,
+    *,
+    state: InitialClusterState,
+    initial_cluster: Sequence[tuple[str, str]],
+) -> list[str]:
+    spec = cluster.require_spec()
+    client_scheme = "https" if spec.tls.client_tls else "http"
+    peer_scheme = "https" if spec.tls.peer_tls else "http"
+    pod_ip = f"$({c.POD_IP_ENV})"  # expanded by the kubelet from the env var
+    command = [
+        c.ETCD_BINARY,
+        f"--name={member}",
+        f"--data-dir={c.DATA_DIR}",
+        f"--listen-client-urls={client_scheme}://{pod_ip}:{c.CLIENT_PORT}",
+        f"--listen-peer-urls={peer_scheme}://{pod_ip}:{c.PEER_PORT}",
+        f"--advertise-client-urls={member_client_url(cluster, member)}",
+        f"--initial-advertise-peer-urls={member_peer_url(cluster, member)}",
+        "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
+        f"--initial-cluster-state={state}",
+    ]
+    if state == c.INITIAL_CLUSTER_STATE_NEW:
+        # Unique per cluster, so a seed can never join another cluster's members by mistake.
+        command.append(f"--initial-cluster-token={cluster.uid or cluster.name}")
+    if spec.tls.peer_tls:
+        command += [
+            "--peer-client-cert-auth=true",
+            f"--peer-trusted-ca-file={c.PEER_TLS_DIR}/{c.PEER_CA_FILE}",
+            f"--peer-cert-file={c.PEER_TLS_DIR}/{c.PEER_CERT_FILE}",
+            f"--peer-key-file={c.PEER_TLS_DIR}/{c.PEER_KEY_FILE}",
+        ]
+    if spec.tls.client_tls:
+        command += [
+            "--client-cert-auth=true",
+            f"--trusted-ca-file={c.SERVER_TLS_DIR}/{c.SERVER_CA_FILE}",
+            f"--cert-file={c.SERVER_TLS_DIR}/{c.SERVER_CERT_FILE}",
+            f"--key-file={c.SERVER_TLS_DIR}/{c.SERVER_KEY_FILE}",
+        ]
+    return command
+
+
+def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
+    """Ready = etcd's own /health (has a leader, serves a linearizable read). A learner is not
+    ready until promoted, which keeps client traffic off it."""
+    timing = {"initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3}
+    if cluster.require_spec().tls.client_tls:
+        return {"exec": {"command": _etcdctl_probe(cluster, member, ["endpoint", "health"])}, **timing}
+    return {"httpGet": {"path": "/health", "port": c.CLIENT_PORT, "scheme": "HTTP"}, **timing}
+
+
+def _liveness_probe() -> dict[str, Any]:
+    """Lenient: restart only a process that stops accepting connections for a minute. Not
+    /health: it fails on every member when quorum is lost, and restarting them all then helps
+    nobody (its `?serializable=true` variant needs etcd >= 3.5.3)."""
+    return {
+        "tcpSocket": {"port": c.CLIENT_PORT},
+        "initialDelaySeconds": 10,
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 6,
+    }
+
+
+def _etcdctl_probe(cluster: EtcdCluster, member: str, arguments: list[str]) -> list[str]:
+    """etcdctl with the operator's client certificate against the member's advertised URL
+    (probe commands get no $(VAR) expansion, so the pod IP is not available)."""
+    return [
+        c.ETCDCTL_BINARY,
+        f"--endpoints={member_client_url(cluster, member)}",
+        f"--cacert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CA_FILE}",
+        f"--cert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CERT_FILE}",
+        f"--key={c.OPERATOR_TLS_DIR}/{c.OPERATOR_KEY_FILE}",
+        "--dial-timeout=3s",
+        "--command-timeout=4s",
+        *arguments,
+    ]
+
+
+def _tls_secrets(spec: ClusterSpec) -> list[tuple[str, str, str]]:
+    """(volume name, secret name, mount path) for each TLS secret the spec names."""
+    tls = spec.tls
+    secrets = [
+        (c.PEER_TLS_VOLUME, tls.member_peer_secret, c.PEER_TLS_DIR),
+        (c.SERVER_TLS_VOLUME, tls.member_server_secret, c.SERVER_TLS_DIR),
+        (c.OPERATOR_TLS_VOLUME, tls.operator_secret, c.OPERATOR_TLS_DIR),
+    ]
+    return [entry for entry in secrets if entry[1]]
+
+
+def _affinity(cluster: EtcdCluster) -> dict[str, Any]:
+    policy = cluster.require_spec().pod
+    affinity = _plain(policy.affinity) if policy.affinity else {}
+    if policy.anti_affinity:
+        # CoreOS antiAffinity: never two members of a cluster on one node.
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": cluster_labels(cluster.name)},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    return affinity
+
+
+def _metadata(cluster: EtcdCluster, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": cluster.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(cluster)],
+    }
+
+
+def _service_port(name: str, port: int) -> dict[str, Any]:
+    return {"name": name, "port": port, "targetPort": port, "protocol": "TCP"}
+
+
+def _plain(value: Any) -> Any:
+    """A deep, mutable copy of an API sub-object from the spec (JSON round trip)."""
+    return json.loads(json.dumps(value))

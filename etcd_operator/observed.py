@@ -1,0 +1,371 @@
+"""What one supervisor pass observed: the cluster's pods, volumes and services from Kubernetes,
+and etcd's own view (member list, per-member health and status). A frozen snapshot, rebuilt from
+scratch every pass; the planner and the status writer read only this.
+
+Members, health and endpoint status are matched to pods by *member name*, which is also the pod
+name (CoreOS convention). A member that was added but never started has no name in etcd's list;
+its name is recovered from its peer URL `<scheme>://<member>.<cluster>.<ns>.svc...:2380`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from etcd_operator import constants as c
+from etcd_operator.spec import EtcdCluster, EtcdVersion
+
+JsonDict = Mapping[str, Any]
+
+IMAGE_PULL_FAILURE_REASONS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+)
+TERMINAL_POD_PHASES = frozenset({"Failed", "Succeeded"})
+
+
+def new_name_suffix() -> str:
+    """Random `[a-z0-9]{5}` for a new member name; the supervisor draws one per pass."""
+    return "".join(secrets.choice(c.NAME_SUFFIX_ALPHABET) for _ in range(c.NAME_SUFFIX_LENGTH))
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes side
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    name: str
+    member_name: str
+    phase: str = "Pending"
+    ready: bool = False
+    deleting: bool = False
+    ip: str | None = None
+    created_at: datetime | None = None
+    image: str | None = None
+    etcd_version: EtcdVersion | None = None
+    # "new" for a seed pod, "existing" for a pod that joined a running cluster; None if unknown.
+    initial_cluster_state: str | None = None
+    pod_policy_hash: str | None = None
+    restart_count: int = 0
+    waiting_reason: str | None = None
+    waiting_message: str | None = None
+    last_termination_reason: str | None = None
+
+    @property
+    def is_seed(self) -> bool:
+        return self.initial_cluster_state == c.INITIAL_CLUSTER_STATE_NEW
+
+    @property
+    def terminal(self) -> bool:
+        """Failed or Succeeded: its containers will not run again (e.g. evicted)."""
+        return self.phase in TERMINAL_POD_PHASES
+
+    @property
+    def crashlooping(self) -> bool:
+        return self.waiting_reason == "CrashLoopBackOff"
+
+    @property
+    def image_pull_failed(self) -> bool:
+        return self.waiting_reason in IMAGE_PULL_FAILURE_REASONS
+
+    @property
+    def never_ran(self) -> bool:
+        """etcd never ran in this pod, so deleting it loses nothing."""
+        return self.image_pull_failed and self.restart_count == 0
+
+    @property
+    def problem(self) -> str | None:
+        """A short human description of what is wrong with the pod, if anything visible."""
+        if self.deleting:
+            return "terminating"
+        if self.terminal:
+            return f"phase {self.phase}"
+        if self.waiting_reason and self.waiting_reason not in ("ContainerCreating", "PodInitializing"):
+            detail = f": {self.waiting_message}" if self.waiting_message else ""
+            return f"{self.waiting_reason}{detail}"
+        return None
+
+
+@dataclass(frozen=True)
+class ObservedPVC:
+    name: str
+    member_name: str
+    deleting: bool = False
+
+
+def parse_pod(pod: JsonDict) -> ObservedPod:
+    """An etcd member pod from its API dict (as returned by the API, camelCase keys)."""
+    metadata = _dict(pod.get("metadata"))
+    spec = _dict(pod.get("spec"))
+    status = _dict(pod.get("status"))
+    labels = _dict(metadata.get("labels"))
+    annotations = _dict(metadata.get("annotations"))
+    name = str(metadata.get("name") or "")
+
+    container = _etcd_container(spec.get("containers"))
+    container_status = _etcd_container(status.get("containerStatuses"))
+    state = _dict(container_status.get("state"))
+    waiting = _dict(state.get("waiting"))
+    last_terminated = _dict(_dict(container_status.get("lastState")).get("terminated"))
+    image = container.get("image")
+
+    version_text = annotations.get(c.ANNOTATION_ETCD_VERSION)
+    etcd_version = EtcdVersion.parse(version_text) if isinstance(version_text, str) else None
+    if etcd_version is None and isinstance(image, str):
+        etcd_version = version_from_image(image)
+
+    return ObservedPod(
+        name=name,
+        member_name=str(labels.get(c.LABEL_MEMBER) or name),
+        phase=str(status.get("phase") or "Pending"),
+        ready=_condition_true(status.get("conditions"), "Ready"),
+        deleting=metadata.get("deletionTimestamp") is not None,
+        ip=status.get("podIP") or None,
+        created_at=parse_timestamp(metadata.get("creationTimestamp")),
+        image=image if isinstance(image, str) else None,
+        etcd_version=etcd_version,
+        initial_cluster_state=annotations.get(c.ANNOTATION_INITIAL_CLUSTER_STATE),
+        pod_policy_hash=annotations.get(c.ANNOTATION_POD_POLICY_HASH),
+        restart_count=int(container_status.get("restartCount") or 0),
+        waiting_reason=waiting.get("reason") or None,
+        waiting_message=waiting.get("message") or None,
+        last_termination_reason=last_terminated.get("reason") or None,
+    )
+
+
+def parse_pvc(pvc: JsonDict) -> ObservedPVC:
+    metadata = _dict(pvc.get("metadata"))
+    name = str(metadata.get("name") or "")
+    labels = _dict(metadata.get("labels"))
+    return ObservedPVC(
+        name=name,
+        member_name=str(labels.get(c.LABEL_MEMBER) or name),
+        deleting=metadata.get("deletionTimestamp") is not None,
+    )
+
+
+def version_from_image(image: str) -> EtcdVersion | None:
+    """`quay.io/coreos/etcd:v3.5.1` -> 3.5.1; None for digests or tags that are not versions."""
+    last_segment = image.rsplit("/", 1)[-1]
+    if "@" in last_segment or ":" not in last_segment:
+        return None
+    return EtcdVersion.parse(last_segment.rsplit(":", 1)[1])
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """RFC 3339 as the API writes it (`2024-05-01T10:00:00Z`)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# etcd side (filled from the etcdctl wrapper's results)
+
+
+@dataclass(frozen=True)
+class ObservedMember:
+    """One entry of `etcdctl member list` (same field names as the etcdctl wrapper's Member)."""
+
+    id: int
+    name: str
+    peer_urls: tuple[str, ...]
+    client_urls: tuple[str, ...] = ()
+    is_learner: bool = False
+
+    @property
+    def started(self) -> bool:
+        """etcd fills in name and client URLs when the member first runs; an added member
+        whose process never started has neither."""
+        return bool(self.name) and bool(self.client_urls)
+
+    @property
+    def member_name(self) -> str:
+        if self.name:
+            return self.name
+        for url in self.peer_urls:
+            name = member_name_from_peer_url(url)
+            if name:
+                return name
+        return f"unstarted-{self.id:x}"
+
+    @property
+    def hex_id(self) -> str:
+        return f"{self.id:x}"
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    """`etcdctl endpoint status` of one member's endpoint."""
+
+    member_id: int
+    leader_id: int
+    version: str = ""
+    raft_index: int = 0
+    raft_term: int = 0
+
+
+@dataclass(frozen=True)
+class MemberHealth:
+    """`etcdctl endpoint health` of one member's endpoint."""
+
+    healthy: bool
+    error: str | None = None
+
+
+def member_name_from_peer_url(url: str) -> str | None:
+    """`http://example-abcde.example.default.svc:2380` -> `example-abcde`; None for IP hosts."""
+    host = urlparse(url).hostname
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        return host.split(".", 1)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole picture
+
+
+@dataclass(frozen=True)
+class ObservedCluster:
+    """Everything one pass saw. `members` is None when no member answered `member list`;
+    `health` and `endpoint_status` are keyed by member name (= pod name); a member missing from
+    `health` counts as unhealthy."""
+
+    cluster: EtcdCluster
+    pods: tuple[ObservedPod, ...] = ()
+    pvcs: tuple[ObservedPVC, ...] = ()
+    services: frozenset[str] = frozenset()
+    members: tuple[ObservedMember, ...] | None = None
+    member_list_error: str | None = None
+    health: Mapping[str, MemberHealth] = field(default_factory=dict)
+    endpoint_status: Mapping[str, EndpointStatus] = field(default_factory=dict)
+    # Randomness and time are inputs, so the planner stays a pure function.
+    name_suffix: str = field(default_factory=new_name_suffix)  # the name a new member gets
+    observed_at: datetime | None = None  # when the pass observed (None: ages are not checked)
+
+    # --- pods and volumes
+
+    def pod(self, member_name: str) -> ObservedPod | None:
+        """The member's pod, terminating or not (pod name = member name, so at most one)."""
+        for pod in self.pods:
+            if pod.member_name == member_name:
+                return pod
+        return None
+
+    def pod_age_seconds(self, pod: ObservedPod) -> float | None:
+        if self.observed_at is None or pod.created_at is None:
+            return None
+        return (self.observed_at - pod.created_at).total_seconds()
+
+    @property
+    def live_pods(self) -> tuple[ObservedPod, ...]:
+        return tuple(pod for pod in self.pods if not pod.deleting)
+
+    def volume(self, member_name: str) -> ObservedPVC | None:
+        """The member's data volume, unless it is being deleted."""
+        for pvc in self.pvcs:
+            if pvc.member_name == member_name and not pvc.deleting:
+                return pvc
+        return None
+
+    # --- members
+
+    @property
+    def member_list_obtained(self) -> bool:
+        return self.members is not None
+
+    @property
+    def member_names(self) -> frozenset[str]:
+        return frozenset(member.member_name for member in self.members or ())
+
+    @property
+    def voting_members(self) -> tuple[ObservedMember, ...]:
+        return tuple(member for member in self.members or () if not member.is_learner)
+
+    @property
+    def learners(self) -> tuple[ObservedMember, ...]:
+        return tuple(member for member in self.members or () if member.is_learner)
+
+    def is_healthy(self, member: ObservedMember) -> bool:
+        health = self.health.get(member.member_name)
+        return health is not None and health.healthy
+
+    @property
+    def healthy_voters(self) -> tuple[ObservedMember, ...]:
+        return tuple(member for member in self.voting_members if self.is_healthy(member))
+
+    @property
+    def unhealthy_voters(self) -> tuple[ObservedMember, ...]:
+        return tuple(member for member in self.voting_members if not self.is_healthy(member))
+
+    @property
+    def quorum(self) -> int:
+        """Voting members needed for a majority."""
+        return len(self.voting_members) // 2 + 1
+
+    @property
+    def has_quorum(self) -> bool:
+        """A majority of voting members answered a health check (which needs a leader)."""
+        return bool(self.voting_members) and len(self.healthy_voters) >= self.quorum
+
+    @property
+    def leader_id(self) -> int | None:
+        """The leader most endpoints report, if it is a current member."""
+        votes = Counter(status.leader_id for status in self.endpoint_status.values() if status.leader_id)
+        for leader_id, _count in votes.most_common():
+            if any(member.id == leader_id for member in self.members or ()):
+                return leader_id
+        return None
+
+    @property
+    def leader(self) -> ObservedMember | None:
+        leader_id = self.leader_id
+        for member in self.members or ():
+            if member.id == leader_id:
+                return member
+        return None
+
+    def initial_cluster(self) -> tuple[tuple[str, str], ...]:
+        """`--initial-cluster` pairs for a member joining now: every member with the exact peer
+        URLs etcd knows (it compares them with its own list)."""
+        return tuple(
+            (member.member_name, url)
+            for member in sorted(self.members or (), key=lambda m: m.member_name)
+            for url in member.peer_urls
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _dict(value: Any) -> JsonDict:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _etcd_container(containers: Any) -> JsonDict:
+    """The container (or container status) named `etcd`, else the first one."""
+    if not isinstance(containers, list) or not containers:
+        return {}
+    for container in containers:
+        if isinstance(container, Mapping) and container.get("name") == c.ETCD_CONTAINER_NAME:
+            return container
+    return _dict(containers[0])
+
+
+def _condition_true(conditions: Any, condition_type: str) -> bool:
+    for condition in conditions or ():
+        if isinstance(condition, Mapping) and condition.get("type") == condition_type:
+            return condition.get("status") == "True"
+    return False

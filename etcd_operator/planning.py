@@ -1,0 +1,528 @@
+"""The decision: `plan_next_action(observed) -> Action`, a pure function of one pass's
+observation. The supervisor executes the action and observes again; nothing is remembered
+between passes, so the operator may die at any instant and the next pass finishes the job.
+
+etcd has no "desired membership"; the goal is spec.size voting members, all healthy, all running
+the spec's image and pod policy. Rules, first match wins (the order is the safety argument):
+
+ 1. spec.paused -> Pause.
+ 2. Spec problems the schema cannot catch -> RejectSpec: unsupported version, reserved labels,
+    ... (spec.py); a minor-version downgrade or skipped minor; a TLS mode change on a running
+    cluster. Fixing the spec recovers: nothing was changed meanwhile.
+ 3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
+ 4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
+    (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
+ 5. No member answered `member list` (bootstrap, or everything down):
+    - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
+      restart on their data);
+    - pods exist -> Wait for them (never a second seed next to one that is starting);
+    - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token);
+    - nothing exists but the cluster was bootstrapped -> ReportMembersLost: its emptyDir data
+      is gone; bootstrapping an empty cluster would hide that. Restore from a backup.
+ With a member list:
+ 6. A member etcd lists whose pod is missing:
+    - never started (added, crash before its pod) -> CreateMemberPod(state existing): finishes
+      the interrupted add instead of leaving a ghost member (the CoreOS bug);
+    - started, spec on PVCs and its volume exists -> CreateMemberPod on that volume;
+    - otherwise its data is gone: a dead member, removed in rule 9.
+ 7. A terminal (Failed/Succeeded) member pod with a volume -> DeletePod, recreated by rule 6.
+ 8. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
+    happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
+ 9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
+    added by rule 14. A terminal member pod without a volume -> DeletePod (then it is dead).
+10. Pods and PVCs of no member -> DeletePod / DeletePVC: leftovers of removed members. Pods
+    younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
+    may not show a member added a moment ago.
+11. A member pod still terminating -> Wait.
+12. Learners: remove one no longer needed (spec.size shrank); promote one that caught up while
+    every voting member is healthy; else Wait (etcd allows one learner; nothing else changes
+    meanwhile).
+13. Unhealthy voting member -> remove it if over spec.size and quorum allows; otherwise Wait for
+    it (its pod restarts in place; membership changes wait for a fully healthy cluster).
+14. Fewer voting members than spec.size -> AddMember (as learner), one at a time.
+15. More -> remove one: unhealthy, then outdated, then non-leader, then newest. The leader is
+    never removed while it leads: MoveLeader first.
+16. Outdated members (image or pod policy differs from the spec), oldest first, leader last
+    (MoveLeader first): on a PVC -> UpgradeMember (restart on the volume, same member); on
+    emptyDir -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the
+    outdated one. Adding before removing keeps the fault tolerance during the upgrade.
+17. Otherwise -> NoOp (converged).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+from etcd_operator import constants as c
+from etcd_operator.actions import (
+    Action,
+    AddMember,
+    CreateMemberPod,
+    CreateSeedMember,
+    CreateServices,
+    DeletePod,
+    DeletePVC,
+    MoveLeader,
+    NoOp,
+    Pause,
+    PromoteMember,
+    Purpose,
+    RejectSpec,
+    RemoveMember,
+    ReportMembersLost,
+    ReportQuorumLoss,
+    UpgradeMember,
+    Wait,
+)
+from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
+from etcd_operator.observed import ObservedCluster, ObservedMember
+from etcd_operator.spec import ClusterSpec
+
+ORPHAN_POD_GRACE_SECONDS = 10.0
+MEMBERS_LOST_REASON = "all members lost; restore from backup"
+
+
+def plan_next_action(observed: ObservedCluster) -> Action:
+    cluster = observed.cluster
+    if cluster.paused:
+        return Pause()
+    if cluster.spec is None:
+        return RejectSpec(cluster.spec_error or "spec is invalid")
+    problem = version_change_problem(observed) or tls_change_problem(observed)
+    if problem:
+        return RejectSpec(problem)
+    missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)
+    if missing:
+        return CreateServices(missing)
+    stuck = _pod_stuck_on_unpullable_image(observed, cluster.spec)
+    if stuck is not None:
+        return stuck
+    if observed.members is None:
+        return _plan_without_member_list(observed, cluster.spec)
+    return _plan_with_member_list(observed, cluster.spec, observed.members)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared with cluster_status
+
+
+def version_change_problem(observed: ObservedCluster) -> str | None:
+    """Why spec.version cannot be rolled out to the members running now, if it cannot."""
+    spec = observed.cluster.require_spec()
+    names = observed.member_names
+    running = [
+        pod.etcd_version
+        for pod in observed.live_pods
+        if pod.etcd_version is not None and not pod.never_ran
+        and (observed.members is None or pod.member_name in names)
+    ]
+    if not running:
+        return None
+    target = spec.version
+    highest, lowest = max(running), min(running)
+    if (target.major, target.minor) < (highest.major, highest.minor):
+        return (
+            f"spec.version {target} would downgrade members running etcd {highest}; etcd cannot "
+            f"downgrade across minor versions: set spec.version to {highest.minor_version}.x again "
+            f"(or restore a backup into a new cluster)"
+        )
+    if target.major != lowest.major or target.minor > lowest.minor + 1:
+        return (
+            f"spec.version {target} skips a minor version: members run etcd {lowest} and etcd "
+            f"upgrades one minor version at a time; upgrade to {lowest.major}.{lowest.minor + 1}.x first"
+        )
+    return None
+
+
+def tls_change_problem(observed: ObservedCluster) -> str | None:
+    """Switching a running cluster between http and https is not a rolling change."""
+    spec = observed.cluster.require_spec()
+    for member in observed.members or ():
+        if not member.started:
+            continue
+        if any(url.startswith("https://") != spec.tls.peer_tls for url in member.peer_urls):
+            return (
+                "spec.TLS.static.member.peerSecret cannot be added or removed on a running "
+                f"cluster (member {member.member_name} has peer URLs {', '.join(member.peer_urls)})"
+            )
+        if any(url.startswith("https://") != spec.tls.client_tls for url in member.client_urls):
+            return (
+                "spec.TLS.static.member.serverSecret/operatorSecret cannot be added or removed on a "
+                f"running cluster (member {member.member_name} has client URLs {', '.join(member.client_urls)})"
+            )
+    return None
+
+
+def outdated_reason(observed: ObservedCluster, member: ObservedMember) -> str | None:
+    """Why the member's pod does not match the spec (image or pod policy), if it does not."""
+    spec = observed.cluster.require_spec()
+    pod = observed.pod(member.member_name)
+    if pod is None:
+        return None
+    if pod.image != spec.image:
+        if pod.etcd_version is not None and pod.etcd_version != spec.version:
+            return f"runs etcd {pod.etcd_version}, spec.version is {spec.version}"
+        return f"runs image {pod.image}, spec asks for {spec.image}"
+    # Pods without the annotation (e.g. made by the CoreOS operator) are left alone.
+    if pod.pod_policy_hash is not None and pod.pod_policy_hash != pod_policy_hash(spec):
+        return "spec.pod or spec.TLS changed since its pod was created"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules 4-5
+
+
+def _pod_stuck_on_unpullable_image(observed: ObservedCluster, spec: ClusterSpec) -> Action | None:
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if pod.never_ran and pod.image != spec.image:
+            return DeletePod(
+                pod.name,
+                f"its image {pod.image} cannot be pulled ({pod.waiting_reason}) and the spec now "
+                f"asks for {spec.image}; it is recreated with that",
+            )
+    return None
+
+
+def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> Action:
+    cluster = observed.cluster
+    bootstrapped = cluster.recorded.bootstrapped
+    if bootstrapped and spec.uses_persistent_volumes:
+        for pvc in sorted(observed.pvcs, key=lambda v: v.name):
+            if not pvc.deleting and observed.pod(pvc.member_name) is None:
+                name = pvc.member_name
+                return CreateMemberPod(
+                    name,
+                    ((name, member_peer_url(cluster, name)),),
+                    "no member answers and its pod is gone; restarting it on its volume",
+                )
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if pod.terminal and (spec.uses_persistent_volumes or not bootstrapped):
+            return DeletePod(pod.name, f"its phase is {pod.phase} and its containers will not run again")
+    live = observed.live_pods
+    if live:
+        problems = [f"{pod.name}: {pod.problem}" for pod in live if pod.problem]
+        detail = f"; {'; '.join(problems)}" if problems else ""
+        why = observed.member_list_error or "no member answered"
+        return Wait(f"etcd not reachable yet ({why}); {len(live)} member pod(s) exist{detail}")
+    if observed.pods:
+        return Wait(f"{len(observed.pods)} pod(s) still terminating")
+    if bootstrapped:
+        return ReportMembersLost(
+            f"{MEMBERS_LOST_REASON}: every member pod is gone and with it the data "
+            f"(emptyDir); not bootstrapping an empty cluster in its place"
+        )
+    leftover = next((pvc for pvc in sorted(observed.pvcs, key=lambda v: v.name) if not pvc.deleting), None)
+    if leftover is not None and spec.uses_persistent_volumes:
+        name = leftover.member_name  # a bootstrap interrupted after its volume was created
+    else:
+        name = member_name(cluster.name, observed.name_suffix)
+        if any(pvc.member_name == name for pvc in observed.pvcs):
+            return Wait(f"generated member name {name} is taken; retrying with another")
+    return CreateSeedMember(name, member_peer_url(cluster, name))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules 6-17
+
+
+def _plan_with_member_list(
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[ObservedMember, ...]
+) -> Action:
+    cluster = observed.cluster
+    ordered = sorted(members, key=lambda m: m.member_name)
+
+    # 6. members without a pod
+    dead: list[ObservedMember] = []
+    terminating: list[str] = []
+    for member in ordered:
+        pod = observed.pod(member.member_name)
+        if pod is not None:
+            if pod.deleting:
+                terminating.append(pod.name)
+            continue
+        if not member.started:
+            if member_peer_url(cluster, member.member_name) in member.peer_urls:
+                return CreateMemberPod(
+                    member.member_name,
+                    observed.initial_cluster(),
+                    "the member was added but its pod was never created (interrupted add)",
+                )
+            dead.append(member)  # not a peer URL this operator gives out: cannot start it
+            continue
+        if spec.uses_persistent_volumes and observed.volume(member.member_name) is not None:
+            return CreateMemberPod(
+                member.member_name,
+                observed.initial_cluster(),
+                "its pod is gone; restarting the member on its volume",
+            )
+        dead.append(member)
+
+    # 7. terminal pods that can restart on their volume
+    terminal = [
+        pod for pod in sorted(observed.live_pods, key=lambda p: p.name)
+        if pod.terminal and pod.member_name in observed.member_names
+    ]
+    for pod in terminal:
+        if spec.uses_persistent_volumes and observed.volume(pod.member_name) is not None:
+            return DeletePod(
+                pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member"
+            )
+
+    # 8. nothing destructive without quorum
+    if not observed.has_quorum:
+        return _quorum_loss(observed, dead)
+
+    # 9. dead members and terminal pods without volumes
+    for member in dead:
+        if _removal_keeps_quorum(observed, member):
+            why = "its pod is gone and its data with it" if member.started else "it never started and its peer URL is not one this operator creates"
+            return RemoveMember(member.member_name, member.id, "replace", f"{why}; a new member replaces it")
+    if dead:
+        return _quorum_loss(observed, dead)
+    for pod in terminal:
+        return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced")
+
+    # 10. leftovers of removed members
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if pod.member_name not in observed.member_names:
+            age = observed.pod_age_seconds(pod)
+            if age is None or age >= ORPHAN_POD_GRACE_SECONDS:
+                return DeletePod(pod.name, "it is not a member of the etcd cluster (left over from a removed member)")
+    for pvc in sorted(observed.pvcs, key=lambda v: v.name):
+        if (
+            not pvc.deleting
+            and pvc.member_name not in observed.member_names
+            and observed.pod(pvc.member_name) is None
+        ):
+            return DeletePVC(pvc.name, "its member is no longer in the etcd cluster")
+
+    # 11.
+    if terminating:
+        return Wait(f"pod(s) {', '.join(terminating)} still terminating")
+
+    voters = observed.voting_members
+    outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
+
+    # 12. learners
+    if observed.learners:
+        return _plan_learners(observed, spec, needed_voters=spec.size + (1 if outdated else 0))
+
+    # 13. unhealthy voting members
+    unhealthy = observed.unhealthy_voters
+    if unhealthy:
+        if len(voters) > spec.size:
+            victim = _pick_removal(observed, unhealthy, outdated)
+            if _removal_keeps_quorum(observed, victim):
+                return _remove_or_move_leader(
+                    observed, victim, "scale",
+                    f"{len(voters)} members, spec.size is {spec.size}; removing an unhealthy one first",
+                    outdated,
+                )
+        details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
+        return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
+
+    # 14-15. size
+    if len(voters) < spec.size:
+        return _add_member(observed, spec, "scale", f"{len(voters)} of {spec.size} members")
+    if len(voters) > spec.size:
+        victim = _pick_removal(observed, voters, outdated)
+        if victim.member_name in outdated:
+            return _remove_or_move_leader(
+                observed, victim, "upgrade", f"replaced by an up-to-date member ({outdated[victim.member_name]})", outdated
+            )
+        return _remove_or_move_leader(
+            observed, victim, "scale", f"{len(voters)} members, spec.size is {spec.size}", outdated
+        )
+
+    # 16. rolling upgrade
+    if outdated:
+        return _plan_upgrade(observed, spec, outdated)
+
+    # 17.
+    return NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")
+
+
+def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voters: int) -> Action:
+    voters = len(observed.voting_members)
+    waiting: list[str] = []
+    for learner in sorted(observed.learners, key=lambda m: m.member_name):
+        if voters >= needed_voters:
+            return RemoveMember(
+                learner.member_name, learner.id, "scale",
+                f"learner no longer needed: {voters} voting members, spec.size is {spec.size}",
+            )
+        progress = _learner_progress(observed, learner)
+        if observed.unhealthy_voters:
+            names = ", ".join(m.member_name for m in observed.unhealthy_voters)
+            waiting.append(f"{learner.member_name} is promoted once unhealthy member(s) {names} recover")
+        elif progress is None:
+            waiting.append(f"{learner.member_name} is starting")
+        elif progress[0] >= progress[1] * c.LEARNER_CATCH_UP_RATIO:
+            return PromoteMember(learner.member_name, learner.id)
+        else:
+            waiting.append(f"{learner.member_name} is catching up (raft index {progress[0]} of {progress[1]})")
+    return Wait("learner " + "; ".join(waiting))
+
+
+def _learner_progress(observed: ObservedCluster, learner: ObservedMember) -> tuple[int, int] | None:
+    """(learner's raft index, leader's raft index), or None while the learner does not answer."""
+    status = observed.endpoint_status.get(learner.member_name)
+    if status is None:
+        return None
+    leader = observed.leader
+    leader_status = observed.endpoint_status.get(leader.member_name) if leader is not None else None
+    if leader_status is not None:
+        return status.raft_index, leader_status.raft_index
+    voter_indexes = [
+        s.raft_index for name, s in observed.endpoint_status.items()
+        if any(v.member_name == name for v in observed.voting_members)
+    ]
+    return status.raft_index, max(voter_indexes, default=0)
+
+
+def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action:
+    leader_id = observed.leader_id
+    if leader_id is None:
+        return Wait("leader not known yet; the upgrade continues once it is")
+    candidates = [m for m in observed.voting_members if m.member_name in outdated]
+    followers = sorted(
+        (m for m in candidates if m.id != leader_id),
+        key=lambda m: (_created(observed, m), m.member_name),
+    )
+    if followers:
+        member = followers[0]
+    else:
+        member = candidates[0]  # only the leader is left: it goes last, after handing over
+        target = _leadership_target(observed, exclude=member, outdated=outdated)
+        if target is not None:
+            return MoveLeader(
+                member.member_name, member.id, target.member_name, target.id,
+                f"{member.member_name} is upgraded last and must not lead meanwhile",
+            )
+    reason = outdated[member.member_name]
+    pod = observed.pod(member.member_name)
+    if spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None:
+        return UpgradeMember(member.member_name, pod.name, reason)
+    return _add_member(
+        observed, spec, "upgrade",
+        f"replaces {member.member_name} ({reason}); its data is not on a volume, so a new member "
+        f"joins first and the outdated one is removed after",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _add_member(observed: ObservedCluster, spec: ClusterSpec, purpose: Purpose, reason: str) -> AddMember | Wait:
+    cluster = observed.cluster
+    name = member_name(cluster.name, observed.name_suffix)
+    taken = observed.member_names | {pod.member_name for pod in observed.pods} | {pvc.member_name for pvc in observed.pvcs}
+    if name in taken:
+        return Wait(f"generated member name {name} is taken; retrying with another")
+    peer_url = member_peer_url(cluster, name)
+    running_minors = {
+        pod.etcd_version.minor_version for pod in observed.live_pods if pod.etcd_version is not None
+    }
+    as_learner = (running_minors | {spec.version.minor_version}) <= c.LEARNER_MINOR_VERSIONS
+    return AddMember(
+        member_name=name,
+        peer_url=peer_url,
+        as_learner=as_learner,
+        initial_cluster=(*observed.initial_cluster(), (name, peer_url)),
+        purpose=purpose,
+        reason=reason,
+    )
+
+
+def _removal_keeps_quorum(observed: ObservedCluster, member: ObservedMember) -> bool:
+    """After removing `member`, do the remaining healthy voters still form a majority?"""
+    if member.is_learner:
+        return True
+    voters_after = len(observed.voting_members) - 1
+    healthy_after = len(observed.healthy_voters) - (1 if observed.is_healthy(member) else 0)
+    return voters_after >= 1 and healthy_after >= voters_after // 2 + 1
+
+
+def _pick_removal(
+    observed: ObservedCluster, candidates: Iterable[ObservedMember], outdated: dict[str, str]
+) -> ObservedMember:
+    """Unhealthy first, then outdated, then non-leader, then newest."""
+    leader_id = observed.leader_id
+    return min(
+        candidates,
+        key=lambda m: (
+            observed.is_healthy(m),
+            m.member_name not in outdated,
+            m.id == leader_id,
+            -_created(observed, m).timestamp(),
+            m.member_name,
+        ),
+    )
+
+
+def _remove_or_move_leader(
+    observed: ObservedCluster, victim: ObservedMember, purpose: Purpose, reason: str, outdated: dict[str, str]
+) -> Action:
+    leader_id = observed.leader_id
+    if leader_id is None:
+        return Wait(f"leader not known yet; {victim.member_name} is removed once it is")
+    if victim.id == leader_id:
+        target = _leadership_target(observed, exclude=victim, outdated=outdated)
+        if target is None:
+            return Wait(f"{victim.member_name} leads and no healthy member can take over yet")
+        return MoveLeader(
+            victim.member_name, victim.id, target.member_name, target.id,
+            f"{victim.member_name} is to be removed and must not lead",
+        )
+    if not _removal_keeps_quorum(observed, victim):
+        return Wait(f"removing {victim.member_name} now would lose quorum")
+    return RemoveMember(victim.member_name, victim.id, purpose, reason)
+
+
+def _leadership_target(
+    observed: ObservedCluster, *, exclude: ObservedMember, outdated: dict[str, str]
+) -> ObservedMember | None:
+    """A healthy voting member to lead instead: up to date first, then the oldest."""
+    candidates = [m for m in observed.healthy_voters if m.id != exclude.id]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda m: (m.member_name in outdated, _created(observed, m), m.member_name))
+
+
+def _quorum_loss(observed: ObservedCluster, dead: list[ObservedMember]) -> ReportQuorumLoss:
+    unhealthy = tuple(m.member_name for m in observed.unhealthy_voters)
+    detail = ""
+    if dead:
+        detail = (
+            f"member(s) {', '.join(m.member_name for m in dead)} lost their pod and data; "
+            f"if too few members come back, {MEMBERS_LOST_REASON}"
+        )
+    return ReportQuorumLoss(
+        healthy_voters=len(observed.healthy_voters),
+        voters=len(observed.voting_members),
+        unhealthy=unhealthy,
+        detail=detail,
+    )
+
+
+def _unhealthy_detail(observed: ObservedCluster, member: ObservedMember) -> str:
+    pod = observed.pod(member.member_name)
+    health = observed.health.get(member.member_name)
+    if pod is not None and pod.problem:
+        return f"{member.member_name} ({pod.problem})"
+    if health is not None and health.error:
+        return f"{member.member_name} ({health.error})"
+    return f"{member.member_name} (not answering)"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _created(observed: ObservedCluster, member: ObservedMember) -> datetime:
+    pod = observed.pod(member.member_name)
+    created = pod.created_at if pod is not None else None
+    if created is None:
+        return _EPOCH
+    return created if created.tzinfo is not None else created.replace(tzinfo=timezone.utc)

@@ -1,0 +1,426 @@
+"""The EtcdCluster resource parsed once, at the edge, into frozen dataclasses.
+
+The CRD schema already refuses wrong types and ranges; `parse_cluster_spec` catches what a schema
+cannot (unsupported etcd versions, reserved labels, conflicting pod policy, TLS halves) and says
+why in a `SpecError` that ends up in the cluster's status and a Warning event.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from etcd_operator import constants as c
+
+JsonDict = Mapping[str, Any]
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_DNS_1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_CLUSTER_DOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+class SpecError(ValueError):
+    """The spec cannot be run; `reason` says what to change."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, order=True)
+class EtcdVersion:
+    major: int
+    minor: int
+    patch: int
+
+    @classmethod
+    def parse(cls, text: str) -> EtcdVersion | None:
+        """`3.5.1` or `v3.5.1`; None for anything else."""
+        match = _VERSION_RE.match(text.strip())
+        if match is None:
+            return None
+        return cls(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+
+    @property
+    def minor_version(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+@dataclass(frozen=True)
+class StaticTLS:
+    """CoreOS `spec.TLS.static`: secret names; empty string when not set."""
+
+    member_peer_secret: str = ""
+    member_server_secret: str = ""
+    operator_secret: str = ""
+
+    @property
+    def peer_tls(self) -> bool:
+        return bool(self.member_peer_secret)
+
+    @property
+    def client_tls(self) -> bool:
+        return bool(self.operator_secret)
+
+
+@dataclass(frozen=True)
+class PodPolicy:
+    """CoreOS `spec.pod`. Kubernetes sub-objects (affinity, resources, ...) stay as API dicts."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    anti_affinity: bool = False
+    affinity: JsonDict | None = None
+    resources: JsonDict | None = None
+    tolerations: tuple[JsonDict, ...] = ()
+    etcd_env: tuple[JsonDict, ...] = ()
+    persistent_volume_claim_spec: JsonDict | None = None
+    security_context: JsonDict | None = None
+    busybox_image: str = ""
+    dns_timeout_seconds: int = 0
+    # Appended to `<member>.<cluster>.<ns>.svc`: "" or ".cluster.local" (leading dot kept).
+    cluster_domain: str = ""
+
+    @property
+    def uses_persistent_volumes(self) -> bool:
+        return self.persistent_volume_claim_spec is not None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    size: int
+    version: EtcdVersion
+    repository: str = c.DEFAULT_REPOSITORY
+    paused: bool = False
+    pod: PodPolicy = field(default_factory=PodPolicy)
+    tls: StaticTLS = field(default_factory=StaticTLS)
+    # Accepted fields that have no effect here; reported in status so nothing is silently ignored.
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def image(self) -> str:
+        return f"{self.repository}:v{self.version}"
+
+    @property
+    def uses_persistent_volumes(self) -> bool:
+        return self.pod.uses_persistent_volumes
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One entry of `status.conditions`, as stored."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedStatus:
+    """What the last status write recorded; only facts observation cannot recover live here."""
+
+    phase: str = ""
+    # Sticky: once true, "no pods and no members" means data loss, never "bootstrap again".
+    bootstrapped: bool = False
+    conditions: tuple[Condition, ...] = ()
+
+    def condition(self, condition_type: str) -> Condition | None:
+        for condition in self.conditions:
+            if condition.type == condition_type:
+                return condition
+        return None
+
+
+@dataclass(frozen=True)
+class EtcdCluster:
+    """An EtcdCluster as read from the API. `spec` is None when it cannot be run (`spec_error`)."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: ClusterSpec | None
+    spec_error: str | None = None
+    paused: bool = False
+    recorded: RecordedStatus = field(default_factory=RecordedStatus)
+
+    def require_spec(self) -> ClusterSpec:
+        if self.spec is None:
+            raise SpecError(self.spec_error or "spec is invalid")
+        return self.spec
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
+    """Parse a whole EtcdCluster object. Spec problems do not raise: they become `spec_error`,
+    so the supervisor can still report them in status."""
+    raw_metadata = obj.get("metadata")
+    metadata: JsonDict = raw_metadata if isinstance(raw_metadata, Mapping) else {}
+    name = str(metadata.get("name") or "")
+    raw_spec = obj.get("spec")
+    paused = isinstance(raw_spec, Mapping) and raw_spec.get("paused") is True
+    spec: ClusterSpec | None = None
+    spec_error: str | None = None
+    try:
+        _check_cluster_name(name)
+        spec = parse_cluster_spec(_mapping(raw_spec, "spec"))
+    except SpecError as error:
+        spec_error = error.reason
+    return EtcdCluster(
+        name=name,
+        namespace=str(metadata.get("namespace") or "default"),
+        uid=str(metadata.get("uid") or ""),
+        generation=int(metadata.get("generation") or 0),
+        spec=spec,
+        spec_error=spec_error,
+        paused=paused,
+        recorded=parse_recorded_status(obj.get("status")),
+    )
+
+
+def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
+    """Parse and check `spec`; raises SpecError with a reason a user can act on."""
+    size = spec.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 7:
+        raise SpecError(f"spec.size must be an integer from 1 to 7, got {size!r}")
+    version = _parse_version(spec.get("version", c.DEFAULT_VERSION))
+    warnings: list[str] = []
+    repository = _parse_repository(spec, warnings)
+    paused = spec.get("paused", False)
+    if not isinstance(paused, bool):
+        raise SpecError(f"spec.paused must be true or false, got {paused!r}")
+    pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"), warnings)
+    tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
+    return ClusterSpec(
+        size=size,
+        version=version,
+        repository=repository,
+        paused=paused,
+        pod=pod,
+        tls=tls,
+        warnings=tuple(warnings),
+    )
+
+
+def parse_recorded_status(status: Any) -> RecordedStatus:
+    if not isinstance(status, Mapping):
+        return RecordedStatus()
+    conditions = tuple(
+        Condition(
+            type=str(raw.get("type") or ""),
+            status=str(raw.get("status") or ""),
+            reason=str(raw.get("reason") or ""),
+            message=str(raw.get("message") or ""),
+            last_transition_time=str(raw.get("lastTransitionTime") or ""),
+        )
+        for raw in status.get("conditions") or ()
+        if isinstance(raw, Mapping)
+    )
+    phase = str(status.get("phase") or "")
+    size = status.get("size")
+    # A cluster adopted from the CoreOS operator has no `bootstrapped`, but Running or a
+    # non-zero size tells the same.
+    bootstrapped = (
+        status.get("bootstrapped") is True
+        or phase == "Running"
+        or (isinstance(size, int) and size > 0)
+    )
+    return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions)
+
+
+def _check_cluster_name(name: str) -> None:
+    if not _DNS_1035_LABEL_RE.match(name) or len(name) > c.MAX_CLUSTER_NAME_LENGTH:
+        raise SpecError(
+            f"metadata.name {name!r} cannot be used: it names the services `<name>` and "
+            f"`<name>{c.CLIENT_SERVICE_SUFFIX}` and the member pods `<name>-xxxxx`, so it must be "
+            f"a DNS label (lowercase letters, digits and '-', starting with a letter) of at most "
+            f"{c.MAX_CLUSTER_NAME_LENGTH} characters"
+        )
+
+
+def _parse_version(raw: Any) -> EtcdVersion:
+    version = EtcdVersion.parse(raw) if isinstance(raw, str) else None
+    supported = ", ".join(f"{minor}.x" for minor in c.SUPPORTED_MINOR_VERSIONS)
+    if version is None:
+        raise SpecError(f"spec.version {raw!r} is not an etcd version like \"3.5.1\" (supported: {supported})")
+    if version.minor_version not in c.SUPPORTED_MINOR_VERSIONS:
+        raise SpecError(f"etcd {version} is not supported; use one of {supported}")
+    return version
+
+
+def _parse_repository(spec: JsonDict, warnings: list[str]) -> str:
+    repository = spec.get("repository")
+    base_image = spec.get("baseImage")
+    if isinstance(base_image, str) and base_image and repository in (None, "", c.DEFAULT_REPOSITORY):
+        # CoreOS's deprecated name for the same field; the CRD defaults `repository`, so a
+        # manifest that only sets baseImage arrives with the default repository beside it.
+        repository = base_image
+        warnings.append("spec.baseImage is deprecated; use spec.repository")
+    if repository is None or repository == "":
+        repository = c.DEFAULT_REPOSITORY
+    if not isinstance(repository, str):
+        raise SpecError(f"spec.repository must be a string, got {repository!r}")
+    last_segment = repository.rsplit("/", 1)[-1]
+    if ":" in last_segment or "@" in last_segment:
+        raise SpecError(
+            f"spec.repository {repository!r} must not carry a tag or digest; the image tag is "
+            f"`v<spec.version>`"
+        )
+    return repository
+
+
+def _parse_pod_policy(pod: JsonDict, warnings: list[str]) -> PodPolicy:
+    labels = _string_map(pod.get("labels"), "spec.pod.labels")
+    reserved = sorted(set(labels) & c.RESERVED_LABEL_KEYS)
+    if reserved:
+        raise SpecError(
+            f"spec.pod.labels may not set {', '.join(reserved)}: the operator uses "
+            f"{', '.join(sorted(c.RESERVED_LABEL_KEYS))} to find its pods"
+        )
+    annotations = _string_map(pod.get("annotations"), "spec.pod.annotations")
+    reserved = sorted(set(annotations) & c.RESERVED_ANNOTATION_KEYS)
+    if reserved:
+        raise SpecError(f"spec.pod.annotations may not set {', '.join(reserved)}: the operator writes them")
+
+    anti_affinity = pod.get("antiAffinity", False)
+    if not isinstance(anti_affinity, bool):
+        raise SpecError(f"spec.pod.antiAffinity must be true or false, got {anti_affinity!r}")
+    affinity = _optional_mapping(pod.get("affinity"), "spec.pod.affinity")
+    if anti_affinity and affinity is not None and affinity.get("podAntiAffinity"):
+        raise SpecError(
+            "spec.pod.antiAffinity and spec.pod.affinity.podAntiAffinity are both set; "
+            "antiAffinity is CoreOS's deprecated shortcut, keep only affinity"
+        )
+
+    etcd_env = _list_of_mappings(pod.get("etcdEnv"), "spec.pod.etcdEnv")
+    _check_etcd_env(etcd_env)
+
+    pvc_spec = _optional_mapping(pod.get("persistentVolumeClaimSpec"), "spec.pod.persistentVolumeClaimSpec")
+    if pvc_spec is not None:
+        requests = _mapping(_mapping(pvc_spec.get("resources"), "persistentVolumeClaimSpec.resources")
+                            .get("requests"), "persistentVolumeClaimSpec.resources.requests")
+        if not requests.get("storage"):
+            raise SpecError(
+                "spec.pod.persistentVolumeClaimSpec.resources.requests.storage is required "
+                "(the size of each member's volume, e.g. \"1Gi\")"
+            )
+
+    busybox_image = pod.get("busyboxImage") or ""
+    if busybox_image:
+        warnings.append(
+            "spec.pod.busyboxImage is ignored: no DNS-wait init container is used; "
+            "a member that starts before its DNS name resolves restarts in place"
+        )
+    dns_timeout = pod.get("DNSTimeoutInSecond") or 0
+    if not isinstance(dns_timeout, int) or isinstance(dns_timeout, bool) or dns_timeout < 0:
+        raise SpecError(f"spec.pod.DNSTimeoutInSecond must be a non-negative integer, got {dns_timeout!r}")
+    if dns_timeout:
+        warnings.append("spec.pod.DNSTimeoutInSecond is ignored: no DNS-wait init container is used")
+
+    return PodPolicy(
+        labels=labels,
+        annotations=annotations,
+        node_selector=_string_map(pod.get("nodeSelector"), "spec.pod.nodeSelector"),
+        anti_affinity=anti_affinity,
+        affinity=affinity,
+        resources=_optional_mapping(pod.get("resources"), "spec.pod.resources") or None,
+        tolerations=_list_of_mappings(pod.get("tolerations"), "spec.pod.tolerations"),
+        etcd_env=etcd_env,
+        persistent_volume_claim_spec=pvc_spec,
+        security_context=_optional_mapping(pod.get("securityContext"), "spec.pod.securityContext"),
+        busybox_image=str(busybox_image),
+        dns_timeout_seconds=dns_timeout,
+        cluster_domain=_parse_cluster_domain(pod.get("ClusterDomain")),
+    )
+
+
+def _check_etcd_env(etcd_env: Sequence[JsonDict]) -> None:
+    managed = {"ETCD_" + flag.upper().replace("-", "_") for flag in c.OPERATOR_MANAGED_ETCD_FLAGS}
+    managed.add(c.POD_IP_ENV)
+    for variable in etcd_env:
+        name = variable.get("name")
+        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+            raise SpecError(f"spec.pod.etcdEnv: {name!r} is not a valid environment variable name")
+        if name in managed:
+            raise SpecError(
+                f"spec.pod.etcdEnv may not set {name}: the operator sets it for every member "
+                f"(etcd refuses to start when a variable shadows a command-line flag)"
+            )
+
+
+def _parse_cluster_domain(raw: Any) -> str:
+    if raw is None or raw == "":
+        return ""
+    if not isinstance(raw, str) or not _CLUSTER_DOMAIN_RE.match(raw.strip(".")):
+        raise SpecError(f"spec.pod.ClusterDomain {raw!r} is not a DNS domain like \"cluster.local\"")
+    return "." + raw.strip(".")
+
+
+def _parse_tls(tls: JsonDict) -> StaticTLS:
+    static = _mapping(tls.get("static"), "spec.TLS.static")
+    member = _mapping(static.get("member"), "spec.TLS.static.member")
+    result = StaticTLS(
+        member_peer_secret=_string(member.get("peerSecret"), "spec.TLS.static.member.peerSecret"),
+        member_server_secret=_string(member.get("serverSecret"), "spec.TLS.static.member.serverSecret"),
+        operator_secret=_string(static.get("operatorSecret"), "spec.TLS.static.operatorSecret"),
+    )
+    if bool(result.member_server_secret) != bool(result.operator_secret):
+        raise SpecError(
+            "spec.TLS.static.member.serverSecret and spec.TLS.static.operatorSecret go together: "
+            "members serve client TLS with the first and the operator connects with the second"
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Small shape checks (the schema normally guarantees these; they guard CRs written without it)
+
+
+def _mapping(value: Any, where: str) -> JsonDict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _optional_mapping(value: Any, where: str) -> JsonDict | None:
+    return None if value is None else _mapping(value, where)
+
+
+def _string(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be a string, got {value!r}")
+    return value
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    mapping = _mapping(value, where)
+    for key, item in mapping.items():
+        if not isinstance(item, str):
+            raise SpecError(f"{where}.{key} must be a string, got {item!r}")
+    return {str(key): item for key, item in mapping.items()}
+
+
+def _list_of_mappings(value: Any, where: str) -> tuple[JsonDict, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError(f"{where} must be a list, got {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise SpecError(f"{where}[{index}] must be an object, got {item!r}")
+    return tuple(value)

@@ -1,0 +1,59 @@
+"""What the process kubelet needs to know about its sandbox; built by the daemon from SandboxConfig."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class KubeletSettings:
+    """Fixed configuration of one process kubelet.
+
+    node_name        name of the Node object this kubelet registers and binds pods to
+    host_ip          the Node's InternalIP and every pod's status.hostIP (loopback)
+    pod_ip_prefix    first two octets of pod IPs: pods get `<prefix>.x.y` (loopback)
+    state_dir        root of everything the kubelet writes: pods/ (per-pod volumes and working
+                     dirs), pvc/ (claim directories that outlive pods), logs/ (container logs),
+                     images/ (per-image bin dirs), pids/ (for reaping orphans after a crash)
+    hosts_file       the hosts file bind-mounted over /etc/hosts; rewritten in place
+    apiserver_host   what pods get as KUBERNETES_SERVICE_HOST (loopback, never a service IP)
+    apiserver_port   what pods get as KUBERNETES_SERVICE_PORT
+    ca_cert          the cluster CA; written as ca.crt into service-account token volumes
+    venv_bin_dir     bin dir of this checkout's virtualenv (python, etcd-operator, etcdctl)
+    cluster_domain   DNS suffix of services and pods (`cluster.local`)
+    kubelet_port     HTTPS port of the container-log server (`kubectl logs`); 0 disables it
+    etcd_binaries    etcd version ("3.5.1") -> directory holding etcd, etcdctl (and etcdutl)
+    """
+
+    node_name: str
+    state_dir: Path
+    hosts_file: Path
+    apiserver_port: int
+    ca_cert: Path
+    venv_bin_dir: Path
+    host_ip: str = "127.0.0.1"
+    pod_ip_prefix: str = "127.1"
+    apiserver_host: str = "127.0.0.1"
+    cluster_domain: str = "cluster.local"
+    kubelet_port: int = 0
+    etcd_binaries: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def pods_dir(self) -> Path:
+        return self.state_dir / "pods"
+
+    @property
+    def pvc_dir(self) -> Path:
+        return self.state_dir / "pvc"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.state_dir / "images"
+
+    @property
+    def pids_dir(self) -> Path:
+        return self.state_dir / "pids"

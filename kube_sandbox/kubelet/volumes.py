@@ -1,0 +1,258 @@
+"""Pod volumes as host directories; containers reach them through path rewrites (see rewrites.py).
+
+emptyDir, secret, configMap, downwardAPI, projected (incl. serviceAccountToken) and hostPath live
+under the pod's directory and go away with the pod; a persistentVolumeClaim is a directory under
+`pvc/<namespace>/<claim>-<claim uid>` that outlives pods and is reattached to the next pod using
+the same claim. Since no PV controller runs, the claim's status is set to Bound here.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kube_sandbox.kubelet.environment import ContainerConfigError, field_ref_value, format_map
+from kube_sandbox.kubelet.kube_api import KubeApi, NotFound, object_path
+from kube_sandbox.kubelet.resources import InvalidQuantity, resource_field_value
+from kube_sandbox.kubelet.settings import KubeletSettings
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+SERVICE_ACCOUNT_TOKEN_TYPE = "kubernetes.io/service-account-token"
+DEFAULT_FILE_MODE = 0o644
+
+
+class VolumeNotReady(Exception):
+    """A volume cannot be set up yet (missing Secret, claim, token); the pod stays ContainerCreating."""
+
+
+@dataclass(frozen=True)
+class PreparedVolumes:
+    directories: dict[str, Path]  # volume name -> host directory (or file, for hostPath files)
+
+
+def pod_directory(settings: KubeletSettings, uid: str) -> Path:
+    return settings.pods_dir / uid
+
+
+def decode_secret(secret: dict[str, Any]) -> dict[str, bytes]:
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+
+
+def decode_config_map(config_map: dict[str, Any]) -> dict[str, bytes]:
+    data = {k: v.encode() for k, v in (config_map.get("data") or {}).items()}
+    data.update({k: base64.b64decode(v) for k, v in (config_map.get("binaryData") or {}).items()})
+    return data
+
+
+def write_files(directory: Path, files: dict[str, tuple[bytes, int]]) -> None:
+    """Write relative path -> (content, mode) under `directory`, refusing paths that escape it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for relative, (content, mode) in files.items():
+        parts = PurePosixPath(relative).parts
+        if not parts or PurePosixPath(relative).is_absolute() or ".." in parts:
+            raise ContainerConfigError(f"invalid volume item path {relative!r}")
+        target = directory.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(content)
+        os.chmod(tmp, mode)
+        tmp.replace(target)
+
+
+def select_items(data: dict[str, bytes], items: list[dict[str, Any]] | None, default_mode: int, what: str,
+                 optional: bool) -> dict[str, tuple[bytes, int]]:
+    """Keys -> files, honouring `items` (key, path, mode) the way secret/configMap volumes do."""
+    if not items:
+        return {key: (value, default_mode) for key, value in data.items()}
+    files = {}
+    for item in items:
+        if item["key"] not in data:
+            if optional:
+                continue
+            raise VolumeNotReady(f"couldn't find key {item['key']} in {what}")
+        files[item["path"]] = (data[item["key"]], int(item.get("mode") or default_mode))
+    return files
+
+
+class VolumeManager:
+    def __init__(self, api: KubeApi, settings: KubeletSettings) -> None:
+        self.api = api
+        self.settings = settings
+
+    def prepare(self, pod: dict[str, Any], pod_ip: str) -> PreparedVolumes:
+        metadata = pod["metadata"]
+        pod_dir = pod_directory(self.settings, metadata["uid"])
+        directories: dict[str, Path] = {}
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            directories[volume["name"]] = self._prepare_one(pod, volume, pod_dir / "volumes" / volume["name"], pod_ip)
+        return PreparedVolumes(directories)
+
+    def cleanup(self, uid: str) -> None:
+        """Remove the pod's directory with its emptyDirs and copies of secrets (claims stay)."""
+        shutil.rmtree(pod_directory(self.settings, uid), ignore_errors=True)
+
+    def _prepare_one(self, pod: dict[str, Any], volume: dict[str, Any], directory: Path, pod_ip: str) -> Path:
+        namespace = pod["metadata"]["namespace"]
+        if "emptyDir" in volume:
+            directory.mkdir(parents=True, exist_ok=True)
+            return directory
+        if "secret" in volume:
+            source = volume["secret"]
+            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+            secret = self._get("secrets", namespace, source["secretName"])
+            if secret is None:
+                if source.get("optional"):
+                    directory.mkdir(parents=True, exist_ok=True)
+                    return directory
+                raise VolumeNotReady(f'secret "{source["secretName"]}" not found')
+            data = decode_secret(secret)
+            if secret.get("type") == SERVICE_ACCOUNT_TOKEN_TYPE:
+                data["ca.crt"] = self.settings.ca_cert.read_bytes()
+            files = select_items(data, source.get("items"), mode, f"Secret {namespace}/{source['secretName']}",
+                                 bool(source.get("optional")))
+            write_files(directory, files)
+            return directory
+        if "configMap" in volume:
+            source = volume["configMap"]
+            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+            config_map = self._get("configmaps", namespace, source["name"])
+            if config_map is None:
+                if source.get("optional"):
+                    directory.mkdir(parents=True, exist_ok=True)
+                    return directory
+                raise VolumeNotReady(f'configmap "{source["name"]}" not found')
+            files = select_items(decode_config_map(config_map), source.get("items"), mode,
+                                 f"ConfigMap {namespace}/{source['name']}", bool(source.get("optional")))
+            write_files(directory, files)
+            return directory
+        if "downwardAPI" in volume:
+            source = volume["downwardAPI"]
+            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+            write_files(directory, self._downward_files(pod, source.get("items") or [], mode, pod_ip))
+            return directory
+        if "projected" in volume:
+            write_files(directory, self._projected_files(pod, volume["projected"], pod_ip))
+            return directory
+        if "persistentVolumeClaim" in volume:
+            return self._claim_directory(namespace, volume["persistentVolumeClaim"]["claimName"])
+        if "hostPath" in volume:
+            source = volume["hostPath"]
+            path = Path(source["path"])
+            if source.get("type") in ("DirectoryOrCreate",) and not path.exists():
+                path.mkdir(parents=True, exist_ok=True)
+            return path
+        kinds = sorted(k for k in volume if k != "name")
+        log.warning("%s/%s: volume %s of unsupported type %s is an empty directory", namespace,
+                    pod["metadata"]["name"], volume["name"], kinds)
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+
+    def _get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.api.get(object_path("", "v1", plural, namespace, name))
+        except NotFound:
+            return None
+
+    def _downward_files(self, pod: dict[str, Any], items: list[dict[str, Any]], default_mode: int,
+                        pod_ip: str) -> dict[str, tuple[bytes, int]]:
+        files = {}
+        containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+        for item in items:
+            mode = int(item.get("mode") or default_mode)
+            if item.get("fieldRef"):
+                value = field_ref_value(pod, item["fieldRef"]["fieldPath"], pod_ip, self.settings.host_ip)
+            elif item.get("resourceFieldRef"):
+                ref = item["resourceFieldRef"]
+                container = containers.get(ref.get("containerName") or "", {})
+                try:
+                    value = resource_field_value(container, ref["resource"], ref.get("divisor"))
+                except InvalidQuantity as e:
+                    raise ContainerConfigError(str(e)) from e
+            else:
+                continue
+            files[item["path"]] = (value.encode(), mode)
+        return files
+
+    def _projected_files(self, pod: dict[str, Any], projected: dict[str, Any], pod_ip: str) -> dict[str, tuple[bytes, int]]:
+        namespace = pod["metadata"]["namespace"]
+        default_mode = int(projected.get("defaultMode") or DEFAULT_FILE_MODE)
+        files: dict[str, tuple[bytes, int]] = {}
+        for source in projected.get("sources") or []:
+            if source.get("secret"):
+                ref = source["secret"]
+                secret = self._get("secrets", namespace, ref["name"])
+                if secret is None:
+                    if ref.get("optional"):
+                        continue
+                    raise VolumeNotReady(f'secret "{ref["name"]}" not found')
+                files.update(select_items(decode_secret(secret), ref.get("items"), default_mode,
+                                          f"Secret {namespace}/{ref['name']}", bool(ref.get("optional"))))
+            elif source.get("configMap"):
+                ref = source["configMap"]
+                config_map = self._get("configmaps", namespace, ref["name"])
+                if config_map is None:
+                    if ref.get("optional"):
+                        continue
+                    raise VolumeNotReady(f'configmap "{ref["name"]}" not found')
+                files.update(select_items(decode_config_map(config_map), ref.get("items"), default_mode,
+                                          f"ConfigMap {namespace}/{ref['name']}", bool(ref.get("optional"))))
+            elif source.get("downwardAPI"):
+                files.update(self._downward_files(pod, source["downwardAPI"].get("items") or [], default_mode, pod_ip))
+            elif source.get("serviceAccountToken"):
+                token = self.service_account_token(namespace, (pod.get("spec") or {}).get("serviceAccountName")
+                                                   or "default")
+                files[source["serviceAccountToken"].get("path") or "token"] = (token, default_mode)
+        return files
+
+    def service_account_token(self, namespace: str, service_account: str) -> bytes:
+        """The legacy token of a ServiceAccount (API 1.20: a Secret made by the token controller)."""
+        for secret in self.api.get(object_path("", "v1", "secrets", namespace)).get("items") or []:
+            annotations = (secret.get("metadata") or {}).get("annotations") or {}
+            if (secret.get("type") == SERVICE_ACCOUNT_TOKEN_TYPE
+                    and annotations.get("kubernetes.io/service-account.name") == service_account
+                    and (secret.get("data") or {}).get("token")):
+                return base64.b64decode(secret["data"]["token"])
+        raise VolumeNotReady(f"no token yet for service account {namespace}/{service_account}")
+
+    def service_account_directory(self, pod: dict[str, Any], pod_ip: str) -> Path:
+        """A token directory for pods whose spec has none although automount is on (the ServiceAccount
+        admission plugin normally adds a secret volume, handled like any other)."""
+        namespace = pod["metadata"]["namespace"]
+        directory = pod_directory(self.settings, pod["metadata"]["uid"]) / "volumes" / "kube-api-access"
+        token = self.service_account_token(namespace, (pod.get("spec") or {}).get("serviceAccountName") or "default")
+        write_files(directory, {
+            "token": (token, DEFAULT_FILE_MODE),
+            "ca.crt": (self.settings.ca_cert.read_bytes(), DEFAULT_FILE_MODE),
+            "namespace": (namespace.encode(), DEFAULT_FILE_MODE),
+        })
+        return directory
+
+    def _claim_directory(self, namespace: str, claim_name: str) -> Path:
+        claim = self._get("persistentvolumeclaims", namespace, claim_name)
+        if claim is None:
+            raise VolumeNotReady(f'persistentvolumeclaim "{claim_name}" not found')
+        if (claim.get("metadata") or {}).get("deletionTimestamp"):
+            raise VolumeNotReady(f'persistentvolumeclaim "{claim_name}" is being deleted')
+        directory = self.claim_directory(namespace, claim_name, claim["metadata"]["uid"])
+        directory.mkdir(parents=True, exist_ok=True)
+        if (claim.get("status") or {}).get("phase") != "Bound":
+            spec = claim.get("spec") or {}
+            requested = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+            status = {"phase": "Bound", "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+                      "capacity": {"storage": requested}}
+            try:
+                self.api.patch(object_path("", "v1", "persistentvolumeclaims", namespace, claim_name, "status"),
+                               {"status": status})
+                log.info("%s/%s: claim bound to %s", namespace, claim_name, directory)
+            except Exception:  # the directory works regardless; the next pod using it retries
+                log.warning("%s/%s: could not mark claim Bound", namespace, claim_name, exc_info=True)
+        return directory
+
+    def claim_directory(self, namespace: str, claim_name: str, claim_uid: str) -> Path:
+        return self.settings.pvc_dir / namespace / f"{claim_name}-{claim_uid}"

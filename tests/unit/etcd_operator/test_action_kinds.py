@@ -1,0 +1,57 @@
+"""Every action has a metrics kind from a small fixed set, a description, and event metadata."""
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from etcd_operator import actions
+
+SAMPLES: list[actions.Action] = [
+    actions.Pause(),
+    actions.RejectSpec("bad"),
+    actions.ReportQuorumLoss(1, 3, ("a", "b")),
+    actions.ReportMembersLost("all members lost; restore from backup"),
+    actions.Wait("learner catching up"),
+    actions.NoOp(),
+    actions.CreateServices(("example", "example-client")),
+    actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
+    actions.CreateMemberPod("example-abcde", (), "interrupted add"),
+    actions.DeletePod("example-abcde", "orphan"),
+    actions.DeletePVC("example-abcde", "orphan"),
+    actions.AddMember("example-abcde", "http://x:2380", True, ()),
+    actions.PromoteMember("example-abcde", 0xABC),
+    actions.RemoveMember("example-abcde", 0xABC, "scale", "too many"),
+    actions.MoveLeader("a", 1, "b", 2, "a is removed"),
+    actions.UpgradeMember("example-abcde", "example-abcde", "runs 3.4.23"),
+]
+KINDS = {
+    "pause", "reject", "quorum-lost", "members-lost", "wait", "noop", "services", "seed", "recreate",
+    "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader",
+}
+
+
+def test_samples_cover_every_action_type() -> None:
+    assert {type(a) for a in SAMPLES} == set(typing.get_args(actions.Action))
+
+
+@pytest.mark.parametrize("action", SAMPLES, ids=lambda a: type(a).__name__)
+def test_action_metadata(action: actions.Action) -> None:
+    assert action.kind in KINDS
+    assert action.describe()
+    assert action.event_type in ("Normal", "Warning")
+    if action.has_effect:
+        assert action.event_reason, "every effect is announced by an event"
+
+
+@pytest.mark.parametrize("purpose, add_kind, remove_kind", [
+    ("scale", "add", "remove"), ("replace", "replace", "replace"), ("upgrade", "upgrade", "upgrade"),
+])
+def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str, remove_kind: str) -> None:
+    assert actions.AddMember("m", "u", True, (), purpose=purpose).kind == add_kind
+    assert actions.RemoveMember("m", 1, purpose, "r").kind == remove_kind
+
+
+def test_warnings_for_what_needs_a_human() -> None:
+    warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
+    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost"}

@@ -1,0 +1,265 @@
+"""crds/etcdclusters.yaml: a structural v1 schema with CoreOS v1beta2 field names that accepts
+CoreOS manifests, refuses bad ones, and keeps (does not prune) every status field we write.
+
+A small OpenAPI validator stands in for the apiserver's (same rules for the subset used here).
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from etcd_operator import constants as c
+from etcd_operator.cluster_status import compute_status
+from etcd_operator.planning import plan_next_action
+
+from etcd_cluster_builders import healthy_cluster, member_list_unavailable, nothing_yet, unhealthy, with_spec
+
+REPO = Path(__file__).resolve().parents[3]
+CRD = yaml.safe_load((REPO / "crds" / "etcdclusters.yaml").read_text())
+[VERSION] = CRD["spec"]["versions"]
+SCHEMA = VERSION["schema"]["openAPIV3Schema"]
+
+Schema = dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------
+# A tiny OpenAPI v3 validator (the subset the CRD uses)
+
+
+def validate(schema: Schema, value: Any, path: str = "") -> tuple[list[str], list[str]]:
+    """(errors, pruned field paths)."""
+    errors: list[str] = []
+    pruned: list[str] = []
+    where = path or "<root>"
+    if schema.get("x-kubernetes-int-or-string"):
+        if not isinstance(value, (int, str)) or isinstance(value, bool):
+            errors.append(f"{where}: must be an integer or a string")
+        return errors, pruned
+    kind = schema.get("type")
+    checks = {
+        "object": lambda v: isinstance(v, dict),
+        "array": lambda v: isinstance(v, list),
+        "string": lambda v: isinstance(v, str),
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "boolean": lambda v: isinstance(v, bool),
+    }
+    if kind is not None and not checks[kind](value):
+        return [f"{where}: must be of type {kind}, got {value!r}"], pruned
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{where}: {value!r} not in {schema['enum']}")
+    if "minimum" in schema and value < schema["minimum"]:
+        errors.append(f"{where}: {value} < {schema['minimum']}")
+    if "maximum" in schema and value > schema["maximum"]:
+        errors.append(f"{where}: {value} > {schema['maximum']}")
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        errors.append(f"{where}: shorter than {schema['minLength']}")
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
+    if schema.get("format") == "date-time":
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            errors.append(f"{where}: {value!r} is not a date-time")
+    if kind == "object":
+        for required in schema.get("required", ()):
+            if required not in value:
+                errors.append(f"{where}: {required} is required")
+        properties = schema.get("properties", {})
+        for key, item in value.items():
+            child = f"{path}.{key}"
+            if key in properties:
+                sub_errors, sub_pruned = validate(properties[key], item, child)
+            elif "additionalProperties" in schema:
+                sub_errors, sub_pruned = validate(schema["additionalProperties"], item, child)
+            elif schema.get("x-kubernetes-preserve-unknown-fields") or (path == ".metadata"):
+                continue
+            else:
+                pruned.append(child)
+                continue
+            errors += sub_errors
+            pruned += sub_pruned
+    if kind == "array":
+        for index, item in enumerate(value):
+            sub_errors, sub_pruned = validate(schema["items"], item, f"{path}[{index}]")
+            errors += sub_errors
+            pruned += sub_pruned
+    return errors, pruned
+
+
+def apply_defaults(schema: Schema, value: Any) -> Any:
+    if isinstance(value, dict) and schema.get("type") == "object":
+        for key, sub in schema.get("properties", {}).items():
+            if key not in value and "default" in sub:
+                value[key] = sub["default"]
+            if key in value:
+                apply_defaults(sub, value[key])
+    return value
+
+
+def admit(manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
+    return validate(SCHEMA, apply_defaults(SCHEMA, manifest))
+
+
+def walk(schema: Schema, path: str = "") -> list[tuple[str, Schema]]:
+    nodes = [(path, schema)]
+    for key, sub in schema.get("properties", {}).items():
+        nodes += walk(sub, f"{path}.{key}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        nodes += walk(schema["additionalProperties"], f"{path}.*")
+    if "items" in schema:
+        nodes += walk(schema["items"], f"{path}[]")
+    return nodes
+
+
+def manifest(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": c.API_GROUP_VERSION, "kind": c.KIND, "metadata": {"name": "example-etcd-cluster"},
+            "spec": spec}
+
+
+# ---------------------------------------------------------------------------------------------
+# The CRD's shape
+
+
+def test_names_and_version() -> None:
+    assert CRD["apiVersion"] == "apiextensions.k8s.io/v1" and CRD["kind"] == "CustomResourceDefinition"
+    assert CRD["metadata"]["name"] == c.CRD_NAME
+    spec = CRD["spec"]
+    assert spec["group"] == c.API_GROUP and spec["scope"] == "Namespaced"
+    assert spec["names"] == {"kind": c.KIND, "listKind": c.LIST_KIND, "plural": c.PLURAL, "singular": c.SINGULAR,
+                             "shortNames": list(c.SHORT_NAMES)}
+    assert VERSION["name"] == c.API_VERSION and VERSION["served"] and VERSION["storage"]
+    assert VERSION["subresources"] == {"status": {}}
+
+
+def test_schema_is_structural() -> None:
+    for path, node in walk(SCHEMA):
+        if node.get("x-kubernetes-int-or-string"):
+            assert node.get("anyOf") == [{"type": "integer"}, {"type": "string"}], path
+            continue
+        assert node.get("type") in ("object", "array", "string", "integer", "number", "boolean"), path
+        assert "anyOf" not in node and "oneOf" not in node, path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            assert node["type"] == "object", path
+        if node["type"] == "array":
+            assert "items" in node, path
+        if "default" in node:
+            assert validate(node, node["default"], path) == ([], []), path
+
+
+def test_coreos_v1beta2_field_names() -> None:
+    paths = {path for path, _ in walk(SCHEMA)}
+    for field in (
+        ".spec.size", ".spec.repository", ".spec.version", ".spec.paused", ".spec.baseImage",
+        ".spec.pod.labels", ".spec.pod.nodeSelector", ".spec.pod.antiAffinity", ".spec.pod.affinity",
+        ".spec.pod.resources", ".spec.pod.tolerations", ".spec.pod.etcdEnv", ".spec.pod.persistentVolumeClaimSpec",
+        ".spec.pod.annotations", ".spec.pod.busyboxImage", ".spec.pod.securityContext",
+        ".spec.pod.DNSTimeoutInSecond", ".spec.pod.ClusterDomain",
+        ".spec.TLS.static.member.peerSecret", ".spec.TLS.static.member.serverSecret", ".spec.TLS.static.operatorSecret",
+        ".status.phase", ".status.reason", ".status.controlPaused", ".status.conditions", ".status.size",
+        ".status.serviceName", ".status.clientPort", ".status.members.ready", ".status.members.unready",
+        ".status.currentVersion", ".status.targetVersion",
+    ):
+        assert field in paths, field
+
+
+def test_defaults_and_bounds() -> None:
+    spec = SCHEMA["properties"]["spec"]
+    assert spec["required"] == ["size"]
+    size = spec["properties"]["size"]
+    assert (size["type"], size["minimum"], size["maximum"]) == ("integer", 1, 7)
+    assert spec["properties"]["repository"]["default"] == c.DEFAULT_REPOSITORY
+    assert spec["properties"]["version"]["default"] == c.DEFAULT_VERSION
+
+
+def test_printer_columns_point_at_schema_fields() -> None:
+    columns = {col["name"]: col for col in VERSION["additionalPrinterColumns"]}
+    assert list(columns) == ["Size", "Ready", "Version", "Phase", "Age"]
+    nodes = dict(walk(SCHEMA))
+    for column in columns.values():
+        if column["jsonPath"] == ".metadata.creationTimestamp":
+            assert column["type"] == "date"
+            continue
+        assert nodes[column["jsonPath"]]["type"] == column["type"], column
+
+
+# ---------------------------------------------------------------------------------------------
+# Admission of manifests
+
+
+def test_coreos_example_is_admitted_with_defaults() -> None:
+    example = yaml.safe_load((REPO / "examples" / "example-etcd-cluster.yaml").read_text())
+    assert example == manifest({"size": 3, "version": "3.5.1"})
+    assert admit(example) == ([], [])
+    assert example["spec"]["repository"] == "quay.io/coreos/etcd"
+
+
+def test_full_coreos_manifest_keeps_every_field() -> None:
+    full = manifest({
+        "size": 5, "version": "3.4.23", "repository": "quay.io/coreos/etcd", "paused": False,
+        "pod": {
+            "labels": {"team": "db"}, "annotations": {"a": "b"}, "nodeSelector": {"disk": "ssd"},
+            "antiAffinity": False,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+            "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": 1}},
+            "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute",
+                             "tolerationSeconds": 30}],
+            "etcdEnv": [{"name": "ETCD_AUTO_COMPACTION_RETENTION", "value": "1"},
+                        {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+            "persistentVolumeClaimSpec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+                                          "resources": {"requests": {"storage": "1Gi"}}},
+            "busyboxImage": "busybox:1.28.0-glibc", "securityContext": {"runAsNonRoot": True, "fsGroup": 1000},
+            "DNSTimeoutInSecond": 60, "ClusterDomain": ".cluster.local",
+        },
+        "TLS": {"static": {"member": {"peerSecret": "etcd-peer-tls", "serverSecret": "etcd-server-tls"},
+                           "operatorSecret": "etcd-client-tls"}},
+    })
+    assert admit(full) == ([], [])
+
+
+@pytest.mark.parametrize("spec, complaint", [
+    pytest.param({"size": "three"}, ".spec.size: must be of type integer", id="size-string"),
+    pytest.param({"size": 0}, ".spec.size: 0 < 1", id="size-zero"),
+    pytest.param({"size": 8}, ".spec.size: 8 > 7", id="size-eight"),
+    pytest.param({"version": "3.5.1"}, "size is required", id="size-missing"),
+    pytest.param({"size": 3, "version": "latest"}, ".spec.version", id="version-latest"),
+    pytest.param({"size": 3, "version": 3.5}, ".spec.version: must be of type string", id="version-number"),
+    pytest.param({"size": 3, "paused": "yes"}, ".spec.paused", id="paused-string"),
+    pytest.param({"size": 3, "pod": {"labels": {"a": 1}}}, ".spec.pod.labels.a", id="label-not-string"),
+    pytest.param({"size": 3, "pod": {"etcdEnv": [{"value": "x"}]}}, "name is required", id="env-without-name"),
+    pytest.param({"size": 3, "pod": {"resources": {"limits": {"cpu": True}}}}, "integer or a string",
+                 id="quantity-bool"),
+])
+def test_bad_manifests_are_refused(spec: dict[str, Any], complaint: str) -> None:
+    errors, _ = admit(manifest(spec))
+    assert any(complaint in error for error in errors), errors
+
+
+def test_unknown_spec_fields_are_pruned() -> None:
+    errors, pruned = admit(manifest({"size": 3, "selfHosted": {}, "pod": {"nonsense": 1}}))
+    assert errors == [] and sorted(pruned) == [".spec.pod.nonsense", ".spec.selfHosted"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Status written by the operator fits the schema (nothing pruned, nothing refused)
+
+
+@pytest.mark.parametrize("observed", [
+    pytest.param(healthy_cluster(3), id="running"),
+    pytest.param(nothing_yet(), id="creating"),
+    pytest.param(unhealthy(healthy_cluster(3), "example-mem02", "example-mem03"), id="quorum-lost"),
+    pytest.param(member_list_unavailable(healthy_cluster(3)), id="unreachable"),
+    pytest.param(with_spec(healthy_cluster(3), version="3.4.23"), id="rejected"),
+    pytest.param(with_spec(healthy_cluster(3), pod={"busyboxImage": "b"}), id="warnings"),
+])
+def test_status_fits_schema(observed: Any) -> None:
+    status = compute_status(observed, plan_next_action(observed), now=datetime(2024, 6, 1), last_error="boom")
+    errors, pruned = validate(SCHEMA["properties"]["status"], status, ".status")
+    assert (errors, pruned) == ([], [])
+    assert set(status) == set(SCHEMA["properties"]["status"]["properties"])

@@ -1,0 +1,257 @@
+"""The planner driven in a loop against a small simulated world (pods start instantly, etcd
+membership follows the actions), checking safety invariants after every step and that each
+scenario converges to NoOp in a bounded number of passes."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from etcd_operator import actions
+from etcd_operator.manifests import member_peer_url, pod_policy_hash, service_names
+from etcd_operator.observed import (
+    EndpointStatus,
+    MemberHealth,
+    ObservedCluster,
+    ObservedMember,
+    ObservedPod,
+    ObservedPVC,
+)
+from etcd_operator.planning import plan_next_action
+from etcd_operator.spec import EtcdCluster
+
+from etcd_cluster_builders import PVC_SPEC, T0, make_cluster
+
+MAX_PASSES = 200
+
+
+@dataclass
+class SimMember:
+    id: int
+    name: str
+    peer_url: str
+    learner: bool
+    started: bool = False
+
+
+@dataclass
+class SimPod:
+    name: str
+    image: str
+    version: Any
+    policy_hash: str
+    state: str
+    created_at: Any
+
+
+@dataclass
+class World:
+    cluster: EtcdCluster
+    services: set[str] = field(default_factory=set)
+    pods: dict[str, SimPod] = field(default_factory=dict)
+    members: dict[str, SimMember] = field(default_factory=dict)
+    pvcs: set[str] = field(default_factory=set)
+    leader: str | None = None
+    bootstrapped: bool = False
+    clock: int = 0
+    next_id: int = 0x100
+    history: list[actions.Action] = field(default_factory=list)
+
+    # --- the cluster's own behaviour between passes
+    def settle(self) -> None:
+        """Pods start; a member whose pod runs is started; the seed forms the cluster."""
+        for pod in self.pods.values():
+            member = self.members.get(pod.name)
+            if member is None and pod.state == "new" and not self.members:
+                self.members[pod.name] = SimMember(self._new_id(), pod.name, member_peer_url(self.cluster, pod.name),
+                                                   learner=False)
+                member = self.members[pod.name]
+            if member is not None:
+                member.started = True
+        if self.leader not in self.members or self.members[self.leader].learner or self.leader not in self.pods:
+            voters = [m.name for m in self.members.values() if not m.learner and m.name in self.pods]
+            self.leader = sorted(voters)[0] if voters else None
+        if any(m.started for m in self.members.values()):
+            self.bootstrapped = True
+
+    def _new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def observe(self) -> ObservedCluster:
+        self.clock += 1
+        recorded = dataclasses.replace(self.cluster.recorded, bootstrapped=self.bootstrapped)
+        cluster = dataclasses.replace(self.cluster, recorded=recorded)
+        reachable = [m for m in self.members.values() if m.name in self.pods and m.started]
+        members = None
+        if reachable:
+            members = tuple(
+                ObservedMember(m.id, m.name if m.started else "", (m.peer_url,),
+                               (m.peer_url.replace(":2380", ":2379"),) if m.started else (), m.learner)
+                for m in self.members.values()
+            )
+        leader_id = self.members[self.leader].id if self.leader in self.members else 0
+        healthy = {m.name for m in reachable if not m.learner}
+        return ObservedCluster(
+            cluster=cluster,
+            pods=tuple(
+                ObservedPod(p.name, p.name, phase="Running", ready=p.name in healthy, ip="127.1.0.1",
+                            created_at=p.created_at, image=p.image, etcd_version=p.version,
+                            initial_cluster_state=p.state, pod_policy_hash=p.policy_hash)
+                for p in self.pods.values()
+            ),
+            pvcs=tuple(ObservedPVC(name, name) for name in self.pvcs),
+            services=frozenset(self.services),
+            members=members,
+            member_list_error=None if members is not None else "no endpoints",
+            health={m.name: MemberHealth(m.name in healthy) for m in reachable},
+            endpoint_status={m.name: EndpointStatus(m.id, leader_id, str(self.spec.version), raft_index=100)
+                             for m in reachable},
+            name_suffix=f"s{self.clock:04d}",
+            observed_at=T0 + timedelta(minutes=self.clock),
+        )
+
+    @property
+    def spec(self) -> Any:
+        return self.cluster.require_spec()
+
+    def create_pod(self, name: str, state: str) -> None:
+        if self.spec.uses_persistent_volumes:
+            self.pvcs.add(name)
+        self.pods[name] = SimPod(name, self.spec.image, self.spec.version, pod_policy_hash(self.spec), state,
+                                 T0 + timedelta(minutes=self.clock))
+
+    # --- executing actions
+    def execute(self, action: actions.Action, *, crash_after_member_add: bool = False) -> None:
+        self.history.append(action)
+        if isinstance(action, actions.CreateServices):
+            self.services.update(action.names)
+        elif isinstance(action, actions.CreateSeedMember):
+            self.create_pod(action.member_name, "new")
+        elif isinstance(action, actions.CreateMemberPod):
+            self.create_pod(action.member_name, "existing")
+        elif isinstance(action, actions.AddMember):
+            assert not any(m.learner for m in self.members.values()), "etcd allows one learner"
+            self.members[action.member_name] = SimMember(self._new_id(), action.member_name, action.peer_url,
+                                                         learner=action.as_learner)
+            if not crash_after_member_add:
+                self.create_pod(action.member_name, "existing")
+        elif isinstance(action, actions.PromoteMember):
+            self.members[action.member_name].learner = False
+        elif isinstance(action, actions.RemoveMember):
+            assert action.member_name != self.leader, "removed the leader"
+            del self.members[action.member_name]
+        elif isinstance(action, actions.MoveLeader):
+            assert self.leader == action.from_member_name
+            self.leader = action.to_member_name
+        elif isinstance(action, actions.UpgradeMember):
+            del self.pods[action.pod_name]
+        elif isinstance(action, actions.DeletePod):
+            del self.pods[action.pod_name]
+        elif isinstance(action, actions.DeletePVC):
+            self.pvcs.discard(action.pvc_name)
+        self.check_invariants()
+
+    def check_invariants(self) -> None:
+        voters = [m for m in self.members.values() if not m.learner]
+        healthy = [m for m in voters if m.name in self.pods and m.started]
+        if self.bootstrapped and voters:
+            # Pods recreated in this pass start in settle(); count them as coming back.
+            coming_back = [m for m in voters if m.name in self.pods]
+            assert len(coming_back) >= len(voters) // 2 + 1, f"quorum lost: {self.history[-1]}"
+        assert sum(m.learner for m in self.members.values()) <= 1
+        del healthy
+
+
+def run(world: World, *, crash_on_add: int | None = None) -> World:
+    adds = 0
+    for _ in range(MAX_PASSES):
+        world.settle()
+        action = plan_next_action(world.observe())
+        if isinstance(action, actions.NoOp):
+            return world
+        assert not isinstance(action, (actions.RejectSpec, actions.ReportQuorumLoss, actions.ReportMembersLost)), action
+        crash = isinstance(action, actions.AddMember) and adds == crash_on_add
+        adds += isinstance(action, actions.AddMember)
+        world.execute(action, crash_after_member_add=crash)
+    raise AssertionError(f"no convergence after {MAX_PASSES} passes: {world.history[-5:]}")
+
+
+def converged_state(world: World) -> tuple[int, set[str], bool]:
+    names = set(world.members)
+    assert names == set(world.pods), "every member has a pod, every pod is a member"
+    if world.spec.uses_persistent_volumes:
+        assert world.pvcs == names
+    assert not any(m.learner for m in world.members.values())
+    assert world.services == set(service_names(world.cluster.name))
+    images = {pod.image for pod in world.pods.values()}
+    return len(names), images, world.leader in names
+
+
+def new_world(spec: dict[str, Any]) -> World:
+    return World(cluster=make_cluster(spec, bootstrapped=False))
+
+
+def resize(world: World, **spec: Any) -> World:
+    raw = {"size": world.spec.size, "version": str(world.spec.version)}
+    if world.spec.uses_persistent_volumes:
+        raw["pod"] = {"persistentVolumeClaimSpec": PVC_SPEC}
+    raw.update(spec)
+    cluster = make_cluster(raw, bootstrapped=True)
+    world.cluster = dataclasses.replace(cluster, recorded=world.cluster.recorded)
+    return world
+
+
+@pytest.mark.parametrize("pvc", [False, True], ids=["emptydir", "pvc"])
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_bootstrap_converges(size: int, pvc: bool) -> None:
+    spec: dict[str, Any] = {"size": size}
+    if pvc:
+        spec["pod"] = {"persistentVolumeClaimSpec": PVC_SPEC}
+    world = run(new_world(spec))
+    assert converged_state(world) == (size, {"quay.io/coreos/etcd:v3.5.1"}, True)
+    assert sum(isinstance(a, actions.CreateSeedMember) for a in world.history) == 1
+
+
+@pytest.mark.parametrize("pvc", [False, True], ids=["emptydir", "pvc"])
+def test_scale_up_down_and_upgrade(pvc: bool) -> None:
+    spec: dict[str, Any] = {"size": 3, "version": "3.4.23"}
+    if pvc:
+        spec["pod"] = {"persistentVolumeClaimSpec": PVC_SPEC}
+    world = run(new_world(spec))
+    world = run(resize(world, size=5))
+    assert converged_state(world)[0] == 5
+    world = run(resize(world, size=3))
+    assert converged_state(world)[0] == 3
+    world = run(resize(world, version="3.5.1"))
+    assert converged_state(world) == (3, {"quay.io/coreos/etcd:v3.5.1"}, True)
+    upgrades = [a for a in world.history if a.kind == "upgrade"]
+    assert upgrades, "the upgrade went through upgrade actions"
+
+
+def test_crash_between_member_add_and_pod_creation_converges() -> None:
+    world = run(new_world({"size": 3}), crash_on_add=1)
+    assert converged_state(world)[0] == 3
+    assert any(isinstance(a, actions.CreateMemberPod) for a in world.history)
+
+
+def test_dead_member_replaced() -> None:
+    world = run(new_world({"size": 3}))
+    victim = next(name for name in world.pods if name != world.leader)
+    del world.pods[victim]
+    world = run(world)
+    assert converged_state(world)[0] == 3
+    assert victim not in world.members
+    assert any(isinstance(a, actions.RemoveMember) and a.purpose == "replace" for a in world.history)
+
+
+def test_dead_leader_on_volume_restarts_same_member() -> None:
+    world = run(new_world({"size": 3, "pod": {"persistentVolumeClaimSpec": PVC_SPEC}}))
+    leader = world.leader
+    assert leader is not None
+    del world.pods[leader]
+    world = run(world)
+    assert leader in world.members and converged_state(world)[0] == 3
