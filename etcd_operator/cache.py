@@ -48,11 +48,9 @@ class ObjectCache:
     def mark_synced(self) -> None:
         self._synced.set()
 
-    def wait_synced(self, stop: threading.Event, poll_seconds: float = 0.1) -> bool:
-        while not stop.is_set():
-            if self._synced.wait(poll_seconds):
-                return True
-        return False
+    def is_synced(self) -> bool:
+        """True once the first full list arrived: before that, absence means nothing."""
+        return self._synced.is_set()
 
     def get(self, key: Key) -> Object | None:
         with self._lock:

@@ -9,6 +9,7 @@ from pathlib import Path
 from kube_sandbox.config import CHECKOUT_DIR
 
 KUBE_VERSION = "1.20.2"
+KUBE_BUILD_REVISION = "r2"  # must match BUILD_REVISION in scripts/install-kube-binaries.sh
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl")
 
 
@@ -25,7 +26,7 @@ def kube_bin_dir() -> Path:
     candidates = []
     if os.environ.get("KUBEBUILDER_ASSETS"):
         candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]))
-    candidates.append(cache_dir() / f"kube-v{KUBE_VERSION}" / "bin")
+    candidates.append(cache_dir() / f"kube-v{KUBE_VERSION}-{KUBE_BUILD_REVISION}" / "bin")
     for directory in candidates:
         if all((directory / name).is_file() for name in KUBE_BINARIES):
             return directory

@@ -6,8 +6,11 @@
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-1.20.2}"
+# Bump when the build recipe changes, so a cache made by an older recipe is never reused.
+# r2: vendored reflect2 replaced by 1.0.2 (1.0.1 built with Go >= 1.18 segfaults on CR writes).
+BUILD_REVISION=r2
 CACHE_DIR="${ETCD_OPERATOR_PY_CACHE:-$HOME/.cache/etcd-operator-py}"
-BIN_DIR="$CACHE_DIR/kube-v$KUBE_VERSION/bin"
+BIN_DIR="$CACHE_DIR/kube-v$KUBE_VERSION-$BUILD_REVISION/bin"
 WANTED="kube-apiserver kube-controller-manager kubectl"
 
 have_all() {
@@ -42,7 +45,8 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
   as_root apt-get update -qq
 fi
-DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq golang-go rsync dpkg-dev >/dev/null
+DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq golang-go rsync dpkg-dev \
+  golang-github-modern-go-reflect2-dev >/dev/null
 
 work="$CACHE_DIR/kube-src-$$"
 rm -rf "$work" && mkdir -p "$work"
@@ -50,6 +54,15 @@ rm -rf "$work" && mkdir -p "$work"
 src=$(find "$work" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n 1)
 [ -n "$src" ] || { echo "apt-get source kubernetes produced no tree in $work" >&2; exit 1; }
 grep -q "v$KUBE_VERSION\|$KUBE_VERSION" "$src/debian/changelog" || echo "warning: source tree may not be v$KUBE_VERSION" >&2
+# The vendored github.com/modern-go/reflect2 v1.0.1 crashes (SIGSEGV in json-iterator) when built
+# with Debian's Go 1.19: every custom-resource write kills the apiserver. v1.0.2 is the upstream fix
+# and has the same API; Debian ships it as source.
+reflect2_src=/usr/share/gocode/src/github.com/modern-go/reflect2
+[ -f "$reflect2_src/reflect2.go" ] || { echo "missing $reflect2_src (golang-github-modern-go-reflect2-dev)" >&2; exit 1; }
+rm -rf "$src/vendor/github.com/modern-go/reflect2"
+mkdir -p "$src/vendor/github.com/modern-go/reflect2"
+cp "$reflect2_src"/*.go "$reflect2_src"/*.s "$src/vendor/github.com/modern-go/reflect2/" 2>/dev/null || cp "$reflect2_src"/*.go "$src/vendor/github.com/modern-go/reflect2/"
+rm -f "$src"/vendor/github.com/modern-go/reflect2/*_test.go
 (
   cd "$src"
   export GOFLAGS=-mod=vendor GO111MODULE=on KUBE_GIT_VERSION="v$KUBE_VERSION" KUBE_GIT_TREE_STATE=clean

@@ -120,3 +120,17 @@ def fetch_json_once(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
 def fetch_json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """`fetch_json_once`, retrying transient failures (5xx, 429, no answer)."""
     return fetch_json_once(fn, *args, **kwargs)
+
+
+def list_items(listing: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items of a list response, each with the kind and apiVersion that list responses
+    leave out of their items (so they look like objects from a get or a watch)."""
+    item_kind = str(listing.get("kind", "")).removesuffix("List")
+    api_version = listing.get("apiVersion")
+    items = list(listing.get("items") or [])
+    for item in items:
+        if item_kind:
+            item.setdefault("kind", item_kind)
+        if api_version:
+            item.setdefault("apiVersion", api_version)
+    return items

@@ -141,6 +141,7 @@ class LeaderElector:
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
         self._leading = threading.Event()
+        self._work_failed = threading.Event()
 
     @property
     def is_leader(self) -> bool:
@@ -155,9 +156,11 @@ class LeaderElector:
         """Campaign until `stop`; while leading, keep the lease renewed.
 
         `on_started_leading` runs in a thread of its own (it may block, e.g. run the
-        controller). `on_stopped_leading` runs in this thread when leadership ends: lost
+        controller); if it raises, leadership is given up rather than held with nobody
+        working. `on_stopped_leading` runs in this thread when leadership ends: lost
         (renewals failed past the deadline, or another holder appeared) or given up because
-        `stop` was set, in which case the lease is released first. Returns after that.
+        `stop` was set or the work failed; the lease is released first unless it was lost.
+        Returns after that.
         """
         lease = f"{self.namespace}/{self.name}"
         logger.info("leader election: %s campaigning for lease %s", self.identity, lease)
@@ -165,12 +168,14 @@ class LeaderElector:
             return
         self._leading.set()
         logger.info("leader election: %s became leader (lease %s)", self.identity, lease)
-        threading.Thread(target=on_started_leading, name="leading", daemon=True).start()
+        self._work_failed.clear()
+        threading.Thread(target=self._lead, args=(on_started_leading,), name="leading", daemon=True).start()
+        lost = True
         try:
-            self._renew_until_lost(stop)
+            lost = self._renew_until_lost(stop)
         finally:
             self._leading.clear()
-            if stop.is_set():
+            if not lost:
                 self._release()
             logger.info("leader election: %s stopped leading (lease %s)", self.identity, lease)
             on_stopped_leading()
@@ -182,22 +187,34 @@ class LeaderElector:
             stop.wait(self.retry_period_seconds * random.uniform(1.0, 1.2))
         return False
 
-    def _renew_until_lost(self, stop: threading.Event) -> None:
+    def _lead(self, on_started_leading: Callable[[], None]) -> None:
+        try:
+            on_started_leading()
+        except Exception:
+            logger.exception("leader election: the leader's work failed; giving up leadership")
+            self._work_failed.set()
+
+    def _renew_until_lost(self, stop: threading.Event) -> bool:
+        """Renew until `stop` or the work fails (returns False: ours to release) or the lease
+        is lost (returns True)."""
         last_renewed = time.monotonic()
         while not stop.wait(self.retry_period_seconds):
+            if self._work_failed.is_set():
+                return False
             if self._try_acquire_or_renew():
                 last_renewed = time.monotonic()
                 continue
             observed = self._observed
             if observed is not None and observed.holder_identity not in ("", self.identity):
                 logger.error("leader election: lease taken over by %s", observed.holder_identity)
-                return
+                return True
             if time.monotonic() - last_renewed >= self.renew_deadline_seconds:
                 logger.error(
                     "leader election: could not renew lease for %.0fs (deadline %.0fs); giving up leadership",
                     time.monotonic() - last_renewed, self.renew_deadline_seconds,
                 )
-                return
+                return True
+        return False
 
     def _observe(self, record: LeaseRecord) -> None:
         if self._observed is None or record.resource_version != self._observed.resource_version:

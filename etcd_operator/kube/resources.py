@@ -13,15 +13,11 @@ from typing import Any
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from etcd_operator.constants import API_GROUP, API_VERSION, PLURAL
-from etcd_operator.kube.client import fetch_json
+from etcd_operator.kube.client import fetch_json, list_items
 from etcd_operator.kube.errors import Conflict, NotFound
 from etcd_operator.kube.watching import EventHandler, watch_forever
 
 MERGE_PATCH = "application/merge-patch+json"
-
-
-def _items(listing: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(listing.get("items") or [])
 
 
 class EtcdClusters:
@@ -39,7 +35,7 @@ class EtcdClusters:
                 self._custom.list_namespaced_custom_object,
                 group=API_GROUP, version=API_VERSION, namespace=namespace, plural=PLURAL,
             )
-        return _items(listing)
+        return list_items(listing)
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return fetch_json(
@@ -105,7 +101,7 @@ class Pods:
         self._core = CoreV1Api(api)
 
     def list(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return _items(fetch_json(self._core.list_namespaced_pod, namespace=namespace, label_selector=label_selector))
+        return list_items(fetch_json(self._core.list_namespaced_pod, namespace=namespace, label_selector=label_selector))
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return fetch_json(self._core.read_namespaced_pod, name=name, namespace=namespace)
@@ -147,7 +143,7 @@ class Services:
         self._core = CoreV1Api(api)
 
     def list(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return _items(fetch_json(self._core.list_namespaced_service, namespace=namespace, label_selector=label_selector))
+        return list_items(fetch_json(self._core.list_namespaced_service, namespace=namespace, label_selector=label_selector))
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return fetch_json(self._core.read_namespaced_service, name=name, namespace=namespace)
@@ -165,7 +161,7 @@ class PersistentVolumeClaims:
         self._core = CoreV1Api(api)
 
     def list(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return _items(
+        return list_items(
             fetch_json(self._core.list_namespaced_persistent_volume_claim, namespace=namespace, label_selector=label_selector)
         )
 

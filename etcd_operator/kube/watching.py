@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from etcd_operator.kube.client import call_api, fetch_json_once
+from etcd_operator.kube.client import call_api, fetch_json_once, list_items
 from etcd_operator.kube.errors import Gone, KubeError, translate
 
 logger = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class _ListWatch:
             if self.resource_version is None:
                 try:
                     self.relist()
-                except KubeError as error:
+                except Exception as error:
                     self._pause(f"list failed: {error}")
                     continue
             try:
@@ -164,6 +164,11 @@ class _ListWatch:
                 if self.stop.is_set():
                     break
                 self._pause(f"watch interrupted: {error}; resuming from resourceVersion {self.resource_version}")
+            except Exception:
+                # A bug must not end the watch silently: say so, then start over from a list.
+                logger.exception("watch %s: unexpected failure", self.name)
+                self.resource_version = None
+                self._pause("relisting after the unexpected failure")
         logger.info("watch %s: stopped", self.name)
 
     def _pause(self, why: str) -> None:
@@ -182,7 +187,7 @@ class _ListWatch:
                 _continue=continue_token,
                 _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
             )
-            items.extend(page.get("items") or [])
+            items.extend(list_items(page))
             metadata = page.get("metadata") or {}
             continue_token = metadata.get("continue") or None
             if continue_token is None:
@@ -190,13 +195,7 @@ class _ListWatch:
                 break
         if not resource_version:
             raise KubeError(f"list for {self.name} returned no resourceVersion")
-        # Lists omit kind/apiVersion on items; the watch includes them. Make both alike.
-        item_kind = str(page.get("kind", "")).removesuffix("List")
         for item in items:
-            if item_kind:
-                item.setdefault("kind", item_kind)
-            if page.get("apiVersion"):
-                item.setdefault("apiVersion", page["apiVersion"])
             self._emit(SYNC, item)
         self._emit(RELISTED, {"keys": sorted(object_key(item) for item in items), "resourceVersion": resource_version})
         logger.info("watch %s: listed %d objects at resourceVersion %s", self.name, len(items), resource_version)

@@ -2,17 +2,25 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pytest
-from kubernetes import client as k8s
 
 from kube_sandbox.testing import Sandbox, wait_for
 
 pytestmark = pytest.mark.sandbox
 
+Obj = dict[str, Any]
 
-def etcd_pod(name: str, image: str, args: list[str], **spec: Any) -> dict[str, Any]:
+
+def wait_for_object(condition: Callable[[], Obj | None], *, timeout: float, what: str) -> Obj:
+    """wait_for, typed for conditions that return the object they waited for."""
+    found = wait_for(condition, timeout=timeout, what=what)
+    assert found is not None
+    return found
+
+
+def etcd_pod(name: str, image: str, args: list[str], **spec: Any) -> Obj:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "etcd"}},
         "spec": {
@@ -32,25 +40,25 @@ def etcd_pod(name: str, image: str, args: list[str], **spec: Any) -> dict[str, A
     }
 
 
-def apply_object(sandbox: Sandbox, namespace: str, obj: dict[str, Any]) -> None:
+def apply(sandbox: Sandbox, namespace: str, obj: Obj) -> None:
     sandbox.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(obj))
 
 
-def ready_pod(sandbox: Sandbox, namespace: str, name: str) -> k8s.V1Pod | None:
-    pod = k8s.CoreV1Api(sandbox.api_client()).read_namespaced_pod(name, namespace)
-    ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-    return pod if pod.status.phase == "Running" and ready else None
+def ready_pod(sandbox: Sandbox, namespace: str, name: str) -> Obj | None:
+    pod: Obj = json.loads(sandbox.kubectl("get", "-n", namespace, "pod", name, "-o", "json").stdout)
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+    return pod if pod["status"].get("phase") == "Running" and ready else None
 
 
 @pytest.mark.parametrize("image", ["quay.io/coreos/etcd:v3.5.1", "registry.k8s.io/etcd:3.4.23-0"])
 def test_etcd_pod_serves_on_its_pod_ip(sandbox: Sandbox, namespace: str, image: str) -> None:
-    apply_object(sandbox, namespace, etcd_pod("single", image, [
+    apply(sandbox, namespace, etcd_pod("single", image, [
         "--advertise-client-urls=http://$(POD_IP):2379", "--listen-peer-urls=http://$(POD_IP):2380",
         "--initial-advertise-peer-urls=http://$(POD_IP):2380", "--initial-cluster=single=http://$(POD_IP):2380"]))
-    pod = wait_for(lambda: ready_pod(sandbox, namespace, "single"), timeout=60, what="etcd pod ready")
-    ip = pod.status.pod_ip
-    assert ip.startswith("127.") and ip != pod.status.host_ip
-    assert pod.status.container_statuses[0].container_id.startswith("process://")
+    pod = wait_for_object(lambda: ready_pod(sandbox, namespace, "single"), timeout=60, what="etcd pod ready")
+    ip = pod["status"]["podIP"]
+    assert ip.startswith("127.") and ip != pod["status"]["hostIP"]
+    assert pod["status"]["containerStatuses"][0]["containerID"].startswith("process://")
 
     endpoint = f"http://{ip}:2379"
     put = sandbox.etcdctl([endpoint], "put", "greeting", "hello")
@@ -68,14 +76,14 @@ def test_static_three_member_cluster_over_pod_dns_names(sandbox: Sandbox, namesp
     def peer(name: str) -> str:
         return f"http://{name}.etcd.{namespace}.svc:2380"
 
-    apply_object(sandbox, namespace, {
+    apply(sandbox, namespace, {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "etcd"},
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"app": "etcd"},
                  "ports": [{"name": "client", "port": 2379}, {"name": "peer", "port": 2380}]},
     })
     initial_cluster = ",".join(f"{n}={peer(n)}" for n in names)
     for name in names:
-        apply_object(sandbox, namespace, etcd_pod(name, "gcr.io/etcd-development/etcd:v3.5.1", [
+        apply(sandbox, namespace, etcd_pod(name, "gcr.io/etcd-development/etcd:v3.5.1", [
             f"--advertise-client-urls=http://{name}.etcd.{namespace}.svc:2379",
             "--listen-peer-urls=http://0.0.0.0:2380", f"--initial-advertise-peer-urls={peer(name)}",
             f"--initial-cluster={initial_cluster}", "--initial-cluster-state=new",
@@ -84,10 +92,8 @@ def test_static_three_member_cluster_over_pod_dns_names(sandbox: Sandbox, namesp
     for name in names:
         wait_for(lambda: ready_pod(sandbox, namespace, name), timeout=90, what=f"{name} ready")
 
-    endpoint = f"http://etcd-1.etcd.{namespace}.svc:2379"
-
     def started_members() -> list[str] | None:
-        result = sandbox.etcdctl([endpoint], "member", "list", "-w", "json")
+        result = sandbox.etcdctl([f"http://etcd-1.etcd.{namespace}.svc:2379"], "member", "list", "-w", "json")
         if result.returncode != 0:
             return None
         members = json.loads(result.stdout).get("members", [])
@@ -95,8 +101,6 @@ def test_static_three_member_cluster_over_pod_dns_names(sandbox: Sandbox, namesp
         return started if len(started) == 3 else None
 
     assert wait_for(started_members, timeout=30, what="3 started members") == names
-    # The Service name resolves to the members too (headless service: every pod).
-    service = sandbox.exec(["getent", "ahostsv4", f"etcd.{namespace}.svc.cluster.local"])
-    assert service.returncode == 0, service.stderr
-    put = sandbox.etcdctl([f"http://etcd.{namespace}.svc:2379"], "put", "k", "v")
+    # The headless Service's name resolves to its pods as well.
+    put = sandbox.etcdctl([f"http://etcd.{namespace}.svc.cluster.local:2379"], "put", "k", "v")
     assert put.returncode == 0, put.stderr

@@ -6,51 +6,61 @@ import json
 import os
 import textwrap
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
-from kubernetes import client as k8s
 
 from kube_sandbox.config import HOST_IP, NODE_NAME
 from kube_sandbox.testing import Sandbox, wait_for
 
 pytestmark = pytest.mark.sandbox
 
-
-def apply(sandbox: Sandbox, namespace: str, manifest: str) -> None:
-    sandbox.kubectl("apply", "-n", namespace, "-f", "-", input=textwrap.dedent(manifest))
+Obj = dict[str, Any]
 
 
-def core(sandbox: Sandbox) -> k8s.CoreV1Api:
-    return k8s.CoreV1Api(sandbox.api_client())
+def wait_for_object(condition: Callable[[], Obj | None], *, timeout: float, what: str) -> Obj:
+    """wait_for, typed for conditions that return the object they waited for."""
+    found = wait_for(condition, timeout=timeout, what=what)
+    assert found is not None
+    return found
 
 
-def pod(sandbox: Sandbox, namespace: str, name: str) -> k8s.V1Pod:
-    return core(sandbox).read_namespaced_pod(name, namespace)
+def apply(sandbox: Sandbox, namespace: str, manifest: str | Obj) -> None:
+    text = json.dumps(manifest) if isinstance(manifest, dict) else textwrap.dedent(manifest)
+    sandbox.kubectl("apply", "-n", namespace, "-f", "-", input=text)
 
 
-def is_ready(p: k8s.V1Pod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+def get(sandbox: Sandbox, namespace: str, kind: str, name: str = "", selector: str = "") -> Any:
+    """The object (or list) as JSON, or None when it does not exist."""
+    args = ["get", "-n", namespace, kind, *([name] if name else []), *(["-l", selector] if selector else []),
+            "-o", "json"]
+    result = sandbox.kubectl(*args, check=False)
+    if result.returncode != 0:
+        if "NotFound" in result.stderr:
+            return None
+        raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
+    return json.loads(result.stdout)
 
 
-def running_and_ready(sandbox: Sandbox, namespace: str, name: str) -> k8s.V1Pod | None:
-    p = pod(sandbox, namespace, name)
-    return p if p.status.phase == "Running" and is_ready(p) else None
+def is_ready(pod: Obj) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
 
-def phase_is(sandbox: Sandbox, namespace: str, name: str, phase: str) -> k8s.V1Pod | None:
-    p = pod(sandbox, namespace, name)
-    return p if p.status.phase == phase else None
+def running_and_ready(sandbox: Sandbox, namespace: str, name: str) -> Obj | None:
+    pod = get(sandbox, namespace, "pod", name)
+    return pod if pod and pod["status"].get("phase") == "Running" and is_ready(pod) else None
 
 
-def gone(sandbox: Sandbox, namespace: str, name: str) -> bool:
-    try:
-        pod(sandbox, namespace, name)
-    except k8s.ApiException as e:
-        if e.status == 404:
-            return True
-        raise
-    return False
+def phase_is(sandbox: Sandbox, namespace: str, name: str, phase: str) -> Obj | None:
+    pod = get(sandbox, namespace, "pod", name)
+    return pod if pod and pod["status"].get("phase") == phase else None
+
+
+def container_status(pod: Obj, index: int = 0) -> Obj:
+    statuses = pod["status"].get("containerStatuses") or [{}]
+    status: Obj = statuses[index]
+    return status
 
 
 def logs(sandbox: Sandbox, namespace: str, name: str, *args: str) -> str:
@@ -65,17 +75,12 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def pod_dir(sandbox: Sandbox, uid: str) -> Any:
+def pod_dir(sandbox: Sandbox, uid: str) -> Path:
     return sandbox.config.kubelet_dir / "pods" / uid
 
 
-def apply_object(sandbox: Sandbox, namespace: str, obj: dict[str, Any]) -> None:
-    sandbox.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(obj))
-
-
-def busybox_pod(name: str, script: str, *, volumes: list[dict[str, Any]] | None = None,
-                mounts: list[dict[str, Any]] | None = None, restart_policy: str = "Always", grace: int = 30,
-                **container: Any) -> dict[str, Any]:
+def busybox_pod(name: str, script: str, *, volumes: list[Obj] | None = None, mounts: list[Obj] | None = None,
+                restart_policy: str = "Always", grace: int = 30, **container: Any) -> Obj:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
         "spec": {
@@ -105,23 +110,23 @@ def test_deployment_pod_runs_through_the_replicaset_controller(sandbox: Sandbox,
                 readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
         """)
 
-    def ready_pods() -> list[k8s.V1Pod] | None:
-        pods = core(sandbox).list_namespaced_pod(namespace, label_selector="app=web").items
-        ready = [p for p in pods if p.status.phase == "Running" and is_ready(p)]
+    def ready_pods() -> list[Obj] | None:
+        pods = get(sandbox, namespace, "pods", selector="app=web")["items"]
+        ready = [p for p in pods if p["status"].get("phase") == "Running" and is_ready(p)]
         return ready if len(ready) == 2 else None
 
-    pods = wait_for(ready_pods, timeout=60, what="2 ready web pods")
-    ips = {p.status.pod_ip for p in pods}
-    assert len(ips) == 2
-    for p in pods:
-        assert p.spec.node_name == NODE_NAME
-        assert p.metadata.owner_references[0].kind == "ReplicaSet"
-        assert ipaddress.ip_address(p.status.pod_ip) in ipaddress.ip_network("127.0.0.0/8")
-        assert p.status.pod_ip != HOST_IP and p.status.host_ip == HOST_IP
-    deployment = k8s.AppsV1Api(sandbox.api_client()).read_namespaced_deployment("web", namespace)
-    wait_for(lambda: k8s.AppsV1Api(sandbox.api_client()).read_namespaced_deployment(
-        "web", namespace).status.ready_replicas == 2, timeout=30, what="deployment readyReplicas=2")
-    assert deployment.metadata.name == "web"
+    found = wait_for(ready_pods, timeout=60, what="2 ready web pods")
+    pods = found or []
+    assert len({p["status"]["podIP"] for p in pods}) == 2
+    for pod in pods:
+        assert pod["spec"]["nodeName"] == NODE_NAME
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network("127.0.0.0/8")
+        assert pod["status"]["podIP"] != HOST_IP and pod["status"]["hostIP"] == HOST_IP
+    wait_for(lambda: get(sandbox, namespace, "deployment", "web")["status"].get("readyReplicas") == 2,
+             timeout=30, what="deployment readyReplicas=2")
+    nodes = sandbox.kubectl("get", "nodes", NODE_NAME, "--no-headers").stdout.split()
+    assert nodes[1] == "Ready"
 
 
 def test_init_containers_env_and_config_volumes(sandbox: Sandbox, namespace: str) -> None:
@@ -169,10 +174,9 @@ def test_init_containers_env_and_config_volumes(sandbox: Sandbox, namespace: str
           - {name: work, emptyDir: {}}
           - {name: settings, configMap: {name: settings, items: [{key: greeting, path: greeting}]}}
         """)
-    finished = wait_for(lambda: phase_is(sandbox, namespace, "configured", "Succeeded"), timeout=60,
+    finished = wait_for_object(lambda: phase_is(sandbox, namespace, "configured", "Succeeded"), timeout=60,
                         what="pod configured Succeeded")
-    init_status = finished.status.init_container_statuses[0]
-    assert init_status.state.terminated.exit_code == 0
+    assert finished["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     output = logs(sandbox, namespace, "configured")
     assert "from-init" in output
     assert "greeting=hello" in output
@@ -182,68 +186,66 @@ def test_init_containers_env_and_config_volumes(sandbox: Sandbox, namespace: str
 
 
 def test_crashed_container_restarts_and_keeps_its_empty_dir(sandbox: Sandbox, namespace: str) -> None:
-    apply_object(sandbox, namespace, busybox_pod(
+    apply(sandbox, namespace, busybox_pod(
         "crashy", "echo run >> /data/runs; echo runs=$$(wc -l < /data/runs); exec sleep 3600",
         volumes=[{"name": "data", "emptyDir": {}}], mounts=[{"name": "data", "mountPath": "/data"}]))
-    first = wait_for(lambda: running_and_ready(sandbox, namespace, "crashy"), timeout=30, what="crashy running")
+    first = wait_for_object(lambda: running_and_ready(sandbox, namespace, "crashy"), timeout=30, what="crashy running")
     first_pid = sandbox.faults.pod_pid(namespace, "crashy", "main")
     assert first_pid is not None
 
     sandbox.faults.crash_container(namespace, "crashy", "main")
 
-    def restarted() -> k8s.V1Pod | None:
-        p = running_and_ready(sandbox, namespace, "crashy")
-        return p if p and p.status.container_statuses[0].restart_count >= 1 else None
+    def restarted() -> Obj | None:
+        pod = running_and_ready(sandbox, namespace, "crashy")
+        return pod if pod and container_status(pod)["restartCount"] >= 1 else None
 
-    second = wait_for(restarted, timeout=30, what="crashy restarted once")
-    status = second.status.container_statuses[0]
-    assert status.last_state.terminated.exit_code == 137
-    assert status.container_id != first.status.container_statuses[0].container_id
+    second = container_status(wait_for_object(restarted, timeout=30, what="crashy restarted once"))
+    assert second["lastState"]["terminated"]["exitCode"] == 137
+    assert second["containerID"] != container_status(first)["containerID"]
     assert sandbox.faults.pod_pid(namespace, "crashy", "main") not in (None, first_pid)
     assert "runs=2" in wait_for(lambda: logs(sandbox, namespace, "crashy"), timeout=10, what="crashy logs")
     assert "runs=1" in logs(sandbox, namespace, "crashy", "--previous")
 
 
 def test_failing_liveness_probe_restarts_the_container(sandbox: Sandbox, namespace: str) -> None:
-    apply_object(sandbox, namespace, busybox_pod(
+    apply(sandbox, namespace, busybox_pod(
         "unhealthy", "exec sleep 3600",
         livenessProbe={"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 2}))
-
-    def restarts() -> int:
-        statuses = pod(sandbox, namespace, "unhealthy").status.container_statuses or []
-        return statuses[0].restart_count if statuses else 0
-
-    wait_for(lambda: restarts() >= 2, timeout=60, what="two liveness restarts")
+    wait_for(lambda: container_status(get(sandbox, namespace, "pod", "unhealthy")).get("restartCount", 0) >= 2,
+             timeout=60, what="two liveness restarts")
+    events = get(sandbox, namespace, "events")["items"]
+    assert any(e["reason"] == "Unhealthy" and "Liveness" in e["message"] for e in events)
 
 
 def test_deleted_pod_gets_sigterm_then_sigkill_after_the_grace_period(sandbox: Sandbox, namespace: str) -> None:
-    apply_object(sandbox, namespace, busybox_pod(
+    apply(sandbox, namespace, busybox_pod(
         "stubborn", "trap '' TERM; echo started; while true; do sleep 1; done", grace=3,
         volumes=[{"name": "scratch", "emptyDir": {}}], mounts=[{"name": "scratch", "mountPath": "/scratch"}]))
-    running = wait_for(lambda: running_and_ready(sandbox, namespace, "stubborn"), timeout=30, what="stubborn running")
-    uid = running.metadata.uid
+    running = wait_for_object(lambda: running_and_ready(sandbox, namespace, "stubborn"), timeout=30, what="stubborn running")
+    uid = running["metadata"]["uid"]
     pid = sandbox.faults.pod_pid(namespace, "stubborn", "main")
     assert pid is not None and pod_dir(sandbox, uid).is_dir()
 
     deleted_at = time.monotonic()
-    core(sandbox).delete_namespaced_pod("stubborn", namespace)
+    sandbox.kubectl("delete", "-n", namespace, "pod", "stubborn", "--wait=false")
     wait_for(lambda: not process_alive(pid), timeout=30, what="the TERM-ignoring process to be killed")
     lived = time.monotonic() - deleted_at
-    wait_for(lambda: gone(sandbox, namespace, "stubborn"), timeout=30, what="pod object deleted")
+    wait_for(lambda: get(sandbox, namespace, "pod", "stubborn") is None, timeout=30, what="pod object deleted")
 
     assert lived >= 2.5, f"killed after {lived:.1f}s, before its 3s grace period ended"
     assert not pod_dir(sandbox, uid).exists(), "emptyDir and pod directory should be removed"
 
 
 def test_deleted_pod_that_handles_sigterm_stops_early(sandbox: Sandbox, namespace: str) -> None:
-    apply_object(sandbox, namespace, busybox_pod(
+    apply(sandbox, namespace, busybox_pod(
         "polite", "trap 'echo bye; exit 0' TERM; while true; do sleep 0.2; done", grace=60))
     wait_for(lambda: running_and_ready(sandbox, namespace, "polite"), timeout=30, what="polite running")
     pid = sandbox.faults.pod_pid(namespace, "polite", "main")
     assert pid is not None
-    core(sandbox).delete_namespaced_pod("polite", namespace)
+    sandbox.kubectl("delete", "-n", namespace, "pod", "polite", "--wait=false")
     # The grace period is 60s; a pod that exits on SIGTERM is gone long before.
-    wait_for(lambda: gone(sandbox, namespace, "polite"), timeout=20, what="pod deleted well within its grace")
+    wait_for(lambda: get(sandbox, namespace, "pod", "polite") is None, timeout=20,
+             what="pod deleted well within its grace period")
     assert not process_alive(pid)
 
 
@@ -258,21 +260,21 @@ def test_persistent_volume_claim_outlives_the_pod(sandbox: Sandbox, namespace: s
         """)
     claim_volume = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     mount = [{"name": "data", "mountPath": "/var/lib/data"}]
-    apply_object(sandbox, namespace, busybox_pod("writer", "echo kept > /var/lib/data/file; exec sleep 3600",
-                                                 volumes=claim_volume, mounts=mount))
+    apply(sandbox, namespace, busybox_pod("writer", "echo kept > /var/lib/data/file; exec sleep 3600",
+                                          volumes=claim_volume, mounts=mount))
     wait_for(lambda: running_and_ready(sandbox, namespace, "writer"), timeout=30, what="writer running")
-    claim = wait_for(lambda: (c := core(sandbox).read_namespaced_persistent_volume_claim("data", namespace))
-                     and c.status.phase == "Bound" and c, timeout=15, what="claim Bound")
-    assert claim.status.capacity == {"storage": "1Gi"}
-    directory = sandbox.config.kubelet_dir / "pvc" / namespace / f"data-{claim.metadata.uid}"
+    claim = wait_for_object(lambda: (c := get(sandbox, namespace, "pvc", "data")) and c["status"].get("phase") == "Bound"
+                     and c, timeout=15, what="claim Bound")
+    assert claim["status"]["capacity"] == {"storage": "1Gi"}
+    directory = sandbox.config.kubelet_dir / "pvc" / namespace / f"data-{claim['metadata']['uid']}"
     wait_for(lambda: (directory / "file").exists(), timeout=10, what=f"{directory}/file")
 
-    core(sandbox).delete_namespaced_pod("writer", namespace, grace_period_seconds=1)
-    wait_for(lambda: gone(sandbox, namespace, "writer"), timeout=30, what="writer deleted")
+    sandbox.kubectl("delete", "-n", namespace, "pod", "writer", "--grace-period=1")
+    assert get(sandbox, namespace, "pod", "writer") is None
     assert (directory / "file").read_text() == "kept\n"
 
-    apply_object(sandbox, namespace, busybox_pod("reader", "cat /var/lib/data/file; exec sleep 3600",
-                                                 volumes=claim_volume, mounts=mount))
+    apply(sandbox, namespace, busybox_pod("reader", "cat /var/lib/data/file; exec sleep 3600",
+                                          volumes=claim_volume, mounts=mount))
     wait_for(lambda: running_and_ready(sandbox, namespace, "reader"), timeout=30, what="reader running")
     assert "kept" in wait_for(lambda: logs(sandbox, namespace, "reader"), timeout=10, what="reader output")
 
@@ -296,21 +298,21 @@ def test_cronjob_spawns_a_job_whose_pod_succeeds(sandbox: Sandbox, namespace: st
                     command: ["sh", "-c", "echo tick from $HOSTNAME"]
         """)
 
-    def succeeded_pod() -> k8s.V1Pod | None:
-        pods = core(sandbox).list_namespaced_pod(namespace).items
-        return next((p for p in pods if p.status.phase == "Succeeded"), None)
+    def succeeded_pod() -> Obj | None:
+        pods = get(sandbox, namespace, "pods")["items"]
+        return next((p for p in pods if p["status"].get("phase") == "Succeeded"), None)
 
-    done = wait_for(succeeded_pod, timeout=150, what="a CronJob pod in phase Succeeded")
-    assert done.metadata.owner_references[0].kind == "Job"
-    job_name = done.metadata.owner_references[0].name
-    wait_for(lambda: k8s.BatchV1Api(sandbox.api_client()).read_namespaced_job(job_name, namespace).status.succeeded == 1,
-             timeout=30, what=f"job {job_name} succeeded=1")
-    assert f"tick from {done.metadata.name}" in logs(sandbox, namespace, done.metadata.name)
+    # The schedule fires at the next full minute; the controller checks every 10s.
+    done = wait_for_object(succeeded_pod, timeout=150, what="a CronJob pod in phase Succeeded")
+    owner = done["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "Job"
+    wait_for(lambda: get(sandbox, namespace, "job", owner["name"])["status"].get("succeeded") == 1,
+             timeout=30, what=f"job {owner['name']} succeeded=1")
+    assert f"tick from {done['metadata']['name']}" in logs(sandbox, namespace, done["metadata"]["name"])
 
 
-def test_service_account_token_gives_in_cluster_access_limited_by_rbac(sandbox: Sandbox, namespace: str) -> None:
-    script = """
-import os, pathlib, sys
+IN_CLUSTER_CLIENT = """
+import os, pathlib
 from kubernetes import client
 sa = pathlib.Path(os.environ["KUBERNETES_SERVICE_ACCOUNT_DIR"])
 c = client.Configuration()
@@ -326,6 +328,9 @@ try:
 except client.ApiException as e:
     print("secrets:", e.status)
 """
+
+
+def test_service_account_token_gives_in_cluster_access_limited_by_rbac(sandbox: Sandbox, namespace: str) -> None:
     apply(sandbox, namespace, f"""
         apiVersion: v1
         kind: ServiceAccount
@@ -345,7 +350,7 @@ except client.ApiException as e:
     manifest = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "in-cluster"},
         "spec": {"serviceAccountName": "reader", "restartPolicy": "Never", "containers": [
-            {"name": "client", "image": "python:3.11", "command": ["python", "-c", script]}]},
+            {"name": "client", "image": "python:3.11", "command": ["python", "-c", IN_CLUSTER_CLIENT]}]},
     }
     # The ServiceAccount admission plugin needs the account's token, which the controller creates.
     wait_for(lambda: sandbox.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest), check=False)
@@ -365,13 +370,12 @@ def test_unknown_image_is_reported_like_a_failed_pull(sandbox: Sandbox, namespac
           containers: [{name: etcd, image: "quay.io/coreos/etcd:v9.9.9"}]
         """)
 
-    def waiting() -> Any:
-        statuses = pod(sandbox, namespace, "future").status.container_statuses or []
-        state = statuses[0].state.waiting if statuses else None
-        return state if state and state.reason in ("ErrImagePull", "ImagePullBackOff") else None
+    def waiting() -> Obj | None:
+        state = container_status(get(sandbox, namespace, "pod", "future")).get("state", {}).get("waiting") or {}
+        return state if state.get("reason") in ("ErrImagePull", "ImagePullBackOff") else None
 
-    state = wait_for(waiting, timeout=30, what="container waiting with ErrImagePull")
-    assert "quay.io/coreos/etcd:v9.9.9" in state.message
-    assert pod(sandbox, namespace, "future").status.phase == "Pending"
-    events = core(sandbox).list_namespaced_event(namespace, field_selector="involvedObject.name=future").items
-    assert any(e.reason == "Failed" and "ErrImagePull" in e.message for e in events)
+    state = wait_for_object(waiting, timeout=30, what="container waiting with ErrImagePull")
+    assert "quay.io/coreos/etcd:v9.9.9" in state["message"]
+    assert get(sandbox, namespace, "pod", "future")["status"]["phase"] == "Pending"
+    events = get(sandbox, namespace, "events")["items"]
+    assert any(e["reason"] == "Failed" and "ErrImagePull" in e["message"] for e in events)

@@ -143,14 +143,23 @@ def test_a_body_the_client_cannot_build_fails_before_sending(apiserver: Scripted
     assert apiserver.seen == []
 
 
+def test_listed_items_look_like_objects_from_a_get(apiserver: ScriptedApiServer) -> None:
+    bare = {"metadata": {"name": "c1-abcde", "namespace": "ns"}}
+    apiserver.script("GET", "/api/v1/namespaces/ns/pods", Reply(body=listing("PodList", bare)))
+
+    assert Pods(apiserver.api_client()).list("ns") == [{**bare, "kind": "Pod", "apiVersion": "v1"}]
+
+
 @pytest.mark.parametrize(
-    ("facade", "plural"),
-    [(Services, "services"), (PersistentVolumeClaims, "persistentvolumeclaims")],
+    ("facade", "plural", "kind"),
+    [(Services, "services", "Service"), (PersistentVolumeClaims, "persistentvolumeclaims", "PersistentVolumeClaim")],
 )
-def test_services_and_claims(apiserver: ScriptedApiServer, facade: type[Services] | type[PersistentVolumeClaims], plural: str) -> None:
+def test_services_and_claims(
+    apiserver: ScriptedApiServer, facade: type[Services] | type[PersistentVolumeClaims], plural: str, kind: str
+) -> None:
     base = f"/api/v1/namespaces/ns/{plural}"
-    item = {"metadata": {"name": "c1-client", "namespace": "ns"}, "spec": {}}
-    apiserver.script("GET", base, Reply(body=listing("List", item)))
+    item = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "c1-client", "namespace": "ns"}, "spec": {}}
+    apiserver.script("GET", base, Reply(body=listing(f"{kind}List", item)))
     apiserver.script("POST", base, Reply(201, item))
     apiserver.script("GET", f"{base}/c1-client", Reply(body=item))
     apiserver.script("DELETE", f"{base}/c1-client", Reply(body=item), Reply(404, status_body(404, "NotFound")))

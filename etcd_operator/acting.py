@@ -1,0 +1,78 @@
+"""Carries out the action the planner chose: Kubernetes writes and etcd membership changes.
+
+Every step is idempotent, because a pass may repeat one whose answer was lost: an object that
+already exists counts as created, a pod or member already gone counts as deleted.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from etcd_operator import actions as a
+from etcd_operator.etcd_access import EtcdAccess
+from etcd_operator.etcdctl import Etcdctl
+from etcd_operator.kube.errors import AlreadyExists
+from etcd_operator.kube.resources import PersistentVolumeClaims, Pods, Services
+from etcd_operator.manifests import build_member_pod, build_member_pvc, build_service, member_client_url
+from etcd_operator.observed import ObservedCluster
+from etcd_operator.spec import EtcdCluster
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ActionExecutor:
+    pods: Pods
+    services: Services
+    pvcs: PersistentVolumeClaims
+    etcd: EtcdAccess
+
+    def execute(self, action: a.Action, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        ns = cluster.namespace
+        if isinstance(action, a.CreateServices):
+            for name in action.names:
+                self._create(lambda: self.services.create(ns, build_service(cluster, name)))
+        elif isinstance(action, a.CreateSeedMember):
+            self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster)
+        elif isinstance(action, a.CreateMemberPod):
+            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
+        elif isinstance(action, (a.DeletePod, a.UpgradeMember)):
+            self.pods.delete(ns, action.pod_name)
+        elif isinstance(action, a.DeletePVC):
+            self.pvcs.delete(ns, action.pvc_name)
+        elif isinstance(action, a.AddMember):
+            # member add first: a crash before the pod exists leaves an unstarted member, which the
+            # next pass finishes with CreateMemberPod (never a ghost).
+            self._etcd(observed).member_add(action.member_name, [action.peer_url], learner=action.as_learner)
+            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
+        elif isinstance(action, a.PromoteMember):
+            self._etcd(observed).member_promote(action.member_id)
+        elif isinstance(action, a.RemoveMember):
+            self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
+        elif isinstance(action, a.MoveLeader):
+            self._etcd(observed).move_leader(action.to_member_id)
+        elif action.has_effect:
+            raise NotImplementedError(f"no executor for {type(action).__name__}")
+
+    def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
+                           initial_cluster: a.InitialCluster) -> None:
+        if cluster.require_spec().uses_persistent_volumes:
+            self._create(lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
+        pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster)
+        self._create(lambda: self.pods.create(cluster.namespace, pod))
+
+    def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:
+        """etcdctl against every started member (but `exclude`), so any live one can answer."""
+        cluster = observed.cluster
+        names = [m.member_name for m in observed.members or () if m.started and m.member_name != exclude]
+        names = names or [m.member_name for m in observed.members or () if m.started]
+        return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
+
+    @staticmethod
+    def _create(create: Callable[[], object]) -> None:
+        try:
+            create()
+        except AlreadyExists:
+            log.info("already exists; an earlier pass created it")

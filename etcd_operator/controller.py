@@ -1,0 +1,199 @@
+"""The controller: watches EtcdClusters and their pods, services and PVCs, and runs one
+supervisor thread per cluster (started on add, woken on any change, stopped on delete)."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from kubernetes.client import ApiClient, CoreV1Api
+
+from etcd_operator import constants as c
+from etcd_operator.acting import ActionExecutor
+from etcd_operator.cache import Key, ObjectCache, object_key
+from etcd_operator.etcd_access import EtcdAccess
+from etcd_operator.kube.client import fetch_json
+from etcd_operator.kube.events import EventRecorder
+from etcd_operator.kube.resources import EtcdClusters, PersistentVolumeClaims, Pods, Services
+from etcd_operator.kube.watching import DELETED, RELISTED, SYNC, watch_forever
+from etcd_operator.metrics import OperatorMetrics
+from etcd_operator.settings import OperatorSettings
+from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
+
+log = logging.getLogger(__name__)
+
+MEMBER_SELECTOR = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}"  # every object a cluster owns
+SUPERVISOR_JOIN_SECONDS = 10.0
+
+
+class Controller:
+    def __init__(self, api: ApiClient, settings: OperatorSettings, metrics: OperatorMetrics,
+                 stop: threading.Event) -> None:
+        self.settings = settings
+        self.stop = stop
+        self.metrics = metrics
+        self._api = api
+        self._core = CoreV1Api(api)
+        self._supervisors: dict[Key, ClusterSupervisor] = {}
+        self._lock = threading.Lock()
+        self.context = SupervisorContext(
+            clusters=ObjectCache(), pods=ObjectCache(), services=ObjectCache(), pvcs=ObjectCache(),
+            cluster_api=EtcdClusters(api),
+            executor=ActionExecutor(Pods(api), Services(api), PersistentVolumeClaims(api),
+                                    self._etcd_access()),
+            etcd=self._etcd_access(),
+            events=EventRecorder(api, component="etcd-operator"),
+            metrics=metrics,
+            resync_seconds=settings.resync_seconds,
+            stop=stop,
+        )
+
+    def _etcd_access(self) -> EtcdAccess:
+        if not hasattr(self, "_access"):
+            def read_secret(namespace: str, name: str) -> dict[str, Any]:
+                return fetch_json(self._core.read_namespaced_secret, name=name, namespace=namespace)
+
+            self._access = EtcdAccess(read_secret, binary=self.settings.etcdctl_binary)
+        return self._access
+
+    # --- running
+
+    def run(self) -> None:
+        """Watch and supervise until `stop` is set; then stop every supervisor."""
+        ns = self.settings.namespace
+        log.info("controller watching EtcdClusters in %s", ns or "all namespaces")
+        ctx = self.context
+        watches: list[tuple[str, Callable[[], None]]] = [
+            ("pods", lambda: Pods(self._api).watch(ns, MEMBER_SELECTOR, stop=self.stop,
+                                                   on_event=self._on_owned_event(ctx.pods))),
+            ("services", lambda: self._watch_core("services", ctx.services)),
+            ("pvcs", lambda: self._watch_core("persistentvolumeclaims", ctx.pvcs)),
+            ("etcdclusters", lambda: EtcdClusters(self._api).watch(ns, stop=self.stop,
+                                                                 on_event=self._on_cluster_event)),
+        ]
+        threads = [threading.Thread(target=self._guard(name, fn), name=f"watch {name}", daemon=True)
+                   for name, fn in watches]
+        for thread in threads:
+            thread.start()
+        resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+        resync.start()
+        self.stop.wait()
+        log.info("controller stopping %d supervisors", len(self._supervisors))
+        with self._lock:
+            supervisors = list(self._supervisors.values())
+        for supervisor in supervisors:
+            supervisor.stop()
+        for supervisor in supervisors:
+            supervisor.join(SUPERVISOR_JOIN_SECONDS)
+
+    def _watch_core(self, plural: str, cache: ObjectCache) -> None:
+        ns = self.settings.namespace
+        list_fn: Callable[..., Any] = {
+            ("services", True): self._core.list_service_for_all_namespaces,
+            ("services", False): self._core.list_namespaced_service,
+            ("persistentvolumeclaims", True): self._core.list_persistent_volume_claim_for_all_namespaces,
+            ("persistentvolumeclaims", False): self._core.list_namespaced_persistent_volume_claim,
+        }[(plural, ns is None)]
+        kwargs: dict[str, Any] = {"label_selector": MEMBER_SELECTOR}
+        if ns is not None:
+            kwargs["namespace"] = ns
+        watch_forever(list_fn, stop=self.stop, on_event=self._on_owned_event(cache),
+                      name=f"{plural} in {ns or 'all namespaces'}", **kwargs)
+
+    def _guard(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            while not self.stop.is_set():
+                try:
+                    fn()
+                except Exception:  # a watch must never die silently
+                    log.exception("watch %s failed; restarting it", name)
+                    self.metrics.count_error("kube_api")
+                    self.stop.wait(1.0)
+        return run
+
+    def _resync_loop(self) -> None:
+        """Safety net: wake every supervisor periodically even if no event arrives."""
+        while not self.stop.wait(self.settings.resync_seconds):
+            with self._lock:
+                supervisors = list(self._supervisors.values())
+            for supervisor in supervisors:
+                if not supervisor.alive():
+                    log.error("supervisor %s/%s died; restarting it", *supervisor.key)
+                    self.metrics.count_error("supervisor_crash")
+                    self._restart_supervisor(supervisor.key)
+                else:
+                    supervisor.notify()
+
+    # --- events
+
+    def _on_cluster_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        cache = self.context.clusters
+        if event_type == RELISTED:
+            live = {tuple(k.split("/", 1)) if "/" in k else ("", k) for k in obj.get("keys", [])}
+            for key in cache.keys():
+                if key not in live:
+                    cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
+                    self._stop_supervisor(key)
+            cache.mark_synced()
+            return
+        if event_type == DELETED:
+            key = cache.remove(obj)
+            self._stop_supervisor(key)
+            return
+        key = cache.upsert(obj)
+        self._ensure_supervisor(key).notify()
+
+    def _on_owned_event(self, cache: ObjectCache) -> Callable[[str, dict[str, Any]], None]:
+        def handle(event_type: str, obj: dict[str, Any]) -> None:
+            if event_type == RELISTED:
+                live = set(obj.get("keys", []))
+                for key in cache.keys():
+                    if f"{key[0]}/{key[1]}" not in live:
+                        cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
+                        self._notify_owner(key[0], None)
+                cache.mark_synced()
+                return
+            if event_type == DELETED:
+                cache.remove(obj)
+            else:
+                cache.upsert(obj)
+            if event_type != SYNC:
+                labels = (obj.get("metadata") or {}).get("labels") or {}
+                self._notify_owner(object_key(obj)[0], labels.get(c.LABEL_CLUSTER))
+        return handle
+
+    def _notify_owner(self, namespace: str, cluster: str | None) -> None:
+        with self._lock:
+            if cluster is None:
+                targets = [s for k, s in self._supervisors.items() if k[0] == namespace]
+            else:
+                supervisor = self._supervisors.get((namespace, cluster))
+                targets = [supervisor] if supervisor else []
+        for supervisor in targets:
+            supervisor.notify()
+
+    # --- supervisors
+
+    def _ensure_supervisor(self, key: Key) -> ClusterSupervisor:
+        with self._lock:
+            supervisor = self._supervisors.get(key)
+            if supervisor is None:
+                supervisor = ClusterSupervisor(key, self.context)
+                self._supervisors[key] = supervisor
+                supervisor.start()
+                self.metrics.clusters_managed.set(len(self._supervisors))
+            return supervisor
+
+    def _restart_supervisor(self, key: Key) -> None:
+        with self._lock:
+            self._supervisors.pop(key, None)
+        self._ensure_supervisor(key).notify()
+
+    def _stop_supervisor(self, key: Key) -> None:
+        with self._lock:
+            supervisor = self._supervisors.pop(key, None)
+            self.metrics.clusters_managed.set(len(self._supervisors))
+        if supervisor:
+            supervisor.stop()
+            self.metrics.forget_cluster(*key)
+            log.info("%s/%s deleted; supervisor stopped", *key)

@@ -1,0 +1,120 @@
+"""Every Prometheus metric the etcd operator exports, defined in one place.
+
+Metrics live on a registry of their own (not the client library's global one), so each test
+and each operator instance counts separately. Label values are small fixed sets: namespace
+and cluster name, a result, a kind of change, an error reason from `ERROR_REASONS`.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+logger = logging.getLogger(__name__)
+
+PREFIX: Final = "etcd_operator"
+
+# Why a reconcile or a supervisor failed; anything else is counted as "other".
+ERROR_REASONS: Final = (
+    "kube_api",  # a Kubernetes API call failed
+    "etcdctl",  # an etcd membership or health call failed
+    "invalid_spec",  # the EtcdCluster spec cannot be acted on
+    "quorum_lost",  # the cluster lost quorum (reported, never repaired destructively)
+    "supervisor_crash",  # a cluster's supervisor thread died and was restarted
+    "other",
+)
+# The `kind` of every action with an effect (etcd_operator/actions.py).
+MEMBERSHIP_CHANGE_KINDS: Final = (
+    "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
+    "services", "delete-pod", "delete-pvc",
+)
+RECONCILE_RESULTS: Final = ("ok", "error")
+RECONCILE_BUCKETS_SECONDS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class OperatorMetrics:
+    """The operator's metrics on `registry` (a new one unless given)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.clusters_managed = Gauge(
+            f"{PREFIX}_clusters_managed", "EtcdClusters this operator currently supervises.", registry=self.registry
+        )
+        self.reconcile_duration_seconds = Histogram(
+            f"{PREFIX}_reconcile_duration_seconds",
+            "Time one reconcile pass (observe, decide, act) took.",
+            ["result"],
+            buckets=RECONCILE_BUCKETS_SECONDS,
+            registry=self.registry,
+        )
+        self.membership_changes_total = Counter(
+            f"{PREFIX}_membership_changes",
+            "etcd membership changes made (member add, promote, remove, leadership move).",
+            ["namespace", "cluster", "kind"],
+            registry=self.registry,
+        )
+        self.cluster_ready_members = Gauge(
+            f"{PREFIX}_cluster_ready_members",
+            "Members that are started, healthy and voting.",
+            ["namespace", "cluster"],
+            registry=self.registry,
+        )
+        self.cluster_members = Gauge(
+            f"{PREFIX}_cluster_members",
+            "Members in the etcd member list.",
+            ["namespace", "cluster"],
+            registry=self.registry,
+        )
+        self.cluster_quorum = Gauge(
+            f"{PREFIX}_cluster_quorum",
+            "1 if the cluster has quorum, else 0.",
+            ["namespace", "cluster"],
+            registry=self.registry,
+        )
+        self.errors_total = Counter(
+            f"{PREFIX}_errors",
+            "Failures by reason (" + ", ".join(ERROR_REASONS) + ").",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.is_leader = Gauge(
+            f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.", registry=self.registry
+        )
+        # Every reason shows as 0 from the start, so rate() and alerts work before the first error.
+        for reason in ERROR_REASONS:
+            self.errors_total.labels(reason=reason)
+        for result in RECONCILE_RESULTS:
+            self.reconcile_duration_seconds.labels(result=result)
+
+    def observe_reconcile(self, seconds: float, *, ok: bool) -> None:
+        self.reconcile_duration_seconds.labels(result="ok" if ok else "error").observe(seconds)
+
+    def count_membership_change(self, namespace: str, cluster: str, kind: str) -> None:
+        if kind not in MEMBERSHIP_CHANGE_KINDS:
+            raise ValueError(f"unknown membership change kind {kind!r}; one of {MEMBERSHIP_CHANGE_KINDS}")
+        self.membership_changes_total.labels(namespace=namespace, cluster=cluster, kind=kind).inc()
+
+    def count_error(self, reason: str) -> None:
+        if reason not in ERROR_REASONS:
+            logger.warning("unknown error reason %r counted as 'other'", reason)
+            reason = "other"
+        self.errors_total.labels(reason=reason).inc()
+
+    def set_cluster_members(self, namespace: str, cluster: str, *, members: int, ready: int, has_quorum: bool) -> None:
+        self.cluster_members.labels(namespace=namespace, cluster=cluster).set(members)
+        self.cluster_ready_members.labels(namespace=namespace, cluster=cluster).set(ready)
+        self.cluster_quorum.labels(namespace=namespace, cluster=cluster).set(1 if has_quorum else 0)
+
+    def forget_cluster(self, namespace: str, cluster: str) -> None:
+        """Drop every series of a deleted cluster, so dashboards do not show it forever."""
+        for gauge in (self.cluster_members, self.cluster_ready_members, self.cluster_quorum):
+            try:
+                gauge.remove(namespace, cluster)
+            except KeyError:
+                pass
+        for kind in MEMBERSHIP_CHANGE_KINDS:
+            try:
+                self.membership_changes_total.remove(namespace, cluster, kind)
+            except KeyError:
+                pass

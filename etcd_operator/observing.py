@@ -1,0 +1,86 @@
+"""One pass's observation: the cluster's Kubernetes objects (from the watch caches) and etcd's own
+view (member list, endpoint status and health through etcdctl), as an `ObservedCluster`."""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from etcd_operator import etcdctl as ctl
+from etcd_operator.etcd_access import EtcdAccess
+from etcd_operator.manifests import member_client_url
+from etcd_operator.observed import (
+    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, parse_pod, parse_pvc,
+)
+from etcd_operator.spec import EtcdCluster
+
+log = logging.getLogger(__name__)
+
+
+def observe_cluster(
+    cluster: EtcdCluster,
+    *,
+    pods: Sequence[dict[str, Any]],
+    services: Sequence[dict[str, Any]],
+    pvcs: Sequence[dict[str, Any]],
+    etcd: EtcdAccess,
+    now: datetime | None = None,
+) -> ObservedCluster:
+    observed_pods = tuple(sorted((parse_pod(p) for p in pods), key=lambda p: p.name))
+    base = ObservedCluster(
+        cluster=cluster,
+        pods=observed_pods,
+        pvcs=tuple(parse_pvc(p) for p in pvcs),
+        services=frozenset(str((s.get("metadata") or {}).get("name")) for s in services),
+        observed_at=now or datetime.now(timezone.utc),
+    )
+    if cluster.spec is None or cluster.paused:
+        return base
+    # Ask every member whose pod has an address; any one that answers gives the member list.
+    endpoints = [member_client_url(cluster, pod.member_name) for pod in observed_pods
+                 if pod.ip and not pod.deleting and not pod.terminal]
+    if not endpoints:
+        return base
+    try:
+        members = etcd.client(cluster, endpoints).member_list()
+    except (ctl.EtcdctlError, ValueError) as e:
+        return _replace(base, member_list_error=str(e))
+    observed_members = tuple(
+        ObservedMember(id=m.id, name=m.name, peer_urls=m.peer_urls, client_urls=m.client_urls,
+                       is_learner=m.is_learner)
+        for m in members
+    )
+    health, statuses = _member_health(cluster, observed_members, etcd)
+    return _replace(base, members=observed_members, health=health, endpoint_status=statuses)
+
+
+def _member_health(
+    cluster: EtcdCluster, members: Sequence[ObservedMember], etcd: EtcdAccess,
+) -> tuple[dict[str, MemberHealth], dict[str, EndpointStatus]]:
+    """Health and status per member name, each asked at the member's own client URL."""
+    by_endpoint = {member_client_url(cluster, m.member_name): m.member_name for m in members if m.started}
+    if not by_endpoint:
+        return {}, {}
+    client = etcd.client(cluster, list(by_endpoint))
+    health: dict[str, MemberHealth] = {}
+    statuses: dict[str, EndpointStatus] = {}
+    try:
+        for result in client.endpoint_health():
+            name = by_endpoint.get(result.endpoint)
+            if name:
+                health[name] = MemberHealth(healthy=result.healthy, error=result.error or None)
+        for status in client.endpoint_status():
+            name = by_endpoint.get(status.endpoint)
+            if name and status.reachable:
+                statuses[name] = EndpointStatus(member_id=status.member_id, leader_id=status.leader_id,
+                                                version=status.version, raft_index=status.raft_index,
+                                                raft_term=status.raft_term)
+    except ctl.EtcdctlError as e:
+        log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
+    return health, statuses
+
+
+def _replace(observed: ObservedCluster, **changes: Any) -> ObservedCluster:
+    from dataclasses import replace
+
+    return replace(observed, **changes)

@@ -1,0 +1,191 @@
+"""One supervising thread per EtcdCluster: observe -> plan one action -> act -> write status.
+
+Woken at once by any event about its cluster (the cluster itself, its pods, services, PVCs);
+otherwise it re-checks etcd every resync period. After an action it observes again right away;
+while waiting on etcd (a learner catching up, a member starting) it polls briefly.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from etcd_operator import actions as a
+from etcd_operator import constants as c
+from etcd_operator import etcdctl as ctl
+from etcd_operator.acting import ActionExecutor
+from etcd_operator.cache import Key, ObjectCache
+from etcd_operator.cluster_status import compute_status
+from etcd_operator.etcd_access import EtcdAccess
+from etcd_operator.kube.errors import KubeError, NotFound
+from etcd_operator.kube.events import EventRecorder
+from etcd_operator.kube.resources import EtcdClusters
+from etcd_operator.logs import cluster_logger
+from etcd_operator.metrics import OperatorMetrics
+from etcd_operator.observing import observe_cluster
+from etcd_operator.planning import plan_next_action
+from etcd_operator.spec import parse_etcd_cluster
+
+WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
+RETRY_INITIAL_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class SupervisorContext:
+    """What every supervisor shares: caches fed by the controller's watches, clients, settings."""
+
+    clusters: ObjectCache
+    pods: ObjectCache
+    services: ObjectCache
+    pvcs: ObjectCache
+    cluster_api: EtcdClusters
+    executor: ActionExecutor
+    etcd: EtcdAccess
+    events: EventRecorder
+    metrics: OperatorMetrics
+    resync_seconds: float
+    stop: threading.Event
+
+
+class ClusterSupervisor:
+    def __init__(self, key: Key, context: SupervisorContext) -> None:
+        self.key = key
+        self.context = context
+        self.log = cluster_logger(*key)
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._last_error: str | None = None
+        self._thread = threading.Thread(target=self._run, name=f"supervisor {key[0]}/{key[1]}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _should_stop(self) -> bool:
+        return self._stopped.is_set() or self.context.stop.is_set()
+
+    def _run(self) -> None:
+        self.log.info("supervisor started")
+        failures = 0
+        while not self._should_stop():
+            self._wake.clear()
+            started = time.monotonic()
+            try:
+                delay = self.reconcile_once()
+                failures = 0
+                self.context.metrics.observe_reconcile(time.monotonic() - started, ok=True)
+            except Exception as e:  # one bad pass must never end the supervisor
+                failures += 1
+                delay = min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2 ** (failures - 1))
+                self._last_error = _short_error(e)
+                self.context.metrics.observe_reconcile(time.monotonic() - started, ok=False)
+                self.context.metrics.count_error(_error_reason(e))
+                if isinstance(e, (ctl.EtcdctlError, KubeError)):
+                    self.log.warning("pass failed: %s; retrying in %.1fs", self._last_error, delay)
+                else:
+                    self.log.exception("pass crashed; retrying in %.1fs", delay)
+            self._wake.wait(delay)
+        self.log.info("supervisor stopped")
+
+    def reconcile_once(self) -> float:
+        """One pass; returns how long to wait before the next one unless woken earlier."""
+        ctx = self.context
+        if not all(cache.is_synced() for cache in (ctx.pods, ctx.services, ctx.pvcs)):
+            # Until every watch has listed once, a missing pod may just be unlisted: acting now
+            # could bootstrap a second seed next to a running cluster.
+            return WAIT_POLL_SECONDS
+        raw = ctx.clusters.get(self.key)
+        if raw is None:
+            return ctx.resync_seconds
+        cluster = parse_etcd_cluster(raw)
+        selector = {c.LABEL_CLUSTER: cluster.name, c.LABEL_APP: c.LABEL_APP_VALUE}
+        observed = observe_cluster(
+            cluster,
+            pods=ctx.pods.select(cluster.namespace, selector),
+            services=ctx.services.select(cluster.namespace, selector),
+            pvcs=ctx.pvcs.select(cluster.namespace, selector),
+            etcd=ctx.etcd,
+        )
+        action = plan_next_action(observed)
+        error: str | None = None
+        if action.has_effect:
+            self.log.info("%s", action.describe())
+            try:
+                ctx.executor.execute(action, observed)
+            except ctl.ClusterUnhealthy as e:
+                # etcd refuses membership changes until every member has been connected a while.
+                self.log.info("%s postponed: %s; retrying in %.1fs", action.kind, _short_error(e), WAIT_POLL_SECONDS)
+                self._write_status(raw, observed, action, None)
+                return WAIT_POLL_SECONDS
+            except (ctl.LearnerNotReady, ctl.TooManyLearners) as e:
+                self.log.info("%s postponed: %s", action.kind, _short_error(e))
+                self._write_status(raw, observed, action, None)
+                return WAIT_POLL_SECONDS
+            except (ctl.EtcdctlError, KubeError) as e:
+                error = _short_error(e)
+                self._last_error = error
+                self._write_status(raw, observed, action, error)
+                raise
+            self._last_error = None
+            ctx.metrics.count_membership_change(cluster.namespace, cluster.name, action.kind)
+        if action.event_reason:
+            ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
+        if isinstance(action, a.ReportQuorumLoss):
+            ctx.metrics.count_error("quorum_lost")
+        elif isinstance(action, a.RejectSpec):
+            ctx.metrics.count_error("invalid_spec")
+        self._write_status(raw, observed, action, self._last_error)
+        if action.has_effect:
+            return 0.0
+        if isinstance(action, (a.Wait, a.ReportQuorumLoss)):
+            return WAIT_POLL_SECONDS
+        return ctx.resync_seconds
+
+    def _write_status(self, raw: dict[str, Any], observed: Any, action: a.Action, error: str | None) -> None:
+        ctx = self.context
+        status = compute_status(observed, action, now=datetime.now(timezone.utc), last_error=error)
+        members = observed.members or ()
+        ctx.metrics.set_cluster_members(
+            observed.cluster.namespace, observed.cluster.name,
+            members=len(members), ready=status.get("readyCount", 0), has_quorum=observed.has_quorum,
+        )
+        if status == (raw.get("status") or {}):
+            return
+        try:
+            updated = ctx.cluster_api.patch_status(observed.cluster.namespace, observed.cluster.name, status)
+        except NotFound:
+            return  # the cluster was deleted meanwhile
+        # Keep the cache's copy current so the next pass compares against what we wrote.
+        if updated:
+            ctx.clusters.upsert(updated)
+        previous_phase = (raw.get("status") or {}).get("phase")
+        if status.get("phase") != previous_phase:
+            self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
+
+
+def _short_error(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _error_reason(e: BaseException) -> str:
+    if isinstance(e, ctl.EtcdctlError):
+        return "etcdctl"
+    if isinstance(e, KubeError):
+        return "kube_api"
+    return "supervisor_crash"

@@ -1,0 +1,42 @@
+"""The operator under test runs as a Deployment in the sandbox, under the shipped RBAC."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from kube_sandbox.config import CHECKOUT_DIR
+from kube_sandbox.testing import Sandbox, wait_for
+from operator_clusters import Clusters
+
+OPERATOR_NAMESPACE = "etcd-operator"
+
+
+def operator_logs(sandbox: Sandbox) -> str:
+    result = sandbox.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deploy/etcd-operator", "--tail=-1", check=False)
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def operator(sandbox: Sandbox) -> Sandbox:
+    """CRDs installed and the operator deployed (idempotent: reuses a running deployment)."""
+    root = Path(CHECKOUT_DIR)
+    sandbox.kubectl("apply", "-f", str(root / "crds"))
+    sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/etcdclusters.etcd.database.coreos.com")
+    for manifest in ("namespace.yaml", "rbac.yaml", "operator.yaml"):
+        sandbox.kubectl("apply", "-f", str(root / "deploy" / manifest))
+    sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", "deployment/etcd-operator", "--timeout=120s")
+    wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=60, what="operator leading")
+    return sandbox
+
+
+@pytest.fixture
+def clusters(operator: Sandbox, namespace: str) -> Iterator[Clusters]:
+    """EtcdClusters in this test's namespace; fails the test if the operator hit a forbidden request."""
+    before = operator_logs(operator).count("Forbidden")
+    yield Clusters(operator, namespace)
+    logs = operator_logs(operator)
+    forbidden = [line for line in logs.splitlines() if "Forbidden" in line]
+    assert logs.count("Forbidden") == before, "operator made forbidden requests:\n" + "\n".join(forbidden[-5:])

@@ -1,0 +1,65 @@
+"""The operator's metrics: names, labels, isolation per registry, forgetting deleted clusters."""
+from __future__ import annotations
+
+import pytest
+
+from etcd_operator.metrics import ERROR_REASONS, OperatorMetrics
+
+
+def sample(metrics: OperatorMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_each_instance_counts_on_its_own_registry() -> None:
+    first, second = OperatorMetrics(), OperatorMetrics()
+    first.count_error("etcdctl")
+    assert sample(first, "etcd_operator_errors_total", reason="etcdctl") == 1
+    assert sample(second, "etcd_operator_errors_total", reason="etcdctl") == 0
+
+
+def test_every_error_reason_exists_from_the_start() -> None:
+    metrics = OperatorMetrics()
+    assert all(sample(metrics, "etcd_operator_errors_total", reason=reason) == 0 for reason in ERROR_REASONS)
+
+
+def test_unknown_error_reasons_are_counted_as_other() -> None:
+    metrics = OperatorMetrics()
+    metrics.count_error("connection reset by peer at 10:32")
+    assert sample(metrics, "etcd_operator_errors_total", reason="other") == 1
+
+
+def test_reconcile_durations_by_result() -> None:
+    metrics = OperatorMetrics()
+    metrics.observe_reconcile(0.02, ok=True)
+    metrics.observe_reconcile(3.0, ok=False)
+    assert sample(metrics, "etcd_operator_reconcile_duration_seconds_count", result="ok") == 1
+    assert sample(metrics, "etcd_operator_reconcile_duration_seconds_sum", result="error") == 3.0
+
+
+def test_membership_changes_use_a_fixed_vocabulary() -> None:
+    metrics = OperatorMetrics()
+    metrics.count_membership_change("ns", "c1", "add")
+    assert sample(metrics, "etcd_operator_membership_changes_total", namespace="ns", cluster="c1", kind="add") == 1
+    with pytest.raises(ValueError):
+        metrics.count_membership_change("ns", "c1", "resize")
+
+
+def test_cluster_gauges_and_forgetting_a_cluster() -> None:
+    metrics = OperatorMetrics()
+    metrics.clusters_managed.set(2)
+    metrics.is_leader.set(1)
+    metrics.set_cluster_members("ns", "c1", members=3, ready=2, has_quorum=True)
+    metrics.set_cluster_members("ns", "c2", members=3, ready=1, has_quorum=False)
+    metrics.count_membership_change("ns", "c1", "remove")
+
+    assert sample(metrics, "etcd_operator_cluster_members", namespace="ns", cluster="c1") == 3
+    assert sample(metrics, "etcd_operator_cluster_ready_members", namespace="ns", cluster="c1") == 2
+    assert sample(metrics, "etcd_operator_cluster_quorum", namespace="ns", cluster="c2") == 0
+    assert sample(metrics, "etcd_operator_clusters_managed") == 2
+    assert sample(metrics, "etcd_operator_is_leader") == 1
+
+    metrics.forget_cluster("ns", "c1")
+    metrics.forget_cluster("ns", "never-seen")
+    assert sample(metrics, "etcd_operator_cluster_members", namespace="ns", cluster="c1") is None
+    assert sample(metrics, "etcd_operator_membership_changes_total", namespace="ns", cluster="c1", kind="remove") is None
+    assert sample(metrics, "etcd_operator_cluster_quorum", namespace="ns", cluster="c2") == 0
