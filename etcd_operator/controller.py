@@ -88,12 +88,13 @@ class Controller:
 
     def _watch_core(self, plural: str, cache: ObjectCache) -> None:
         ns = self.settings.namespace
-        list_fn: Callable[..., Any] = {
-            ("services", True): self._core.list_service_for_all_namespaces,
-            ("services", False): self._core.list_namespaced_service,
-            ("persistentvolumeclaims", True): self._core.list_persistent_volume_claim_for_all_namespaces,
-            ("persistentvolumeclaims", False): self._core.list_namespaced_persistent_volume_claim,
-        }[(plural, ns is None)]
+        core = self._core
+        list_fn: Callable[..., Any]
+        if plural == "services":
+            list_fn = core.list_service_for_all_namespaces if ns is None else core.list_namespaced_service
+        else:
+            list_fn = (core.list_persistent_volume_claim_for_all_namespaces if ns is None
+                       else core.list_namespaced_persistent_volume_claim)
         kwargs: dict[str, Any] = {"label_selector": MEMBER_SELECTOR}
         if ns is not None:
             kwargs["namespace"] = ns

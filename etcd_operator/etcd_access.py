@@ -30,10 +30,11 @@ class EtcdAccess:
         self._tls_root = Path(tempfile.mkdtemp(prefix="etcd-operator-tls-"))
         os.chmod(self._tls_root, 0o700)
 
-    def client(self, cluster: EtcdCluster, endpoints: Sequence[str]) -> Etcdctl:
+    def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *,
+               command_timeout_seconds: float = 5.0) -> Etcdctl:
         spec = cluster.require_spec()
         tls = self._client_tls(cluster) if spec.tls.client_tls else None
-        return Etcdctl(endpoints, binary=self._binary, tls=tls)
+        return Etcdctl(endpoints, binary=self._binary, tls=tls, command_timeout_seconds=command_timeout_seconds)
 
     def _client_tls(self, cluster: EtcdCluster) -> ClientTLS:
         secret_name = cluster.require_spec().tls.operator_secret

@@ -16,6 +16,9 @@ from etcd_operator.spec import EtcdCluster
 
 log = logging.getLogger(__name__)
 
+# Observation must stay quick when a member is dead: each dead endpoint costs one command timeout.
+PROBE_TIMEOUT_SECONDS = 2.0
+
 
 def observe_cluster(
     cluster: EtcdCluster,
@@ -42,7 +45,7 @@ def observe_cluster(
     if not endpoints:
         return base
     try:
-        members = etcd.client(cluster, endpoints).member_list()
+        members = etcd.client(cluster, endpoints, command_timeout_seconds=PROBE_TIMEOUT_SECONDS).member_list()
     except (ctl.EtcdctlError, ValueError) as e:
         return _replace(base, member_list_error=str(e))
     observed_members = tuple(
@@ -61,7 +64,7 @@ def _member_health(
     by_endpoint = {member_client_url(cluster, m.member_name): m.member_name for m in members if m.started}
     if not by_endpoint:
         return {}, {}
-    client = etcd.client(cluster, list(by_endpoint))
+    client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
     health: dict[str, MemberHealth] = {}
     statuses: dict[str, EndpointStatus] = {}
     try:

@@ -21,6 +21,7 @@ from etcd_operator.cluster_status import compute_status
 from etcd_operator.etcd_access import EtcdAccess
 from etcd_operator.kube.errors import KubeError, NotFound
 from etcd_operator.kube.events import EventRecorder
+from etcd_operator.kube.patching import status_merge_patch
 from etcd_operator.kube.resources import EtcdClusters
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
@@ -158,16 +159,18 @@ class ClusterSupervisor:
 
     def _write_status(self, raw: dict[str, Any], observed: Any, action: a.Action, error: str | None) -> None:
         ctx = self.context
-        status = compute_status(observed, action, now=datetime.now(timezone.utc), last_error=error)
+        status = _omit_empty(compute_status(observed, action, now=datetime.now(timezone.utc), last_error=error))
         members = observed.members or ()
         ctx.metrics.set_cluster_members(
             observed.cluster.namespace, observed.cluster.name,
             members=len(members), ready=status.get("readyCount", 0), has_quorum=observed.has_quorum,
         )
-        if status == (raw.get("status") or {}):
+        current = raw.get("status") or {}
+        if status == current:
             return
         try:
-            updated = ctx.cluster_api.patch_status(observed.cluster.namespace, observed.cluster.name, status)
+            updated = ctx.cluster_api.patch_status(observed.cluster.namespace, observed.cluster.name,
+                                                   status_merge_patch(current, status))
         except NotFound:
             return  # the cluster was deleted meanwhile
         # Keep the cache's copy current so the next pass compares against what we wrote.
@@ -176,6 +179,14 @@ class ClusterSupervisor:
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
+
+
+def _omit_empty(status: dict[str, Any]) -> dict[str, Any]:
+    """Empty strings are left out, as Kubernetes API types do (`omitempty`)."""
+    result = {k: v for k, v in status.items() if v != ""}
+    if "conditions" in result:
+        result["conditions"] = [{k: v for k, v in cond.items() if v != ""} for cond in result["conditions"]]
+    return result
 
 
 def _short_error(e: BaseException) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from kube_sandbox.config import CHECKOUT_DIR
 
 KUBE_VERSION = "1.20.2"
-KUBE_BUILD_REVISION = "r2"  # must match BUILD_REVISION in scripts/install-kube-binaries.sh
+KUBE_BUILD_REVISION = "r3"  # must match BUILD_REVISION in scripts/install-kube-binaries.sh
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl")
 
 

@@ -152,7 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     exec_parser.add_argument("argv", nargs=argparse.REMAINDER)
     kubectl_parser = commands.add_parser("kubectl", help="run the sandbox's kubectl v1.20 with its kubeconfig")
     kubectl_parser.add_argument("argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["exec"], ["kubectl"]):
+        # Everything after the sub-command belongs to the command run, flags included.
+        args = argparse.Namespace(command=argv[0], argv=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     config = SandboxConfig.from_env()
     try:
         if args.command == "up":

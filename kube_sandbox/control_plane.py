@@ -33,6 +33,7 @@ class ControlPlane:
     def __init__(self, config: SandboxConfig, stop: threading.Event) -> None:
         self.config = config
         self.stop_event = stop
+        self.lock = threading.Lock()  # held while a component is deliberately restarted
         logs = config.logs_dir
         pki = config.pki_dir
         kube = binaries.kube_bin_dir()
@@ -90,8 +91,9 @@ class ControlPlane:
 
     def restart_apiserver(self) -> None:
         log.info("restarting kube-apiserver")
-        self.apiserver.stop()
-        self.start_apiserver()
+        with self.lock:
+            self.apiserver.stop()
+            self.start_apiserver()
 
     def stop(self) -> None:
         for process in (self.controller_manager, self.apiserver, self.etcd):

@@ -68,10 +68,11 @@ def run(config: SandboxConfig) -> int:
         ready.set()
         log.info("sandbox ready in %.1fs", time.monotonic() - started)
         while not stop.wait(1.0):
-            for process in (control_plane.etcd, control_plane.controller_manager, s3):
-                if not process.running():
-                    log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
-                    process.start()
+            with control_plane.lock:
+                for process in (control_plane.etcd, control_plane.apiserver, control_plane.controller_manager, s3):
+                    if not process.running() and not stop.is_set():
+                        log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
+                        process.start()
     except Exception:
         log.exception("sandbox daemon failed")
         return 1

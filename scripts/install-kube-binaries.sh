@@ -8,7 +8,8 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-1.20.2}"
 # Bump when the build recipe changes, so a cache made by an older recipe is never reused.
 # r2: vendored reflect2 replaced by 1.0.2 (1.0.1 built with Go >= 1.18 segfaults on CR writes).
-BUILD_REVISION=r2
+# r3: OpenAPI type validation no longer takes "" for null (see below).
+BUILD_REVISION=r3
 CACHE_DIR="${ETCD_OPERATOR_PY_CACHE:-$HOME/.cache/etcd-operator-py}"
 BIN_DIR="$CACHE_DIR/kube-v$KUBE_VERSION-$BUILD_REVISION/bin"
 WANTED="kube-apiserver kube-controller-manager kubectl"
@@ -63,6 +64,17 @@ rm -rf "$src/vendor/github.com/modern-go/reflect2"
 mkdir -p "$src/vendor/github.com/modern-go/reflect2"
 cp "$reflect2_src"/*.go "$reflect2_src"/*.s "$src/vendor/github.com/modern-go/reflect2/" 2>/dev/null || cp "$reflect2_src"/*.go "$src/vendor/github.com/modern-go/reflect2/"
 rm -f "$src"/vendor/github.com/modern-go/reflect2/*_test.go
+# The vendored OpenAPI validator treats a value as null when
+# reflect.DeepEqual(reflect.Zero(T), reflect.ValueOf(data)); with Go >= 1.19 both sides share one
+# zero buffer for "", so every empty string in a custom resource is refused as "must be of type
+# string: null". With the Go it was written for, that test only ever matched nil: say so directly.
+zero_check='reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))'
+patched=0
+for f in $(grep -rlF "$zero_check" "$src/vendor" --include=type.go); do
+  sed -i "s/reflect\.DeepEqual(reflect\.Zero(reflect\.TypeOf(data)), reflect\.ValueOf(data))/reflect.ValueOf(data).Kind() == reflect.Invalid/" "$f"
+  patched=$((patched + 1))
+done
+[ "$patched" -gt 0 ] || { echo "OpenAPI zero-value check not found in the vendored tree" >&2; exit 1; }
 (
   cd "$src"
   export GOFLAGS=-mod=vendor GO111MODULE=on KUBE_GIT_VERSION="v$KUBE_VERSION" KUBE_GIT_TREE_STATE=clean

@@ -135,7 +135,8 @@ class ProcessKubelet:
         ours = [p for p in pods if (p.get("spec") or {}).get("nodeName") == self.settings.node_name]
         for pod in ours:
             status = pod.get("status") or {}
-            if status.get("podIP") and status.get("phase") not in TERMINAL_PHASES:
+            if (status.get("podIP") and status.get("phase") not in TERMINAL_PHASES
+                    and not (pod.get("spec") or {}).get("hostNetwork")):
                 if not self.ipam.reserve(pod["metadata"]["uid"], status["podIP"]):
                     log.warning("%s/%s: address %s is taken; it will get a new one", pod["metadata"]["namespace"],
                                 pod["metadata"]["name"], status["podIP"])

@@ -181,8 +181,6 @@ class PodWorker:
         self.next_setup_attempt = 0.0
         self.images_resolved = False
         self.terminal = False
-        self.phase = "Pending"
-        self.node_stopped_pods = False
         self.last_status: dict[str, Any] | None = None
         self.transitions: dict[str, tuple[str, str]] = {}  # condition type -> (status, lastTransitionTime)
         status = pod.get("status") or {}
@@ -199,7 +197,6 @@ class PodWorker:
         """Continue from a status written by an earlier kubelet run (the processes did not survive)."""
         if status.get("phase") in TERMINAL_PHASES:
             self.terminal = True
-            self.phase = status["phase"]
             return
         previous = {s["name"]: s for s in [*(status.get("initContainerStatuses") or []),
                                            *(status.get("containerStatuses") or [])]}
@@ -266,7 +263,8 @@ class PodWorker:
             return False
         if (self.pod.get("metadata") or {}).get("deletionTimestamp"):
             self._terminate_gracefully()
-            self._delete_object()
+            if not self._delete_object():
+                return False  # retried on the next sync; the processes are gone already
             self._cleanup()
             return True
         with self.lock:
@@ -284,8 +282,11 @@ class PodWorker:
     def _set_up(self) -> bool:
         """Address, images and volumes; False while something is not ready yet (retried)."""
         if self.ip is None:
-            self.ip = self.services.ipam.allocate(self.uid)
-            self.log.info("assigned pod IP %s", self.ip)
+            if (self.pod.get("spec") or {}).get("hostNetwork"):
+                self.ip = self.services.settings.host_ip
+            else:
+                self.ip = self.services.ipam.allocate(self.uid)
+                self.log.info("assigned pod IP %s", self.ip)
         if not self.images_resolved:
             for st in [*self.init_states, *self.states]:
                 self._resolve_image(st)
@@ -546,7 +547,8 @@ class PodWorker:
             extra_env[VOLUME_ENV_PREFIX + _env_suffix(mount["name"])] = str(directory)
             if mount["mountPath"].rstrip("/") == SERVICE_ACCOUNT_MOUNT_PATH:
                 extra_env[SERVICE_ACCOUNT_DIR_ENV] = str(host)
-        rewriter = Rewriter(paths=(*mounts, *st.runtime.rewrites), pod_ip=self.ip)
+        host_network = bool((self.pod.get("spec") or {}).get("hostNetwork"))
+        rewriter = Rewriter(paths=(*mounts, *st.runtime.rewrites), pod_ip="" if host_network else self.ip)
         argv = container_argv(st.runtime, [str(c) for c in container.get("command") or []],
                               [str(a) for a in container.get("args") or []])
         argv = [rewriter.apply(expand(a, user_env)) for a in argv]
@@ -569,7 +571,7 @@ class PodWorker:
                     / f"{st.restart_count + (1 if st.has_run else 0)}.log")
         pid_file = settings.pids_dir / f"{self.uid}_{st.name}.pid"
         ports = {p["name"]: int(p["containerPort"]) for p in container.get("ports") or [] if p.get("name")}
-        inside_pod = Rewriter(paths=rewriter.paths, pod_ip=self.ip, loopback=True)
+        inside_pod = Rewriter(paths=rewriter.paths, pod_ip=rewriter.pod_ip, loopback=True)
         target = ProbeTarget(pod_ip=self.ip, ports=ports, env=env, cwd=cwd, rewrite=inside_pod.apply)
         return ProcessSpec(argv=argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file), target
 
@@ -616,7 +618,6 @@ class PodWorker:
         if self.init_states:
             status["initContainerStatuses"] = [self._container_status(st) for st in self.init_states]
         status["containerStatuses"] = [self._container_status(st) for st in self.states]
-        self.phase = phase
         return status
 
     def _phase(self, restart_policy: str, initialized: bool, init_failed: bool) -> str:
@@ -743,15 +744,18 @@ class PodWorker:
         for t in threads:
             t.join()
 
-    def _delete_object(self) -> None:
+    def _delete_object(self) -> bool:
+        """The final delete once every container has stopped; False if it must be retried."""
         try:
             self.services.api.delete(pod_path(self.namespace, self.name),
                                      {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}})
             self.log.info("pod terminated and deleted")
         except (NotFound, Conflict):
-            pass
+            pass  # gone already, or replaced by a new pod of the same name
         except ApiError as e:
-            self.log.warning("final delete failed (%s); the watch will retry", e)
+            self.log.warning("final delete failed (%s); retrying in %.0fs", e, SYNC_SECONDS)
+            return False
+        return True
 
     def _cleanup(self) -> None:
         self.services.volumes.cleanup(self.uid)

@@ -1,9 +1,20 @@
-"""Pod volumes as host directories; containers reach them through path rewrites (see rewrites.py).
+"""Pod volumes as host directories, since containers share the host's filesystem.
 
-emptyDir, secret, configMap, downwardAPI, projected (incl. serviceAccountToken) and hostPath live
-under the pod's directory and go away with the pod; a persistentVolumeClaim is a directory under
-`pvc/<namespace>/<claim>-<claim uid>` that outlives pods and is reattached to the next pod using
-the same claim. Since no PV controller runs, the claim's status is set to Bound here.
+There is no chroot or per-pod mount: two pods may both mount `/var/etcd`. A container reaches its
+volumes through (1) its mountPaths rewritten to the backing directories wherever they appear in
+command, args and env values (rewrites.py), and (2) `SANDBOX_VOLUME_<NAME>` env vars (volume name
+upper-cased, non-alphanumerics as `_`). A program that opens a mountPath it did not get through
+those (e.g. a path hard-coded in its source or in a config file) sees the host's real path instead.
+The service-account token directory is also announced as `KUBERNETES_SERVICE_ACCOUNT_DIR`, which
+this project's in-cluster Kubernetes configuration honours instead of the fixed
+`/var/run/secrets/kubernetes.io/serviceaccount`.
+
+emptyDir, secret, configMap, downwardAPI and projected (incl. serviceAccountToken) volumes live
+under the pod's directory and go away with the pod (emptyDirs survive container restarts); hostPath
+is the host path itself; a persistentVolumeClaim is a directory `pvc/<namespace>/<claim>-<claim uid>`
+that outlives pods and is reattached to the next pod using the same claim. Since no PV controller
+runs, the claim's status is set to Bound here. Secret and configMap files are written when the pod
+starts and not refreshed afterwards.
 """
 from __future__ import annotations
 
@@ -15,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kube_sandbox.kubelet.environment import ContainerConfigError, field_ref_value, format_map
+from kube_sandbox.kubelet.environment import ContainerConfigError, field_ref_value
 from kube_sandbox.kubelet.kube_api import KubeApi, NotFound, object_path
 from kube_sandbox.kubelet.resources import InvalidQuantity, resource_field_value
 from kube_sandbox.kubelet.settings import KubeletSettings
@@ -219,19 +230,6 @@ class VolumeManager:
                     and (secret.get("data") or {}).get("token")):
                 return base64.b64decode(secret["data"]["token"])
         raise VolumeNotReady(f"no token yet for service account {namespace}/{service_account}")
-
-    def service_account_directory(self, pod: dict[str, Any], pod_ip: str) -> Path:
-        """A token directory for pods whose spec has none although automount is on (the ServiceAccount
-        admission plugin normally adds a secret volume, handled like any other)."""
-        namespace = pod["metadata"]["namespace"]
-        directory = pod_directory(self.settings, pod["metadata"]["uid"]) / "volumes" / "kube-api-access"
-        token = self.service_account_token(namespace, (pod.get("spec") or {}).get("serviceAccountName") or "default")
-        write_files(directory, {
-            "token": (token, DEFAULT_FILE_MODE),
-            "ca.crt": (self.settings.ca_cert.read_bytes(), DEFAULT_FILE_MODE),
-            "namespace": (namespace.encode(), DEFAULT_FILE_MODE),
-        })
-        return directory
 
     def _claim_directory(self, namespace: str, claim_name: str) -> Path:
         claim = self._get("persistentvolumeclaims", namespace, claim_name)
