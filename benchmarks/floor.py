@@ -1,106 +1,245 @@
-"""The floor for bring-up: raw etcdctl seed + sequential learner adds against plain local etcd processes.
+"""The floors: the same membership changes the operator makes, done with raw etcdctl against plain
+local etcd processes (no Kubernetes, no pods), one change at a time, on loopback addresses.
 
-This is the fastest any operator could bring up a cluster with one membership change at a time,
-on this machine, today: no Kubernetes, no pods, just etcd and etcdctl on loopback addresses.
+This is the fastest any operator could do them on this machine, today, with these binaries.
+Every `measure_*` function starts a fresh cluster on 127.0.70.x and stops it before returning.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from kube_sandbox import binaries
 
 POLL_SECONDS = 0.05
 STEP_TIMEOUT_SECONDS = 60.0
+EXIT_TIMEOUT_SECONDS = 30.0
 FLOOR_IP_PREFIX = "127.0.70."  # loopback addresses nothing else in the project uses
+# etcd refuses membership changes ("unhealthy cluster") until every voting member has been
+# connected for its HealthInterval (5 s). A cluster that has run this long since its last change
+# is "settled": what a user's long-running cluster looks like when they scale it or lose a pod.
+SETTLED_AFTER_SECONDS = 5.0
+
+
+@dataclass
+class RawMember:
+    index: int
+    process: subprocess.Popen[bytes]
+    member_id: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"m{self.index}"
 
 
 @dataclass
 class RawCluster:
-    """Plain etcd processes on 127.0.70.x, grown one member at a time the way the operator does."""
+    """Plain etcd processes on 127.0.70.x, changed one member at a time the way the operator does."""
 
     version: str = "3.5.1"
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="etcd-floor-")))
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    members: list[str] = field(default_factory=list)
+    members: dict[int, RawMember] = field(default_factory=dict)  # running members by index
+    changed_at: float = 0.0  # time.monotonic() when the last membership change completed
+    _next_index: int = 0
+
+    # --- the changes, each returning the seconds it took
+
+    def bring_up(self, size: int) -> float:
+        """Seed member (state new), then `size - 1` learner adds + promotes."""
+        started = time.monotonic()
+        seed = self._start(self._new_index(), "new", {})
+        self._until("seed healthy", lambda: self._etcdctl("endpoint", "health").returncode == 0)
+        seed.member_id = self._member_ids()[seed.name]
+        for _ in range(1, size):
+            self._add_one()
+        self.changed_at = time.monotonic()
+        return self.changed_at - started
+
+    def add_members(self, count: int) -> float:
+        """Add `count` members to the running cluster, one learner add + start + promote at a time."""
+        started = time.monotonic()
+        for _ in range(count):
+            self._add_one()
+        self.changed_at = time.monotonic()
+        return self.changed_at - started
+
+    def remove_members(self, count: int) -> float:
+        """`member remove` `count` non-leader members (newest first), each process stopped and gone."""
+        started = time.monotonic()
+        for _ in range(count):
+            member = self._newest_follower()
+            self._remove(member)
+            self._stop_process(member)
+        self.changed_at = time.monotonic()
+        return self.changed_at - started
+
+    def replace_member(self) -> float:
+        """A follower dies (SIGTERM); remove it, add a learner in its place, start it, promote it."""
+        member = self._newest_follower()
+        started = time.monotonic()
+        member.process.terminate()
+        del self.members[member.index]
+        self._remove(member)
+        self._add_one()
+        self.changed_at = time.monotonic()
+        member.process.wait(EXIT_TIMEOUT_SECONDS)
+        return self.changed_at - started
+
+    def wait_settled(self) -> None:
+        """Let the cluster run SETTLED_AFTER_SECONDS past its last change (etcd's HealthInterval)."""
+        remaining = self.changed_at + SETTLED_AFTER_SECONDS - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)  # ageing the cluster is part of the scenario, not synchronisation
+
+    def stop(self) -> None:
+        for member in self.members.values():
+            member.process.kill()
+            member.process.wait()
+        self.members.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # --- etcd processes
+
+    def _new_index(self) -> int:
+        index, self._next_index = self._next_index, self._next_index + 1
+        return index
+
+    @staticmethod
+    def _peer(index: int) -> str:
+        return f"http://{FLOOR_IP_PREFIX}{index + 1}:2380"
+
+    @staticmethod
+    def _client(index: int) -> str:
+        return f"http://{FLOOR_IP_PREFIX}{index + 1}:2379"
 
     def _bin(self, name: str) -> str:
         return str(binaries.etcd_binaries()[self.version] / name)
 
-    def _peer(self, index: int) -> str:
-        return f"http://{FLOOR_IP_PREFIX}{index + 1}:2380"
-
-    def _client(self, index: int) -> str:
-        return f"http://{FLOOR_IP_PREFIX}{index + 1}:2379"
-
-    def _etcdctl(self, *args: str, output: str = "json") -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self._bin("etcdctl"), f"--endpoints={self._client(0)}", "--dial-timeout=2s",
-                               "--command-timeout=5s", "-w", output, *args], capture_output=True, text=True)
-
-    def _start(self, index: int, state: str) -> None:
+    def _start(self, index: int, state: str, existing: dict[int, RawMember]) -> RawMember:
         name = f"m{index}"
-        self.members.append(f"{name}={self._peer(index)}")
+        initial = [f"m{i}={self._peer(i)}" for i in sorted(existing)] + [f"{name}={self._peer(index)}"]
         argv = [self._bin("etcd"), f"--name={name}", f"--data-dir={self.workdir / name}",
                 f"--listen-client-urls={self._client(index)}", f"--advertise-client-urls={self._client(index)}",
                 f"--listen-peer-urls={self._peer(index)}", f"--initial-advertise-peer-urls={self._peer(index)}",
-                f"--initial-cluster={','.join(self.members)}", f"--initial-cluster-state={state}",
+                f"--initial-cluster={','.join(initial)}", f"--initial-cluster-state={state}",
                 "--initial-cluster-token=floor"]
-        with open(self.workdir / f"{name}.log", "wb") as out:
-            self.processes.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+        with open(self.workdir / f"{name}.log", "ab") as out:
+            member = RawMember(index, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+        self.members[index] = member
+        return member
 
-    def _until(self, what: str, attempt: "callable[[], bool]") -> None:  # type: ignore[valid-type]
+    def _stop_process(self, member: RawMember) -> None:
+        """SIGTERM and wait for the exit, as a graceful pod deletion does."""
+        self.members.pop(member.index, None)
+        member.process.terminate()
+        member.process.wait(EXIT_TIMEOUT_SECONDS)
+
+    # --- membership through etcdctl
+
+    def _etcdctl(self, *args: str, output: str = "json") -> subprocess.CompletedProcess[str]:
+        endpoints = ",".join(self._client(i) for i in sorted(self.members))
+        return subprocess.run([self._bin("etcdctl"), f"--endpoints={endpoints}", "--dial-timeout=2s",
+                               "--command-timeout=5s", "-w", output, *args], capture_output=True, text=True)
+
+    def _until(self, what: str, attempt: Callable[[], bool]) -> None:
         deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
         while not attempt():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"floor cluster: {what} did not happen in {STEP_TIMEOUT_SECONDS}s")
-            time.sleep(POLL_SECONDS)
+                raise TimeoutError(f"floor cluster: {what} did not happen in {STEP_TIMEOUT_SECONDS}s "
+                                   f"(logs in {self.workdir})")
+            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
-    def bring_up(self, size: int) -> float:
-        started = time.monotonic()
-        self._start(0, "new")
-        self._until("seed healthy", lambda: self._etcdctl("endpoint", "health").returncode == 0)
-        for index in range(1, size):
-            self.add_member(index)
-        return time.monotonic() - started
-
-    def add_member(self, index: int) -> None:
+    def _add_one(self) -> RawMember:
+        index = self._new_index()
         added: dict[str, int] = {}
 
         def add() -> bool:
             result = self._etcdctl("member", "add", f"m{index}", f"--peer-urls={self._peer(index)}", "--learner")
             if result.returncode == 0:
-                import json
-
                 added["id"] = json.loads(result.stdout)["member"]["ID"]
             return result.returncode == 0
 
         self._until(f"member add m{index}", add)
-        self._start(index, "existing")
-        self._until(f"promote m{index}", lambda: self._promote(added["id"]))
-
-    def _promote(self, member_id: int) -> bool:
+        member = self._start(index, "existing", dict(self.members))
+        member.member_id = added["id"]
         # etcdctl 3.5.1 panics printing `member promote -w json` after a successful promote.
-        return self._etcdctl("member", "promote", f"{member_id:x}", output="simple").returncode == 0
+        self._until(f"promote m{index}",
+                    lambda: self._etcdctl("member", "promote", f"{added['id']:x}", output="simple").returncode == 0)
+        return member
 
-    def stop(self) -> None:
-        for process in self.processes:
-            process.kill()
-            process.wait()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+    def _remove(self, member: RawMember) -> None:
+        assert member.member_id is not None
+        self._until(f"member remove {member.name}",
+                    lambda: self._etcdctl("member", "remove", f"{member.member_id:x}",
+                                          output="simple").returncode == 0)
+
+    def _member_ids(self) -> dict[str, int]:
+        result = self._etcdctl("member", "list")
+        if result.returncode != 0:
+            raise RuntimeError(f"floor cluster: member list failed: {result.stderr.strip()}")
+        members: list[dict[str, Any]] = json.loads(result.stdout).get("members", [])
+        return {m["name"]: int(m["ID"]) for m in members if m.get("name")}
+
+    def _leader_id(self) -> int:
+        result = self._etcdctl("endpoint", "status")
+        if result.returncode != 0:
+            raise RuntimeError(f"floor cluster: endpoint status failed: {result.stderr.strip()}")
+        statuses: list[dict[str, Any]] = json.loads(result.stdout)
+        return int(statuses[0]["Status"]["leader"])
+
+    def _newest_follower(self) -> RawMember:
+        leader = self._leader_id()
+        followers = [m for m in self.members.values() if m.member_id != leader]
+        return max(followers, key=lambda m: m.index)
 
 
-def measure_bring_up(size: int, version: str = "3.5.1") -> float:
+def _measured(change: Callable[[RawCluster], float], setup: Callable[[RawCluster], None],
+              version: str) -> float:
     cluster = RawCluster(version=version)
     try:
-        return cluster.bring_up(size)
+        setup(cluster)
+        return change(cluster)
     finally:
         cluster.stop()
 
 
+def measure_bring_up(size: int, version: str = "3.5.1") -> float:
+    """Seconds from starting the seed to `size` voting members."""
+    return _measured(lambda c: c.bring_up(size), lambda c: None, version)
+
+
+def measure_scale(from_size: int, to_size: int, version: str = "3.5.1") -> float:
+    """Seconds to grow or shrink a settled `from_size` cluster to `to_size` members."""
+    def setup(cluster: RawCluster) -> None:
+        cluster.bring_up(from_size)
+        cluster.wait_settled()
+
+    def change(cluster: RawCluster) -> float:
+        if to_size >= from_size:
+            return cluster.add_members(to_size - from_size)
+        return cluster.remove_members(from_size - to_size)
+
+    return _measured(change, setup, version)
+
+
+def measure_replace_member(size: int = 3, version: str = "3.5.1") -> float:
+    """Seconds from a follower's death to its replacement promoted, in a settled `size` cluster."""
+    def setup(cluster: RawCluster) -> None:
+        cluster.bring_up(size)
+        cluster.wait_settled()
+
+    return _measured(lambda c: c.replace_member(), setup, version)
+
+
 if __name__ == "__main__":
     for n in (1, 3, 5):
-        print(n, round(measure_bring_up(n), 2))
+        print(f"bring-up {n}: {measure_bring_up(n):.2f}s")
+    print(f"scale 3->5: {measure_scale(3, 5):.2f}s")
+    print(f"scale 5->3: {measure_scale(5, 3):.2f}s")
+    print(f"replace member of 3: {measure_replace_member(3):.2f}s")

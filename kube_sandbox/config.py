@@ -30,7 +30,14 @@ class SandboxConfig:
 
     @classmethod
     def from_env(cls) -> "SandboxConfig":
-        return cls(state_dir=Path(os.environ.get("SANDBOX_DIR", str(CHECKOUT_DIR / ".sandbox"))).resolve())
+        """$SANDBOX_DIR picks the state dir; $SANDBOX_PORT_OFFSET shifts every port (a second sandbox)."""
+        state_dir = Path(os.environ.get("SANDBOX_DIR", str(CHECKOUT_DIR / ".sandbox"))).resolve()
+        offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0"))
+        defaults = cls(state_dir=state_dir)
+        ports = {name: getattr(defaults, name) + offset for name in (
+            "apiserver_port", "storage_etcd_client_port", "storage_etcd_peer_port", "controller_manager_port",
+            "kubelet_port", "control_api_port", "s3_port")}
+        return cls(state_dir=state_dir, **ports)
 
     # --- addresses
     @property
