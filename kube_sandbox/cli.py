@@ -128,7 +128,9 @@ def run_in_sandbox(config: SandboxConfig, argv: Sequence[str], **kwargs: object)
         raise SandboxError("the sandbox is not running; start it with `kube-sandbox up`")
     path = f"{config.venv_bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"  # etcdctl, python, ...
     env = dict(os.environ, KUBECONFIG=str(config.kubeconfig), PATH=path)
-    return subprocess.run([*nsenter_prefix(pid), *argv], env=env, text=True, **kwargs)  # type: ignore[call-overload]
+    result: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
+        [*nsenter_prefix(pid), *argv], env=env, text=True, **kwargs)
+    return result
 
 
 def _log_tail(config: SandboxConfig, lines: int = 40) -> str:
@@ -172,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "status":
             running = is_up(config)
-            status = ControlClient(config).status() if running else {"ready": False}
+            status: dict[str, object] = ControlClient(config).status() if running else {"ready": False}
             status["kubeconfig"] = str(config.kubeconfig)
             print(json.dumps(status, indent=2))
             return 0 if running else 1

@@ -32,7 +32,7 @@ def wait_for(condition: Callable[[], T], *, timeout: float = 60.0, what: str = "
         try:
             last_value = condition()
             if last_value:
-                return last_value  # type: ignore[return-value]
+                return last_value
             last_error = None
         except Exception as e:  # a condition may fail while the system converges
             last_error = e

@@ -379,3 +379,29 @@ def test_unknown_image_is_reported_like_a_failed_pull(sandbox: Sandbox, namespac
     assert get(sandbox, namespace, "pod", "future")["status"]["phase"] == "Pending"
     events = get(sandbox, namespace, "events")["items"]
     assert any(e["reason"] == "Failed" and "ErrImagePull" in e["message"] for e in events)
+
+
+def test_stopped_node_kills_pods_and_restarts_them_when_it_comes_back(sandbox: Sandbox, namespace: str) -> None:
+    apply(sandbox, namespace, busybox_pod("survivor", "exec sleep 3600"))
+    wait_for(lambda: running_and_ready(sandbox, namespace, "survivor"), timeout=30, what="survivor running")
+    pid = sandbox.faults.pod_pid(namespace, "survivor", "main")
+    assert pid is not None
+
+    def node_ready() -> str:
+        node = json.loads(sandbox.kubectl("get", "node", NODE_NAME, "-o", "json").stdout)
+        return str(next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"))
+
+    sandbox.faults.stop_node()
+    try:
+        assert not process_alive(pid)
+        wait_for(lambda: node_ready() == "Unknown", timeout=15, what="node Ready=Unknown")
+        assert not is_ready(get(sandbox, namespace, "pod", "survivor"))
+        apply(sandbox, namespace, busybox_pod("latecomer", "exec sleep 3600"))
+        assert not get(sandbox, namespace, "pod", "latecomer")["spec"].get("nodeName")
+    finally:
+        sandbox.faults.start_node()
+    wait_for(lambda: node_ready() == "True", timeout=15, what="node Ready again")
+    back = wait_for_object(lambda: running_and_ready(sandbox, namespace, "survivor"), timeout=30,
+                           what="survivor running again")
+    assert container_status(back)["restartCount"] == 1
+    wait_for(lambda: running_and_ready(sandbox, namespace, "latecomer"), timeout=30, what="latecomer bound and running")

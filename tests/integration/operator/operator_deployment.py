@@ -1,0 +1,83 @@
+"""The operator's own Deployment as tests handle it: its pod and logs, stopping and starting
+it, and reading its Prometheus metrics."""
+from __future__ import annotations
+
+import urllib.request
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
+
+from kube_sandbox.testing import Sandbox, wait_for
+
+OPERATOR_NAMESPACE = "etcd-operator"
+OPERATOR_DEPLOYMENT = "etcd-operator"
+OPERATOR_CONTAINER = "etcd-operator"
+OPERATOR_POD_SELECTOR = "app.kubernetes.io/name=etcd-operator"
+METRICS_PORT = 8080
+STOP_TIMEOUT_SECONDS = 90.0
+START_TIMEOUT_SECONDS = 120.0
+
+
+def operator_logs(sandbox: Sandbox, *, previous: bool = False) -> str:
+    """The current (or the previous, crashed) operator container's log."""
+    args = ["-n", OPERATOR_NAMESPACE, "logs", f"deploy/{OPERATOR_DEPLOYMENT}", "--tail=-1"]
+    if previous:
+        args.append("--previous")
+    return sandbox.kubectl(*args, check=False).stdout
+
+
+def operator_pods(sandbox: Sandbox) -> list[Any]:
+    core = k8s.CoreV1Api(sandbox.api_client())
+    return list(core.list_namespaced_pod(OPERATOR_NAMESPACE, label_selector=OPERATOR_POD_SELECTOR).items)
+
+
+def running_operator_pod(sandbox: Sandbox) -> Any:
+    """The one live, ready operator pod (fails the wait if there is none or more than one)."""
+    def single_ready() -> Any:
+        live = [p for p in operator_pods(sandbox) if p.metadata.deletion_timestamp is None]
+        if len(live) != 1 or not live[0].status.pod_ip:
+            return None
+        ready = any(c.type == "Ready" and c.status == "True" for c in live[0].status.conditions or [])
+        return live[0] if ready else None
+    return wait_for(single_ready, timeout=START_TIMEOUT_SECONDS, what="one ready operator pod")
+
+
+def operator_container_status(pod: Any) -> Any:
+    return next(s for s in pod.status.container_statuses or [] if s.name == OPERATOR_CONTAINER)
+
+
+def wait_operator_leading(sandbox: Sandbox) -> None:
+    wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=START_TIMEOUT_SECONDS,
+             what="operator leading again")
+
+
+@contextmanager
+def operator_stopped(sandbox: Sandbox) -> Iterator[None]:
+    """The operator scaled to zero (its pod gone) inside the block, running and leading after it,
+    even if the block fails (other tests need it)."""
+    deployment = f"deployment/{OPERATOR_DEPLOYMENT}"
+    sandbox.kubectl("-n", OPERATOR_NAMESPACE, "scale", deployment, "--replicas=0")
+    try:
+        wait_for(lambda: not operator_pods(sandbox), timeout=STOP_TIMEOUT_SECONDS, what="operator pod gone")
+        yield
+    finally:
+        sandbox.kubectl("-n", OPERATOR_NAMESPACE, "scale", deployment, "--replicas=1")
+        sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", deployment,
+                        f"--timeout={START_TIMEOUT_SECONDS:.0f}s")
+        wait_operator_leading(sandbox)
+
+
+def operator_metric(sandbox: Sandbox, name: str, labels: dict[str, str]) -> float | None:
+    """The value of one sample on the operator's /metrics (pod IPs are loopback: reachable from
+    the test process), or None when the operator does not export it."""
+    pod = running_operator_pod(sandbox)
+    url = f"http://{pod.status.pod_ip}:{METRICS_PORT}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return None
