@@ -98,3 +98,42 @@ def test_every_sandbox_connection_stays_on_loopback(sandbox: Sandbox) -> None:
     hosts = sandbox.config.hosts_file.read_text().split()
     addresses = [word for word in hosts if re.fullmatch(r"[0-9.]+|[0-9a-f:]+", word) and word.count(".") == 3]
     assert addresses and all(ipaddress.ip_address(a).is_loopback for a in addresses), addresses
+
+
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.sandbox.test"},
+    "spec": {
+        "group": "sandbox.test", "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                          "spec": {"type": "object", "properties": {"note": {"type": "string"},
+                                                                    "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                          "status": {"type": "object", "properties": {"message": {"type": "string"}}}}}}}],
+    },
+}
+
+
+def test_custom_resources_with_maps_and_empty_strings_are_stored(sandbox: Sandbox, namespace: str) -> None:
+    """Guards the two patches of the kube build: map-valued custom resources used to crash the
+    apiserver (reflect2 1.0.1), and "" used to be refused as null (OpenAPI zero-value check)."""
+    api = sandbox.api_client()
+    extensions = k8s.ApiextensionsV1Api(api)
+    try:
+        extensions.create_custom_resource_definition(WIDGET_CRD)
+    except k8s.ApiException as e:
+        if e.status != 409:
+            raise
+    custom = k8s.CustomObjectsApi(api)
+
+    def create() -> dict[str, object]:
+        body = {"apiVersion": "sandbox.test/v1", "kind": "Widget", "metadata": {"name": "w"},
+                "spec": {"note": "", "labels": {"a": "1", "b": ""}}}
+        created: dict[str, object] = custom.create_namespaced_custom_object("sandbox.test", "v1", namespace, "widgets", body)
+        return created
+    created = wait_for(create, timeout=30, what="Widget created once its CRD is served")
+    assert created["spec"] == {"note": "", "labels": {"a": "1", "b": ""}}
+    patched = custom.patch_namespaced_custom_object_status(
+        "sandbox.test", "v1", namespace, "widgets", "w", {"status": {"message": ""}})
+    assert patched["status"] == {"message": ""}
