@@ -60,24 +60,31 @@ def observe_cluster(
 def _member_health(
     cluster: EtcdCluster, members: Sequence[ObservedMember], etcd: EtcdAccess,
 ) -> tuple[dict[str, MemberHealth], dict[str, EndpointStatus]]:
-    """Health and status per member name, each asked at the member's own client URL."""
-    by_endpoint = {member_client_url(cluster, m.member_name): m.member_name for m in members if m.started}
+    """Health of voting members and status of every started member, each asked at its own URL.
+
+    Learners are left out of the health check: they refuse the linearizable read it makes, and
+    the client retries until its timeout, which would stall every pass while a learner exists.
+    Their progress comes from endpoint status (raft index) instead.
+    """
+    by_endpoint = {member_client_url(cluster, m.member_name): m for m in members if m.started}
     if not by_endpoint:
         return {}, {}
-    client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
     health: dict[str, MemberHealth] = {}
     statuses: dict[str, EndpointStatus] = {}
+    voters = [url for url, m in by_endpoint.items() if not m.is_learner]
     try:
-        for result in client.endpoint_health():
-            name = by_endpoint.get(result.endpoint)
-            if name:
-                health[name] = MemberHealth(healthy=result.healthy, error=result.error or None)
+        if voters:
+            for result in etcd.client(cluster, voters, command_timeout_seconds=PROBE_TIMEOUT_SECONDS).endpoint_health():
+                member = by_endpoint.get(result.endpoint)
+                if member:
+                    health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
+        client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
         for status in client.endpoint_status():
-            name = by_endpoint.get(status.endpoint)
-            if name and status.reachable:
-                statuses[name] = EndpointStatus(member_id=status.member_id, leader_id=status.leader_id,
-                                                version=status.version, raft_index=status.raft_index,
-                                                raft_term=status.raft_term)
+            member = by_endpoint.get(status.endpoint)
+            if member and status.reachable:
+                statuses[member.member_name] = EndpointStatus(
+                    member_id=status.member_id, leader_id=status.leader_id, version=status.version,
+                    raft_index=status.raft_index, raft_term=status.raft_term)
     except ctl.EtcdctlError as e:
         log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
     return health, statuses
