@@ -64,10 +64,11 @@ class ActionExecutor:
         self._create(lambda: self.pods.create(cluster.namespace, pod))
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:
-        """etcdctl against every started member (but `exclude`), so any live one can answer."""
+        """etcdctl against every started voting member (but `exclude`), so any live one can answer.
+        Learners are left out: they refuse membership calls ("rpc not supported for learner")."""
         cluster = observed.cluster
-        names = [m.member_name for m in observed.members or () if m.started and m.member_name != exclude]
-        names = names or [m.member_name for m in observed.members or () if m.started]
+        voters = [m for m in observed.voting_members if m.started]
+        names = [m.member_name for m in voters if m.member_name != exclude] or [m.member_name for m in voters]
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
     @staticmethod

@@ -148,6 +148,13 @@ def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
     pods = observed.live_pods
     ready = [pod for pod in pods if pod.ready]
     why = observed.member_list_error or "no member answered"
+    leaderless = observed.leaderless_answers
+    if bootstrapped and pods and leaderless:
+        return (
+            "False", "QuorumLost",
+            f"no leader: {len(leaderless)} of {len(pods)} member(s) answer but none knows a leader; "
+            f"etcd serves nothing without quorum",
+        )
     if bootstrapped and pods and len(ready) > len(pods) // 2:
         # The pods' own /health checks pass; only the operator cannot reach etcd.
         return "True", "PodsReady", f"{len(ready)} of {len(pods)} member pods ready; etcd not reachable from the operator: {why}"

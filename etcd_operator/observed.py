@@ -321,6 +321,15 @@ class ObservedCluster:
         return bool(self.voting_members) and len(self.healthy_voters) >= self.quorum
 
     @property
+    def leaderless_answers(self) -> tuple[str, ...]:
+        """Members that answered `endpoint status` when none of those answering knows a leader
+        (empty if any does). Without a member list, which etcd 3.5 serves only with quorum,
+        this is how a quorum loss shows."""
+        if not self.endpoint_status or any(s.leader_id for s in self.endpoint_status.values()):
+            return ()
+        return tuple(sorted(self.endpoint_status))
+
+    @property
     def leader_id(self) -> int | None:
         """The leader most endpoints report, if it is a current member."""
         votes = Counter(status.leader_id for status in self.endpoint_status.values() if status.leader_id)

@@ -10,7 +10,7 @@ from etcd_operator import etcdctl as ctl
 from etcd_operator.etcd_access import EtcdAccess
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import (
-    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, parse_pod, parse_pvc,
+    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, ObservedPod, parse_pod, parse_pvc,
 )
 from etcd_operator.spec import EtcdCluster
 
@@ -47,7 +47,10 @@ def observe_cluster(
     try:
         members = etcd.client(cluster, endpoints, command_timeout_seconds=PROBE_TIMEOUT_SECONDS).member_list()
     except (ctl.EtcdctlError, ValueError) as e:
-        return _replace(base, member_list_error=str(e))
+        # etcd 3.5 answers `member list` only with quorum. The members that still answer
+        # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
+        statuses = _pod_endpoint_status(cluster, observed_pods, etcd)
+        return _replace(base, member_list_error=str(e), endpoint_status=statuses)
     observed_members = tuple(
         ObservedMember(id=m.id, name=m.name, peer_urls=m.peer_urls, client_urls=m.client_urls,
                        is_learner=m.is_learner)
@@ -88,6 +91,25 @@ def _member_health(
     except ctl.EtcdctlError as e:
         log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
     return health, statuses
+
+
+def _pod_endpoint_status(cluster: EtcdCluster, pods: Sequence[ObservedPod], etcd: EtcdAccess) -> dict[str, EndpointStatus]:
+    by_endpoint = {member_client_url(cluster, p.member_name): p.member_name for p in pods
+                   if p.ip and not p.deleting and not p.terminal}
+    if not by_endpoint:
+        return {}
+    statuses: dict[str, EndpointStatus] = {}
+    try:
+        client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
+        for status in client.endpoint_status():
+            name = by_endpoint.get(status.endpoint)
+            if name and status.reachable:
+                statuses[name] = EndpointStatus(member_id=status.member_id, leader_id=status.leader_id,
+                                                version=status.version, raft_index=status.raft_index,
+                                                raft_term=status.raft_term)
+    except (ctl.EtcdctlError, ValueError) as e:
+        log.warning("%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
+    return statuses
 
 
 def _replace(observed: ObservedCluster, **changes: Any) -> ObservedCluster:

@@ -15,6 +15,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  5. No member answered `member list` (bootstrap, or everything down):
     - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
       restart on their data);
+    - pods exist whose members answer but know no leader -> ReportQuorumLoss (etcd 3.5 serves
+      `member list` only with quorum, so this is how a quorum loss looks from here);
     - pods exist -> Wait for them (never a second seed next to one that is starting);
     - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token);
     - nothing exists but the cluster was bootstrapped -> ReportMembersLost: its emptyDir data
@@ -200,6 +202,17 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
         if pod.terminal and (spec.uses_persistent_volumes or not bootstrapped):
             return DeletePod(pod.name, f"its phase is {pod.phase} and its containers will not run again")
     live = observed.live_pods
+    leaderless = observed.leaderless_answers
+    if live and bootstrapped and leaderless:
+        return ReportQuorumLoss(
+            healthy_voters=0,
+            voters=len(live),
+            unhealthy=tuple(sorted(pod.member_name for pod in live)),
+            detail=(
+                f"member(s) {', '.join(leaderless)} answer but know no leader, so etcd serves no member "
+                f"list (members counted from their pods)"
+            ),
+        )
     if live:
         problems = [f"{pod.name}: {pod.problem}" for pod in live if pod.problem]
         detail = f"; {'; '.join(problems)}" if problems else ""

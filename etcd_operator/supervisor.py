@@ -19,7 +19,7 @@ from etcd_operator.acting import ActionExecutor
 from etcd_operator.cache import Key, ObjectCache
 from etcd_operator.cluster_status import compute_status
 from etcd_operator.etcd_access import EtcdAccess
-from etcd_operator.kube.errors import KubeError, NotFound
+from etcd_operator.kube.errors import Forbidden, KubeError, NotFound
 from etcd_operator.kube.events import EventRecorder
 from etcd_operator.kube.patching import status_merge_patch
 from etcd_operator.kube.resources import EtcdClusters
@@ -91,6 +91,11 @@ class ClusterSupervisor:
                 failures = 0
                 self.context.metrics.observe_reconcile(time.monotonic() - started, ok=True)
             except Exception as e:  # one bad pass must never end the supervisor
+                if isinstance(e, Forbidden) and _namespace_terminating(e):
+                    # The namespace is being deleted, and this cluster with it: nothing to do.
+                    self.log.info("namespace is being deleted; waiting for the cluster to go")
+                    self._wake.wait(self.context.resync_seconds)
+                    continue
                 failures += 1
                 delay = min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2 ** (failures - 1))
                 self._last_error = _short_error(e)
@@ -179,6 +184,11 @@ class ClusterSupervisor:
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
+
+
+def _namespace_terminating(e: Forbidden) -> bool:
+    """The apiserver refuses writes into a namespace that is being deleted (cause NamespaceTerminating)."""
+    return "being terminated" in str(e) or "NamespaceTerminating" in str(e)
 
 
 def _omit_empty(status: dict[str, Any]) -> dict[str, Any]:

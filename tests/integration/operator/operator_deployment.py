@@ -28,6 +28,14 @@ def operator_logs(sandbox: Sandbox, *, previous: bool = False) -> str:
     return sandbox.kubectl(*args, check=False).stdout
 
 
+def forbidden_lines(logs: str, *, allowed: tuple[str, ...] = ()) -> list[str]:
+    """Log lines about a 403, but those naming one of `allowed` and those about a namespace being
+    deleted (a race with a test's namespace teardown, not an RBAC gap). Lines carry timestamps,
+    so comparing sets of them survives an operator restart, where comparing counts does not."""
+    skip = ("because it is being terminated", *allowed)
+    return [line for line in logs.splitlines() if "Forbidden" in line and not any(s in line for s in skip)]
+
+
 def operator_pods(sandbox: Sandbox) -> list[Any]:
     core = k8s.CoreV1Api(sandbox.api_client())
     return list(core.list_namespaced_pod(OPERATOR_NAMESPACE, label_selector=OPERATOR_POD_SELECTOR).items)

@@ -183,6 +183,12 @@ def member_list_unavailable(observed: ObservedCluster, error: str = "context dea
     return dataclasses.replace(observed, members=None, health={}, endpoint_status={}, member_list_error=error)
 
 
+def leaderless(observed: ObservedCluster, *members: str) -> ObservedCluster:
+    """No member list (etcd 3.5 needs quorum for one); `members` answer `endpoint status` with no leader."""
+    statuses = {m: EndpointStatus(0x1000 + i, 0, "3.5.1", raft_index=100) for i, m in enumerate(members, 1)}
+    return dataclasses.replace(member_list_unavailable(observed), endpoint_status=statuses)
+
+
 def nothing_yet(*, bootstrapped: bool = False, spec: dict[str, Any] | None = None) -> ObservedCluster:
     """A freshly created EtcdCluster: no pods, services present, no member answers."""
     return ObservedCluster(

@@ -20,6 +20,7 @@ from etcd_cluster_builders import (
     add_member,
     add_pod,
     healthy_cluster,
+    leaderless,
     make_member,
     make_pod,
     member_id,
@@ -177,6 +178,9 @@ CASES = [
                  id="pvc-members-restart-on-volumes"),
     pytest.param(member_list_unavailable(healthy_cluster(3)), expect(actions.Wait, "context deadline exceeded"),
                  id="etcd-unreachable-pods-exist"),
+    pytest.param(leaderless(healthy_cluster(3), name(1)),
+                 expect(actions.ReportQuorumLoss, "know no leader", healthy_voters=0, voters=3),
+                 id="quorum-lost-seen-without-member-list"),
     # 6. members without pods
     pytest.param(_ghost_member(), expect(
         actions.CreateMemberPod, "interrupted add", member_name=NEW_MEMBER,

@@ -9,7 +9,7 @@ import pytest
 
 from etcd_operator import actions
 from etcd_operator.cluster_status import CONDITION_TYPES, compute_status, format_time
-from etcd_operator.observed import ObservedCluster
+from etcd_operator.observed import EndpointStatus, ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 
@@ -19,6 +19,7 @@ from etcd_cluster_builders import (
     add_member,
     add_pod,
     healthy_cluster,
+    leaderless,
     make_member,
     make_pod,
     member_list_unavailable,
@@ -78,6 +79,11 @@ def _learner_joining() -> ObservedCluster:
     pytest.param(member_list_unavailable(replace_pod(replace_pod(healthy_cluster(3), name(1), ready=False),
                                                      name(2), ready=False)),
                  "Failed", "EtcdUnreachable", {"Available": "False"}, id="etcd-unreachable"),
+    pytest.param(leaderless(healthy_cluster(3), name(1)), "Failed", "QuorumLost",
+                 {"Available": "False", "Degraded": "True"}, id="quorum-lost-no-member-list-pods-still-ready"),
+    pytest.param(dataclasses.replace(leaderless(healthy_cluster(3), name(1)),
+                                     endpoint_status={name(1): EndpointStatus(0x1001, 0x1002)}),
+                 "Running", "PodsReady", {"Available": "True"}, id="no-member-list-but-a-leader-is-known"),
     pytest.param(with_spec(healthy_cluster(3, version="3.4.23"), version="3.5.1"), "Running", "QuorumAvailable",
                  {"Upgrading": "True"}, id="upgrading"),
     pytest.param(without_pods(healthy_cluster(3), name(2)), "Running", "QuorumAvailable",
