@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -20,11 +21,19 @@ from kube_sandbox import binaries
 POLL_SECONDS = 0.05
 STEP_TIMEOUT_SECONDS = 60.0
 EXIT_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 0.5
 FLOOR_IP_PREFIX = "127.0.70."  # loopback addresses nothing else in the project uses
 # etcd refuses membership changes ("unhealthy cluster") until every voting member has been
 # connected for its HealthInterval (5 s). A cluster that has run this long since its last change
 # is "settled": what a user's long-running cluster looks like when they scale it or lose a pod.
 SETTLED_AFTER_SECONDS = 5.0
+
+
+def wait_settled_since(changed_at: float) -> None:
+    """Let a cluster run SETTLED_AFTER_SECONDS past its last change at `changed_at` (monotonic)."""
+    remaining = changed_at + SETTLED_AFTER_SECONDS - time.monotonic()
+    if remaining > 0:
+        time.sleep(remaining)  # ageing the cluster is part of the scenario, not synchronisation
 
 
 @dataclass
@@ -47,6 +56,7 @@ class RawCluster:
     members: dict[int, RawMember] = field(default_factory=dict)  # running members by index
     changed_at: float = 0.0  # time.monotonic() when the last membership change completed
     _next_index: int = 0
+    _last_error: str = ""
 
     # --- the changes, each returning the seconds it took
 
@@ -54,6 +64,8 @@ class RawCluster:
         """Seed member (state new), then `size - 1` learner adds + promotes."""
         started = time.monotonic()
         seed = self._start(self._new_index(), "new", {})
+        # etcdctl dialling a port nobody listens on yet backs off for ~1 s: wait for the listener first.
+        self._until("seed listening", lambda: _accepts_connections(self._client(seed.index)))
         self._until("seed healthy", lambda: self._etcdctl("endpoint", "health").returncode == 0)
         seed.member_id = self._member_ids()[seed.name]
         for _ in range(1, size):
@@ -92,10 +104,7 @@ class RawCluster:
         return self.changed_at - started
 
     def wait_settled(self) -> None:
-        """Let the cluster run SETTLED_AFTER_SECONDS past its last change (etcd's HealthInterval)."""
-        remaining = self.changed_at + SETTLED_AFTER_SECONDS - time.monotonic()
-        if remaining > 0:
-            time.sleep(remaining)  # ageing the cluster is part of the scenario, not synchronisation
+        wait_settled_since(self.changed_at)
 
     def stop(self) -> None:
         for member in self.members.values():
@@ -144,15 +153,18 @@ class RawCluster:
 
     def _etcdctl(self, *args: str, output: str = "json") -> subprocess.CompletedProcess[str]:
         endpoints = ",".join(self._client(i) for i in sorted(self.members))
-        return subprocess.run([self._bin("etcdctl"), f"--endpoints={endpoints}", "--dial-timeout=2s",
-                               "--command-timeout=5s", "-w", output, *args], capture_output=True, text=True)
+        result = subprocess.run([self._bin("etcdctl"), f"--endpoints={endpoints}", "--dial-timeout=2s",
+                                 "--command-timeout=5s", "-w", output, *args], capture_output=True, text=True)
+        if result.returncode != 0:
+            self._last_error = f"etcdctl {' '.join(args)}: {result.stderr.strip()[-300:]}"
+        return result
 
     def _until(self, what: str, attempt: Callable[[], bool]) -> None:
         deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
         while not attempt():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"floor cluster: {what} did not happen in {STEP_TIMEOUT_SECONDS}s "
-                                   f"(logs in {self.workdir})")
+                raise TimeoutError(f"floor cluster: {what} did not happen in {STEP_TIMEOUT_SECONDS}s; "
+                                   f"last error: {self._last_error}")
             time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
     def _add_one(self) -> RawMember:
@@ -175,9 +187,13 @@ class RawCluster:
 
     def _remove(self, member: RawMember) -> None:
         assert member.member_id is not None
-        self._until(f"member remove {member.name}",
-                    lambda: self._etcdctl("member", "remove", f"{member.member_id:x}",
-                                          output="simple").returncode == 0)
+
+        def remove() -> bool:
+            result = self._etcdctl("member", "remove", f"{member.member_id:x}", output="simple")
+            # An answer lost while the removed member shuts down leaves a retry that finds it gone.
+            return result.returncode == 0 or "member not found" in result.stderr
+
+        self._until(f"member remove {member.name}", remove)
 
     def _member_ids(self) -> dict[str, int]:
         result = self._etcdctl("member", "list")
@@ -197,6 +213,15 @@ class RawCluster:
         leader = self._leader_id()
         followers = [m for m in self.members.values() if m.member_id != leader]
         return max(followers, key=lambda m: m.index)
+
+
+def _accepts_connections(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_SECONDS):
+            return True
+    except OSError:
+        return False
 
 
 def _measured(change: Callable[[RawCluster], float], setup: Callable[[RawCluster], None],
@@ -228,6 +253,20 @@ def measure_scale(from_size: int, to_size: int, version: str = "3.5.1") -> float
     return _measured(change, setup, version)
 
 
+def measure_scale_round_trip(small: int, large: int, version: str = "3.5.1") -> tuple[float, float]:
+    """(seconds to grow a settled `small` cluster to `large`, seconds to shrink it back once settled):
+    the same cluster both ways, as the operator's figure does it."""
+    cluster = RawCluster(version=version)
+    try:
+        cluster.bring_up(small)
+        cluster.wait_settled()
+        grow = cluster.add_members(large - small)
+        cluster.wait_settled()
+        return grow, cluster.remove_members(large - small)
+    finally:
+        cluster.stop()
+
+
 def measure_replace_member(size: int = 3, version: str = "3.5.1") -> float:
     """Seconds from a follower's death to its replacement promoted, in a settled `size` cluster."""
     def setup(cluster: RawCluster) -> None:
@@ -240,6 +279,6 @@ def measure_replace_member(size: int = 3, version: str = "3.5.1") -> float:
 if __name__ == "__main__":
     for n in (1, 3, 5):
         print(f"bring-up {n}: {measure_bring_up(n):.2f}s")
-    print(f"scale 3->5: {measure_scale(3, 5):.2f}s")
-    print(f"scale 5->3: {measure_scale(5, 3):.2f}s")
+    grow, shrink = measure_scale_round_trip(3, 5)
+    print(f"scale 3->5: {grow:.2f}s, 5->3: {shrink:.2f}s")
     print(f"replace member of 3: {measure_replace_member(3):.2f}s")

@@ -1,0 +1,142 @@
+"""`python -m benchmarks` (`make bench`): measure the operator against floors run in the same
+process on the same machine, print a table and write bench-results.json."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+from benchmarks.environment import OperatorDeployment, sandbox_session
+from benchmarks.idle_figures import measure_idle_fleet
+from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
+from benchmarks.results import Result, table, write_json
+from kube_sandbox.config import CHECKOUT_DIR
+from kube_sandbox.testing import Sandbox
+
+log = logging.getLogger("benchmarks")
+
+FIGURES = ("bring-up", "scale", "recovery", "idle-requests", "resources")
+BRING_UP_SIZES = (1, 3, 5)
+QUICK_BRING_UP_SIZES = (1, 3)
+IDLE_CLUSTERS = 10
+RESOURCE_CLUSTER_COUNTS = (10, 30)
+QUICK_RESOURCE_CLUSTER_COUNTS = (10,)
+DEFAULT_REPEAT = 2
+DEFAULT_IDLE_WINDOW_SECONDS = 60.0
+QUICK_IDLE_WINDOW_SECONDS = 20.0
+T = TypeVar("T")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _optional_env(name: str, parse: Callable[[str], T]) -> T | None:
+    value = os.environ.get(name)
+    return parse(value) if value else None
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark the etcd operator in the local sandbox (started here unless it runs; stopped "
+                    "afterwards only if started here). Every timed figure is a ratio against a floor measured "
+                    "in this run: the same membership changes done with raw etcdctl on plain etcd processes. "
+                    f"Figures: {', '.join(FIGURES)}.",
+    )
+    parser.add_argument("--only", action="append", choices=FIGURES, metavar="FIGURE",
+                        help=f"run only this figure (repeatable): {', '.join(FIGURES)} [all]")
+    parser.add_argument("--quick", action="store_true", default=_env("BENCH_QUICK", "") == "1",
+                        help=f"fewer sizes and counts, one run each, {QUICK_IDLE_WINDOW_SECONDS:.0f}s idle windows "
+                             "[BENCH_QUICK=1]")
+    parser.add_argument("--repeat", type=int, default=_optional_env("BENCH_REPEAT", int),
+                        help="runs per timed figure, operator and floor interleaved; the median is reported "
+                             f"[BENCH_REPEAT, {DEFAULT_REPEAT}; 1 with --quick]")
+    parser.add_argument("--idle-window", type=float, default=_optional_env("BENCH_IDLE_WINDOW_SECONDS", float),
+                        help="seconds of each idle API-request window (with and without the operator) "
+                             f"[BENCH_IDLE_WINDOW_SECONDS, {DEFAULT_IDLE_WINDOW_SECONDS:.0f}; "
+                             f"{QUICK_IDLE_WINDOW_SECONDS:.0f} with --quick]")
+    parser.add_argument("--restart-operator", action="store_true",
+                        default=_env("BENCH_RESTART_OPERATOR", "") == "1",
+                        help="rollout-restart the operator first so it runs this checkout's code "
+                             "[BENCH_RESTART_OPERATOR=1]")
+    parser.add_argument("--output", type=Path,
+                        default=Path(_env("BENCH_OUTPUT", str(Path(CHECKOUT_DIR) / "bench-results.json"))),
+                        help="where to write the results as JSON [BENCH_OUTPUT, ./bench-results.json]")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else DEFAULT_REPEAT
+    if args.idle_window is None:
+        args.idle_window = QUICK_IDLE_WINDOW_SECONDS if args.quick else DEFAULT_IDLE_WINDOW_SECONDS
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if args.idle_window <= 0:
+        parser.error("--idle-window must be positive")
+    return args
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, OperatorDeployment], list[Result]]]]:
+    """The figures to run, in order, each a callable producing its results."""
+    selected = set(args.only or FIGURES)
+    sizes = QUICK_BRING_UP_SIZES if args.quick else BRING_UP_SIZES
+    resource_counts = QUICK_RESOURCE_CLUSTER_COUNTS if args.quick else RESOURCE_CLUSTER_COUNTS
+    steps: list[tuple[str, Callable[[Sandbox, OperatorDeployment], list[Result]]]] = []
+    if "bring-up" in selected:
+        steps.append(("bring-up", lambda s, o: measure_bring_up(s, sizes, args.repeat)))
+    if "scale" in selected:
+        steps.append(("scale", lambda s, o: measure_scaling(s, args.repeat)))
+    if "recovery" in selected:
+        steps.append(("recovery", lambda s, o: measure_recovery(s, args.repeat)))
+    if selected & {"idle-requests", "resources"}:  # one fleet of idle clusters serves both
+        name = "+".join(f for f in ("idle-requests", "resources") if f in selected)
+        steps.append((name, lambda s, o: measure_idle_fleet(
+            s, o, requests_at=IDLE_CLUSTERS if "idle-requests" in selected else None,
+            window_seconds=args.idle_window,
+            resources_at=resource_counts if "resources" in selected else ())))
+    return steps
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("kubernetes", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    steps = plan(args)
+    log.info("figures: %s; %d run(s) per timed figure (median reported); idle windows %.0fs",
+             ", ".join(name for name, _ in steps), args.repeat, args.idle_window)
+    results: list[Result] = []
+    failed: list[str] = []
+    started = time.monotonic()
+    with sandbox_session() as sandbox:
+        operator = OperatorDeployment(sandbox)
+        operator.deploy(restart=args.restart_operator)
+        for name, run in steps:
+            log.info("--- %s", name)
+            try:
+                results.extend(run(sandbox, operator))
+            except KeyboardInterrupt:  # cleanup ran on the way out; show what was measured
+                log.warning("interrupted during %s", name)
+                failed.append(f"{name} (interrupted)")
+                break
+            except Exception:  # report the figure as failed and go on with the others
+                log.exception("figure %s failed", name)
+                failed.append(name)
+            finally:
+                write_json(results, args.output)  # partial results survive an interrupted run
+    print()
+    print(table(results))
+    print()
+    print(f"{len(results)} results in {time.monotonic() - started:.0f}s; written to {args.output}")
+    if failed:
+        print(f"FAILED figures: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
