@@ -118,7 +118,24 @@ def bench_namespace(sandbox: Sandbox, figure: str) -> Iterator[str]:
     try:
         yield name
     finally:
+        save_operator_log(sandbox, name)
         delete_namespace(core, name)
+
+
+def save_operator_log(sandbox: Sandbox, namespace: str) -> Path | None:
+    """Keep the operator's log lines about one figure's namespace (for "where did the time go"),
+    in the sandbox's logs directory, which outlives the operator pod."""
+    result = sandbox.kubectl("-n", OPERATOR_NAMESPACE, "logs", f"deploy/{OPERATOR_DEPLOYMENT}", "--tail=-1",
+                             check=False)
+    lines = [line for line in result.stdout.splitlines() if f"{namespace}/" in line or f"{namespace}." in line]
+    if not lines:
+        return None
+    directory = sandbox.config.logs_dir / "bench"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{namespace}.operator.log"
+    path.write_text("\n".join(lines) + "\n")
+    log.info("operator log lines about %s: %s", namespace, path)
+    return path
 
 
 def delete_namespace(core: k8s.CoreV1Api, name: str) -> None:

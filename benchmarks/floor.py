@@ -132,6 +132,8 @@ class RawCluster:
 
     def _start(self, index: int, state: str, existing: dict[int, RawMember]) -> RawMember:
         name = f"m{index}"
+        if _accepts_connections(self._client(index)):  # a stray etcd there would answer for ours
+            raise RuntimeError(f"floor cluster: {self._client(index)} is already in use by another process")
         initial = [f"m{i}={self._peer(i)}" for i in sorted(existing)] + [f"{name}={self._peer(index)}"]
         argv = [self._bin("etcd"), f"--name={name}", f"--data-dir={self.workdir / name}",
                 f"--listen-client-urls={self._client(index)}", f"--advertise-client-urls={self._client(index)}",

@@ -10,6 +10,7 @@ TIMEOUT_SECONDS="${DEMO_TIMEOUT_SECONDS:-300}"
 sandbox up
 kubectl apply -f crds/
 kubectl wait --for=condition=Established --timeout=60s crd --all
+kubectl api-resources --api-group=etcd.database.coreos.com >/dev/null  # refresh kubectl's discovery cache
 kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml -f deploy/operator.yaml
 kubectl -n etcd-operator rollout status deployment/etcd-operator --timeout=120s
 kubectl apply -n default -f examples/example-etcd-cluster.yaml

@@ -26,6 +26,8 @@ def operator(sandbox: Sandbox) -> Sandbox:
     sandbox.kubectl("apply", "-f", str(root / "crds"))
     sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                     "crd/etcdclusters.etcd.database.coreos.com")
+    # kubectl caches API discovery; refresh it so the new kind and its short name `etcd` resolve.
+    sandbox.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
     for manifest in ("namespace.yaml", "rbac.yaml", "operator.yaml"):
         sandbox.kubectl("apply", "-f", str(root / "deploy" / manifest))
     sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", "deployment/etcd-operator", "--timeout=120s")
