@@ -36,19 +36,24 @@ def daemon_pid(config: SandboxConfig) -> int | None:
     except (FileNotFoundError, ValueError, IndexError):
         return None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
         return None
+    if b"kube_sandbox.daemon" not in command_line:
+        return None  # the pid file is stale and the number went to another process
     return pid
 
 
 def is_up(config: SandboxConfig) -> bool:
-    if daemon_pid(config) is None:
+    pid = daemon_pid(config)
+    if pid is None:
         return False
     try:
-        return bool(ControlClient(config).status().get("ready"))
+        status = ControlClient(config).status()
     except (urllib.error.URLError, OSError):
         return False
+    # Another sandbox could be answering on these ports: it must be ours.
+    return bool(status.get("ready")) and status.get("pid") == pid
 
 
 def up(config: SandboxConfig) -> float:

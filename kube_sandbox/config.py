@@ -27,17 +27,22 @@ class SandboxConfig:
     s3_port: int = 16333
     s3_access_key: str = "sandbox-access-key"
     s3_secret_key: str = "sandbox-secret-key"
+    pod_ip_prefix: str = POD_IP_PREFIX
 
     @classmethod
     def from_env(cls) -> "SandboxConfig":
-        """$SANDBOX_DIR picks the state dir; $SANDBOX_PORT_OFFSET shifts every port (a second sandbox)."""
+        """$SANDBOX_DIR picks the state dir; $SANDBOX_PORT_OFFSET shifts every port and
+        $SANDBOX_POD_IP_PREFIX (e.g. 127.2) moves the pod IPs, for a second sandbox beside the first."""
         state_dir = Path(os.environ.get("SANDBOX_DIR", str(CHECKOUT_DIR / ".sandbox"))).resolve()
         offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0"))
         defaults = cls(state_dir=state_dir)
         ports = {name: getattr(defaults, name) + offset for name in (
             "apiserver_port", "storage_etcd_client_port", "storage_etcd_peer_port", "controller_manager_port",
             "kubelet_port", "control_api_port", "s3_port")}
-        return cls(state_dir=state_dir, **ports)
+        pod_ip_prefix = os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX)
+        if not pod_ip_prefix.startswith("127."):
+            raise ValueError(f"SANDBOX_POD_IP_PREFIX must be in 127.0.0.0/8, not {pod_ip_prefix!r}")
+        return cls(state_dir=state_dir, pod_ip_prefix=pod_ip_prefix, **ports)
 
     # --- addresses
     @property

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 
 from kube_sandbox import binaries
 from kube_sandbox.certs import admin_token
-from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAME, POD_IP_PREFIX, SandboxConfig
+from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAME, SandboxConfig
 from kube_sandbox.control_api import ControlApiServer
 from kube_sandbox.control_plane import ControlPlane
 from kube_sandbox.kubelet import KubeletSettings, ProcessKubelet
@@ -36,7 +36,7 @@ def admin_api_client(config: SandboxConfig) -> k8s.ApiClient:
 
 def kubelet_settings(config: SandboxConfig) -> KubeletSettings:
     return KubeletSettings(
-        node_name=NODE_NAME, host_ip=HOST_IP, pod_ip_prefix=POD_IP_PREFIX,
+        node_name=NODE_NAME, host_ip=HOST_IP, pod_ip_prefix=config.pod_ip_prefix,
         state_dir=config.kubelet_dir, hosts_file=config.hosts_file,
         apiserver_host=HOST_IP, apiserver_port=config.apiserver_port, ca_cert=config.ca_cert,
         venv_bin_dir=config.venv_bin_dir, cluster_domain=CLUSTER_DOMAIN,
