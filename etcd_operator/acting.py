@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from etcd_operator import actions as a
+from etcd_operator.cache import ObjectCache
 from etcd_operator.etcd_access import EtcdAccess
 from etcd_operator.etcdctl import Etcdctl
 from etcd_operator.kube.errors import AlreadyExists
@@ -23,17 +24,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ActionExecutor:
+    """Writes go to the API and, once accepted, straight into the watch caches: the next pass
+    must see what this one created even before the watch event arrives (or it would, say,
+    bootstrap a second seed)."""
+
     pods: Pods
     services: Services
     pvcs: PersistentVolumeClaims
     etcd: EtcdAccess
+    pod_cache: ObjectCache
+    service_cache: ObjectCache
+    pvc_cache: ObjectCache
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
         cluster = observed.cluster
         ns = cluster.namespace
         if isinstance(action, a.CreateServices):
             for name in action.names:
-                self._create(lambda: self.services.create(ns, build_service(cluster, name)))
+                self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
         elif isinstance(action, a.CreateSeedMember):
             self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster)
         elif isinstance(action, a.CreateMemberPod):
@@ -59,9 +67,9 @@ class ActionExecutor:
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
                            initial_cluster: a.InitialCluster) -> None:
         if cluster.require_spec().uses_persistent_volumes:
-            self._create(lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
+            self._create(self.pvc_cache, lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
         pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster)
-        self._create(lambda: self.pods.create(cluster.namespace, pod))
+        self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:
         """etcdctl against every started voting member (but `exclude`), so any live one can answer.
@@ -72,8 +80,8 @@ class ActionExecutor:
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
     @staticmethod
-    def _create(create: Callable[[], object]) -> None:
+    def _create(cache: ObjectCache, create: Callable[[], dict[str, Any]]) -> None:
         try:
-            create()
+            cache.upsert(create())
         except AlreadyExists:
             log.info("already exists; an earlier pass created it")

@@ -36,11 +36,12 @@ class Controller:
         self._core = CoreV1Api(api)
         self._supervisors: dict[Key, ClusterSupervisor] = {}
         self._lock = threading.Lock()
+        pods, services, pvcs = ObjectCache(), ObjectCache(), ObjectCache()
         self.context = SupervisorContext(
-            clusters=ObjectCache(), pods=ObjectCache(), services=ObjectCache(), pvcs=ObjectCache(),
+            clusters=ObjectCache(), pods=pods, services=services, pvcs=pvcs,
             cluster_api=EtcdClusters(api),
             executor=ActionExecutor(Pods(api), Services(api), PersistentVolumeClaims(api),
-                                    self._etcd_access()),
+                                    self._etcd_access(), pod_cache=pods, service_cache=services, pvc_cache=pvcs),
             etcd=self._etcd_access(),
             events=EventRecorder(api, component="etcd-operator"),
             metrics=metrics,
