@@ -37,25 +37,21 @@ class Controller:
         self._supervisors: dict[Key, ClusterSupervisor] = {}
         self._lock = threading.Lock()
         pods, services, pvcs = ObjectCache(), ObjectCache(), ObjectCache()
+        etcd = EtcdAccess(self._read_secret, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
             clusters=ObjectCache(), pods=pods, services=services, pvcs=pvcs,
             cluster_api=EtcdClusters(api),
             executor=ActionExecutor(Pods(api), Services(api), PersistentVolumeClaims(api),
-                                    self._etcd_access(), pod_cache=pods, service_cache=services, pvc_cache=pvcs),
-            etcd=self._etcd_access(),
+                                    etcd, pod_cache=pods, service_cache=services, pvc_cache=pvcs),
+            etcd=etcd,
             events=EventRecorder(api, component="etcd-operator"),
             metrics=metrics,
             resync_seconds=settings.resync_seconds,
             stop=stop,
         )
 
-    def _etcd_access(self) -> EtcdAccess:
-        if not hasattr(self, "_access"):
-            def read_secret(namespace: str, name: str) -> dict[str, Any]:
-                return fetch_json(self._core.read_namespaced_secret, name=name, namespace=namespace)
-
-            self._access = EtcdAccess(read_secret, binary=self.settings.etcdctl_binary)
-        return self._access
+    def _read_secret(self, namespace: str, name: str) -> dict[str, Any]:
+        return fetch_json(self._core.read_namespaced_secret, name=name, namespace=namespace)
 
     # --- running
 
