@@ -48,6 +48,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "in this run: the same membership changes done with raw etcdctl on plain etcd processes. "
                     f"Figures: {', '.join(FIGURES)}.",
     )
+    parser.epilog = ("The sandbox is shared with anyone else using it: the idle-requests figure scales the "
+                     "operator to 0 for a while, and others' activity skews the figures. For a sandbox of "
+                     "the benchmark's own: SANDBOX_DIR=/tmp/bench-sandbox SANDBOX_PORT_OFFSET=2000 "
+                     "SANDBOX_POD_IP_PREFIX=127.4 make bench")
     parser.add_argument("--only", action="append", choices=FIGURES, metavar="FIGURE",
                         help=f"run only this figure (repeatable): {', '.join(FIGURES)} [all]")
     parser.add_argument("--quick", action="store_true", default=_env("BENCH_QUICK", "") == "1",

@@ -82,25 +82,33 @@ class RawCluster:
         return self.changed_at - started
 
     def remove_members(self, count: int) -> float:
-        """`member remove` `count` non-leader members (newest first), each process stopped and gone."""
+        """`member remove` `count` non-leader members (newest first, one change at a time), then stop
+        their processes together (SIGTERM, as a graceful pod deletion does) and wait until they exited."""
         started = time.monotonic()
+        removed: list[RawMember] = []
         for _ in range(count):
             member = self._newest_follower()
             self._remove(member)
-            self._stop_process(member)
+            removed.append(self.members.pop(member.index))
+        for member in removed:
+            member.process.terminate()
+        for member in removed:
+            member.process.wait(EXIT_TIMEOUT_SECONDS)
         self.changed_at = time.monotonic()
         return self.changed_at - started
 
     def replace_member(self) -> float:
-        """A follower dies (SIGTERM); remove it, add a learner in its place, start it, promote it."""
+        """A follower is stopped (SIGTERM, as a pod deletion does); remove it, add a learner in its
+        place, start it, promote it. Done when the replacement votes and the old process has exited
+        (the operator's figure likewise waits until the deleted pod is gone)."""
         member = self._newest_follower()
         started = time.monotonic()
         member.process.terminate()
         del self.members[member.index]
         self._remove(member)
         self._add_one()
-        self.changed_at = time.monotonic()
         member.process.wait(EXIT_TIMEOUT_SECONDS)
+        self.changed_at = time.monotonic()
         return self.changed_at - started
 
     def wait_settled(self) -> None:
@@ -144,12 +152,6 @@ class RawCluster:
             member = RawMember(index, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
         self.members[index] = member
         return member
-
-    def _stop_process(self, member: RawMember) -> None:
-        """SIGTERM and wait for the exit, as a graceful pod deletion does."""
-        self.members.pop(member.index, None)
-        member.process.terminate()
-        member.process.wait(EXIT_TIMEOUT_SECONDS)
 
     # --- membership through etcdctl
 

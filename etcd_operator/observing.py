@@ -56,7 +56,10 @@ def observe_cluster(
                        is_learner=m.is_learner)
         for m in members
     )
-    health, statuses = _member_health(cluster, observed_members, etcd)
+    # A member whose pod is gone or terminating is dead for this pass: asking it would only cost a
+    # timeout. Leaving it out of the probes makes it count as unhealthy.
+    reachable = {p.member_name for p in observed_pods if p.ip and not p.deleting and not p.terminal}
+    health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
     return _replace(base, members=observed_members, health=health, endpoint_status=statuses)
 
 
