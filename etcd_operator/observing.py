@@ -3,6 +3,7 @@ view (member list, endpoint status and health through etcdctl), as an `ObservedC
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
@@ -50,7 +51,7 @@ def observe_cluster(
         # etcd 3.5 answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
         statuses = _pod_endpoint_status(cluster, observed_pods, etcd)
-        return _replace(base, member_list_error=str(e), endpoint_status=statuses)
+        return replace(base, member_list_error=str(e), endpoint_status=statuses)
     observed_members = tuple(
         ObservedMember(id=m.id, name=m.name, peer_urls=m.peer_urls, client_urls=m.client_urls,
                        is_learner=m.is_learner)
@@ -60,7 +61,7 @@ def observe_cluster(
     # timeout. Leaving it out of the probes makes it count as unhealthy.
     reachable = {p.member_name for p in observed_pods if p.ip and not p.deleting and not p.terminal}
     health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
-    return _replace(base, members=observed_members, health=health, endpoint_status=statuses)
+    return replace(base, members=observed_members, health=health, endpoint_status=statuses)
 
 
 def _member_health(
@@ -88,9 +89,7 @@ def _member_health(
         for status in client.endpoint_status():
             member = by_endpoint.get(status.endpoint)
             if member and status.reachable:
-                statuses[member.member_name] = EndpointStatus(
-                    member_id=status.member_id, leader_id=status.leader_id, version=status.version,
-                    raft_index=status.raft_index, raft_term=status.raft_term)
+                statuses[member.member_name] = _observed_status(status)
     except ctl.EtcdctlError as e:
         log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
     return health, statuses
@@ -107,15 +106,12 @@ def _pod_endpoint_status(cluster: EtcdCluster, pods: Sequence[ObservedPod], etcd
         for status in client.endpoint_status():
             name = by_endpoint.get(status.endpoint)
             if name and status.reachable:
-                statuses[name] = EndpointStatus(member_id=status.member_id, leader_id=status.leader_id,
-                                                version=status.version, raft_index=status.raft_index,
-                                                raft_term=status.raft_term)
+                statuses[name] = _observed_status(status)
     except (ctl.EtcdctlError, ValueError) as e:
         log.warning("%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
     return statuses
 
 
-def _replace(observed: ObservedCluster, **changes: Any) -> ObservedCluster:
-    from dataclasses import replace
-
-    return replace(observed, **changes)
+def _observed_status(status: ctl.EndpointStatus) -> EndpointStatus:
+    return EndpointStatus(member_id=status.member_id, leader_id=status.leader_id, version=status.version,
+                          raft_index=status.raft_index, raft_term=status.raft_term)

@@ -193,7 +193,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SandboxError, binaries.MissingBinary) as e:
         print(f"kube-sandbox: {e}", file=sys.stderr)
         return 1
-
-
-def kubeconfig_path() -> Path:
-    return SandboxConfig.from_env().kubeconfig

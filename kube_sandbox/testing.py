@@ -4,7 +4,6 @@ from __future__ import annotations
 import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from kubernetes import client as k8s
@@ -78,6 +77,3 @@ class Sandbox:
         argv = [str(etcdctl), f"--endpoints={','.join(endpoints)}", "--dial-timeout=3s",
                 "--command-timeout=10s", *args]
         return self.exec(argv, timeout=timeout)
-
-    def logs_dir(self) -> Path:
-        return self.config.logs_dir
