@@ -59,6 +59,12 @@ class ActionExecutor:
             self._etcd(observed).member_promote(action.member_id)
         elif isinstance(action, a.RemoveMember):
             self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
+            pod = observed.pod(action.member_name)
+            if pod is not None and not pod.deleting:
+                # A removed member's etcd exits and would crash-loop in its pod; until the pod is
+                # gone, every probe that reaches it waits out a timeout. (If we die before this,
+                # a later pass deletes the orphan.)
+                self.pods.delete(ns, pod.name)
         elif isinstance(action, a.MoveLeader):
             self._etcd(observed).move_leader(action.to_member_id)
         elif action.has_effect:
@@ -72,10 +78,12 @@ class ActionExecutor:
         self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:
-        """etcdctl against every started voting member (but `exclude`), so any live one can answer.
-        Learners are left out: they refuse membership calls ("rpc not supported for learner")."""
+        """etcdctl against every healthy voting member (but `exclude`), so any live one can answer;
+        an unhealthy one would only make a call wait out its timeout. Learners are left out: they
+        refuse membership calls ("rpc not supported for learner")."""
         cluster = observed.cluster
-        voters = [m for m in observed.voting_members if m.started]
+        voters = [m for m in observed.healthy_voters if m.started] or [
+            m for m in observed.voting_members if m.started]
         names = [m.member_name for m in voters if m.member_name != exclude] or [m.member_name for m in voters]
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 

@@ -239,8 +239,8 @@ class PromoteMember(_Action):
 
 @dataclass(frozen=True)
 class RemoveMember(_Action):
-    """`etcdctl member remove`; the member's pod (and PVC) become orphans and are deleted by
-    later passes. "member not found" means it is already done."""
+    """`etcdctl member remove`, then delete the member's pod at once (a removed etcd exits);
+    its PVC becomes an orphan deleted by a later pass. "member not found" means it is already done."""
 
     member_name: str
     member_id: int

@@ -43,15 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics = OperatorMetrics()
     endpoints = serve(settings.http_port, settings.http_address, metrics.registry, healthy=lambda: not stop.is_set())
     log.info("serving /metrics and /healthz on %s", endpoints.url)
-    controller = Controller(api, settings, metrics, stop)
     try:
         if not settings.leader_elect:
-            controller.run()
+            Controller(api, settings, metrics, stop).run()
             return 0
         elector = LeaderElector(api, settings.lease_namespace, settings.lease_name, settings.identity,
                                 lease_duration_seconds=LEASE_DURATION_SECONDS,
                                 renew_deadline_seconds=LEASE_RENEW_DEADLINE_SECONDS,
                                 retry_period_seconds=LEASE_RETRY_PERIOD_SECONDS)
+        controller = Controller(api, settings, metrics, stop, may_act=elector.holds_lease)
 
         def started_leading() -> None:
             metrics.is_leader.set(1)

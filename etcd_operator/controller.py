@@ -28,7 +28,8 @@ SUPERVISOR_JOIN_SECONDS = 10.0
 
 class Controller:
     def __init__(self, api: ApiClient, settings: OperatorSettings, metrics: OperatorMetrics,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
+        """`may_act` is asked before every action (leader election: is the lease surely ours?)."""
         self.settings = settings
         self.stop = stop
         self.metrics = metrics
@@ -48,6 +49,7 @@ class Controller:
             metrics=metrics,
             resync_seconds=settings.resync_seconds,
             stop=stop,
+            may_act=may_act,
         )
 
     def _read_secret(self, namespace: str, name: str) -> dict[str, Any]:

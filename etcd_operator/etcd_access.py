@@ -1,50 +1,92 @@
 """How the operator reaches one cluster's etcd: which endpoints, and which client certificate.
 
 With `spec.TLS.static.operatorSecret` the client certificate comes from that secret (CoreOS file
-names) and is written to a private directory the etcdctl wrapper reads.
+names) and is written to a private directory the etcdctl wrapper reads. The secret is read again
+at most every SECRET_REFRESH_SECONDS: every pass makes several etcdctl calls, and reading it for
+each would multiply the operator's API requests for TLS clusters.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import tempfile
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from etcd_operator import constants as c
-from etcd_operator.etcdctl import ClientTLS, Etcdctl
+from etcd_operator.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from etcd_operator.kube.errors import KubeError, Transient
 from etcd_operator.spec import EtcdCluster
 
+log = logging.getLogger(__name__)
+
 SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secret dict
+# A rotated operator certificate is picked up within this time.
+SECRET_REFRESH_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class _CachedTLS:
+    tls: ClientTLS
+    read_at: float  # monotonic seconds
 
 
 class EtcdAccess:
     """Builds `Etcdctl` clients for clusters; shared by all supervisors."""
 
-    def __init__(self, read_secret: SecretReader, *, binary: str | None = None) -> None:
+    def __init__(self, read_secret: SecretReader, *, binary: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._read_secret = read_secret
         self._binary = binary
+        self._clock = clock
         self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str, str], _CachedTLS] = {}
         self._tls_root = Path(tempfile.mkdtemp(prefix="etcd-operator-tls-"))
         os.chmod(self._tls_root, 0o700)
 
     def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *,
                command_timeout_seconds: float = 5.0) -> Etcdctl:
+        """etcdctl for the cluster; raises `ClientTLSUnavailable` (an `EtcdctlError`, handled
+        like an unreachable cluster) when the cluster needs a client certificate we cannot get."""
         spec = cluster.require_spec()
         tls = self._client_tls(cluster) if spec.tls.client_tls else None
         return Etcdctl(endpoints, binary=self._binary, tls=tls, command_timeout_seconds=command_timeout_seconds)
 
     def _client_tls(self, cluster: EtcdCluster) -> ClientTLS:
         secret_name = cluster.require_spec().tls.operator_secret
-        secret = self._read_secret(cluster.namespace, secret_name)
+        key = (cluster.namespace, cluster.name, secret_name)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached.read_at < SECRET_REFRESH_SECONDS:
+            return cached.tls
+        where = f"secret {cluster.namespace}/{secret_name} (spec.TLS.static.operatorSecret)"
+        try:
+            secret = self._read_secret(cluster.namespace, secret_name)
+        except Transient as e:
+            if cached is not None:  # keep the certificate we have through an API hiccup
+                log.warning("%s/%s: cannot re-read %s, keeping the one read before: %s",
+                            cluster.namespace, cluster.name, where, e)
+                return cached.tls
+            raise ClientTLSUnavailable(f"cannot read {where}: {e}") from e
+        except KubeError as e:
+            raise ClientTLSUnavailable(f"cannot read {where}: {e}") from e
+        tls = self._write_files(cluster, where, secret)
+        with self._lock:
+            self._cache[key] = _CachedTLS(tls, self._clock())
+        return tls
+
+    def _write_files(self, cluster: EtcdCluster, where: str, secret: dict[str, Any]) -> ClientTLS:
         data = secret.get("data") or {}
-        files = {name: base64.b64decode(data.get(name, "")) for name in
+        files = {name: base64.b64decode(data.get(name) or "") for name in
                  (c.OPERATOR_CA_FILE, c.OPERATOR_CERT_FILE, c.OPERATOR_KEY_FILE)}
         missing = [name for name, content in files.items() if not content]
         if missing:
-            raise ValueError(f"secret {cluster.namespace}/{secret_name} lacks {', '.join(missing)}")
+            raise ClientTLSUnavailable(f"{where} lacks {', '.join(missing)}")
         digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
         directory = self._tls_root / f"{cluster.namespace}_{cluster.name}_{digest}"
         with self._lock:

@@ -144,6 +144,11 @@ class Unreachable(EtcdctlError):
     itself had to be killed."""
 
 
+class ClientTLSUnavailable(EtcdctlError):
+    """The client certificate of a cluster serving TLS cannot be had (its secret is missing,
+    incomplete or unreadable): its etcd cannot be reached until it can."""
+
+
 class NotLeader(EtcdctlError):
     """The request needs the leader and the endpoint asked is not (or none is among the
     endpoints)."""

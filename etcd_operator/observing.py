@@ -5,20 +5,31 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from etcd_operator import etcdctl as ctl
 from etcd_operator.etcd_access import EtcdAccess
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import (
-    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, ObservedPod, parse_pod, parse_pvc,
+    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, parse_pod, parse_pvc,
 )
 from etcd_operator.spec import EtcdCluster
+from etcd_operator.tcp_probe import accepting_connections
 
 log = logging.getLogger(__name__)
 
 # Observation must stay quick when a member is dead: each dead endpoint costs one command timeout.
 PROBE_TIMEOUT_SECONDS = 2.0
+# Endpoints that do not accept a TCP connection within this are not asked at all: a refused
+# connection is known at once, a black-holed one costs this instead of PROBE_TIMEOUT_SECONDS.
+CONNECT_TIMEOUT_SECONDS = 1.0
+NOT_LISTENING = "no member pod accepts connections on its client port"
+
+Connectable = Callable[[Sequence[str]], set[str]]  # URLs -> those accepting a connection now
+
+
+def _accepting(urls: Sequence[str]) -> set[str]:
+    return accepting_connections(urls, CONNECT_TIMEOUT_SECONDS)
 
 
 def observe_cluster(
@@ -29,6 +40,7 @@ def observe_cluster(
     pvcs: Sequence[dict[str, Any]],
     etcd: EtcdAccess,
     now: datetime | None = None,
+    connectable: Connectable = _accepting,
 ) -> ObservedCluster:
     observed_pods = tuple(sorted((parse_pod(p) for p in pods), key=lambda p: p.name))
     base = ObservedCluster(
@@ -40,26 +52,30 @@ def observe_cluster(
     )
     if cluster.spec is None or cluster.paused:
         return base
-    # Ask every member whose pod has an address; any one that answers gives the member list.
-    endpoints = [member_client_url(cluster, pod.member_name) for pod in observed_pods
-                 if pod.ip and not pod.deleting and not pod.terminal]
-    if not endpoints:
+    # Ask every member whose pod has an address and whose etcd accepts connections; any one that
+    # answers gives the member list. A member whose pod is gone, terminating or not listening is
+    # left out of every probe (asking it would only cost a timeout), so it counts as unhealthy.
+    candidates = {member_client_url(cluster, pod.member_name): pod.member_name for pod in observed_pods
+                  if pod.ip and not pod.deleting and not pod.terminal}
+    if not candidates:
         return base
+    listening = connectable(list(candidates))
+    reachable = {name: url for url, name in candidates.items() if url in listening}
+    if not reachable:
+        return replace(base, member_list_error=NOT_LISTENING)
     try:
-        members = etcd.client(cluster, endpoints, command_timeout_seconds=PROBE_TIMEOUT_SECONDS).member_list()
+        client = etcd.client(cluster, list(reachable.values()), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
+        members = client.member_list()
     except (ctl.EtcdctlError, ValueError) as e:
         # etcd 3.5 answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
-        statuses = _pod_endpoint_status(cluster, observed_pods, etcd)
+        statuses = _endpoint_status(cluster, reachable, etcd)
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
     observed_members = tuple(
         ObservedMember(id=m.id, name=m.name, peer_urls=m.peer_urls, client_urls=m.client_urls,
                        is_learner=m.is_learner)
         for m in members
     )
-    # A member whose pod is gone or terminating is dead for this pass: asking it would only cost a
-    # timeout. Leaving it out of the probes makes it count as unhealthy.
-    reachable = {p.member_name for p in observed_pods if p.ip and not p.deleting and not p.terminal}
     health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
     return replace(base, members=observed_members, health=health, endpoint_status=statuses)
 
@@ -95,11 +111,9 @@ def _member_health(
     return health, statuses
 
 
-def _pod_endpoint_status(cluster: EtcdCluster, pods: Sequence[ObservedPod], etcd: EtcdAccess) -> dict[str, EndpointStatus]:
-    by_endpoint = {member_client_url(cluster, p.member_name): p.member_name for p in pods
-                   if p.ip and not p.deleting and not p.terminal}
-    if not by_endpoint:
-        return {}
+def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, EndpointStatus]:
+    """`endpoint status` of the reachable members (name -> client URL), by member name."""
+    by_endpoint = {url: name for name, url in reachable.items()}
     statuses: dict[str, EndpointStatus] = {}
     try:
         client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)

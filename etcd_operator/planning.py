@@ -27,6 +27,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
       the interrupted add instead of leaving a ghost member (the CoreOS bug);
     - started, spec on PVCs and its volume exists -> CreateMemberPod on that volume;
     - otherwise its data is gone: a dead member, removed in rule 9.
+    A started member whose emptyDir pod is being deleted is dead too (its data goes with the
+    pod); one on a volume waits for its pod to go (rule 11), then restarts on the volume.
  7. A terminal (Failed/Succeeded) member pod with a volume -> DeletePod, recreated by rule 6.
  8. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
@@ -250,9 +252,16 @@ def _plan_with_member_list(
     terminating: list[str] = []
     for member in ordered:
         pod = observed.pod(member.member_name)
+        on_volume = spec.uses_persistent_volumes and observed.volume(member.member_name) is not None
         if pod is not None:
-            if pod.deleting:
-                terminating.append(pod.name)
+            if not pod.deleting:
+                continue
+            if on_volume or not member.started:
+                terminating.append(pod.name)  # restarts on its volume / its add completes once it is gone
+                continue
+            # A pod being deleted never comes back, and its emptyDir data goes with it: the member
+            # is dead already. Replacing it now, not once the pod object is gone, saves the grace period.
+            dead.append(member)
             continue
         if not member.started:
             if member_peer_url(cluster, member.member_name) in member.peer_urls:
@@ -263,7 +272,7 @@ def _plan_with_member_list(
                 )
             dead.append(member)  # not a peer URL this operator gives out: cannot start it
             continue
-        if spec.uses_persistent_volumes and observed.volume(member.member_name) is not None:
+        if on_volume:
             return CreateMemberPod(
                 member.member_name,
                 observed.initial_cluster(),

@@ -229,13 +229,13 @@ def parse_recorded_status(status: Any) -> RecordedStatus:
     )
     phase = str(status.get("phase") or "")
     size = status.get("size")
-    # A cluster adopted from the CoreOS operator has no `bootstrapped`, but Running or a
-    # non-zero size tells the same.
-    bootstrapped = (
-        status.get("bootstrapped") is True
-        or phase == "Running"
-        or (isinstance(size, int) and size > 0)
-    )
+    if "bootstrapped" in status:
+        bootstrapped = status["bootstrapped"] is True
+    else:
+        # A cluster adopted from the CoreOS operator has no `bootstrapped`, but Running or a
+        # non-zero size tells the same. (Our own status counts a seed pod in `size` before its
+        # member ever ran, so this is only for statuses we did not write.)
+        bootstrapped = phase == "Running" or (isinstance(size, int) and size > 0)
     return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions)
 
 

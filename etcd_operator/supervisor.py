@@ -6,11 +6,12 @@ while waiting on etcd (a learner catching up, a member starting) it polls briefl
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from etcd_operator import actions as a
 from etcd_operator import constants as c
@@ -49,6 +50,7 @@ class SupervisorContext:
     metrics: OperatorMetrics
     resync_seconds: float
     stop: threading.Event
+    may_act: Callable[[], bool] = lambda: True  # asked before every action (leader election)
 
 
 class ClusterSupervisor:
@@ -59,6 +61,7 @@ class ClusterSupervisor:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._last_error: str | None = None
+        self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
         self._thread = threading.Thread(target=self._run, name=f"supervisor {key[0]}/{key[1]}", daemon=True)
 
     def start(self) -> None:
@@ -129,26 +132,39 @@ class ClusterSupervisor:
         )
         action = plan_next_action(observed)
         error: str | None = None
+        if action.has_effect and not ctx.may_act():
+            # Our lease may have expired (a frozen process, a cut network): a successor may be
+            # acting. The elector ends this process once it notices; until then, change nothing.
+            self.log.warning("not acting (%s): leadership not confirmed within the renew deadline", action.kind)
+            return WAIT_POLL_SECONDS
         if action.has_effect:
-            self.log.info("%s", action.describe())
+            # A change etcd keeps refusing is retried every WAIT_POLL_SECONDS: say so once, not each time.
+            retrying = self._postponed == action.kind
+            self.log.log(logging.DEBUG if retrying else logging.INFO, "%s", action.describe())
             try:
                 ctx.executor.execute(action, observed)
-            except ctl.ClusterUnhealthy as e:
-                # etcd refuses membership changes until every member has been connected a while.
-                self.log.info("%s postponed: %s; retrying in %.1fs", action.kind, _short_error(e), WAIT_POLL_SECONDS)
-                self._write_status(raw, observed, action, None)
-                return WAIT_POLL_SECONDS
-            except (ctl.LearnerNotReady, ctl.TooManyLearners) as e:
-                self.log.info("%s postponed: %s", action.kind, _short_error(e))
+            except (ctl.ClusterUnhealthy, ctl.LearnerNotReady, ctl.TooManyLearners) as e:
+                # etcd refuses membership changes until every member has been connected a while,
+                # and a promotion until the learner caught up.
+                if not retrying:
+                    self.log.info("%s postponed: %s; retrying every %.1fs until etcd accepts it",
+                                  action.kind, _short_error(e), WAIT_POLL_SECONDS)
+                self._postponed = action.kind
                 self._write_status(raw, observed, action, None)
                 return WAIT_POLL_SECONDS
             except (ctl.EtcdctlError, KubeError) as e:
+                self._postponed = None
                 error = _short_error(e)
                 self._last_error = error
                 self._write_status(raw, observed, action, error)
                 raise
+            if retrying:
+                self.log.info("%s", action.describe())  # the attempt that went through
+            self._postponed = None
             self._last_error = None
             ctx.metrics.count_membership_change(cluster.namespace, cluster.name, action.kind)
+        else:
+            self._postponed = None
         if action.event_reason:
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
         if isinstance(action, a.ReportQuorumLoss):

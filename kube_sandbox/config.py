@@ -54,6 +54,11 @@ class SandboxConfig:
         return f"http://{HOST_IP}:{self.s3_port}"
 
     @property
+    def dns_address(self) -> str:
+        """The cluster DNS server (UDP 53): `<pod prefix>.0.0`, an address pod IPs never take (x.y, y >= 1)."""
+        return f"{self.pod_ip_prefix}.0.0"
+
+    @property
     def control_api_url(self) -> str:
         return f"http://{HOST_IP}:{self.control_api_port}"
 
@@ -81,6 +86,10 @@ class SandboxConfig:
     @property
     def hosts_file(self) -> Path:
         return self.state_dir / "hosts"
+
+    @property
+    def resolv_conf(self) -> Path:
+        return self.state_dir / "resolv.conf"
 
     @property
     def kubelet_dir(self) -> Path:

@@ -20,7 +20,7 @@ from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAME, SandboxConfi
 from kube_sandbox.control_api import ControlApiServer
 from kube_sandbox.control_plane import ControlPlane
 from kube_sandbox.kubelet import KubeletSettings, ProcessKubelet
-from kube_sandbox.namespace import bind_hosts_file
+from kube_sandbox.namespace import bind_hosts_file, bind_resolv_conf
 from kube_sandbox.s3 import s3_server
 
 log = logging.getLogger("kube_sandbox.daemon")
@@ -41,6 +41,7 @@ def kubelet_settings(config: SandboxConfig) -> KubeletSettings:
         apiserver_host=HOST_IP, apiserver_port=config.apiserver_port, ca_cert=config.ca_cert,
         venv_bin_dir=config.venv_bin_dir, cluster_domain=CLUSTER_DOMAIN,
         kubelet_port=config.kubelet_port, etcd_binaries=binaries.etcd_binaries(),
+        dns_address=config.dns_address,
     )
 
 
@@ -52,6 +53,8 @@ def run(config: SandboxConfig) -> int:
     log.info("sandbox daemon pid %d, state dir %s", os.getpid(), config.state_dir)
 
     bind_hosts_file(config.hosts_file)
+    if not bind_resolv_conf(config.resolv_conf, config.dns_address):
+        log.warning("no /etc/resolv.conf on this machine to point at the cluster DNS server")
     control_plane = ControlPlane(config, stop)
     s3 = s3_server(config)
     kubelet: ProcessKubelet | None = None

@@ -1,7 +1,10 @@
-"""The private mount namespace every sandbox process lives in, where /etc/hosts is the sandbox's.
+"""The private mount namespace every sandbox process lives in, where /etc/hosts and
+/etc/resolv.conf are the sandbox's.
 
-The machine's /etc/hosts is never touched: the daemon starts under `unshare --mount` and
-bind-mounts the sandbox hosts file over /etc/hosts there; its children inherit the view.
+The machine's files are never touched: the daemon starts under `unshare --mount` and bind-mounts
+the sandbox hosts file over /etc/hosts and a resolv.conf naming the sandbox's own DNS server over
+/etc/resolv.conf there; its children inherit the view. So no lookup made inside the sandbox ever
+reaches the machine's resolver (which may be off loopback).
 """
 from __future__ import annotations
 
@@ -33,6 +36,17 @@ def bind_hosts_file(hosts_file: Path) -> None:
     if not hosts_file.exists():
         hosts_file.write_text(INITIAL_HOSTS)
     subprocess.run(["mount", "--bind", str(hosts_file), "/etc/hosts"], check=True, capture_output=True)
+
+
+def bind_resolv_conf(resolv_conf: Path, nameserver: str) -> bool:
+    """Called inside the new namespace: make /etc/resolv.conf name only `nameserver`.
+    False (and nothing mounted) on a machine without /etc/resolv.conf."""
+    if not Path("/etc/resolv.conf").exists():
+        return False
+    # ndots:1 tries dotted names as they are first; one short try, as the server is local.
+    resolv_conf.write_text(f"nameserver {nameserver}\noptions ndots:1 timeout:1 attempts:2\n")
+    subprocess.run(["mount", "--bind", str(resolv_conf), "/etc/resolv.conf"], check=True, capture_output=True)
+    return True
 
 
 def mount_namespace_id(pid: int) -> str | None:

@@ -4,8 +4,10 @@ exactly one manages etcd clusters at a time.
 The algorithm is client-go's: take the lease if it is free (no holder), ours, or expired; write
 it with the resourceVersion we read (optimistic concurrency: two candidates cannot both win);
 renew every retry period; give up leadership if renewals keep failing past the renew deadline
-(the operator then exits, so a replica that lost touch never acts alongside its successor);
-release the lease on a clean stop so a successor takes over at once.
+(the operator then exits, so a replica that lost touch never acts alongside its successor; no
+request may outlast that deadline, which leaves the rest of the lease duration for the exit);
+on a clean stop, release the lease once the leader's work has ended, so a successor takes over
+at once but never while we may still act.
 
 Expiry is judged by how long *we* have seen the same lease record unchanged, not by comparing
 its renewTime with our clock, so clock skew between replicas cannot cause two leaders.
@@ -27,6 +29,12 @@ from etcd_operator.kube.client import fetch_json_once
 from etcd_operator.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 logger = logging.getLogger(__name__)
+
+# Candidates retry at a random point of [1, ACQUIRE_RETRY_JITTER] retry periods, so that several
+# started together do not keep colliding.
+ACQUIRE_RETRY_JITTER = 1.2
+# The shortest timeout a request gets when little is left before the renew deadline.
+MIN_REQUEST_TIMEOUT_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -140,12 +148,21 @@ class LeaderElector:
         self._request_timeout = max(1.0, renew_deadline_seconds / 2)
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        # When the attempt that last wrote the lease began: the lease is ours until at least
+        # then + lease duration, whatever the write's latency.
+        self._renewal_started_at = 0.0
         self._leading = threading.Event()
         self._work_failed = threading.Event()
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    def holds_lease(self) -> bool:
+        """Leading, and the lease surely still ours: the last renewal began less than the renew
+        deadline ago. Asked before every action, so a leader that was frozen (a paused process, a
+        cut network) and wakes up does not act on before its elector notices the loss."""
+        return self._leading.is_set() and time.monotonic() < self._renewal_started_at + self.renew_deadline_seconds
 
     def run(
         self,
@@ -156,10 +173,12 @@ class LeaderElector:
         """Campaign until `stop`; while leading, keep the lease renewed.
 
         `on_started_leading` runs in a thread of its own (it may block, e.g. run the
-        controller); if it raises, leadership is given up rather than held with nobody
-        working. `on_stopped_leading` runs in this thread when leadership ends: lost
-        (renewals failed past the deadline, or another holder appeared) or given up because
-        `stop` was set or the work failed; the lease is released first unless it was lost.
+        controller, and must return soon after `stop` is set); if it raises, leadership is
+        given up rather than held with nobody working. `on_stopped_leading` runs in this
+        thread when leadership ends: lost (renewals failed past the deadline, or another
+        holder appeared) or given up because `stop` was set or the work failed. When given up,
+        the lease is released first, but only once `on_started_leading` has returned (and
+        only if it does so within the renew deadline: otherwise the lease is left to expire).
         Returns after that.
         """
         lease = f"{self.namespace}/{self.name}"
@@ -169,14 +188,15 @@ class LeaderElector:
         self._leading.set()
         logger.info("leader election: %s became leader (lease %s)", self.identity, lease)
         self._work_failed.clear()
-        threading.Thread(target=self._lead, args=(on_started_leading,), name="leading", daemon=True).start()
+        work = threading.Thread(target=self._lead, args=(on_started_leading,), name="leading", daemon=True)
+        work.start()
         lost = True
         try:
             lost = self._renew_until_lost(stop)
         finally:
             self._leading.clear()
             if not lost:
-                self._release()
+                self._release_after(work)
             logger.info("leader election: %s stopped leading (lease %s)", self.identity, lease)
             on_stopped_leading()
 
@@ -184,7 +204,7 @@ class LeaderElector:
         while not stop.is_set():
             if self._try_acquire_or_renew():
                 return True
-            stop.wait(self.retry_period_seconds * random.uniform(1.0, 1.2))
+            stop.wait(self.retry_period_seconds * random.uniform(1.0, ACQUIRE_RETRY_JITTER))
         return False
 
     def _lead(self, on_started_leading: Callable[[], None]) -> None:
@@ -197,36 +217,57 @@ class LeaderElector:
     def _renew_until_lost(self, stop: threading.Event) -> bool:
         """Renew until `stop` or the work fails (returns False: ours to release) or the lease
         is lost (returns True)."""
-        last_renewed = time.monotonic()
         while not stop.wait(self.retry_period_seconds):
             if self._work_failed.is_set():
                 return False
-            if self._try_acquire_or_renew():
-                last_renewed = time.monotonic()
+            deadline = self._renewal_started_at + self.renew_deadline_seconds
+            if time.monotonic() < deadline and self._try_acquire_or_renew(deadline):
                 continue
             observed = self._observed
             if observed is not None and observed.holder_identity not in ("", self.identity):
                 logger.error("leader election: lease taken over by %s", observed.holder_identity)
                 return True
-            if time.monotonic() - last_renewed >= self.renew_deadline_seconds:
+            if time.monotonic() >= deadline:
                 logger.error(
                     "leader election: could not renew lease for %.0fs (deadline %.0fs); giving up leadership",
-                    time.monotonic() - last_renewed, self.renew_deadline_seconds,
+                    time.monotonic() - self._renewal_started_at, self.renew_deadline_seconds,
                 )
                 return True
         return False
+
+    def _release_after(self, work: threading.Thread) -> None:
+        """Release the lease once the leader's work has ended: until then it may still act, and a
+        successor must not start alongside it. The lease is surely ours until the renew deadline;
+        work that outlasts it leaves the lease to expire instead."""
+        work.join(max(0.0, self._renewal_started_at + self.renew_deadline_seconds - time.monotonic()))
+        if work.is_alive():
+            logger.warning("leader election: the leader's work has not ended by the renew deadline; "
+                           "not releasing the lease (it expires in %ds)", self.lease_duration_seconds)
+            return
+        self._release()
 
     def _observe(self, record: LeaseRecord) -> None:
         if self._observed is None or record.resource_version != self._observed.resource_version:
             self._observed = record
             self._observed_at = time.monotonic()
 
-    def _try_acquire_or_renew(self) -> bool:
+    def _request_timeout_until(self, deadline: float | None) -> float:
+        """A request timeout that does not reach past `deadline` (a time.monotonic() value)."""
+        if deadline is None:
+            return self._request_timeout
+        return max(MIN_REQUEST_TIMEOUT_SECONDS, min(self._request_timeout, deadline - time.monotonic()))
+
+    def _try_acquire_or_renew(self, deadline: float | None = None) -> bool:
+        """One attempt to write the lease as ours; no request outlasts `deadline`."""
+        started_at = time.monotonic()
         now = datetime.now(timezone.utc)
         try:
-            lease = self._get()
+            lease = self._get(self._request_timeout_until(deadline))
         except NotFound:
-            return self._create(now)
+            if not self._create(now, self._request_timeout_until(deadline)):
+                return False
+            self._renewal_started_at = started_at
+            return True
         except KubeError as error:
             logger.warning("leader election: cannot read lease: %s", error)
             return False
@@ -238,15 +279,18 @@ class LeaderElector:
         if record.holder_identity not in ("", self.identity):
             logger.info("leader election: lease held by %s expired; taking over", record.holder_identity)
         spec = held_lease_spec(self.identity, record, self.lease_duration_seconds, now)
-        return self._replace(lease, spec)
+        if not self._replace(lease, spec, self._request_timeout_until(deadline)):
+            return False
+        self._renewal_started_at = started_at
+        return True
 
-    def _get(self) -> dict[str, Any]:
+    def _get(self, timeout: float) -> dict[str, Any]:
         return fetch_json_once(
             self._coordination.read_namespaced_lease, name=self.name, namespace=self.namespace,
-            _request_timeout=self._request_timeout,
+            _request_timeout=timeout,
         )
 
-    def _create(self, now: datetime) -> bool:
+    def _create(self, now: datetime, timeout: float) -> bool:
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -256,7 +300,7 @@ class LeaderElector:
         try:
             created = fetch_json_once(
                 self._coordination.create_namespaced_lease, namespace=self.namespace, body=body,
-                _request_timeout=self._request_timeout,
+                _request_timeout=timeout,
             )
         except AlreadyExists:
             return False  # another candidate created it first
@@ -266,13 +310,13 @@ class LeaderElector:
         self._observe(LeaseRecord.from_lease(created))
         return True
 
-    def _replace(self, lease: dict[str, Any], spec: dict[str, Any]) -> bool:
+    def _replace(self, lease: dict[str, Any], spec: dict[str, Any], timeout: float) -> bool:
         metadata = {key: value for key, value in (lease.get("metadata") or {}).items() if key != "managedFields"}
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
         try:
             written = fetch_json_once(
                 self._coordination.replace_namespaced_lease, name=self.name, namespace=self.namespace, body=body,
-                _request_timeout=self._request_timeout,
+                _request_timeout=timeout,
             )
         except Conflict:
             return False  # someone wrote it since we read it; judge again next round
@@ -284,11 +328,11 @@ class LeaderElector:
 
     def _release(self) -> None:
         try:
-            lease = self._get()
+            lease = self._get(self._request_timeout)
             record = LeaseRecord.from_lease(lease)
             if record.holder_identity != self.identity:
                 return
-            if self._replace(lease, released_lease_spec(record, datetime.now(timezone.utc))):
+            if self._replace(lease, released_lease_spec(record, datetime.now(timezone.utc)), self._request_timeout):
                 logger.info("leader election: released lease %s/%s", self.namespace, self.name)
         except KubeError as error:
             logger.warning("leader election: could not release lease (it will expire instead): %s", error)

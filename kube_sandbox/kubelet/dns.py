@@ -1,4 +1,5 @@
-"""Pod and Service DNS names, served through the sandbox hosts file instead of a DNS server.
+"""Pod and Service DNS names, served through the sandbox hosts file (and the same records by the
+cluster DNS server in dns_server.py, for programs that cache the hosts file).
 
 The hosts file is bind-mounted over /etc/hosts in the sandbox's mount namespace, so it must be
 rewritten in place (same inode): replacing it would leave the mount pointing at the old file.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -145,26 +147,48 @@ def write_in_place(path: Path, content: str) -> bool:
     return True
 
 
+def parse_hosts(content: str) -> dict[str, list[str]]:
+    """Lowercase name -> its IPv4 addresses, in file order."""
+    names: dict[str, list[str]] = {}
+    for line in content.splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) < 2 or ":" in words[0]:
+            continue
+        for name in words[1:]:
+            addresses = names.setdefault(name.lower(), [])
+            if words[0] not in addresses:
+                addresses.append(words[0])
+    return names
+
+
 class HostsFile:
-    """The sandbox hosts file, regenerated from pods and services."""
+    """The sandbox hosts file, regenerated from pods and services; `lookup` answers from the
+    records last written (what the cluster DNS server serves)."""
 
     def __init__(self, path: Path, cluster_domain: str) -> None:
         self.path = path
         self.cluster_domain = cluster_domain
+        self._lock = threading.Lock()
+        self._names: dict[str, list[str]] = {}
 
     def update(self, pods: Iterable[dict[str, Any]], services: Iterable[dict[str, Any]]) -> bool:
         pod_records = [r for r in (pod_record(p) for p in pods) if r is not None]
         service_records = [r for r in (service_record(s) for s in services) if r is not None]
-        try:
-            current = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            current = ""
-        content = render_hosts(current, pod_records, service_records, self.cluster_domain)
-        changed = write_in_place(self.path, content)
+        with self._lock:
+            try:
+                current = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = ""
+            content = render_hosts(current, pod_records, service_records, self.cluster_domain)
+            changed = write_in_place(self.path, content)
+            self._names = parse_hosts(content)
         if changed:
             log.debug("hosts file %s rewritten (%d pods, %d services)", self.path, len(pod_records),
                       len(service_records))
         return changed
+
+    def lookup(self, name: str) -> list[str]:
+        return list(self._names.get(name.lower().rstrip("."), ()))
 
 
 def _ip_key(ip: str) -> tuple[int, ...]:

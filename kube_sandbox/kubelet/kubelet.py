@@ -1,7 +1,8 @@
 """ProcessKubelet: the sandbox's only node. Binds pending pods to itself and runs them as processes.
 
 Threads: node heartbeats, a pod watch (binding + one PodWorker per pod), a service watch, the
-hosts-file writer, an event sender and the optional log server; all share one stop Event.
+hosts-file writer, the cluster DNS server, an event sender and the optional log server; all share
+one stop Event.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kubernetes import client as k8s
 
 from kube_sandbox.kubelet.containers import ContainerProcess, reap_orphans
 from kube_sandbox.kubelet.dns import HostsFile
+from kube_sandbox.kubelet.dns_server import DnsServer
 from kube_sandbox.kubelet.events import NORMAL, EventRecorder
 from kube_sandbox.kubelet.images import ImageCatalog
 from kube_sandbox.kubelet.ipam import IpAllocator
@@ -47,6 +49,9 @@ class ProcessKubelet:
         self._workers: dict[str, PodWorker] = {}
         self._pods: dict[str, dict[str, Any]] = {}  # every pod in the cluster, by uid (for DNS)
         self._services: dict[str, dict[str, Any]] = {}
+        # Pod IPs handed out by our workers but maybe not yet in the watched pod (status in flight).
+        self._assigned_ips: dict[str, str] = {}
+        self._hosts_lock = threading.Lock()  # one hosts update at a time, each from a newer snapshot
         self._dns_dirty = threading.Event()
         self._first_pod_list = True
         self.ipam = IpAllocator(settings.pod_ip_prefix)
@@ -58,9 +63,11 @@ class ProcessKubelet:
             images=ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir),
             volumes=VolumeManager(self.api, settings), events=self.events, stop=self._stop,
             node_down=self._node_down, on_worker_done=self._worker_done,
+            on_address_assigned=self._address_assigned,
         )
         self._threads: list[threading.Thread] = []
         self._log_server: Any = None
+        self._dns_server: DnsServer | None = None
 
     # ----------------------------------------------------------------- start / stop
 
@@ -81,6 +88,12 @@ class ProcessKubelet:
             self.api, object_path("", "v1", "services"), self._stop, self._on_service_list, self._on_service_event,
             "services"))
         self._spawn("kubelet-dns", self._dns_loop)
+        if s.dns_address:
+            try:
+                self._dns_server = DnsServer(self.hosts.lookup, s.dns_address)
+                self._dns_server.start()
+            except OSError:  # names still resolve from the hosts file, only up to 5 s late in Go programs
+                log.exception("cluster DNS server could not start on %s", s.dns_address)
         if s.kubelet_port:
             from kube_sandbox.kubelet.logserver import LogServer
 
@@ -110,6 +123,8 @@ class ProcessKubelet:
             t.join(grace_seconds + JOIN_SECONDS)
         if self._log_server is not None:
             self._log_server.stop()
+        if self._dns_server is not None:
+            self._dns_server.stop()
         self.api.close()
         for thread in [*self._threads, *(w.thread for w in workers)]:
             if thread.is_alive():
@@ -196,7 +211,16 @@ class ProcessKubelet:
     def _worker_done(self, uid: str) -> None:
         with self._lock:
             self._workers.pop(uid, None)
+            self._assigned_ips.pop(uid, None)
         self._dns_dirty.set()
+
+    def _address_assigned(self, uid: str, ip: str) -> None:
+        """A worker gave its pod an IP and is about to start its containers: publish the pod's
+        names now, as a real kubelet writes the pod's own /etc/hosts before starting it, so the
+        pod's first lookup of its own name already succeeds."""
+        with self._lock:
+            self._assigned_ips[uid] = ip
+        self._update_hosts()
 
     # ----------------------------------------------------------------- services and DNS
 
@@ -219,13 +243,17 @@ class ProcessKubelet:
             self._dns_dirty.clear()
             if self._stop.is_set():
                 return
-            with self._lock:
-                pods = list(self._pods.values())
-                services = list(self._services.values())
             try:
-                self.hosts.update(pods, services)
+                self._update_hosts()
             except Exception:
                 log.exception("hosts file update failed; retrying in %.0fs", DNS_RESYNC_SECONDS)
+
+    def _update_hosts(self) -> None:
+        with self._hosts_lock:
+            with self._lock:
+                pods = [_with_ip(pod, self._assigned_ips.get(uid)) for uid, pod in self._pods.items()]
+                services = list(self._services.values())
+            self.hosts.update(pods, services)
 
     # ----------------------------------------------------------------- faults
 
@@ -320,3 +348,11 @@ class ProcessKubelet:
 
     def container_running(self, namespace: str, pod: str, container: str) -> bool:
         return self.pod_process_pid(namespace, pod, container) is not None
+
+
+def _with_ip(pod: dict[str, Any], ip: str | None) -> dict[str, Any]:
+    """`pod` with status.podIP filled in from our own assignment when its status lacks one yet."""
+    status = pod.get("status") or {}
+    if ip is None or status.get("podIP"):
+        return pod
+    return {**pod, "status": {**status, "podIP": ip}}

@@ -65,6 +65,7 @@ class PodServices:
     stop: threading.Event  # the kubelet is shutting down
     node_down: threading.Event  # stop_node() fault: act on nothing until start_node()
     on_worker_done: Callable[[str], None]  # uid; called after the pod is gone for good
+    on_address_assigned: Callable[[str, str], None]  # (uid, ip); before any container starts
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,7 @@ class PodWorker:
             else:
                 self.ip = self.services.ipam.allocate(self.uid)
                 self.log.info("assigned pod IP %s", self.ip)
+                self.services.on_address_assigned(self.uid, self.ip)
         if not self.images_resolved:
             for st in [*self.init_states, *self.states]:
                 self._resolve_image(st)

@@ -23,6 +23,7 @@ class KubeletSettings:
     cluster_domain   DNS suffix of services and pods (`cluster.local`)
     kubelet_port     HTTPS port of the container-log server (`kubectl logs`); 0 disables it
     etcd_binaries    etcd version ("3.5.1") -> directory holding etcd, etcdctl (and etcdutl)
+    dns_address      loopback address of the cluster DNS server (UDP port 53); "" runs none
     """
 
     node_name: str
@@ -37,6 +38,7 @@ class KubeletSettings:
     cluster_domain: str = "cluster.local"
     kubelet_port: int = 0
     etcd_binaries: dict[str, Path] = field(default_factory=dict)
+    dns_address: str = ""
 
     @property
     def pods_dir(self) -> Path:

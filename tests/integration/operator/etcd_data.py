@@ -18,9 +18,10 @@ def peer_url(clusters: Clusters, cluster: str, member: str) -> str:
 
 
 def read_prefix(sandbox: Sandbox, endpoints: Sequence[str], prefix: str, *,
-                serializable: bool = False) -> dict[str, str]:
-    """Every key under `prefix` with its value; `serializable` reads the endpoint's local copy."""
-    args = ["get", prefix, "--prefix", "-w", "json"]
+                serializable: bool = False, flags: Sequence[str] = ()) -> dict[str, str]:
+    """Every key under `prefix` with its value; `serializable` reads the endpoint's local copy;
+    `flags` are extra etcdctl flags (e.g. TLS files)."""
+    args = [*flags, "get", prefix, "--prefix", "-w", "json"]
     if serializable:
         args.append("--consistency=s")
     result = sandbox.etcdctl(endpoints, *args)

@@ -36,6 +36,18 @@ def forbidden_lines(logs: str, *, allowed: tuple[str, ...] = ()) -> list[str]:
     return [line for line in logs.splitlines() if "Forbidden" in line and not any(s in line for s in skip)]
 
 
+def operator_pod_logs(sandbox: Sandbox, pod: str, *, previous: bool = False) -> str:
+    """One operator pod's log (of its current or previous container), where several run."""
+    args = ["-n", OPERATOR_NAMESPACE, "logs", pod, "-c", OPERATOR_CONTAINER, "--tail=-1"]
+    if previous:
+        args.append("--previous")
+    return sandbox.kubectl(*args, check=False).stdout
+
+
+def pod_ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
 def operator_pods(sandbox: Sandbox) -> list[Any]:
     core = k8s.CoreV1Api(sandbox.api_client())
     return list(core.list_namespaced_pod(OPERATOR_NAMESPACE, label_selector=OPERATOR_POD_SELECTOR).items)
@@ -47,8 +59,7 @@ def running_operator_pod(sandbox: Sandbox) -> Any:
         live = [p for p in operator_pods(sandbox) if p.metadata.deletion_timestamp is None]
         if len(live) != 1 or not live[0].status.pod_ip:
             return None
-        ready = any(c.type == "Ready" and c.status == "True" for c in live[0].status.conditions or [])
-        return live[0] if ready else None
+        return live[0] if pod_ready(live[0]) else None
     return wait_for(single_ready, timeout=START_TIMEOUT_SECONDS, what="one ready operator pod")
 
 
@@ -80,12 +91,21 @@ def operator_stopped(sandbox: Sandbox) -> Iterator[None]:
 def operator_metric(sandbox: Sandbox, name: str, labels: dict[str, str]) -> float | None:
     """The value of one sample on the operator's /metrics (pod IPs are loopback: reachable from
     the test process), or None when the operator does not export it."""
-    pod = running_operator_pod(sandbox)
+    return pod_metric(running_operator_pod(sandbox), name, labels)
+
+
+def pod_metric_samples(pod: Any, name: str, labels: dict[str, str]) -> list[float]:
+    """The values of every sample `name` of one operator pod whose labels include `labels`."""
     url = f"http://{pod.status.pod_ip}:{METRICS_PORT}/metrics"
     with urllib.request.urlopen(url, timeout=5) as response:
         text = response.read().decode()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return None
+    return [float(sample.value)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())]
+
+
+def pod_metric(pod: Any, name: str, labels: dict[str, str]) -> float | None:
+    """The first matching sample of one operator pod, or None when it does not export it."""
+    values = pod_metric_samples(pod, name, labels)
+    return values[0] if values else None

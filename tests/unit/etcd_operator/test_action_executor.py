@@ -1,14 +1,16 @@
-"""The executor makes its writes visible to the next pass at once (read-your-writes)."""
+"""The executor: its writes are visible to the next pass at once (read-your-writes), and each
+action's calls go where they should."""
 from __future__ import annotations
 
 from typing import Any
 
-from etcd_cluster_builders import raw_cluster
+from etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
 
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.cache import ObjectCache
 from etcd_operator.etcd_access import EtcdAccess
+from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
@@ -44,3 +46,49 @@ def test_a_created_seed_pod_is_seen_by_the_next_pass_before_any_watch_event() ->
     second = plan_next_action(ObservedCluster(cluster=cluster, services=services_present,
                                               pods=tuple(parse_pod(p) for p in cached)))
     assert not isinstance(second, a.CreateSeedMember), second
+
+
+class RecordingEtcd:
+    """Stands in for EtcdAccess: records which endpoints each membership call went to."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str], int]] = []
+
+    def client(self, cluster: Any, endpoints: Any, **options: Any) -> Any:
+        etcd = self
+
+        class Client:
+            def member_remove(self, member_id: int) -> None:
+                etcd.calls.append(("member remove", list(endpoints), member_id))
+        return Client()
+
+
+class DeletingApi(RecordingApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: list[str] = []
+
+    def delete(self, namespace: str, name: str, **options: Any) -> None:
+        self.deleted.append(name)
+
+
+def _executor(api: DeletingApi, etcd: RecordingEtcd) -> ActionExecutor:
+    return ActionExecutor(api, api, api, etcd,  # type: ignore[arg-type]
+                          pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+
+
+def test_removing_a_member_asks_the_healthy_others_then_deletes_its_pod() -> None:
+    observed = unhealthy(healthy_cluster(4, size=3), name(2))
+    api, etcd = DeletingApi(), RecordingEtcd()
+    _executor(api, etcd).execute(a.RemoveMember(name(4), member_id(4), "scale", "over size"), observed)
+    cluster = observed.cluster
+    assert etcd.calls == [("member remove", [member_client_url(cluster, name(1)), member_client_url(cluster, name(3))],
+                           member_id(4))], "neither the removed member nor the unhealthy one is asked"
+    assert api.deleted == [name(4)], "a removed etcd exits: its pod goes with the same action"
+
+
+def test_removing_a_member_whose_pod_is_already_terminating_deletes_nothing() -> None:
+    observed = replace_pod(healthy_cluster(3), name(2), deleting=True)
+    api, etcd = DeletingApi(), RecordingEtcd()
+    _executor(api, etcd).execute(a.RemoveMember(name(2), member_id(2), "replace", "pod deleted"), observed)
+    assert [call[2] for call in etcd.calls] == [member_id(2)] and api.deleted == []

@@ -221,8 +221,16 @@ CASES = [
     pytest.param(unhealthy(replace_pod(replace_pod(healthy_cluster(3, pvc=True), name(2), phase="Failed"),
                                        name(3), phase="Failed"), name(2), name(3)),
                  expect(actions.DeletePod, pod_name=name(2)), id="failed-pods-on-volumes-recreated-without-quorum"),
-    pytest.param(replace_pod(healthy_cluster(3), name(2), deleting=True), expect(actions.Wait, "terminating"),
-                 id="member-pod-terminating"),
+    # A deleted emptyDir pod's member is dead at once (its data goes with the pod); on a volume it
+    # waits for the pod to go, then restarts on the volume.
+    pytest.param(replace_pod(healthy_cluster(3), name(2), deleting=True),
+                 expect(actions.RemoveMember, "data", member_name=name(2), purpose="replace"),
+                 id="member-pod-terminating-emptydir-replaced-at-once"),
+    pytest.param(replace_pod(healthy_cluster(3, pvc=True), name(2), deleting=True), expect(actions.Wait, "terminating"),
+                 id="member-pod-terminating-on-volume-waits"),
+    pytest.param(unhealthy(replace_pod(replace_pod(healthy_cluster(3), name(2), deleting=True), name(3), deleting=True),
+                           name(2), name(3)),
+                 expect(actions.ReportQuorumLoss), id="two-member-pods-terminating-no-quorum"),
     # 10. orphans
     pytest.param(_orphan_pod(timedelta(minutes=5)), expect(actions.DeletePod, "not a member", pod_name=name(7)),
                  id="orphan-pod-deleted"),

@@ -121,6 +121,9 @@ def test_invalid_spec_is_reported_not_raised() -> None:
     ({"phase": "Running"}, True),  # adopted from the CoreOS operator
     ({"size": 3}, True),
     ({"phase": "Creating", "size": 0}, False),
+    # Ours: a seed pod counts in size before its member first ran; `bootstrapped` decides.
+    ({"phase": "Creating", "size": 1, "bootstrapped": False}, False),
+    ({"phase": "Failed", "size": 3, "bootstrapped": True}, True),
 ])
 def test_recorded_bootstrapped(status: Any, bootstrapped: bool) -> None:
     assert parse_recorded_status(status).bootstrapped is bootstrapped

@@ -5,12 +5,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import types
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
+from etcd_operator.kube import leadership
 from etcd_operator.kube.leadership import (
     LeaderElector,
     LeaseRecord,
@@ -86,12 +88,15 @@ def test_durations_must_nest() -> None:
 
 class LeaseStore:
     """One Lease with the apiserver's rules: create fails if it exists, a replace must carry
-    the current resourceVersion. `broken` makes every request fail with 500."""
+    the current resourceVersion. `broken` makes every request fail with 500; the delays make
+    reads and writes slow (a loaded or partitioned apiserver)."""
 
     def __init__(self, apiserver: ScriptedApiServer) -> None:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.broken = False
+        self.delay_get_seconds = 0.0
+        self.delay_put_seconds = 0.0
         self.lock = threading.Lock()
         apiserver.fallback("GET", f"{LEASES}/lock", self.get)
         apiserver.fallback("POST", LEASES, self.create)
@@ -103,6 +108,7 @@ class LeaseStore:
         return self.lease
 
     def get(self, request: Request) -> Reply:
+        time.sleep(self.delay_get_seconds)
         with self.lock:
             if self.broken:
                 return Reply(500, status_body(500, "InternalError"))
@@ -119,6 +125,7 @@ class LeaseStore:
             return Reply(201, self._stored(request.body))
 
     def replace(self, request: Request) -> Reply:
+        time.sleep(self.delay_put_seconds)
         with self.lock:
             if self.broken:
                 return Reply(500, status_body(500, "InternalError"))
@@ -242,3 +249,97 @@ def test_leadership_is_given_up_when_the_work_fails(apiserver: ScriptedApiServer
     thread.join(timeout=5)
     assert not thread.is_alive() and not elector.is_leader
     assert store.holder == "", "the lease should be handed back"
+
+
+def test_a_clean_stop_releases_the_lease_only_once_the_work_has_ended(
+    apiserver: ScriptedApiServer, store: LeaseStore
+) -> None:
+    """The controller finishes its current pass after `stop`: a successor must not start
+    while it may still act."""
+    elector = LeaderElector(
+        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=4, renew_deadline_seconds=3, retry_period_seconds=0.1
+    )
+    stop, work_may_end, stopped = threading.Event(), threading.Event(), threading.Event()
+
+    def work() -> None:
+        stop.wait()
+        work_may_end.wait()  # still finishing a pass
+
+    thread = threading.Thread(target=elector.run, args=(stop, work, stopped.set), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while store.holder != "a" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert store.holder == "a"
+
+    stop.set()
+    assert not stopped.wait(timeout=0.5), "leadership ended while the work was still running"
+    assert store.holder == "a", "the lease was released while the work was still running"
+    work_may_end.set()
+    assert stopped.wait(timeout=5)
+    thread.join(timeout=5)
+    assert not thread.is_alive() and store.holder == ""
+
+
+def test_work_that_outlasts_the_renew_deadline_leaves_the_lease_to_expire(
+    apiserver: ScriptedApiServer, store: LeaseStore
+) -> None:
+    elector = LeaderElector(
+        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1
+    )
+    stop, stopped, never = threading.Event(), threading.Event(), threading.Event()
+    thread = threading.Thread(target=elector.run, args=(stop, never.wait, stopped.set), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while store.holder != "a" and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+    stop.set()
+    assert stopped.wait(timeout=3), "a clean stop must not wait for the work beyond the renew deadline"
+    assert store.holder == "a", "the lease was released while the work was still running"
+    never.set()
+
+
+def test_a_slow_apiserver_cannot_stretch_leadership_past_the_renew_deadline(
+    apiserver: ScriptedApiServer, store: LeaseStore
+) -> None:
+    """Requests that hang must not keep a leader believing it leads after the renew deadline:
+    other replicas may take the lease a lease duration after its last renewal."""
+    elector = LeaderElector(
+        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=4, renew_deadline_seconds=3, retry_period_seconds=0.1
+    )
+    stopped = threading.Event()
+    thread = threading.Thread(target=elector.run, args=(threading.Event(), lambda: None, stopped.set), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while store.holder != "a" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    renewed_version = store.version
+    while store.version == renewed_version and time.monotonic() < deadline:
+        time.sleep(0.005)
+    # Just renewed: from now on each read is slow and each write times out (1.5 s), so one
+    # attempt takes 2 s; the second would end 4.2 s after the renewal, when others may lead.
+    last_renewal = time.monotonic()
+    store.delay_get_seconds, store.delay_put_seconds = 0.5, 10.0
+
+    assert stopped.wait(timeout=10)
+    gave_up_after = time.monotonic() - last_renewal
+    assert gave_up_after < 3 + 0.5, f"led on {gave_up_after:.1f}s after the last renewal (renew deadline 3s)"
+    thread.join(timeout=5)
+    assert not thread.is_alive() and not elector.is_leader
+
+
+def test_holds_lease_only_within_the_renew_deadline_of_the_last_renewal(
+    store: LeaseStore, candidates: list[Candidate], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    leader = candidates[0]
+    assert not leader.elector.holds_lease()
+    leader.thread.start()
+    assert leader.next_transition() == "started"
+    assert leader.elector.holds_lease()
+    # A process frozen past its renew deadline wakes up: its elector has not noticed yet (still
+    # "leading"), but it must not act.
+    store.broken = True
+    woke_at = time.monotonic() + leader.elector.renew_deadline_seconds + 0.5
+    monkeypatch.setattr(leadership, "time", types.SimpleNamespace(monotonic=lambda: woke_at))
+    assert leader.elector.is_leader and not leader.elector.holds_lease()

@@ -1,0 +1,128 @@
+"""A cluster with CoreOS `spec.TLS.static` secrets: members speak TLS to each other and to clients,
+accept only clients with a certificate from the cluster's CA, and a lost member is replaced over TLS."""
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+from pathlib import Path
+from typing import Any, Sequence
+
+from etcd_data import describe_members, read_prefix, started
+from kube_sandbox.testing import wait_for
+from operator_clusters import Clusters, etcd_cluster
+from tls_certs import CertificateAuthority, ClusterCertificates, coreos_static_tls
+
+HANDSHAKE_TIMEOUT_SECONDS = 5.0
+
+
+def _member_url(tls: ClusterCertificates, member: str, port: int) -> str:
+    return f"https://{member}.{tls.cluster}.{tls.namespace}.svc:{port}"
+
+
+def _etcdctl(clusters: Clusters, endpoints: Sequence[str], flags: Sequence[str], *args: str) -> str:
+    result = clusters.sandbox.etcdctl(endpoints, *flags, *args)
+    if result.returncode != 0:
+        raise AssertionError(f"etcdctl {' '.join(args)} at {list(endpoints)} failed: {result.stderr.strip()[-500:]}")
+    return result.stdout
+
+
+def _member_list(clusters: Clusters, tls: ClusterCertificates, endpoints: Sequence[str]) -> list[dict[str, Any]]:
+    members: list[dict[str, Any]] = json.loads(
+        _etcdctl(clusters, endpoints, tls.client_flags(), "member", "list", "-w", "json")).get("members", [])
+    return members
+
+
+def _served_certificate(address: str, port: int, tls: ClusterCertificates) -> dict[str, Any]:
+    """Handshake with `address:port` as a client of the cluster's CA; the certificate it served."""
+    context = ssl.create_default_context(cafile=str(tls.ca.cert_file))
+    context.check_hostname = False  # by IP: the names are checked by etcdctl and etcd themselves
+    context.load_cert_chain(str(tls.operator.cert_file), str(tls.operator.key_file))
+    with socket.create_connection((address, port), timeout=HANDSHAKE_TIMEOUT_SECONDS) as raw:
+        with context.wrap_socket(raw) as conn:
+            certificate: dict[str, Any] = conn.getpeercert() or {}
+            return certificate
+
+
+def _failed_mounts(clusters: Clusters, name: str) -> list[str]:
+    """Messages of FailedMount events of the cluster's pods (a secret volume that cannot be set up)."""
+    pods = {p.metadata.name for p in clusters.pods(name)}
+    events = clusters.core.list_namespaced_event(clusters.namespace, field_selector="reason=FailedMount").items
+    return [str(e.message) for e in events if e.involved_object.name in pods]
+
+
+def _common_name(certificate: dict[str, Any]) -> str:
+    return next((value for rdn in certificate.get("subject", ()) for key, value in rdn if key == "commonName"), "")
+
+
+def test_static_tls_cluster_serves_only_certified_clients_and_heals_over_tls(
+        clusters: Clusters, tmp_path: Path) -> None:
+    name = "secure"
+    ns = clusters.namespace
+    tls = coreos_static_tls(tmp_path / "pki", name, ns)
+    # The cluster first, its secrets later (as `kubectl apply -f dir/` may well do): the seed pod
+    # waits for its secret volumes, and the cluster comes up once they exist.
+    clusters.create(etcd_cluster(name, size=3, TLS=tls.spec()))
+    wait_for(lambda: _failed_mounts(clusters, name), timeout=60, what=f"{name}'s seed pod waiting for its secrets")
+    for secret in tls.secrets():
+        clusters.core.create_namespaced_secret(ns, secret)
+    status = clusters.wait_running(name, ready=3, timeout=240)
+
+    # Members advertise https for both peers and clients, under their DNS names.
+    pods = {p.metadata.name: p for p in clusters.live_pods(name)}
+    assert len(pods) == 3, sorted(pods)
+    member_endpoints = [_member_url(tls, member, 2379) for member in sorted(pods)]
+    members = _member_list(clusters, tls, member_endpoints)
+    assert sorted(str(m.get("name")) for m in members) == sorted(pods), describe_members(members)
+    for member in members:
+        assert member["peerURLs"] == [_member_url(tls, member["name"], 2380)], describe_members(members)
+        assert member["clientURLs"] == [_member_url(tls, member["name"], 2379)], describe_members(members)
+
+    # Each port really serves TLS, with the certificate of its secret.
+    for member, pod in pods.items():
+        peer = _served_certificate(pod.status.pod_ip, 2380, tls)
+        server = _served_certificate(pod.status.pod_ip, 2379, tls)
+        assert _common_name(peer) == f"{name}-peer", f"{member} peer port served {peer}"
+        assert _common_name(server) == f"{name}-server", f"{member} client port served {server}"
+
+    # A client with the operator's certificate writes through the client service and reads on every member.
+    service = [f"https://{name}-client.{ns}.svc:2379"]
+    written = {f"tls/{i:02d}": f"value-{i}" for i in range(10)}
+    for key, value in written.items():
+        _etcdctl(clusters, service, tls.client_flags(), "put", key, value)
+    for endpoint in member_endpoints:
+        local = read_prefix(clusters.sandbox, [endpoint], "tls/", serializable=True, flags=tls.client_flags())
+        assert local == written, f"{endpoint} has {local}"
+
+    # Clients without a certificate, with one from another CA, or speaking plain http are refused.
+    stranger_ca = CertificateAuthority.create(tmp_path / "stranger", "stranger-ca")
+    stranger = stranger_ca.issue("client", "stranger", server=False)
+    refused = {  # what -> (endpoints, etcdctl flags, why the server dropped the connection)
+        "no client certificate": (service, tls.ca_only_flags(), "tls: bad certificate"),
+        "certificate from another CA": (service, tls.client_flags(stranger), "tls: bad certificate"),
+        "plain http": ([f"http://{name}-client.{ns}.svc:2379"], [], "connection closed"),
+    }
+    for what, (endpoints, flags, reason) in refused.items():
+        result = clusters.sandbox.etcdctl(endpoints, *flags, "put", "tls/intruder", what)
+        assert result.returncode != 0, f"{what}: write accepted: {result.stdout}"
+        assert reason in result.stderr, f"{what}: refused, but not for {reason!r}: {result.stderr[-500:]}"
+    assert read_prefix(clusters.sandbox, service, "tls/intruder", flags=tls.client_flags()) == {}
+
+    # A deleted member is replaced by a new one that joins over TLS and gets every key.
+    victim = next(member for member in sorted(pods) if member != status.get("leader"))
+    clusters.core.delete_namespaced_pod(victim, ns)
+
+    def replaced() -> list[dict[str, Any]] | None:
+        live = {p.metadata.name for p in clusters.live_pods(name)}
+        if len(live) != 3 or victim in live:
+            return None
+        current = _member_list(clusters, tls, [_member_url(tls, member, 2379) for member in sorted(live)])
+        ok = sorted(str(m["name"]) for m in current if started(m)) == sorted(live) and len(current) == 3
+        return current if ok and not any(m.get("isLearner") for m in current) else None
+    members = wait_for(replaced, timeout=180, what=f"{victim} replaced by a new voting member")
+    clusters.wait_running(name, ready=3, timeout=120)
+    newcomer = next(m for m in members if m["name"] not in pods)
+    assert newcomer["peerURLs"] == [_member_url(tls, newcomer["name"], 2380)], describe_members(members)
+    local = read_prefix(clusters.sandbox, [_member_url(tls, newcomer["name"], 2379)], "tls/", serializable=True,
+                        flags=tls.client_flags())
+    assert local == written, f"new member {newcomer['name']} has {local}"

@@ -1,0 +1,170 @@
+"""Certificates for CoreOS-style `spec.TLS.static` clusters, made with the openssl CLI (as the
+sandbox makes its own, kube_sandbox/certs.py): one CA, and the peer, server and operator (client)
+certificates with the names the CoreOS etcd-operator documents, stored as Secrets with the CoreOS
+file names inside."""
+from __future__ import annotations
+
+import base64
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from etcd_operator import constants as c
+
+CERT_DAYS = 2
+# EC keys: generated in milliseconds, where 2048-bit RSA takes a noticeable share of 2 slow cores.
+_KEY_ARGS = ("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
+_CA_CONFIG = """[req]
+distinguished_name = dn
+prompt = no
+x509_extensions = ca
+[dn]
+CN = {common_name}
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+"""
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    cert_file: Path
+    key_file: Path
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.cert_file.read_bytes()
+
+    @property
+    def key_pem(self) -> bytes:
+        return self.key_file.read_bytes()
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    directory: Path
+    pair: KeyPair
+
+    @property
+    def cert_file(self) -> Path:
+        return self.pair.cert_file
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.pair.cert_pem
+
+    @classmethod
+    def create(cls, directory: Path, common_name: str) -> CertificateAuthority:
+        directory.mkdir(parents=True, exist_ok=True)
+        config = directory / "ca.cnf"
+        config.write_text(_CA_CONFIG.format(common_name=common_name))
+        _openssl(*_KEY_ARGS, "-out", "ca.key", cwd=directory)
+        _openssl("req", "-x509", "-new", "-key", "ca.key", "-config", "ca.cnf", "-days", str(CERT_DAYS),
+                 "-out", "ca.crt", cwd=directory)
+        return cls(directory, KeyPair(directory / "ca.crt", directory / "ca.key"))
+
+    def issue(self, name: str, common_name: str, *, dns_names: Sequence[str] = (),
+              ip_addresses: Sequence[str] = (), server: bool = True, client: bool = True) -> KeyPair:
+        """A leaf certificate `<name>.crt`/`<name>.key` for TLS server and/or client use."""
+        usages = [usage for usage, wanted in (("serverAuth", server), ("clientAuth", client)) if wanted]
+        extensions = [
+            "basicConstraints = critical,CA:FALSE",
+            "keyUsage = critical,digitalSignature,keyEncipherment",
+            f"extendedKeyUsage = {','.join(usages)}",
+            "subjectKeyIdentifier = hash",
+            "authorityKeyIdentifier = keyid",
+        ]
+        alt_names = [f"DNS:{dns}" for dns in dns_names] + [f"IP:{ip}" for ip in ip_addresses]
+        if alt_names:
+            extensions.append(f"subjectAltName = {','.join(alt_names)}")
+        (self.directory / f"{name}.ext").write_text("\n".join(extensions) + "\n")
+        _openssl(*_KEY_ARGS, "-out", f"{name}.key", cwd=self.directory)
+        _openssl("req", "-new", "-key", f"{name}.key", "-subj", f"/CN={common_name}", "-out", f"{name}.csr",
+                 cwd=self.directory)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-days", str(CERT_DAYS), "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=self.directory)
+        return KeyPair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
+
+
+@dataclass(frozen=True)
+class ClusterCertificates:
+    """A cluster's CA and its three certificates, and the spec.TLS that names their Secrets."""
+
+    cluster: str
+    namespace: str
+    ca: CertificateAuthority
+    peer: KeyPair
+    server: KeyPair
+    operator: KeyPair
+
+    @property
+    def peer_secret(self) -> str:
+        return f"{self.cluster}-peer-tls"
+
+    @property
+    def server_secret(self) -> str:
+        return f"{self.cluster}-server-tls"
+
+    @property
+    def operator_secret(self) -> str:
+        return f"{self.cluster}-operator-tls"
+
+    def spec(self) -> dict[str, object]:
+        """`spec.TLS` of the EtcdCluster, CoreOS layout."""
+        return {"static": {"member": {"peerSecret": self.peer_secret, "serverSecret": self.server_secret},
+                           "operatorSecret": self.operator_secret}}
+
+    def secrets(self) -> list[dict[str, object]]:
+        """The three Secrets, each with the file names CoreOS expects inside."""
+        files = {
+            self.peer_secret: {c.PEER_CERT_FILE: self.peer.cert_pem, c.PEER_KEY_FILE: self.peer.key_pem,
+                               c.PEER_CA_FILE: self.ca.cert_pem},
+            self.server_secret: {c.SERVER_CERT_FILE: self.server.cert_pem, c.SERVER_KEY_FILE: self.server.key_pem,
+                                 c.SERVER_CA_FILE: self.ca.cert_pem},
+            self.operator_secret: {c.OPERATOR_CERT_FILE: self.operator.cert_pem,
+                                   c.OPERATOR_KEY_FILE: self.operator.key_pem,
+                                   c.OPERATOR_CA_FILE: self.ca.cert_pem},
+        }
+        return [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                 "metadata": {"name": name, "namespace": self.namespace},
+                 "data": {key: base64.b64encode(value).decode() for key, value in data.items()}}
+                for name, data in files.items()]
+
+    def client_flags(self, pair: KeyPair | None = None) -> list[str]:
+        """etcdctl flags trusting the CA and presenting `pair` (default: the operator's certificate)."""
+        pair = pair or self.operator
+        return [f"--cacert={self.ca.cert_file}", f"--cert={pair.cert_file}", f"--key={pair.key_file}"]
+
+    def ca_only_flags(self) -> list[str]:
+        """etcdctl flags trusting the CA but presenting no client certificate."""
+        return [f"--cacert={self.ca.cert_file}"]
+
+
+# etcd checks a peer's client certificate against the address the connection comes from (reverse
+# DNS of the source IP must match a SAN). Sandbox pods share the host's network namespace, so a
+# member dials its peers from 127.0.0.1, not from its pod IP; on Kubernetes the source is the pod
+# IP, whose PTR record is `<member>.<cluster>.<ns>.svc.cluster.local`, covered by the wildcard.
+SANDBOX_PEER_SOURCE_IPS = ("127.0.0.1",)
+
+
+def coreos_static_tls(directory: Path, cluster: str, namespace: str) -> ClusterCertificates:
+    """A CA and the certificates the CoreOS etcd-operator's TLS guide asks for:
+    peer `*.<cluster>.<ns>.svc[.cluster.local]` (plus SANDBOX_PEER_SOURCE_IPS); server the same
+    names plus the client service (`<cluster>-client[.<ns>.svc[.cluster.local]]`) and `localhost`;
+    operator a client certificate."""
+    ca = CertificateAuthority.create(directory, f"{cluster}-ca")
+    members = [f"*.{cluster}.{namespace}.svc", f"*.{cluster}.{namespace}.svc.cluster.local"]
+    client_service = [f"{cluster}-client", f"{cluster}-client.{namespace}.svc",
+                      f"{cluster}-client.{namespace}.svc.cluster.local"]
+    peer = ca.issue("peer", f"{cluster}-peer", dns_names=members, ip_addresses=SANDBOX_PEER_SOURCE_IPS)
+    server = ca.issue("server", f"{cluster}-server", dns_names=[*members, *client_service, "localhost"])
+    operator = ca.issue("operator", "etcd-operator", server=False)
+    return ClusterCertificates(cluster, namespace, ca, peer, server, operator)
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"openssl {' '.join(args)} failed: {result.stderr.strip()}")

@@ -1,0 +1,119 @@
+"""One pass's observation: which endpoints etcdctl is asked about, and what a pass makes of it."""
+from __future__ import annotations
+
+import socket
+from typing import Any, Iterator, Sequence
+
+import pytest
+
+from etcd_operator import etcdctl as ctl
+from etcd_operator.manifests import build_member_pod, member_client_url
+from etcd_operator.observing import NOT_LISTENING, observe_cluster
+from etcd_operator.spec import EtcdCluster
+from etcd_operator.tcp_probe import accepting_connections
+
+from etcd_cluster_builders import make_cluster
+
+MEMBERS = ("example-aaaaa", "example-bbbbb", "example-ccccc")
+LIVE_POD_STATUS = {"phase": "Running", "podIP": "127.1.0.7",
+                   "conditions": [{"type": "Ready", "status": "True"}],
+                   "containerStatuses": [{"name": "etcd", "ready": True, "restartCount": 0, "state": {"running": {}}}]}
+
+
+class FakeClient:
+    def __init__(self, etcd: "FakeEtcd", endpoints: Sequence[str]) -> None:
+        self.etcd, self.endpoints = etcd, list(endpoints)
+
+    def member_list(self) -> list[ctl.Member]:
+        self.etcd.asked.append(("member list", self.endpoints))
+        if self.etcd.member_list_error:
+            raise ctl.Unreachable(self.etcd.member_list_error)
+        return [ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
+                           is_learner=False) for i, m in enumerate(MEMBERS)]
+
+    def endpoint_health(self) -> list[ctl.EndpointHealth]:
+        self.etcd.asked.append(("endpoint health", self.endpoints))
+        return [ctl.EndpointHealth(endpoint=url, healthy=True, error="") for url in self.endpoints]
+
+    def endpoint_status(self) -> list[ctl.EndpointStatus]:
+        self.etcd.asked.append(("endpoint status", self.endpoints))
+        return [ctl.EndpointStatus(endpoint=url, member_id=MEMBERS.index(url.split("//")[1].split(".")[0]) + 1,
+                                   leader_id=1, version="3.5.1", raft_index=10, raft_term=2, db_size=1,
+                                   is_learner=False, errors=()) for url in self.endpoints]
+
+
+class FakeEtcd:
+    def __init__(self, member_list_error: str = "") -> None:
+        self.asked: list[tuple[str, list[str]]] = []
+        self.member_list_error = member_list_error
+
+    def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *, command_timeout_seconds: float = 5.0) -> Any:
+        return FakeClient(self, endpoints)
+
+
+def pods(cluster: EtcdCluster) -> list[dict[str, Any]]:
+    result = []
+    for member in MEMBERS:
+        pod = build_member_pod(cluster, member, state="existing", initial_cluster=[])
+        pod["metadata"].update({"creationTimestamp": "2024-05-01T12:00:00Z", "uid": member})
+        pod["status"] = LIVE_POD_STATUS
+        result.append(pod)
+    return result
+
+
+def observe(cluster: EtcdCluster, etcd: FakeEtcd, listening: set[str]) -> Any:
+    return observe_cluster(cluster, pods=pods(cluster), services=[], pvcs=[], etcd=etcd,  # type: ignore[arg-type]
+                           connectable=lambda urls: {u for u in urls if u in listening})
+
+
+def test_members_not_accepting_connections_are_never_asked_and_count_unhealthy() -> None:
+    cluster = make_cluster()
+    urls = {m: member_client_url(cluster, m) for m in MEMBERS}
+    etcd = FakeEtcd()
+    observed = observe(cluster, etcd, {urls[MEMBERS[0]], urls[MEMBERS[1]]})
+    asked = {url for _, endpoints in etcd.asked for url in endpoints}
+    assert urls[MEMBERS[2]] not in asked and asked == {urls[MEMBERS[0]], urls[MEMBERS[1]]}
+    assert [m.member_name for m in observed.members] == list(MEMBERS)
+    assert {m.member_name for m in observed.healthy_voters} == {MEMBERS[0], MEMBERS[1]}
+    assert observed.has_quorum
+
+
+def test_no_member_listening_skips_etcdctl_and_says_why() -> None:
+    etcd = FakeEtcd()
+    observed = observe(make_cluster(), etcd, set())
+    assert etcd.asked == []
+    assert observed.members is None and observed.member_list_error == NOT_LISTENING
+
+
+def test_without_a_member_list_only_listening_members_give_their_status() -> None:
+    cluster = make_cluster()
+    etcd = FakeEtcd(member_list_error="context deadline exceeded")
+    observed = observe(cluster, etcd, {member_client_url(cluster, MEMBERS[0])})
+    assert etcd.asked == [("member list", [member_client_url(cluster, MEMBERS[0])]),
+                          ("endpoint status", [member_client_url(cluster, MEMBERS[0])])]
+    assert observed.members is None and set(observed.endpoint_status) == {MEMBERS[0]}
+
+
+# --- the TCP check itself, on real loopback sockets
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield server.getsockname()[1]
+
+
+def closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nobody listens once this socket is closed
+
+
+def test_accepting_connections_tells_listening_from_closed_and_malformed(listener: int) -> None:
+    # (No unresolvable name here: resolving one would ask the machine's resolver, off loopback.)
+    open_url, closed_url = f"http://127.0.0.1:{listener}", f"http://127.0.0.1:{closed_port()}"
+    malformed = "http://127.0.0.1:not-a-port"
+    assert accepting_connections([open_url, closed_url, malformed, open_url], 2.0) == {open_url}
+    assert accepting_connections([], 2.0) == set()
