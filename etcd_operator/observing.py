@@ -101,7 +101,13 @@ def _member_health(
                 member = by_endpoint.get(result.endpoint)
                 if member:
                     health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
-        client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
+        # Status of learners and healthy voters only: a voter that just failed its health check
+        # (say, its pod was deleted mid-pass) would make this call wait out a second timeout.
+        asked = [url for url, m in by_endpoint.items()
+                 if m.is_learner or (m.member_name in health and health[m.member_name].healthy)]
+        if not asked:
+            return health, statuses
+        client = etcd.client(cluster, asked, command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
         for status in client.endpoint_status():
             member = by_endpoint.get(status.endpoint)
             if member and status.reachable:

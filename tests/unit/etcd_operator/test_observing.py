@@ -33,7 +33,9 @@ class FakeClient:
 
     def endpoint_health(self) -> list[ctl.EndpointHealth]:
         self.etcd.asked.append(("endpoint health", self.endpoints))
-        return [ctl.EndpointHealth(endpoint=url, healthy=True, error="") for url in self.endpoints]
+        return [ctl.EndpointHealth(endpoint=url, healthy=url not in self.etcd.dying,
+                                   error="context deadline exceeded" if url in self.etcd.dying else "")
+                for url in self.endpoints]
 
     def endpoint_status(self) -> list[ctl.EndpointStatus]:
         self.etcd.asked.append(("endpoint status", self.endpoints))
@@ -46,6 +48,7 @@ class FakeEtcd:
     def __init__(self, member_list_error: str = "") -> None:
         self.asked: list[tuple[str, list[str]]] = []
         self.member_list_error = member_list_error
+        self.dying: set[str] = set()  # endpoints that accept connections but answer nothing
 
     def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *, command_timeout_seconds: float = 5.0) -> Any:
         return FakeClient(self, endpoints)
@@ -76,6 +79,17 @@ def test_members_not_accepting_connections_are_never_asked_and_count_unhealthy()
     assert [m.member_name for m in observed.members] == list(MEMBERS)
     assert {m.member_name for m in observed.healthy_voters} == {MEMBERS[0], MEMBERS[1]}
     assert observed.has_quorum
+
+
+def test_a_voter_failing_its_health_check_is_not_asked_for_its_status_too() -> None:
+    cluster = make_cluster()
+    urls = [member_client_url(cluster, m) for m in MEMBERS]
+    etcd = FakeEtcd()
+    etcd.dying = {urls[2]}  # e.g. its pod was deleted during this pass
+    observed = observe(cluster, etcd, set(urls))
+    assert etcd.asked[-1] == ("endpoint status", urls[:2]), "one timeout per pass for it, not two"
+    assert {m.member_name for m in observed.healthy_voters} == set(MEMBERS[:2])
+    assert set(observed.endpoint_status) == set(MEMBERS[:2])
 
 
 def test_no_member_listening_skips_etcdctl_and_says_why() -> None:
