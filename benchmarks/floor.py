@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from etcd_operator.tcp_probe import accepting_connections
 from kube_sandbox import binaries
 
 POLL_SECONDS = 0.05
@@ -220,12 +220,7 @@ class RawCluster:
 
 
 def _accepts_connections(url: str) -> bool:
-    host, port = url.removeprefix("http://").split(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_SECONDS):
-            return True
-    except OSError:
-        return False
+    return url in accepting_connections([url], CONNECT_TIMEOUT_SECONDS)
 
 
 def _measured(change: Callable[[RawCluster], float], setup: Callable[[RawCluster], None],
