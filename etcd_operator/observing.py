@@ -93,28 +93,21 @@ def _member_health(
     if not by_endpoint:
         return {}, {}
     health: dict[str, MemberHealth] = {}
-    statuses: dict[str, EndpointStatus] = {}
     voters = [url for url, m in by_endpoint.items() if not m.is_learner]
-    try:
-        if voters:
+    if voters:
+        try:
             for result in etcd.client(cluster, voters, command_timeout_seconds=PROBE_TIMEOUT_SECONDS).endpoint_health():
                 member = by_endpoint.get(result.endpoint)
                 if member:
                     health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
-        # Status of learners and healthy voters only: a voter that just failed its health check
-        # (say, its pod was deleted mid-pass) would make this call wait out a second timeout.
-        asked = [url for url, m in by_endpoint.items()
-                 if m.is_learner or (m.member_name in health and health[m.member_name].healthy)]
-        if not asked:
-            return health, statuses
-        client = etcd.client(cluster, asked, command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
-        for status in client.endpoint_status():
-            member = by_endpoint.get(status.endpoint)
-            if member and status.reachable:
-                statuses[member.member_name] = _observed_status(status)
-    except ctl.EtcdctlError as e:
-        log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
-    return health, statuses
+        except ctl.EtcdctlError as e:
+            log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
+            return health, {}
+    # Status of learners and healthy voters only: a voter that just failed its health check
+    # (say, its pod was deleted mid-pass) would make this call wait out a second timeout.
+    asked = {m.member_name: url for url, m in by_endpoint.items()
+             if m.is_learner or (m.member_name in health and health[m.member_name].healthy)}
+    return health, _endpoint_status(cluster, asked, etcd) if asked else {}
 
 
 def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, EndpointStatus]:
