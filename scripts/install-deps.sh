@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the project needs on Debian bookworm, as root (or with sudo):
-# system packages, the Python virtualenv at $VENV, and the kube binaries (cached outside the repo).
+# system packages, the Python virtualenv at $VENV, and the kube and etcd binaries (built with the
+# machine's Go from the Go module proxy, cached outside the repo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
@@ -32,3 +33,7 @@ if [ ! -e "$stamp" ]; then
 fi
 
 bash scripts/install-kube-binaries.sh >/dev/null
+etcd_builds=$(bash scripts/install-etcd-binaries.sh)
+# The operator runs the etcdctl beside its Python (etcd_operator.etcdctl.default_binary): the newest build.
+newest_etcd_dir=$(echo "$etcd_builds" | sort -V | tail -n 1 | cut -d' ' -f2)
+for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done

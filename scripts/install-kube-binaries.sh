@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# Provide kube-apiserver, kube-controller-manager and kubectl v1.20.2 for the sandbox.
-# Order: $KUBEBUILDER_ASSETS (envtest convention) if set, else a cached build from Debian's
-# `kubernetes` source package. The cache lives outside the checkout so fresh clones reuse it.
+# Provide kube-apiserver, kube-controller-manager, kube-scheduler and kubectl for the sandbox.
+# Order: $KUBEBUILDER_ASSETS (envtest convention) if it has all four, else a cached build of the
+# Kubernetes release pinned in scripts/kube-build/go.mod, built with `go build` from the Go module
+# proxy. The cache lives outside the checkout so fresh clones reuse it.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
+cd "$(dirname "$0")/kube-build"
 
-KUBE_VERSION="${KUBE_VERSION:-1.20.2}"
-# Bump when the build recipe changes, so a cache made by an older recipe is never reused.
-# r2: vendored reflect2 replaced by 1.0.2 (1.0.1 built with Go >= 1.18 segfaults on CR writes).
-# r3: OpenAPI type validation no longer takes "" for null (see below).
-BUILD_REVISION=r3
+KUBE_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' go.mod)
+[ -n "$KUBE_VERSION" ] || { echo "no k8s.io/kubernetes requirement in $(pwd)/go.mod" >&2; exit 1; }
 CACHE_DIR="${ETCD_OPERATOR_PY_CACHE:-$HOME/.cache/etcd-operator-py}"
-BIN_DIR="$CACHE_DIR/kube-v$KUBE_VERSION-$BUILD_REVISION/bin"
-WANTED="kube-apiserver kube-controller-manager kubectl"
+BIN_DIR="$CACHE_DIR/kube-$KUBE_VERSION/bin"
+WANTED="kube-apiserver kube-controller-manager kube-scheduler kubectl"
 
 have_all() {
   local dir=$1
@@ -32,59 +31,20 @@ if have_all "$BIN_DIR"; then
   exit 0
 fi
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-
-echo "building kube binaries v$KUBE_VERSION from Debian's source package (one time, ~5 min)" >&2
+command -v go >/dev/null || { echo "go not found: the kube binaries are built from Go modules" >&2; exit 1; }
+echo "building kube binaries $KUBE_VERSION from the Go module proxy with $(go version) (one time)" >&2
 start=$(date +%s)
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-  as_root tee /etc/apt/sources.list.d/deb-src-bookworm.sources >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  as_root apt-get update -qq
-fi
-DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq golang-go rsync dpkg-dev \
-  golang-github-modern-go-reflect2-dev >/dev/null
-
-work="$CACHE_DIR/kube-src-$$"
-rm -rf "$work" && mkdir -p "$work"
-(cd "$work" && apt-get source -qq "kubernetes=$(apt-cache showsrc kubernetes | awk '/^Version:/ {print $2; exit}')" >/dev/null 2>&1 || apt-get source -qq kubernetes >/dev/null)
-src=$(find "$work" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n 1)
-[ -n "$src" ] || { echo "apt-get source kubernetes produced no tree in $work" >&2; exit 1; }
-grep -q "v$KUBE_VERSION\|$KUBE_VERSION" "$src/debian/changelog" || echo "warning: source tree may not be v$KUBE_VERSION" >&2
-# The vendored github.com/modern-go/reflect2 v1.0.1 crashes (SIGSEGV in json-iterator) when built
-# with Debian's Go 1.19: every custom-resource write kills the apiserver. v1.0.2 is the upstream fix
-# and has the same API; Debian ships it as source.
-reflect2_src=/usr/share/gocode/src/github.com/modern-go/reflect2
-[ -f "$reflect2_src/reflect2.go" ] || { echo "missing $reflect2_src (golang-github-modern-go-reflect2-dev)" >&2; exit 1; }
-rm -rf "$src/vendor/github.com/modern-go/reflect2"
-mkdir -p "$src/vendor/github.com/modern-go/reflect2"
-cp "$reflect2_src"/*.go "$reflect2_src"/*.s "$src/vendor/github.com/modern-go/reflect2/" 2>/dev/null || cp "$reflect2_src"/*.go "$src/vendor/github.com/modern-go/reflect2/"
-rm -f "$src"/vendor/github.com/modern-go/reflect2/*_test.go
-# The vendored OpenAPI validator treats a value as null when
-# reflect.DeepEqual(reflect.Zero(T), reflect.ValueOf(data)); with Go >= 1.19 both sides share one
-# zero buffer for "", so every empty string in a custom resource is refused as "must be of type
-# string: null". With the Go it was written for, that test only ever matched nil: say so directly.
-zero_check='reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))'
-patched=0
-for f in $(grep -rlF "$zero_check" "$src/vendor" --include=type.go); do
-  sed -i "s/reflect\.DeepEqual(reflect\.Zero(reflect\.TypeOf(data)), reflect\.ValueOf(data))/reflect.ValueOf(data).Kind() == reflect.Invalid/" "$f"
-  patched=$((patched + 1))
+minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+# What hack/lib/version.sh sets, so `kubectl version` and /version report the real release.
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags="$ldflags -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 done
-[ "$patched" -gt 0 ] || { echo "OpenAPI zero-value check not found in the vendored tree" >&2; exit 1; }
-(
-  cd "$src"
-  export GOFLAGS=-mod=vendor GO111MODULE=on KUBE_GIT_VERSION="v$KUBE_VERSION" KUBE_GIT_TREE_STATE=clean
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kubectl" >&2
-)
-mkdir -p "$BIN_DIR.tmp"
-for b in $WANTED; do
-  cp "$(find "$src/_output" -type f -name "$b" -perm -u+x | head -n 1)" "$BIN_DIR.tmp/$b"
-done
+rm -rf "$BIN_DIR.tmp" && mkdir -p "$BIN_DIR.tmp"
+GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR.tmp/" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl >&2
 rm -rf "$BIN_DIR" && mv "$BIN_DIR.tmp" "$BIN_DIR"
-rm -rf "$work"
-echo "built kube binaries in $(( $(date +%s) - start ))s" >&2
+echo "built kube binaries $KUBE_VERSION in $(( $(date +%s) - start ))s" >&2
 echo "$BIN_DIR"
