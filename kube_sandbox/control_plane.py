@@ -1,4 +1,5 @@
-"""The real Kubernetes control plane of the sandbox: etcd, kube-apiserver, kube-controller-manager."""
+"""The real Kubernetes control plane of the sandbox: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler."""
 from __future__ import annotations
 
 import logging
@@ -17,12 +18,21 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_SECONDS = 90.0
 POLL_SECONDS = 0.25
 
-# The controllers our tests and operators rely on; no node-lifecycle controller (the process kubelet
-# reports node health itself) and no endpoints controller (Endpoints reject loopback pod IPs).
+# The controllers our tests and operators rely on. No endpoints/endpointslice controllers (they
+# reject loopback pod IPs; the process kubelet resolves Services itself) and no node-ipam (pod
+# ranges are the process kubelet's, per node).
 CONTROLLERS = (
-    "garbagecollector", "namespace", "serviceaccount", "serviceaccount-token", "deployment",
-    "replicaset", "statefulset", "job", "cronjob", "disruption", "pvc-protection", "pv-protection",
+    "garbage-collector-controller", "namespace-controller", "serviceaccount-controller",
+    "serviceaccount-token-controller", "root-ca-certificate-publisher-controller", "deployment-controller",
+    "replicaset-controller", "statefulset-controller", "job-controller", "cronjob-controller",
+    "ttl-after-finished-controller", "disruption-controller", "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller", "node-lifecycle-controller", "taint-eviction-controller",
+    "pod-garbage-collector-controller",
 )
+# A node whose kubelet stops heartbeating (its Lease renews every few seconds) is NotReady after
+# this long; the real default is 50 s, shortened so node-loss tests finish in reasonable time.
+NODE_MONITOR_GRACE_PERIOD = "20s"
+NODE_MONITOR_PERIOD = "2s"
 
 
 class ComponentFailed(RuntimeError):
@@ -51,7 +61,7 @@ class ControlPlane:
             str(kube / "kube-apiserver"),
             f"--etcd-servers=http://{HOST_IP}:{config.storage_etcd_client_port}",
             f"--bind-address={HOST_IP}", f"--advertise-address={HOST_IP}",
-            f"--secure-port={config.apiserver_port}", "--insecure-port=0",
+            f"--secure-port={config.apiserver_port}",
             f"--cert-dir={pki / 'apiserver-generated'}",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}", f"--token-auth-file={pki / 'tokens.csv'}",
@@ -71,19 +81,29 @@ class ControlPlane:
             f"--kubeconfig={config.kubeconfig}",
             f"--authentication-kubeconfig={config.kubeconfig}",
             f"--authorization-kubeconfig={config.kubeconfig}",
-            f"--bind-address={HOST_IP}", f"--secure-port={config.controller_manager_port}", "--port=0",
+            f"--bind-address={HOST_IP}", f"--secure-port={config.controller_manager_port}",
             f"--controllers={','.join(CONTROLLERS)}",
+            f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}", f"--node-monitor-period={NODE_MONITOR_PERIOD}",
             f"--service-account-private-key-file={pki / 'sa.key'}",
             f"--root-ca-file={pki / 'ca.crt'}",
             "--use-service-account-credentials=false", "--leader-elect=false",
             "--kube-api-qps=100", "--kube-api-burst=200", "--profiling=false",
         ], logs / "kube-controller-manager.log")
+        self.scheduler = ManagedProcess("kube-scheduler", [
+            str(kube / "kube-scheduler"),
+            f"--kubeconfig={config.kubeconfig}",
+            f"--authentication-kubeconfig={config.kubeconfig}",
+            f"--authorization-kubeconfig={config.kubeconfig}",
+            f"--bind-address={HOST_IP}", f"--secure-port={config.scheduler_port}",
+            "--leader-elect=false", "--profiling=false",
+        ], logs / "kube-scheduler.log")
 
     def start(self) -> None:
         self.etcd.start()
         self._wait_ready(self.etcd, f"http://{HOST_IP}:{self.config.storage_etcd_client_port}/health")
         self.start_apiserver()
         self.controller_manager.start()
+        self.scheduler.start()
 
     def start_apiserver(self) -> None:
         self.apiserver.start()
@@ -96,8 +116,12 @@ class ControlPlane:
             self.start_apiserver()
 
     def stop(self) -> None:
-        for process in (self.controller_manager, self.apiserver, self.etcd):
+        for process in (self.scheduler, self.controller_manager, self.apiserver, self.etcd):
             process.stop()
+
+    def processes(self) -> tuple[ManagedProcess, ...]:
+        """Every control-plane process, in start order."""
+        return (self.etcd, self.apiserver, self.controller_manager, self.scheduler)
 
     def _wait_ready(self, process: ManagedProcess, url: str) -> None:
         context = ssl.create_default_context(cafile=str(self.config.ca_cert))

@@ -72,7 +72,7 @@ def run(config: SandboxConfig) -> int:
         log.info("sandbox ready in %.1fs", time.monotonic() - started)
         while not stop.wait(1.0):
             with control_plane.lock:
-                for process in (control_plane.etcd, control_plane.apiserver, control_plane.controller_manager, s3):
+                for process in (*control_plane.processes(), s3):
                     if not process.running() and not stop.is_set():
                         log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
                         process.start()
@@ -95,9 +95,7 @@ def _status(ready: threading.Event, control_plane: ControlPlane, s3: Any) -> dic
         "ready": ready.is_set(),
         "pid": os.getpid(),
         "components": {
-            "storage-etcd": control_plane.etcd.running(),
-            "kube-apiserver": control_plane.apiserver.running(),
-            "kube-controller-manager": control_plane.controller_manager.running(),
+            **{process.name: process.running() for process in control_plane.processes()},
             "s3": s3.running(),
         },
     }
