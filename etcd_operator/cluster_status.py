@@ -27,7 +27,8 @@ from etcd_operator.actions import (
 )
 from etcd_operator.manifests import client_service_name
 from etcd_operator.observed import ObservedCluster
-from etcd_operator.planning import outdated_reason
+from etcd_operator import versions
+from etcd_operator.planning import outdated_reason, running_member_versions, version_change_problem
 from etcd_operator.spec import Condition, EtcdVersion
 
 PHASE_CREATING = "Creating"
@@ -39,12 +40,15 @@ CONDITION_SCALING = "Scaling"
 CONDITION_UPGRADING = "Upgrading"
 CONDITION_RECOVERING = "Recovering"
 CONDITION_DEGRADED = "Degraded"
+# Is the etcd version run and asked for one this operator supports? Reasons in versions.py.
+CONDITION_VERSION_SUPPORTED = "VersionSupported"
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,
     CONDITION_SCALING,
     CONDITION_UPGRADING,
     CONDITION_RECOVERING,
     CONDITION_DEGRADED,
+    CONDITION_VERSION_SUPPORTED,
 )
 
 
@@ -81,6 +85,7 @@ def compute_status(
         _condition(observed, CONDITION_UPGRADING, *_upgrading(observed), now=now),
         _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
         _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary), now=now),
+        _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
     ]
     return {
         "observedGeneration": cluster.generation,
@@ -240,6 +245,42 @@ def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: st
     if unhealthy:
         return "True", "MembersUnhealthy", f"unhealthy voting member(s): {', '.join(unhealthy)}"
     return "False", "AllMembersHealthy", "every voting member is healthy"
+
+
+def _version_supported(observed: ObservedCluster) -> Verdict:
+    cluster = observed.cluster
+    spec = cluster.spec
+    if spec is None:
+        if cluster.unsupported_version:
+            return "False", versions.REASON_UNSUPPORTED_VERSION, cluster.spec_error or "spec.version is not supported"
+        return "Unknown", "InvalidSpec", "spec.version is not checked while the spec is invalid"
+    problem = version_change_problem(observed)
+    if problem:
+        return "False", versions.REASON_UPGRADE_REFUSED, problem
+    running = running_member_versions(observed)
+    sources = sorted(v for v in {*running, spec.version} if versions.support_of(v) == "upgrade-source")
+    if sources:
+        oldest = sources[0]
+        if spec.version == oldest:
+            return "False", versions.REASON_UPGRADE_SOURCE_ONLY, versions.upgrade_source_warning(oldest)
+        return (
+            "False", versions.REASON_UPGRADE_SOURCE_ONLY,
+            f"members still run etcd {oldest}, supported only as an upgrade source; "
+            f"the upgrade to {spec.version} is rolling",
+        )
+    return "True", versions.REASON_SUPPORTED, f"etcd {spec.version} is supported"
+
+
+def upgrade_source_event(observed: ObservedCluster, status: dict[str, Any]) -> str | None:
+    """The message of the Warning event due when `status` newly reports an upgrade-source
+    version (once per transition, not every pass), else None."""
+    new = next((cond for cond in status.get("conditions") or () if cond.get("type") == CONDITION_VERSION_SUPPORTED), None)
+    if new is None or new.get("reason") != versions.REASON_UPGRADE_SOURCE_ONLY:
+        return None
+    old = observed.cluster.recorded.condition(CONDITION_VERSION_SUPPORTED)
+    if old is not None and old.reason == versions.REASON_UPGRADE_SOURCE_ONLY:
+        return None
+    return str(new.get("message") or "")
 
 
 def _condition(

@@ -76,11 +76,23 @@ OPERATOR_CA_FILE: Final = "etcd-client-ca.crt"
 
 # --- etcd versions
 DEFAULT_REPOSITORY: Final = "quay.io/coreos/etcd"
-DEFAULT_VERSION: Final = "3.5.1"
-# Minor versions we run, each with learner support (`member add --learner`, `member promote`).
-# etcd upgrades one minor version at a time and does not downgrade across minor versions.
-SUPPORTED_MINOR_VERSIONS: Final = ("3.4", "3.5")
-LEARNER_MINOR_VERSIONS: Final = frozenset({"3.4", "3.5"})
+DEFAULT_VERSION: Final = "3.6.16"
+# Minor versions we run and create clusters with.
+SUPPORTED_MINOR_VERSIONS: Final = ("3.5", "3.6")
+# Minor versions accepted only to be upgraded away from: clusters the CoreOS operator left often
+# run 3.4. They keep running (and scaling), with a warning in status, until upgraded to 3.5.
+UPGRADE_SOURCE_MINOR_VERSIONS: Final = ("3.4",)
+ACCEPTED_MINOR_VERSIONS: Final = UPGRADE_SOURCE_MINOR_VERSIONS + SUPPORTED_MINOR_VERSIONS
+# The newest patch release of each accepted minor version this operator is tested with; named in
+# messages that tell a user which version to move to.
+RECOMMENDED_VERSIONS: Final = {"3.4": "3.4.23", "3.5": "3.5.35", "3.6": "3.6.16"}
+# etcd upgrades one minor version at a time. Some minor upgrades also need a minimum patch release
+# of the minor version they leave (target minor -> oldest patch every member must run first):
+# etcd's v3.5 -> v3.6 upgrade guide asks for 3.5.26 or later (3.5.20-3.5.26 fix membership data
+# that etcd 3.6 would read wrongly: "too many learner members", removed "zombie" members).
+MINIMUM_VERSION_BEFORE_MINOR_UPGRADE: Final = {"3.6": "3.5.26"}
+# Minor versions with learner support (`member add --learner`, `member promote`): all we accept.
+LEARNER_MINOR_VERSIONS: Final = frozenset({"3.4", "3.5", "3.6"})
 # etcd promotes a learner only once its log is within 10% of the leader's; we wait for the same.
 LEARNER_CATCH_UP_RATIO: Final = 0.9
 

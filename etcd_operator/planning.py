@@ -7,8 +7,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 
  1. spec.paused -> Pause.
  2. Spec problems the schema cannot catch -> RejectSpec: unsupported version, reserved labels,
-    ... (spec.py); a minor-version downgrade or skipped minor; a TLS mode change on a running
-    cluster. Fixing the spec recovers: nothing was changed meanwhile.
+    ... (spec.py); a version change etcd cannot take (versions.py: a minor-version downgrade, a
+    skipped minor, 3.5 -> 3.6 from a 3.5 patch older than etcd's guide allows); a TLS mode
+    change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
  4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
     (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
@@ -58,6 +59,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 
 from etcd_operator import constants as c
+from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
     AddMember,
@@ -81,6 +83,7 @@ from etcd_operator.actions import (
 from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import ObservedCluster, ObservedMember
 from etcd_operator.spec import ClusterSpec
+from etcd_operator.versions import EtcdVersion
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
@@ -111,31 +114,21 @@ def plan_next_action(observed: ObservedCluster) -> Action:
 
 
 def version_change_problem(observed: ObservedCluster) -> str | None:
-    """Why spec.version cannot be rolled out to the members running now, if it cannot."""
+    """Why spec.version cannot be rolled out to the members running now, if it cannot (the
+    policy is in versions.py)."""
     spec = observed.cluster.require_spec()
+    return versions.version_change_problem(running_member_versions(observed), spec.version)
+
+
+def running_member_versions(observed: ObservedCluster) -> list[EtcdVersion]:
+    """Versions of the member pods whose etcd ran (pods of members etcd no longer lists aside)."""
     names = observed.member_names
-    running = [
+    return [
         pod.etcd_version
         for pod in observed.live_pods
         if pod.etcd_version is not None and not pod.never_ran
         and (observed.members is None or pod.member_name in names)
     ]
-    if not running:
-        return None
-    target = spec.version
-    highest, lowest = max(running), min(running)
-    if (target.major, target.minor) < (highest.major, highest.minor):
-        return (
-            f"spec.version {target} would downgrade members running etcd {highest}; etcd cannot "
-            f"downgrade across minor versions: set spec.version to {highest.minor_version}.x again "
-            f"(or restore a backup into a new cluster)"
-        )
-    if target.major != lowest.major or target.minor > lowest.minor + 1:
-        return (
-            f"spec.version {target} skips a minor version: members run etcd {lowest} and etcd "
-            f"upgrades one minor version at a time; upgrade to {lowest.major}.{lowest.minor + 1}.x first"
-        )
-    return None
 
 
 def tls_change_problem(observed: ObservedCluster) -> str | None:

@@ -12,10 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from etcd_operator import constants as c
+from etcd_operator.versions import (
+    EtcdVersion,
+    accepted_versions_text,
+    support_of,
+    unsupported_version_problem,
+    upgrade_source_warning,
+)
+
+__all__ = ["EtcdVersion"]  # re-exported: the version type is part of the parsed spec
 
 JsonDict = Mapping[str, Any]
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 _DNS_1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _CLUSTER_DOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
@@ -29,26 +37,8 @@ class SpecError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, order=True)
-class EtcdVersion:
-    major: int
-    minor: int
-    patch: int
-
-    @classmethod
-    def parse(cls, text: str) -> EtcdVersion | None:
-        """`3.5.1` or `v3.5.1`; None for anything else."""
-        match = _VERSION_RE.match(text.strip())
-        if match is None:
-            return None
-        return cls(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-
-    @property
-    def minor_version(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
+class UnsupportedVersion(SpecError):
+    """spec.version is not an etcd version this operator runs."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +139,8 @@ class EtcdCluster:
     generation: int
     spec: ClusterSpec | None
     spec_error: str | None = None
+    # The spec error is about spec.version (an etcd version we do not run).
+    unsupported_version: bool = False
     paused: bool = False
     recorded: RecordedStatus = field(default_factory=RecordedStatus)
 
@@ -172,11 +164,13 @@ def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
     paused = isinstance(raw_spec, Mapping) and raw_spec.get("paused") is True
     spec: ClusterSpec | None = None
     spec_error: str | None = None
+    unsupported_version = False
     try:
         _check_cluster_name(name)
         spec = parse_cluster_spec(_mapping(raw_spec, "spec"))
     except SpecError as error:
         spec_error = error.reason
+        unsupported_version = isinstance(error, UnsupportedVersion)
     return EtcdCluster(
         name=name,
         namespace=str(metadata.get("namespace") or "default"),
@@ -184,6 +178,7 @@ def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
         generation=int(metadata.get("generation") or 0),
         spec=spec,
         spec_error=spec_error,
+        unsupported_version=unsupported_version,
         paused=paused,
         recorded=parse_recorded_status(obj.get("status")),
     )
@@ -196,6 +191,8 @@ def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
         raise SpecError(f"spec.size must be an integer from 1 to 7, got {size!r}")
     version = _parse_version(spec.get("version", c.DEFAULT_VERSION))
     warnings: list[str] = []
+    if support_of(version) == "upgrade-source":
+        warnings.append(upgrade_source_warning(version))
     repository = _parse_repository(spec, warnings)
     paused = spec.get("paused", False)
     if not isinstance(paused, bool):
@@ -251,11 +248,14 @@ def _check_cluster_name(name: str) -> None:
 
 def _parse_version(raw: Any) -> EtcdVersion:
     version = EtcdVersion.parse(raw) if isinstance(raw, str) else None
-    supported = ", ".join(f"{minor}.x" for minor in c.SUPPORTED_MINOR_VERSIONS)
     if version is None:
-        raise SpecError(f"spec.version {raw!r} is not an etcd version like \"3.5.1\" (supported: {supported})")
-    if version.minor_version not in c.SUPPORTED_MINOR_VERSIONS:
-        raise SpecError(f"etcd {version} is not supported; use one of {supported}")
+        raise UnsupportedVersion(
+            f"spec.version {raw!r} is not an etcd version like \"{c.DEFAULT_VERSION}\" "
+            f"(supported: {accepted_versions_text()})"
+        )
+    problem = unsupported_version_problem(version)
+    if problem:
+        raise UnsupportedVersion(problem)
     return version
 
 

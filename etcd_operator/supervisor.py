@@ -16,9 +16,10 @@ from typing import Any, Callable
 from etcd_operator import actions as a
 from etcd_operator import constants as c
 from etcd_operator import etcdctl as ctl
+from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.cache import Key, ObjectCache
-from etcd_operator.cluster_status import compute_status
+from etcd_operator.cluster_status import compute_status, upgrade_source_event
 from etcd_operator.etcd_access import EtcdAccess
 from etcd_operator.kube.errors import Forbidden, KubeError, NotFound
 from etcd_operator.kube.events import EventRecorder
@@ -197,6 +198,9 @@ class ClusterSupervisor:
         # Keep the cache's copy current so the next pass compares against what we wrote.
         if updated:
             ctx.clusters.upsert(updated)
+        warning = upgrade_source_event(observed, status)
+        if warning:
+            ctx.events.record(raw, "Warning", versions.REASON_UPGRADE_SOURCE_ONLY, warning)
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))

@@ -46,7 +46,7 @@ def raw_cluster(spec: dict[str, Any] | None = None, *, status: dict[str, Any] | 
         "apiVersion": c.API_GROUP_VERSION,
         "kind": c.KIND,
         "metadata": {"name": cluster_name, "namespace": NAMESPACE, "uid": UID, "generation": 4},
-        "spec": {"size": 3, "version": "3.5.1", **(spec or {})},
+        "spec": {"size": 3, "version": "3.6.16", **(spec or {})},
         "status": status if status is not None else {"bootstrapped": True},
     }
 
@@ -56,7 +56,7 @@ def make_cluster(spec: dict[str, Any] | None = None, *, bootstrapped: bool = Tru
     return parse_etcd_cluster(raw_cluster(spec, status=status if status is not None else {"bootstrapped": bootstrapped}))
 
 
-def make_pod(cluster: EtcdCluster, member: str, *, index: int = 1, version: str = "3.5.1", ready: bool = True,
+def make_pod(cluster: EtcdCluster, member: str, *, index: int = 1, version: str = "3.6.16", ready: bool = True,
              state: str = c.INITIAL_CLUSTER_STATE_EXISTING, **fields: Any) -> ObservedPod:
     spec = cluster.require_spec()
     parsed_version = EtcdVersion.parse(version)
@@ -87,7 +87,7 @@ def make_member(cluster: EtcdCluster, member: str, identifier: int, *, learner: 
     )
 
 
-def healthy_cluster(count: int = 3, *, size: int = 3, version: str = "3.5.1", leader: int = 1,
+def healthy_cluster(count: int = 3, *, size: int = 3, version: str = "3.6.16", leader: int = 1,
                     spec: dict[str, Any] | None = None, pvc: bool = False) -> ObservedCluster:
     """`count` healthy voting members example-mem01.. at `version`, example-mem<leader> leading."""
     spec_fields: dict[str, Any] = {"size": size, "version": version, **(spec or {})}
@@ -174,7 +174,7 @@ def add_member(observed: ObservedCluster, member: ObservedMember, *, healthy: bo
     statuses = dict(observed.endpoint_status)
     health[member.member_name] = MemberHealth(healthy, None if healthy else "unhealthy")
     if raft_index is not None:
-        statuses[member.member_name] = EndpointStatus(member.id, leader_id, "3.5.1", raft_index=raft_index)
+        statuses[member.member_name] = EndpointStatus(member.id, leader_id, "3.6.16", raft_index=raft_index)
     return dataclasses.replace(observed, members=(*(observed.members or ()), member), health=health,
                                endpoint_status=statuses)
 
@@ -185,7 +185,7 @@ def member_list_unavailable(observed: ObservedCluster, error: str = "context dea
 
 def leaderless(observed: ObservedCluster, *members: str) -> ObservedCluster:
     """No member list (etcd 3.5 needs quorum for one); `members` answer `endpoint status` with no leader."""
-    statuses = {m: EndpointStatus(0x1000 + i, 0, "3.5.1", raft_index=100) for i, m in enumerate(members, 1)}
+    statuses = {m: EndpointStatus(0x1000 + i, 0, "3.6.16", raft_index=100) for i, m in enumerate(members, 1)}
     return dataclasses.replace(member_list_unavailable(observed), endpoint_status=statuses)
 
 

@@ -62,10 +62,10 @@ def _learner_joining(*, raft_index: int | None, size: int = 4, started: bool = T
 
 def _surge_upgrade_learner() -> ObservedCluster:
     """emptyDir upgrade 3.4 -> 3.5 in progress: 3 outdated voters and a caught-up 3.5 learner."""
-    observed = with_spec(healthy_cluster(3, version="3.4.23"), version="3.5.1")
+    observed = with_spec(healthy_cluster(3, version="3.5.35"), version="3.6.16")
     learner = make_member(observed.cluster, NEW_MEMBER, 0x9999, learner=True)
     observed = add_member(observed, learner, healthy=False, raft_index=100)
-    return add_pod(observed, make_pod(observed.cluster, NEW_MEMBER, index=9, version="3.5.1"))
+    return add_pod(observed, make_pod(observed.cluster, NEW_MEMBER, index=9, version="3.6.16"))
 
 
 def _surge_upgrade_promoted() -> ObservedCluster:
@@ -142,7 +142,7 @@ CASES = [
                  id="unsupported-version"),
     pytest.param(with_spec(healthy_cluster(), pod={"labels": {"app": "mine"}}), expect(actions.RejectSpec, "app"),
                  id="reserved-label"),
-    pytest.param(with_spec(healthy_cluster(), version="3.4.23"), expect(actions.RejectSpec, "downgrade"),
+    pytest.param(with_spec(healthy_cluster(), version="3.5.35"), expect(actions.RejectSpec, "downgrade"),
                  id="minor-downgrade"),
     pytest.param(_pods_run(healthy_cluster(3), "quay.io/coreos/etcd:v3.3.25"),
                  expect(actions.RejectSpec, "skips a minor version"), id="skipped-minor"),
@@ -160,7 +160,7 @@ CASES = [
                  id="seed-starting-no-second-seed"),
     pytest.param(_seed_pod(waiting_reason="CrashLoopBackOff", restart_count=3), expect(actions.Wait, "CrashLoopBackOff"),
                  id="seed-crashlooping-waits"),
-    pytest.param(_seed_pod(waiting_reason="ErrImagePull", image="quay.io/coreos/etcd:v3.5.99"),
+    pytest.param(_seed_pod(waiting_reason="ErrImagePull", image="quay.io/coreos/etcd:v3.6.99"),
                  expect(actions.DeletePod, "cannot be pulled", pod_name=NEW_MEMBER), id="seed-image-fixed-in-spec"),
     pytest.param(_seed_pod(waiting_reason="ErrImagePull"), expect(actions.Wait, "ErrImagePull"),
                  id="seed-image-unpullable-waits-for-spec-fix"),
@@ -267,28 +267,28 @@ CASES = [
                  id="scale-down-spares-leader"),
     pytest.param(unhealthy(healthy_cluster(4, size=3), name(2)), expect(actions.RemoveMember, member_name=name(2)),
                  id="scale-down-unhealthy-first"),
-    pytest.param(replace_pod(healthy_cluster(2, size=1, leader=1), name(1), image="quay.io/coreos/etcd:v3.5.0"),
+    pytest.param(replace_pod(healthy_cluster(2, size=1, leader=1), name(1), image="quay.io/coreos/etcd:v3.6.0"),
                  expect(actions.MoveLeader, from_member_name=name(1), to_member_name=name(2)),
                  id="scale-down-outdated-leader-moves-leadership-first"),
     pytest.param(_leader_unknown(healthy_cluster(5, size=3)), expect(actions.Wait, "leader not known"),
                  id="scale-down-needs-known-leader"),
     # 12. upgrades
-    pytest.param(with_spec(healthy_cluster(3, version="3.4.23", pvc=True), version="3.5.1"),
-                 expect(actions.UpgradeMember, "3.4.23", member_name=name(2)), id="upgrade-pvc-oldest-follower"),
-    pytest.param(replace_pod(replace_pod(with_spec(healthy_cluster(3, version="3.4.23", pvc=True), version="3.5.1"),
-                                         name(2), image="quay.io/coreos/etcd:v3.5.1"),
-                             name(3), image="quay.io/coreos/etcd:v3.5.1"),
+    pytest.param(with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16"),
+                 expect(actions.UpgradeMember, "3.5.35", member_name=name(2)), id="upgrade-pvc-oldest-follower"),
+    pytest.param(replace_pod(replace_pod(with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16"),
+                                         name(2), image="quay.io/coreos/etcd:v3.6.16"),
+                             name(3), image="quay.io/coreos/etcd:v3.6.16"),
                  expect(actions.MoveLeader, from_member_name=name(1), to_member_name=name(2)),
                  id="upgrade-leader-last"),
-    pytest.param(with_spec(healthy_cluster(1, size=1, version="3.4.23", pvc=True), version="3.5.1"),
+    pytest.param(with_spec(healthy_cluster(1, size=1, version="3.5.35", pvc=True), version="3.6.16"),
                  expect(actions.UpgradeMember, member_name=name(1)), id="upgrade-single-member-pvc"),
-    pytest.param(with_spec(healthy_cluster(3, version="3.4.23"), version="3.5.1"),
+    pytest.param(with_spec(healthy_cluster(3, version="3.5.35"), version="3.6.16"),
                  expect(actions.AddMember, "joins first", purpose="upgrade"), id="upgrade-emptydir-adds-first"),
     pytest.param(_surge_upgrade_promoted(), expect(actions.RemoveMember, member_name=name(3), purpose="upgrade"),
                  id="upgrade-emptydir-then-removes-outdated"),
-    pytest.param(unhealthy(with_spec(healthy_cluster(3, version="3.4.23", pvc=True), version="3.5.1"), name(3)),
+    pytest.param(unhealthy(with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16"), name(3)),
                  expect(actions.Wait, name(3)), id="upgrade-waits-for-health"),
-    pytest.param(with_spec(healthy_cluster(3, version="3.5.1", pvc=True), version="3.5.0"),
+    pytest.param(with_spec(healthy_cluster(3, version="3.6.16", pvc=True), version="3.6.0"),
                  expect(actions.UpgradeMember), id="patch-downgrade-allowed"),
     pytest.param(with_spec(healthy_cluster(3, pvc=True), pod={"persistentVolumeClaimSpec": PVC_SPEC,
                                                               "resources": {"limits": {"memory": "1Gi"}}}),
@@ -298,8 +298,8 @@ CASES = [
                  expect(actions.AddMember, purpose="upgrade"), id="pod-policy-change-rolls-emptydir"),
     pytest.param(replace_pod(healthy_cluster(3), name(1), pod_policy_hash=None), expect(actions.NoOp),
                  id="pod-without-policy-hash-left-alone"),
-    pytest.param(replace_pod(with_spec(healthy_cluster(3), version="3.5.2"), name(2),
-                             image="quay.io/coreos/etcd:v3.5.1", waiting_reason="ErrImagePull", restart_count=0,
+    pytest.param(replace_pod(with_spec(healthy_cluster(3), version="3.6.17"), name(2),
+                             image="quay.io/coreos/etcd:v3.6.16", waiting_reason="ErrImagePull", restart_count=0,
                              ready=False),
                  expect(actions.DeletePod, "cannot be pulled", pod_name=name(2)),
                  id="unpullable-old-image-recreated"),
@@ -327,6 +327,6 @@ def test_learner_progress_falls_back_to_voters_without_leader_status() -> None:
     observed = _learner_joining(raft_index=95)
     statuses = dict(observed.endpoint_status)
     del statuses[name(1)]  # the leader's own status did not answer
-    statuses[name(2)] = EndpointStatus(member_id(2), member_id(1), "3.5.1", raft_index=1000)
+    statuses[name(2)] = EndpointStatus(member_id(2), member_id(1), "3.6.16", raft_index=1000)
     action = plan_next_action(dataclasses.replace(observed, endpoint_status=statuses))
     assert isinstance(action, actions.Wait) and "catching up" in action.reason

@@ -35,10 +35,13 @@ def test_coreos_example_parses_with_defaults() -> None:
 
 
 @pytest.mark.parametrize("spec, check", [
-    pytest.param({"size": 1}, lambda s: str(s.version) == "3.5.1", id="default-version"),
-    pytest.param({"size": 1, "version": "v3.4.23"}, lambda s: s.image == "quay.io/coreos/etcd:v3.4.23", id="v-prefix"),
+    pytest.param({"size": 1}, lambda s: str(s.version) == "3.6.16", id="default-version"),
+    pytest.param({"size": 1, "version": "v3.5.35"}, lambda s: s.image == "quay.io/coreos/etcd:v3.5.35", id="v-prefix"),
+    pytest.param({"size": 1, "version": "3.4.23"},
+                 lambda s: s.image == "quay.io/coreos/etcd:v3.4.23" and "only as an upgrade source" in s.warnings[0],
+                 id="upgrade-source-accepted-with-warning"),
     pytest.param({"size": 7, "repository": "registry.local:5000/etcd"},
-                 lambda s: s.image == "registry.local:5000/etcd:v3.5.1", id="repository-with-port"),
+                 lambda s: s.image == "registry.local:5000/etcd:v3.6.16", id="repository-with-port"),
     pytest.param({"size": 1, "baseImage": "mirror/etcd", "repository": "quay.io/coreos/etcd"},
                  lambda s: s.repository == "mirror/etcd" and "baseImage" in s.warnings[0], id="coreos-baseImage"),
     pytest.param({"size": 1, "paused": True}, lambda s: s.paused, id="paused"),
@@ -69,7 +72,9 @@ def test_accepted(spec: dict[str, Any], check: Any) -> None:
     pytest.param({"size": "three"}, "spec.size", id="size-string"),
     pytest.param({"size": True}, "spec.size", id="size-bool"),
     pytest.param({"size": 9}, "1 to 7", id="size-too-big"),
-    pytest.param({"size": 3, "version": "3.2.13"}, "3.4.x, 3.5.x", id="coreos-era-version"),
+    pytest.param({"size": 3, "version": "3.2.13"}, "3.5.x, 3.6.x (3.4.x only to upgrade from)", id="coreos-era-version"),
+    pytest.param({"size": 3, "version": "3.7.0"}, "etcd 3.7.0 is not supported", id="future-minor"),
+    pytest.param({"size": 3, "version": "4.0.0"}, "etcd 4.0.0 is not supported", id="future-major"),
     pytest.param({"size": 3, "version": "latest"}, "not an etcd version", id="version-not-semver"),
     pytest.param({"size": 3, "repository": "quay.io/coreos/etcd:v3.5.1"}, "tag", id="repository-with-tag"),
     pytest.param({"size": 3, "paused": "yes"}, "spec.paused", id="paused-string"),

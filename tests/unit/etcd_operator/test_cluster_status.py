@@ -84,11 +84,11 @@ def _learner_joining() -> ObservedCluster:
     pytest.param(dataclasses.replace(leaderless(healthy_cluster(3), name(1)),
                                      endpoint_status={name(1): EndpointStatus(0x1001, 0x1002)}),
                  "Running", "PodsReady", {"Available": "True"}, id="no-member-list-but-a-leader-is-known"),
-    pytest.param(with_spec(healthy_cluster(3, version="3.4.23"), version="3.5.1"), "Running", "QuorumAvailable",
+    pytest.param(with_spec(healthy_cluster(3, version="3.5.35"), version="3.6.16"), "Running", "QuorumAvailable",
                  {"Upgrading": "True"}, id="upgrading"),
     pytest.param(without_pods(healthy_cluster(3), name(2)), "Running", "QuorumAvailable",
                  {"Recovering": "True"}, id="replacing-dead-member"),
-    pytest.param(with_spec(healthy_cluster(3), version="3.4.23"), "Failed", "InvalidSpec",
+    pytest.param(with_spec(healthy_cluster(3), version="3.5.35"), "Failed", "InvalidSpec",
                  {"Available": "True", "Degraded": "True"}, id="downgrade-refused-cluster-still-serves"),
     pytest.param(with_cluster(healthy_cluster(3), parse_etcd_cluster(raw_cluster({"version": "3.0.0"}))),
                  "Failed", "InvalidSpec", {"Degraded": "True", "Upgrading": "Unknown"}, id="invalid-spec"),
@@ -107,7 +107,7 @@ def test_running_cluster_fields() -> None:
     assert status["members"] == {"ready": [name(1), name(2)], "unready": [name(3)]}
     assert status["readyCount"] == 2 and status["size"] == 3
     assert status["leader"] == name(2)
-    assert status["currentVersion"] == "3.5.1" and status["targetVersion"] == ""
+    assert status["currentVersion"] == "3.6.16" and status["targetVersion"] == ""
     assert status["serviceName"] == f"{CLUSTER}-client" and status["clientPort"] == 2379
     assert status["observedGeneration"] == 4 and status["controlPaused"] is False
     assert status["bootstrapped"] is True and status["lastError"] == "" and status["warnings"] == []
@@ -119,14 +119,14 @@ def test_learner_is_unready() -> None:
 
 
 def test_upgrade_versions() -> None:
-    observed = with_spec(healthy_cluster(3, version="3.4.23", pvc=True), version="3.5.1")
-    observed = replace_pod(observed, name(2), image="quay.io/coreos/etcd:v3.5.1")
+    observed = with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16")
+    observed = replace_pod(observed, name(2), image="quay.io/coreos/etcd:v3.6.16")
     statuses = dict(observed.endpoint_status)
-    statuses[name(2)] = dataclasses.replace(statuses[name(2)], version="3.5.1")
-    statuses[name(1)] = dataclasses.replace(statuses[name(1)], version="3.4.23")
-    statuses[name(3)] = dataclasses.replace(statuses[name(3)], version="3.4.23")
+    statuses[name(2)] = dataclasses.replace(statuses[name(2)], version="3.6.16")
+    statuses[name(1)] = dataclasses.replace(statuses[name(1)], version="3.5.35")
+    statuses[name(3)] = dataclasses.replace(statuses[name(3)], version="3.5.35")
     status = _status(dataclasses.replace(observed, endpoint_status=statuses))
-    assert status["currentVersion"] == "3.4.23" and status["targetVersion"] == "3.5.1"
+    assert status["currentVersion"] == "3.5.35" and status["targetVersion"] == "3.6.16"
     assert _conditions(status)["Upgrading"] == ("True", "RollingUpdate")
 
 

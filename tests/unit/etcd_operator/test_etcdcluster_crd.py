@@ -195,7 +195,7 @@ def test_printer_columns_point_at_schema_fields() -> None:
 
 def test_coreos_example_is_admitted_with_defaults() -> None:
     example = yaml.safe_load((REPO / "examples" / "example-etcd-cluster.yaml").read_text())
-    assert example == manifest({"size": 3, "version": "3.5.1"})
+    assert example == manifest({"size": 3, "version": c.DEFAULT_VERSION})
     assert admit(example) == ([], [])
     assert example["spec"]["repository"] == "quay.io/coreos/etcd"
 

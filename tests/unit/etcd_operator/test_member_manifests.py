@@ -45,13 +45,13 @@ def test_seed_pod() -> None:
     metadata, spec = pod["metadata"], pod["spec"]
     assert metadata["name"] == MEMBER and metadata["namespace"] == "default"
     assert metadata["labels"] == {"app": "etcd", "etcd_cluster": "example", "etcd_node": MEMBER}
-    assert metadata["annotations"][c.ANNOTATION_ETCD_VERSION] == "3.5.1"
+    assert metadata["annotations"][c.ANNOTATION_ETCD_VERSION] == "3.6.16"
     assert metadata["annotations"][c.ANNOTATION_INITIAL_CLUSTER_STATE] == "new"
     assert metadata["ownerReferences"] == [OWNER]
     assert (spec["hostname"], spec["subdomain"]) == (MEMBER, "example")
     assert spec["enableServiceLinks"] is False and spec["restartPolicy"] == "Always"
     container = _container(pod)
-    assert container["image"] == "quay.io/coreos/etcd:v3.5.1"
+    assert container["image"] == "quay.io/coreos/etcd:v3.6.16"
     assert container["command"] == [
         "/usr/local/bin/etcd",
         f"--name={MEMBER}",
@@ -176,7 +176,7 @@ def test_services() -> None:
 
 
 @pytest.mark.parametrize("change, rolls", [
-    pytest.param({"version": "3.4.23"}, False, id="version-is-not-policy"),
+    pytest.param({"version": "3.5.35"}, False, id="version-is-not-policy"),
     pytest.param({"repository": "mirror/etcd"}, False, id="repository-is-the-image"),
     pytest.param({"pod": {"ClusterDomain": "cluster.local"}}, False, id="cluster-domain-excluded"),
     pytest.param({"pod": {"labels": {}, "etcdEnv": []}}, False, id="empty-fields-do-not-count"),

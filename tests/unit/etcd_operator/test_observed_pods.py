@@ -49,7 +49,7 @@ def test_parse_running_pod() -> None:
     assert pod.name == pod.member_name == "example-abcde"
     assert (pod.phase, pod.ready, pod.deleting, pod.ip) == ("Running", True, False, "127.1.0.7")
     assert pod.created_at == datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
-    assert pod.image == "quay.io/coreos/etcd:v3.5.1" and pod.etcd_version == EtcdVersion(3, 5, 1)
+    assert pod.image == "quay.io/coreos/etcd:v3.6.16" and pod.etcd_version == EtcdVersion(3, 6, 16)
     assert pod.initial_cluster_state == "existing" and not pod.is_seed
     assert pod.pod_policy_hash and pod.restart_count == 2 and pod.last_termination_reason == "Error"
     assert pod.problem is None and not pod.never_ran
@@ -70,7 +70,7 @@ def test_parse_running_pod() -> None:
                  id="evicted"),
     pytest.param(RUNNING, {"deletionTimestamp": "2024-05-01T12:05:00Z"}, lambda p: p.deleting, id="terminating"),
     pytest.param({}, {}, lambda p: p.phase == "Pending" and not p.ready and p.ip is None, id="no-status-yet"),
-    pytest.param(RUNNING, {"annotations": {}}, lambda p: p.etcd_version == EtcdVersion(3, 5, 1)
+    pytest.param(RUNNING, {"annotations": {}}, lambda p: p.etcd_version == EtcdVersion(3, 6, 16)
                  and p.initial_cluster_state is None, id="version-from-image-without-annotations"),
 ])
 def test_parse_pod_states(status: dict[str, Any], metadata: dict[str, Any], check: Any) -> None:

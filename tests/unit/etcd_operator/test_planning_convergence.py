@@ -212,13 +212,13 @@ def test_bootstrap_converges(size: int, pvc: bool) -> None:
     if pvc:
         spec["pod"] = {"persistentVolumeClaimSpec": PVC_SPEC}
     world = run(new_world(spec))
-    assert converged_state(world) == (size, {"quay.io/coreos/etcd:v3.5.1"}, True)
+    assert converged_state(world) == (size, {"quay.io/coreos/etcd:v3.6.16"}, True)
     assert sum(isinstance(a, actions.CreateSeedMember) for a in world.history) == 1
 
 
 @pytest.mark.parametrize("pvc", [False, True], ids=["emptydir", "pvc"])
 def test_scale_up_down_and_upgrade(pvc: bool) -> None:
-    spec: dict[str, Any] = {"size": 3, "version": "3.4.23"}
+    spec: dict[str, Any] = {"size": 3, "version": "3.5.35"}
     if pvc:
         spec["pod"] = {"persistentVolumeClaimSpec": PVC_SPEC}
     world = run(new_world(spec))
@@ -226,8 +226,8 @@ def test_scale_up_down_and_upgrade(pvc: bool) -> None:
     assert converged_state(world)[0] == 5
     world = run(resize(world, size=3))
     assert converged_state(world)[0] == 3
-    world = run(resize(world, version="3.5.1"))
-    assert converged_state(world) == (3, {"quay.io/coreos/etcd:v3.5.1"}, True)
+    world = run(resize(world, version="3.6.16"))
+    assert converged_state(world) == (3, {"quay.io/coreos/etcd:v3.6.16"}, True)
     upgrades = [a for a in world.history if a.kind == "upgrade"]
     assert upgrades, "the upgrade went through upgrade actions"
 
