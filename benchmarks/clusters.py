@@ -8,10 +8,11 @@ from typing import Any, Callable, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from kube_sandbox import binaries
 from kube_sandbox.testing import Sandbox, wait_for
 
 GROUP, VERSION, PLURAL = "etcd.database.coreos.com", "v1beta2", "etcdclusters"
-ETCD_VERSION = "3.5.1"  # the version the floors run
+ETCD_VERSION = binaries.newest_etcd_version()  # the operator's default; the floors run it too
 STATUS_POLL_SECONDS = 0.1
 CONVERGE_TIMEOUT_SECONDS = 240.0
 GONE_TIMEOUT_SECONDS = 120.0

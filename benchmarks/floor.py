@@ -51,7 +51,7 @@ class RawMember:
 class RawCluster:
     """Plain etcd processes on 127.0.70.x, changed one member at a time the way the operator does."""
 
-    version: str = "3.5.1"
+    version: str = field(default_factory=binaries.newest_etcd_version)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="etcd-floor-")))
     members: dict[int, RawMember] = field(default_factory=dict)  # running members by index
     changed_at: float = 0.0  # time.monotonic() when the last membership change completed
@@ -224,8 +224,8 @@ def _accepts_connections(url: str) -> bool:
 
 
 def _measured(change: Callable[[RawCluster], float], setup: Callable[[RawCluster], None],
-              version: str) -> float:
-    cluster = RawCluster(version=version)
+              version: str | None) -> float:
+    cluster = RawCluster(version=version or binaries.newest_etcd_version())
     try:
         setup(cluster)
         return change(cluster)
@@ -233,12 +233,12 @@ def _measured(change: Callable[[RawCluster], float], setup: Callable[[RawCluster
         cluster.stop()
 
 
-def measure_bring_up(size: int, version: str = "3.5.1") -> float:
+def measure_bring_up(size: int, version: str | None = None) -> float:
     """Seconds from starting the seed to `size` voting members."""
     return _measured(lambda c: c.bring_up(size), lambda c: None, version)
 
 
-def measure_scale(from_size: int, to_size: int, version: str = "3.5.1") -> float:
+def measure_scale(from_size: int, to_size: int, version: str | None = None) -> float:
     """Seconds to grow or shrink a settled `from_size` cluster to `to_size` members."""
     def setup(cluster: RawCluster) -> None:
         cluster.bring_up(from_size)
@@ -252,10 +252,10 @@ def measure_scale(from_size: int, to_size: int, version: str = "3.5.1") -> float
     return _measured(change, setup, version)
 
 
-def measure_scale_round_trip(small: int, large: int, version: str = "3.5.1") -> tuple[float, float]:
+def measure_scale_round_trip(small: int, large: int, version: str | None = None) -> tuple[float, float]:
     """(seconds to grow a settled `small` cluster to `large`, seconds to shrink it back once settled):
     the same cluster both ways, as the operator's figure does it."""
-    cluster = RawCluster(version=version)
+    cluster = RawCluster(version=version or binaries.newest_etcd_version())
     try:
         cluster.bring_up(small)
         cluster.wait_settled()
@@ -266,7 +266,7 @@ def measure_scale_round_trip(small: int, large: int, version: str = "3.5.1") -> 
         cluster.stop()
 
 
-def measure_replace_member(size: int = 3, version: str = "3.5.1") -> float:
+def measure_replace_member(size: int = 3, version: str | None = None) -> float:
     """Seconds from a follower's death to its replacement promoted, in a settled `size` cluster."""
     def setup(cluster: RawCluster) -> None:
         cluster.bring_up(size)

@@ -5,12 +5,15 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import Sandbox, wait_for
 
 GROUP, VERSION, PLURAL = "etcd.database.coreos.com", "v1beta2", "etcdclusters"
+# The operator's default version: the newest 3.6.x the sandbox has built.
+DEFAULT_VERSION = newest_etcd_version("3.6")
 
 
-def etcd_cluster(name: str, size: int, version: str = "3.5.1", **spec: Any) -> dict[str, Any]:
+def etcd_cluster(name: str, size: int, version: str = DEFAULT_VERSION, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "EtcdCluster", "metadata": {"name": name},
             "spec": {"size": size, "version": version, **spec}}
 

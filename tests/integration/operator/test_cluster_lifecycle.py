@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from kube_sandbox.testing import wait_for
-from operator_clusters import Clusters, etcd_cluster
+from operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
 
 
 def test_three_member_cluster_runs_scales_and_keeps_data(clusters: Clusters) -> None:
     clusters.create(etcd_cluster("demo", size=3))
     status = clusters.wait_running("demo", ready=3, timeout=180)
 
-    assert status["currentVersion"] == "3.5.1"
+    assert status["currentVersion"] == DEFAULT_VERSION
     assert status["serviceName"] == "demo-client" and status["clientPort"] == 2379
     assert status["leader"] in status["members"]["ready"]
     assert status["observedGeneration"] == clusters.get("demo")["metadata"]["generation"]
@@ -27,7 +27,7 @@ def test_three_member_cluster_runs_scales_and_keeps_data(clusters: Clusters) -> 
     printed = clusters.sandbox.kubectl("-n", clusters.namespace, "get", "etcd", "demo").stdout
     header, row = printed.splitlines()[:2]
     assert header.split()[:5] == ["NAME", "SIZE", "READY", "VERSION", "PHASE"], header
-    assert row.split()[:5] == ["demo", "3", "3", "3.5.1", "Running"], row
+    assert row.split()[:5] == ["demo", "3", "3", DEFAULT_VERSION, "Running"], row
 
     for i in range(20):
         clusters.put("demo", f"key-{i}", f"value-{i}")

@@ -11,7 +11,7 @@ import pytest
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import wait_for
-from operator_clusters import GROUP, VERSION, Clusters, etcd_cluster
+from operator_clusters import DEFAULT_VERSION, GROUP, VERSION, Clusters, etcd_cluster
 from status_history import conditions
 
 REFUSED_SPECS = [
@@ -59,9 +59,9 @@ def test_unsupported_version_fails_clearly_and_recovers_when_fixed(clusters: Clu
     assert _pod_uid(clusters, "steady") == steady_pods
     assert clusters.status("steady")["phase"] == "Running"
 
-    clusters.patch_spec("future", {"version": "3.5.1"})
+    clusters.patch_spec("future", {"version": DEFAULT_VERSION})
     status = clusters.wait_running("future", ready=1, timeout=120)
-    assert status["currentVersion"] == "3.5.1" and status.get("reason") != "InvalidSpec", status
+    assert status["currentVersion"] == DEFAULT_VERSION and status.get("reason") != "InvalidSpec", status
     clusters.put("future", "fixed", "yes")
     assert clusters.get_value("future", "fixed") == "yes"
     steady = clusters.wait_running("steady", ready=1, timeout=10)
@@ -72,6 +72,6 @@ def test_coreos_example_manifest_applies_unchanged_and_runs(clusters: Clusters) 
     example = Path(CHECKOUT_DIR) / "examples" / "example-etcd-cluster.yaml"
     clusters.sandbox.kubectl("-n", clusters.namespace, "apply", "-f", str(example))
     status = clusters.wait_running("example-etcd-cluster", ready=3, timeout=180)
-    assert status["currentVersion"] == "3.5.1"
+    assert status["currentVersion"] == DEFAULT_VERSION
     spec = clusters.get("example-etcd-cluster")["spec"]
     assert spec["size"] == 3 and spec["repository"] == "quay.io/coreos/etcd", spec

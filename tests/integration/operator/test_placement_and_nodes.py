@@ -1,0 +1,146 @@
+"""Member pods on the three-node sandbox: the real scheduler spreads them with antiAffinity, they
+pass the `restricted` Pod Security profile, and a cluster rides out the loss of a node."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterator
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from etcd_data import member_ids, read_prefix
+from kube_sandbox.testing import Sandbox, wait_for
+from operator_clusters import Clusters, etcd_cluster
+from status_history import conditions
+
+PREFIX = "node-loss/"
+
+
+def _nodes(pods: list[Any]) -> dict[str, str]:
+    """pod name -> node name."""
+    return {p.metadata.name: p.spec.node_name for p in pods}
+
+
+def test_anti_affinity_places_one_member_per_node(clusters: Clusters) -> None:
+    name = "spread"
+    clusters.create(etcd_cluster(name, size=3, pod={"antiAffinity": True}))
+    clusters.wait_running(name, ready=3, timeout=180)
+    placed = _nodes(clusters.live_pods(name))
+    nodes = {n.metadata.name for n in clusters.core.list_node().items}
+    assert len(nodes) == 3, nodes
+    assert sorted(placed.values()) == sorted(nodes), f"members share a node: {placed}"
+    terms = clusters.live_pods(name)[0].spec.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+    assert terms[0].topology_key == "kubernetes.io/hostname", terms
+
+
+def test_cluster_runs_in_a_namespace_that_enforces_restricted(clusters: Clusters) -> None:
+    clusters.core.patch_namespace(clusters.namespace, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    # The admission is real: a pod that runs as root with privilege escalation is refused here.
+    with pytest.raises(ApiException) as refused:
+        clusters.core.create_namespaced_pod(clusters.namespace, {
+            "metadata": {"name": "rooted"},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}})
+    assert refused.value.status == 403 and "restricted" in refused.value.body, refused.value.body
+
+    name = "strict"
+    clusters.create(etcd_cluster(name, size=3))
+    clusters.wait_running(name, ready=3, timeout=180)
+    clusters.put(name, "restricted", "yes")
+    assert clusters.get_value(name, "restricted") == "yes"
+    for pod in clusters.live_pods(name):
+        assert pod.spec.security_context.run_as_non_root is True, pod.spec.security_context
+        assert pod.spec.security_context.seccomp_profile.type == "RuntimeDefault", pod.spec.security_context
+    refusals = [e.message for e in clusters.events(name) if "forbidden" in (e.message or "")]
+    assert not refusals, refusals
+
+
+class Writer:
+    """Puts `node-loss/<n>` through the client service until stopped; remembers what was acknowledged."""
+
+    def __init__(self, sandbox: Sandbox, endpoint: str) -> None:
+        self.sandbox, self.endpoint = sandbox, endpoint
+        self.acknowledged: dict[str, str] = {}
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="node-loss-writer", daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            key, value = f"{PREFIX}{n:06d}", f"value-{n}"
+            n += 1
+            result = self.sandbox.etcdctl([self.endpoint], "put", key, value, "--command-timeout=5s")
+            if result.returncode == 0 and result.stdout.strip() == "OK":
+                self.acknowledged[key] = value
+            else:
+                self.failures.append(result.stderr.strip()[-200:])
+
+    def progressed(self, count: int) -> bool:
+        return len(self.acknowledged) >= count
+
+
+@pytest.fixture
+def node_restorer(clusters: Clusters) -> Iterator[list[str]]:
+    """Names appended here are started again after the test, whatever happened."""
+    stopped: list[str] = []
+    yield stopped
+    for node in stopped:
+        clusters.sandbox.faults.start_node(node)
+
+
+def _node_ready(clusters: Clusters, node: str) -> str:
+    status = clusters.core.read_node(node).status
+    return next((c.status for c in status.conditions or [] if c.type == "Ready"), "Unknown")
+
+
+def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
+        clusters: Clusters, node_restorer: list[str]) -> None:
+    name = "nodeloss"
+    clusters.create(etcd_cluster(name, size=3, pod={"antiAffinity": True}))
+    status = clusters.wait_running(name, ready=3, timeout=180)
+    ids_before = member_ids(clusters, name)
+    placed = _nodes(clusters.live_pods(name))
+    victim = next(member for member in sorted(placed) if member != status["leader"])
+    node = placed[victim]
+
+    writer = Writer(clusters.sandbox, clusters.client_url(name))
+    writer.thread.start()
+    try:
+        wait_for(lambda: writer.progressed(5), timeout=30, what="writes before the node stops")
+        node_restorer.append(node)
+        clusters.sandbox.faults.stop_node(node)
+        stopped_at = time.monotonic()
+
+        # The real node-lifecycle controller notices the silent kubelet; the operator reports the member.
+        wait_for(lambda: _node_ready(clusters, node) != "True", timeout=90, what=f"node {node} NotReady")
+        reported = clusters.wait_status(
+            name, lambda s: victim in (s.get("members") or {}).get("unready", [])
+            and conditions(s).get("Degraded", ("",))[0] == "True", f"{victim} reported unready", timeout=90)
+        assert reported["phase"] == "Running", reported  # two of three members keep quorum
+        assert conditions(reported)["Available"][0] == "True", reported["conditions"]
+        assert victim in conditions(reported)["Degraded"][2], reported["conditions"]
+        count = len(writer.acknowledged)
+        wait_for(lambda: writer.progressed(count + 10), timeout=30, what="writes while the node is down")
+        down_for = time.monotonic() - stopped_at
+
+        clusters.sandbox.faults.start_node(node)
+        node_restorer.remove(node)
+        wait_for(lambda: _node_ready(clusters, node) == "True", timeout=90, what=f"node {node} Ready again")
+        clusters.wait_status(
+            name, lambda s: s.get("phase") == "Running" and s.get("readyCount") == 3 and s.get("size") == 3
+            and not (s.get("members") or {}).get("unready"), "Running 3/3 again", timeout=180)
+        count = len(writer.acknowledged)
+        wait_for(lambda: writer.progressed(count + 5), timeout=30, what="writes after the node is back")
+    finally:
+        writer.stop.set()
+        writer.thread.join(30)
+
+    print(f"\nnode {node} down {down_for:.1f}s; writes: {len(writer.acknowledged)} acknowledged, "
+          f"{len(writer.failures)} failed")
+    # The node came back with the member's data: the same member rejoined, nobody was replaced.
+    assert member_ids(clusters, name) == ids_before
+    stored = read_prefix(clusters.sandbox, clusters.member_urls(name), PREFIX)
+    lost = sorted(k for k, v in writer.acknowledged.items() if stored.get(k) != v)
+    assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {lost[:5]}"
