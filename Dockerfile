@@ -5,6 +5,7 @@ WORKDIR /app
 COPY --from=etcd /usr/local/bin/etcdctl /usr/local/bin/etcdutl /usr/local/bin/
 COPY setup.cfg pyproject.toml README.md ./
 COPY etcd_operator ./etcd_operator
-RUN pip install --no-cache-dir . && useradd --uid 10001 operator
-USER 10001
+# uid/gid 10001: what deploy/operator.yaml runs as (the `restricted` Pod Security Standard).
+RUN pip install --no-cache-dir . && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator
+USER 10001:10001
 ENTRYPOINT ["etcd-operator"]

@@ -51,6 +51,13 @@ DATA_VOLUME_MOUNT_PATH: Final = "/var/etcd"
 DATA_DIR: Final = "/var/etcd/data"
 POD_IP_ENV: Final = "POD_IP"
 
+# --- member pod security: the `restricted` Pod Security Standard by default.
+# etcd runs as this uid/gid: 65532 is "nonroot" in the distroless images etcd is released on,
+# and fsGroup makes the data volume (emptyDir or PVC) writable for it.
+MEMBER_RUN_AS_USER: Final = 65532
+MEMBER_RUN_AS_GROUP: Final = 65532
+MEMBER_FS_GROUP: Final = 65532
+
 # Member names are `<cluster>-<suffix>`, CoreOS style; the name is also the pod's name and hostname.
 NAME_SUFFIX_LENGTH: Final = 5
 NAME_SUFFIX_ALPHABET: Final = "abcdefghijklmnopqrstuvwxyz0123456789"

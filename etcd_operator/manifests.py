@@ -87,7 +87,9 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
     """Fingerprint of what, besides the image, shapes a member pod. Empty fields are left out so
     adding a field to PodPolicy later does not change the hash of existing pods (and roll them).
     Excluded on purpose: the PVC spec (an existing claim cannot change), the cluster domain
-    (a member keeps the peer URL it was added with) and the TLS mode (refused by the planner)."""
+    (a member keeps the peer URL it was added with) and the TLS mode (refused by the planner).
+    The security contexts are hashed as the pod gets them (defaults merged with the user's), so
+    a change of the operator's defaults rolls the members once, and only once."""
     pod = spec.pod
     material: dict[str, Any] = {
         "labels": dict(pod.labels),
@@ -98,7 +100,8 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
         "resources": pod.resources,
         "tolerations": list(pod.tolerations),
         "etcdEnv": list(pod.etcd_env),
-        "securityContext": pod.security_context,
+        "securityContext": member_pod_security_context(spec),
+        "containerSecurityContext": etcd_container_security_context(),
         "persistentVolumes": pod.uses_persistent_volumes,
         "peerSecret": spec.tls.member_peer_secret,
         "serverSecret": spec.tls.member_server_secret,
@@ -107,6 +110,41 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
     kept = {key: value for key, value in material.items() if value not in (None, "", False, [], {})}
     canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Security: the `restricted` Pod Security Standard
+
+
+def default_pod_security_context() -> dict[str, Any]:
+    """What every member pod runs with unless spec.pod.securityContext says otherwise."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": c.MEMBER_RUN_AS_USER,
+        "runAsGroup": c.MEMBER_RUN_AS_GROUP,
+        "fsGroup": c.MEMBER_FS_GROUP,
+        # Re-own a volume only when its root is not ours yet (a PVC of millions of files
+        # would otherwise be walked on every pod start).
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def member_pod_security_context(spec: ClusterSpec) -> dict[str, Any]:
+    """The defaults with spec.pod.securityContext (CoreOS field) over them: each field the user
+    sets wins as a whole. A user who weakens it (runAsUser 0, no seccomp) gets pods that
+    namespaces enforcing `restricted` refuse."""
+    return {**default_pod_security_context(), **_plain(spec.pod.security_context or {})}
+
+
+def etcd_container_security_context() -> dict[str, Any]:
+    """etcd needs no privilege at all: no capabilities, no escalation, and writes only its data
+    volume."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,6 +250,7 @@ def build_member_pod(
         "volumeMounts": [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}],
         "readinessProbe": _readiness_probe(cluster, member),
         "livenessProbe": _liveness_probe(),
+        "securityContext": etcd_container_security_context(),
     }
     if policy.resources:
         container["resources"] = _plain(policy.resources)
@@ -233,6 +272,7 @@ def build_member_pod(
         # reads as flags; and etcd needs no API token.
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
+        "securityContext": member_pod_security_context(spec),
         "containers": [container],
         "volumes": volumes,
     }
@@ -240,8 +280,6 @@ def build_member_pod(
         pod_spec["nodeSelector"] = dict(policy.node_selector)
     if policy.tolerations:
         pod_spec["tolerations"] = [_plain(toleration) for toleration in policy.tolerations]
-    if policy.security_context:
-        pod_spec["securityContext"] = _plain(policy.security_context)
     affinity = _affinity(cluster)
     if affinity:
         pod_spec["affinity"] = affinity

@@ -146,7 +146,10 @@ def test_pod_policy_applied() -> None:
     assert metadata["annotations"]["prometheus.io/scrape"] == "true"
     assert spec["nodeSelector"] == {"disk": "ssd"}
     assert spec["tolerations"] == policy["tolerations"]
-    assert spec["securityContext"] == {"runAsUser": 1000, "fsGroup": 1000}
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 65532, "fsGroup": 1000,
+        "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"},
+    }, "the user's fields win, the defaults fill the rest"
     assert container["resources"] == policy["resources"]
     assert [e["name"] for e in container["env"]] == ["POD_IP", "ETCD_QUOTA_BACKEND_BYTES"]
     assert "nodeAffinity" in spec["affinity"]
