@@ -187,6 +187,7 @@ def test_operator_pod_has_a_writable_tmp_for_client_certificates() -> None:
     mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
     volumes = {volume["name"]: volume for volume in spec["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
+    assert {"name": "TMPDIR", "value": "/tmp"} in container["env"]
 
 
 # --- the pod-policy hash: stable, so members are not rolled in a loop
