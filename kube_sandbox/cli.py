@@ -148,8 +148,9 @@ def _log_tail(config: SandboxConfig, lines: int = 40) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kube-sandbox",
-        description="A local Kubernetes (real kube-apiserver and controller-manager, pods as local "
-                    "processes). State lives in $SANDBOX_DIR (default: .sandbox in the checkout).",
+        description="A local Kubernetes (real kube-apiserver, controller-manager and scheduler; three "
+                    "nodes whose pods are local processes). State lives in $SANDBOX_DIR (default: .sandbox "
+                    "in the checkout); $SANDBOX_PORT_OFFSET and $SANDBOX_POD_IP_PREFIX move a second sandbox.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start the sandbox (no-op if it is running)")
@@ -157,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("status", help="print whether the sandbox runs, as JSON; exit 1 if not")
     exec_parser = commands.add_parser("exec", help="run a command where pod DNS names resolve: exec -- CMD...")
     exec_parser.add_argument("argv", nargs=argparse.REMAINDER)
-    kubectl_parser = commands.add_parser("kubectl", help="run the sandbox's kubectl v1.20 with its kubeconfig")
+    kubectl_parser = commands.add_parser("kubectl", help="run the sandbox's kubectl with its kubeconfig")
     kubectl_parser.add_argument("argv", nargs=argparse.REMAINDER)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["exec"], ["kubectl"]):

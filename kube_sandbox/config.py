@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHECKOUT_DIR = Path(__file__).resolve().parent.parent
-NODE_NAME = "sandbox-node"
+# The process kubelet's Nodes; each owns a range of pod IPs (kubelet/ipam.py). At most 4.
+NODE_NAMES = ("sandbox-node-1", "sandbox-node-2", "sandbox-node-3")
 # Every address below is in 127.0.0.0/8: nothing the sandbox runs talks to anything else.
 HOST_IP = "127.0.0.1"
 POD_IP_PREFIX = "127.1"  # pod IPs are 127.1.x.y

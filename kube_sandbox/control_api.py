@@ -108,11 +108,13 @@ class ControlClient:
         result = self.call("pod-pid", namespace=namespace, pod=pod, container=container)
         return int(result) if result is not None else None
 
-    def stop_node(self) -> None:
-        self.call("stop-node")
+    def stop_node(self, node: str) -> None:
+        """Power cut of `node` (one of config.NODE_NAMES): its pod processes die, its heartbeats stop."""
+        self.call("stop-node", node=node)
 
-    def start_node(self) -> None:
-        self.call("start-node")
+    def start_node(self, node: str) -> None:
+        """Power `node` back on: heartbeats resume, its containers restart per their restart policy."""
+        self.call("start-node", node=node)
 
     def restart_apiserver(self) -> None:
         self.call("restart-apiserver")

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 
 from kube_sandbox import binaries
 from kube_sandbox.certs import admin_token
-from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAME, SandboxConfig
+from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAMES, SandboxConfig
 from kube_sandbox.control_api import ControlApiServer
 from kube_sandbox.control_plane import ControlPlane
 from kube_sandbox.kubelet import KubeletSettings, ProcessKubelet
@@ -24,6 +24,8 @@ from kube_sandbox.namespace import bind_hosts_file, bind_resolv_conf
 from kube_sandbox.s3 import s3_server
 
 log = logging.getLogger("kube_sandbox.daemon")
+
+NODE_REGISTRATION_SECONDS = 30.0
 
 
 def admin_api_client(config: SandboxConfig) -> k8s.ApiClient:
@@ -36,12 +38,12 @@ def admin_api_client(config: SandboxConfig) -> k8s.ApiClient:
 
 def kubelet_settings(config: SandboxConfig) -> KubeletSettings:
     return KubeletSettings(
-        node_name=NODE_NAME, host_ip=HOST_IP, pod_ip_prefix=config.pod_ip_prefix,
+        node_names=NODE_NAMES, host_ip=HOST_IP, pod_ip_prefix=config.pod_ip_prefix,
         state_dir=config.kubelet_dir, hosts_file=config.hosts_file,
         apiserver_host=HOST_IP, apiserver_port=config.apiserver_port, ca_cert=config.ca_cert,
         venv_bin_dir=config.venv_bin_dir, cluster_domain=CLUSTER_DOMAIN,
         kubelet_port=config.kubelet_port, etcd_binaries=binaries.etcd_binaries(),
-        dns_address=config.dns_address,
+        dns_address=config.dns_address, kubelet_version=f"v{binaries.kube_version()}",
     )
 
 
@@ -65,6 +67,8 @@ def run(config: SandboxConfig) -> int:
         s3.start()
         kubelet = ProcessKubelet(admin_api_client(config), kubelet_settings(config))
         kubelet.start()
+        if not kubelet.wait_until_registered(NODE_REGISTRATION_SECONDS):
+            log.warning("not every node registered within %.0fs; going on", NODE_REGISTRATION_SECONDS)
         server = ControlApiServer(config.control_api_port, lambda: _status(ready, control_plane, s3),
                                   _actions(kubelet, control_plane))
         server.start()
@@ -101,17 +105,23 @@ def _status(ready: threading.Event, control_plane: ControlPlane, s3: Any) -> dic
     }
 
 
+def body_field(body: dict[str, Any], name: str) -> str:
+    if not isinstance(body.get(name), str):
+        raise ValueError(f"the request needs a string field {name!r}")
+    return str(body[name])
+
+
 def _actions(kubelet: ProcessKubelet, control_plane: ControlPlane) -> dict[str, Any]:
     def container_args(body: dict[str, Any]) -> tuple[str, str, str]:
-        return body["namespace"], body["pod"], body["container"]
+        return body_field(body, "namespace"), body_field(body, "pod"), body_field(body, "container")
 
     return {
         "crash-container": lambda b: kubelet.crash_container(*container_args(b)),
         "freeze-container": lambda b: kubelet.freeze_container(*container_args(b)),
         "thaw-container": lambda b: kubelet.thaw_container(*container_args(b)),
         "pod-pid": lambda b: kubelet.pod_process_pid(*container_args(b)),
-        "stop-node": lambda b: kubelet.stop_node(),
-        "start-node": lambda b: kubelet.start_node(),
+        "stop-node": lambda b: kubelet.stop_node(body_field(b, "node")),
+        "start-node": lambda b: kubelet.start_node(body_field(b, "node")),
         "restart-apiserver": lambda b: control_plane.restart_apiserver(),
     }
 

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from kube_sandbox import binaries
 from kube_sandbox.cli import run_in_sandbox
-from kube_sandbox.config import SandboxConfig
+from kube_sandbox.config import NODE_NAMES, SandboxConfig
 from kube_sandbox.control_api import ControlClient
 
 T = TypeVar("T")
@@ -51,6 +51,16 @@ class Sandbox:
     def __post_init__(self) -> None:
         self.faults = ControlClient(self.config)
 
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        """The process kubelet's Nodes, for sandbox.faults.stop_node/start_node."""
+        return NODE_NAMES
+
+    def node_of(self, namespace: str, pod: str) -> str | None:
+        """The node a pod is bound to (its spec.nodeName), None while it is not scheduled."""
+        spec = k8s.CoreV1Api(self.api_client()).read_namespaced_pod(pod, namespace).spec
+        return spec.node_name if spec is not None else None
+
     def api_client(self) -> k8s.ApiClient:
         from kube_sandbox.daemon import admin_api_client
 
@@ -71,9 +81,10 @@ class Sandbox:
             self.config, list(argv), capture_output=True, timeout=timeout)
         return result
 
-    def etcdctl(self, endpoints: Sequence[str], *args: str, version: str = "3.5.1",
+    def etcdctl(self, endpoints: Sequence[str], *args: str, version: str | None = None,
                 timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        etcdctl = binaries.etcd_binaries()[version] / "etcdctl"
+        """etcdctl of `version` (default: the newest built etcd) run where pod DNS names resolve."""
+        etcdctl = binaries.etcd_dir(version or binaries.newest_etcd_version()) / "etcdctl"
         argv = [str(etcdctl), f"--endpoints={','.join(endpoints)}", "--dial-timeout=3s",
                 "--command-timeout=10s", *args]
         return self.exec(argv, timeout=timeout)

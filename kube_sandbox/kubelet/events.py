@@ -1,5 +1,6 @@
-"""Kubernetes Events about pods (Scheduled, Started, Killing, BackOff, ...), so `kubectl describe`
-explains what the kubelet did. Sent from one background thread; losing one is harmless."""
+"""Kubernetes Events about pods (Started, Killing, BackOff, ...), so `kubectl describe` explains what
+the kubelet did; each names the pod's node as its source host. Sent from one background thread;
+losing one is harmless."""
 from __future__ import annotations
 
 import logging
@@ -19,9 +20,8 @@ QUEUE_LIMIT = 1000
 
 
 class EventRecorder:
-    def __init__(self, api: KubeApi, node_name: str, stop: threading.Event) -> None:
+    def __init__(self, api: KubeApi, stop: threading.Event) -> None:
         self.api = api
-        self.node_name = node_name
         self.stop = stop
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=QUEUE_LIMIT)
         self._thread = threading.Thread(target=self._run, name="kubelet-events", daemon=True)
@@ -32,6 +32,7 @@ class EventRecorder:
     def record(self, pod: dict[str, Any], event_type: str, reason: str, message: str, field_path: str = "",
                component: str = "kubelet") -> None:
         metadata = pod.get("metadata") or {}
+        host = (pod.get("spec") or {}).get("nodeName") or ""
         namespace = metadata.get("namespace", "default")
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         involved = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": metadata.get("name"),
@@ -42,9 +43,9 @@ class EventRecorder:
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{metadata.get('name')}.{secrets.token_hex(8)}", "namespace": namespace},
             "involvedObject": involved, "type": event_type, "reason": reason, "message": message,
-            "source": {"component": component, "host": self.node_name},
+            "source": {"component": component, "host": host},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            "reportingComponent": component, "reportingInstance": self.node_name,
+            "reportingComponent": component, "reportingInstance": host,
         }
         try:
             self._queue.put_nowait(event)

@@ -1,8 +1,12 @@
-"""ProcessKubelet: the sandbox's only node. Binds pending pods to itself and runs them as processes.
+"""ProcessKubelet: the sandbox's Nodes. Runs the pods the scheduler binds to them as processes.
 
-Threads: node heartbeats, a pod watch (binding + one PodWorker per pod), a service watch, the
-hosts-file writer, the cluster DNS server, an event sender and the optional log server; all share
-one stop Event.
+One kubelet serves all nodes (settings.node_names): each node has its own heartbeats, pod address
+range and power switch (stop_node/start_node); the pod and service watches, the hosts file, the
+cluster DNS server, the event sender and the log server are shared.
+
+Threads: one heartbeat per node, a node watch, a pod watch (one PodWorker per pod on our nodes), a
+service watch, the hosts-file writer, the cluster DNS server, an event sender and the optional log
+server; all share one stop Event.
 """
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import logging
 import shutil
 import signal
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +24,11 @@ from kubernetes import client as k8s
 from kube_sandbox.kubelet.containers import ContainerProcess, reap_orphans
 from kube_sandbox.kubelet.dns import HostsFile
 from kube_sandbox.kubelet.dns_server import DnsServer
-from kube_sandbox.kubelet.events import NORMAL, EventRecorder
+from kube_sandbox.kubelet.events import EventRecorder
 from kube_sandbox.kubelet.images import ImageCatalog
-from kube_sandbox.kubelet.ipam import IpAllocator
-from kube_sandbox.kubelet.kube_api import ApiError, Conflict, KubeApi, NotFound, object_path, pod_path
-from kube_sandbox.kubelet.node import NodeAgent
+from kube_sandbox.kubelet.ipam import IpAllocator, node_blocks
+from kube_sandbox.kubelet.kube_api import ApiError, KubeApi, NotFound, object_path
+from kube_sandbox.kubelet.node import INSTANCE_TYPE_LABEL, SANDBOX_INSTANCE_TYPE, NodeAgent
 from kube_sandbox.kubelet.pods import TERMINAL_PHASES, PodServices, PodWorker
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import VolumeManager
@@ -36,15 +42,30 @@ DNS_RESYNC_SECONDS = 5.0
 
 
 class ContainerNotRunning(LookupError):
-    """A fault was aimed at a container that has no running process on this node."""
+    """A fault was aimed at a container that has no running process on any node."""
+
+
+class UnknownNode(LookupError):
+    """A node fault named a node this kubelet does not run."""
+
+
+@dataclass(frozen=True)
+class LocalNode:
+    """One of the kubelet's Nodes: its heartbeats, its power switch, and what its pod workers share."""
+
+    name: str
+    agent: NodeAgent
+    down: threading.Event  # set between stop_node() and start_node()
+    services: PodServices
 
 
 class ProcessKubelet:
     def __init__(self, api_client: k8s.ApiClient, settings: KubeletSettings) -> None:
+        if not settings.node_names:
+            raise ValueError("the process kubelet needs at least one node name")
         self.settings = settings
         self.api = KubeApi(api_client)
         self._stop = threading.Event()
-        self._node_down = threading.Event()
         self._lock = threading.RLock()
         self._workers: dict[str, PodWorker] = {}
         self._pods: dict[str, dict[str, Any]] = {}  # every pod in the cluster, by uid (for DNS)
@@ -54,17 +75,22 @@ class ProcessKubelet:
         self._hosts_lock = threading.Lock()  # one hosts update at a time, each from a newer snapshot
         self._dns_dirty = threading.Event()
         self._first_pod_list = True
-        self.ipam = IpAllocator(settings.pod_ip_prefix)
-        self.events = EventRecorder(self.api, settings.node_name, self._stop)
-        self.node = NodeAgent(self.api, settings, self._stop, self._node_down)
+        self._first_node_list = True
+        self.events = EventRecorder(self.api, self._stop)
         self.hosts = HostsFile(settings.hosts_file, settings.cluster_domain)
-        self.services = PodServices(
-            api=self.api, settings=settings, ipam=self.ipam,
-            images=ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir),
-            volumes=VolumeManager(self.api, settings), events=self.events, stop=self._stop,
-            node_down=self._node_down, on_worker_done=self._worker_done,
-            on_address_assigned=self._address_assigned,
-        )
+        images = ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir)
+        volumes = VolumeManager(self.api, settings)
+        self.nodes: dict[str, LocalNode] = {}
+        for index, name in enumerate(settings.node_names):
+            down = threading.Event()
+            services = PodServices(
+                api=self.api, settings=settings, node_name=name,
+                ipam=IpAllocator(settings.pod_ip_prefix, node_blocks(index)), images=images, volumes=volumes,
+                events=self.events, stop=self._stop, node_down=down, on_worker_done=self._worker_done,
+                on_address_assigned=self._address_assigned,
+            )
+            agent = NodeAgent(self.api, settings, name, index, self._stop, down)
+            self.nodes[name] = LocalNode(name, agent, down, services)
         self._threads: list[threading.Thread] = []
         self._log_server: Any = None
         self._dns_server: DnsServer | None = None
@@ -74,14 +100,20 @@ class ProcessKubelet:
     def start(self) -> None:
         """Start all threads and return; the node registers as soon as the API answers."""
         s = self.settings
-        log.info("process kubelet starting: node %s, host IP %s, pod IPs %s.x.y, state %s, hosts file %s, "
-                 "apiserver %s:%d, etcd versions %s", s.node_name, s.host_ip, s.pod_ip_prefix, s.state_dir,
-                 s.hosts_file, s.apiserver_host, s.apiserver_port, sorted(s.etcd_binaries) or "none")
+        ranges = ", ".join(f"{n.name} {n.services.ipam.prefix}.{n.services.ipam.blocks.start}-"
+                           f"{n.services.ipam.blocks.stop - 1}.y" for n in self.nodes.values())
+        log.info("process kubelet starting: nodes %s (pod IPs %s), host IP %s, state %s, hosts file %s, "
+                 "apiserver %s:%d, etcd versions %s, kubelet version %s", list(self.nodes), ranges, s.host_ip,
+                 s.state_dir, s.hosts_file, s.apiserver_host, s.apiserver_port, sorted(s.etcd_binaries) or "none",
+                 s.kubelet_version)
         for directory in (s.pods_dir, s.pvc_dir, s.logs_dir, s.images_dir, s.pids_dir):
             directory.mkdir(parents=True, exist_ok=True)
         reap_orphans(s.pids_dir)
         self.events.start()
-        self.node.start()
+        for node in self.nodes.values():
+            node.agent.start()
+        self._spawn("kubelet-nodes", lambda: list_and_watch(
+            self.api, object_path("", "v1", "nodes"), self._stop, self._on_node_list, self._on_node_event, "nodes"))
         self._spawn("kubelet-pods", lambda: list_and_watch(
             self.api, object_path("", "v1", "pods"), self._stop, self._on_pod_list, self._on_pod_event, "pods"))
         self._spawn("kubelet-services", lambda: list_and_watch(
@@ -102,6 +134,11 @@ class ProcessKubelet:
                 self._log_server.start()
             except Exception:  # logs stay readable from files; everything else works
                 log.exception("container log server could not start on port %d", s.kubelet_port)
+
+    def wait_until_registered(self, timeout: float) -> bool:
+        """Whether every node registered (and reported its first status) within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        return all(node.agent.registered.wait(max(deadline - time.monotonic(), 0.0)) for node in self.nodes.values())
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -131,6 +168,36 @@ class ProcessKubelet:
                 thread.join(JOIN_SECONDS)
         log.info("process kubelet stopped")
 
+    # ----------------------------------------------------------------- nodes
+
+    def _on_node_list(self, nodes: list[dict[str, Any]]) -> None:
+        for listed in nodes:  # an absent node is re-registered when its next status update finds it gone
+            local = self.nodes.get(listed["metadata"]["name"])
+            if local is not None:
+                local.agent.observe(listed)
+        if self._first_node_list:
+            self._first_node_list = False
+            self._delete_stale_nodes(nodes)
+
+    def _on_node_event(self, event_type: str, node: dict[str, Any]) -> None:
+        local = self.nodes.get(node["metadata"]["name"])
+        if local is not None:
+            local.agent.observe(None if event_type == "DELETED" else node)
+
+    def _delete_stale_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """Nodes an earlier sandbox registered under other names would stay NotReady for ever."""
+        for node in nodes:
+            metadata = node["metadata"]
+            if (metadata["name"] not in self.nodes
+                    and (metadata.get("labels") or {}).get(INSTANCE_TYPE_LABEL) == SANDBOX_INSTANCE_TYPE):
+                try:
+                    self.api.delete(object_path("", "v1", "nodes", name=metadata["name"]))
+                    log.info("deleted node %s, which no longer exists in this sandbox", metadata["name"])
+                except NotFound:
+                    pass
+                except ApiError as e:
+                    log.warning("could not delete stale node %s: %s", metadata["name"], e)
+
     # ----------------------------------------------------------------- pods
 
     def _on_pod_list(self, pods: list[dict[str, Any]]) -> None:
@@ -147,12 +214,13 @@ class ProcessKubelet:
     def _recover(self, pods: list[dict[str, Any]]) -> None:
         """First list after start: keep the addresses of our live pods, drop directories of vanished ones."""
         self._first_pod_list = False
-        ours = [p for p in pods if (p.get("spec") or {}).get("nodeName") == self.settings.node_name]
+        ours = [p for p in pods if (p.get("spec") or {}).get("nodeName") in self.nodes]
         for pod in ours:
             status = pod.get("status") or {}
+            ipam = self.nodes[pod["spec"]["nodeName"]].services.ipam
             if (status.get("podIP") and status.get("phase") not in TERMINAL_PHASES
                     and not (pod.get("spec") or {}).get("hostNetwork")):
-                if not self.ipam.reserve(pod["metadata"]["uid"], status["podIP"]):
+                if not ipam.reserve(pod["metadata"]["uid"], status["podIP"]):
                     log.warning("%s/%s: address %s is taken; it will get a new one", pod["metadata"]["namespace"],
                                 pod["metadata"]["name"], status["podIP"])
         known = {p["metadata"]["uid"] for p in ours}
@@ -173,40 +241,19 @@ class ProcessKubelet:
             return
         with self._lock:
             self._pods[uid] = pod
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
-            if not metadata.get("deletionTimestamp") and not self._node_down.is_set():
-                self._bind(pod)
-            return
-        if node_name != self.settings.node_name:
-            return
+        node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+        if node is None:
+            return  # not scheduled yet (the scheduler binds it), or on a node that is not ours
         with self._lock:
             if self._stop.is_set():
                 return
             worker = self._workers.get(uid)
             if worker is None:
-                worker = PodWorker(pod, self.services)
+                worker = PodWorker(pod, node.services)
                 self._workers[uid] = worker
                 worker.start()
                 return
         worker.update(pod)
-
-    def _bind(self, pod: dict[str, Any]) -> None:
-        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name, "namespace": namespace, "uid": pod["metadata"]["uid"]},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": self.settings.node_name}}
-        try:
-            self.api.create(pod_path(namespace, name, "binding"), body)
-        except (Conflict, NotFound):
-            return  # bound meanwhile, or gone
-        except ApiError as e:
-            log.warning("%s/%s: binding failed (%s); retrying on the next pod event", namespace, name, e)
-            return
-        log.info("%s/%s: bound to node %s", namespace, name, self.settings.node_name)
-        self.events.record(pod, NORMAL, "Scheduled",
-                           f"Successfully assigned {namespace}/{name} to {self.settings.node_name}",
-                           component="default-scheduler")
 
     def _worker_done(self, uid: str) -> None:
         with self._lock:
@@ -261,7 +308,7 @@ class ProcessKubelet:
         with self._lock:
             candidates = [w for w in self._workers.values() if w.namespace == namespace and w.name == pod]
         if not candidates:
-            raise ContainerNotRunning(f"pod {namespace}/{pod} is not running on node {self.settings.node_name}")
+            raise ContainerNotRunning(f"pod {namespace}/{pod} is not running on any of the nodes {list(self.nodes)}")
         live = [w for w in candidates if not (w.pod.get("metadata") or {}).get("deletionTimestamp")]
         return (live or candidates)[-1]
 
@@ -297,39 +344,43 @@ class ProcessKubelet:
         except ContainerNotRunning:
             return None
 
-    def stop_node(self) -> None:
-        """Power cut: kill every pod process, stop heartbeats, report the node and its pods not ready,
-        and act on no pod until start_node()."""
-        if self._node_down.is_set():
-            return
-        log.warning("fault: stopping node %s", self.settings.node_name)
-        self._node_down.set()
+    def _node(self, name: str) -> LocalNode:
+        node = self.nodes.get(name)
+        if node is None:
+            raise UnknownNode(f"no node {name!r}; the nodes are {list(self.nodes)}")
+        return node
+
+    def _workers_on(self, node: LocalNode) -> list[PodWorker]:
         with self._lock:
-            workers = list(self._workers.values())
-        threads = [threading.Thread(target=w.node_stopped, daemon=True) for w in workers]
+            return [w for w in self._workers.values() if w.services is node.services]
+
+    def stop_node(self, name: str) -> None:
+        """Power cut of one node: kill its pod processes and stop its heartbeats; act on none of its
+        pods until start_node(). The node-lifecycle controller then marks the node and its pods."""
+        node = self._node(name)
+        if node.down.is_set():
+            return
+        log.warning("fault: stopping node %s", name)
+        node.down.set()
+        threads = [threading.Thread(target=w.node_stopped, daemon=True) for w in self._workers_on(node)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        self.node.mark_down()
 
-    def start_node(self) -> None:
-        """Back from the power cut: Ready again; containers restart per their pods' restart policy."""
-        if not self._node_down.is_set():
+    def start_node(self, name: str) -> None:
+        """Power back on: heartbeats resume (Ready again), containers restart per their restart policy."""
+        node = self._node(name)
+        if not node.down.is_set():
             return
-        log.warning("fault: starting node %s again", self.settings.node_name)
-        self._node_down.clear()
-        self.node.wake()
-        with self._lock:
-            workers = list(self._workers.values())
-            pending = [p for p in self._pods.values() if not (p.get("spec") or {}).get("nodeName")]
-        for worker in workers:
+        log.warning("fault: starting node %s again", name)
+        node.down.clear()
+        node.agent.wake()
+        for worker in self._workers_on(node):
             worker.wake()
-        for pod in pending:
-            self._on_pod_event("MODIFIED", pod)
 
-    def node_is_down(self) -> bool:
-        return self._node_down.is_set()
+    def node_is_down(self, name: str) -> bool:
+        return self._node(name).down.is_set()
 
     # ----------------------------------------------------------------- logs
 

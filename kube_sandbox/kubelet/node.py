@@ -1,28 +1,37 @@
-"""The Node object and its heartbeats: registration, the node Lease, and the Ready condition.
+"""One Node object and its heartbeats: registration, the node Lease, and the node status.
 
-No node-lifecycle controller runs in the sandbox, so when the node is stopped (fault injection)
-this module itself reports Ready=Unknown, the way that controller would after missed heartbeats.
+As a real kubelet: the Lease is renewed every LEASE_RENEW_SECONDS (the heartbeat the node-lifecycle
+controller watches); the full status is sent at registration, at least every
+NODE_STATUS_REPORT_SECONDS, and at once when the API shows the node other than Ready (the
+controller marked it Unknown after missed heartbeats). A stopped node (fault injection) sends
+nothing at all: the real node-lifecycle controller notices the stale Lease, marks the node Unknown,
+taints it and marks its pods not ready.
 """
 from __future__ import annotations
 
 import logging
 import platform
 import threading
+import time
 from datetime import datetime, timezone
 from typing import Any
 
-from kube_sandbox.kubelet.kube_api import ApiError, Conflict, KubeApi, NotFound, object_path
+from kube_sandbox.kubelet.ipam import node_pod_cidr
+from kube_sandbox.kubelet.kube_api import MERGE_PATCH, ApiError, Conflict, KubeApi, NotFound, object_path
 from kube_sandbox.kubelet.resources import NODE_CAPACITY
 from kube_sandbox.kubelet.settings import KubeletSettings
 
 log = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-node-lease"
-LEASE_DURATION_SECONDS = 40
-HEARTBEAT_SECONDS = 5.0  # lease renewal; the node status is refreshed every NODE_STATUS_EVERY beats
-NODE_STATUS_EVERY = 2
+LEASE_DURATION_SECONDS = 40  # the real kubelet's default
+LEASE_RENEW_SECONDS = 5.0  # the real kubelet renews at 1/4 of the duration (10 s)
+NODE_STATUS_REPORT_SECONDS = 60.0  # the real kubelet: 5 min when nothing changes
 RETRY_SECONDS = 1.0
-KUBELET_VERSION = "v1.20.2"
+SANDBOX_INSTANCE_TYPE = "kube-sandbox"  # node.kubernetes.io/instance-type of every process-kubelet Node
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+REGION = "sandbox"
+_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 def _now() -> str:
@@ -33,66 +42,81 @@ def _now_micro() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def ready_conditions(ready: str, reason: str, message: str, transition: str) -> list[dict[str, Any]]:
+def architecture() -> str:
+    machine = platform.machine()
+    return _ARCHITECTURES.get(machine, machine.lower())
+
+
+def ready_condition_status(node: dict[str, Any] | None) -> str | None:
+    """The Ready condition's status ("True", "False", "Unknown") of a Node object, None if it has none."""
+    for condition in ((node or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status"))
+    return None
+
+
+def healthy_conditions(transition: str) -> list[dict[str, Any]]:
     now = _now()
-    healthy = [("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-               ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-               ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available")]
-    conditions = [{"type": kind, "status": "False" if ready == "True" else "Unknown", "reason": r,
-                   "message": m, "lastHeartbeatTime": now, "lastTransitionTime": transition}
-                  for kind, r, m in healthy]
-    conditions.append({"type": "Ready", "status": ready, "reason": reason, "message": message,
-                       "lastHeartbeatTime": now, "lastTransitionTime": transition})
+    pressures = [("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                 ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                 ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available")]
+    conditions = [{"type": kind, "status": "False", "reason": reason, "message": message,
+                   "lastHeartbeatTime": now, "lastTransitionTime": transition}
+                  for kind, reason, message in pressures]
+    conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                       "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
+                       "lastTransitionTime": transition})
     return conditions
 
 
 class NodeAgent:
-    def __init__(self, api: KubeApi, settings: KubeletSettings, stop: threading.Event,
-                 node_down: threading.Event) -> None:
+    """Registers Node `name` (the `index`-th of the kubelet's nodes) and keeps its heartbeats going
+    while `down` is clear."""
+
+    def __init__(self, api: KubeApi, settings: KubeletSettings, name: str, index: int, stop: threading.Event,
+                 down: threading.Event) -> None:
         self.api = api
         self.settings = settings
+        self.name = name
+        self.index = index
         self.stop = stop
-        self.node_down = node_down
+        self.down = down
         self.registered = threading.Event()
         self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._api_ready: str | None = None  # the Ready status the API last showed
+        self._uid = ""
         self._transition = _now()
-        self._reported_ready: str | None = None
-        self.thread = threading.Thread(target=self._run, name="kubelet-node", daemon=True)
-
-    @property
-    def name(self) -> str:
-        return self.settings.node_name
+        self._next_report = 0.0
+        self.thread = threading.Thread(target=self._run, name=f"kubelet-node-{name}", daemon=True)
 
     def node_object(self) -> dict[str, Any]:
+        arch = architecture()
+        cidr = node_pod_cidr(self.settings.pod_ip_prefix, self.index)
         return {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": self.name, "labels": {
-                "kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "kube-sandbox",
+                "kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+                INSTANCE_TYPE_LABEL: SANDBOX_INSTANCE_TYPE,
+                "topology.kubernetes.io/region": REGION,
+                "topology.kubernetes.io/zone": f"{REGION}-{self.index + 1}",
             }},
-            "spec": {},
+            "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
         }
 
     def node_status(self) -> dict[str, Any]:
-        if self.node_down.is_set():
-            ready = ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-        else:
-            ready = ("True", "KubeletReady", "kubelet is posting ready status")
-        if ready[0] != self._reported_ready:
-            self._transition = _now()
         uname = platform.uname()
         return {
             "capacity": dict(NODE_CAPACITY), "allocatable": dict(NODE_CAPACITY),
-            "conditions": ready_conditions(*ready, transition=self._transition),
+            "conditions": healthy_conditions(self._transition),
             "addresses": [{"type": "InternalIP", "address": self.settings.host_ip},
                           {"type": "Hostname", "address": self.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.settings.kubelet_port}},
             "nodeInfo": {
                 "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": uname.release,
                 "osImage": "kube-sandbox process node", "containerRuntimeVersion": "process://kube-sandbox",
-                "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
-                "operatingSystem": "linux", "architecture": "amd64",
+                "kubeletVersion": self.settings.kubelet_version, "operatingSystem": "linux",
+                "architecture": architecture(),
             },
         }
 
@@ -102,65 +126,87 @@ class NodeAgent:
     def wake(self) -> None:
         self._wake.set()
 
+    def observe(self, node: dict[str, Any] | None) -> None:
+        """The Node as the API shows it now (None: deleted). Called from the kubelet's node watch."""
+        with self._lock:
+            if node is None:
+                self.registered.clear()
+                self._api_ready = None
+            else:
+                self._api_ready = ready_condition_status(node)
+            needs_report = self._api_ready != "True"
+        if needs_report and not self.down.is_set():
+            self.wake()
+
     def _run(self) -> None:
-        beats = 0
         while not self.stop.is_set():
             self._wake.clear()
-            try:
-                if not self.registered.is_set():
-                    self.register()
-                down = self.node_down.is_set()
-                if not down:
-                    self.renew_lease()
-                if beats % NODE_STATUS_EVERY == 0 or self._reported_ready != ("Unknown" if down else "True"):
-                    self.report_status()
-                beats += 1
-                wait = HEARTBEAT_SECONDS
-            except ApiError as e:
-                log.warning("node %s heartbeat failed (%s); retrying in %.0fs", self.name, e, RETRY_SECONDS)
-                wait = RETRY_SECONDS
-            except Exception:
-                log.exception("node %s heartbeat failed; retrying in %.0fs", self.name, RETRY_SECONDS)
-                wait = RETRY_SECONDS
-            self._wake.wait(wait)
+            self._wake.wait(self.beat())
+
+    def beat(self) -> float:
+        """One heartbeat (nothing while the node is down); returns the seconds until the next one."""
+        if self.down.is_set():
+            return LEASE_RENEW_SECONDS
+        try:
+            if not self.registered.is_set():
+                self.register()
+            elif self._status_due():
+                self.report_status()
+            self.renew_lease()
+        except ApiError as e:
+            log.warning("node %s heartbeat failed (%s); retrying in %.0fs", self.name, e, RETRY_SECONDS)
+            return RETRY_SECONDS
+        except Exception:
+            log.exception("node %s heartbeat failed; retrying in %.0fs", self.name, RETRY_SECONDS)
+            return RETRY_SECONDS
+        return LEASE_RENEW_SECONDS
+
+    def _status_due(self) -> bool:
+        with self._lock:
+            return self._api_ready != "True" or time.monotonic() >= self._next_report
 
     def register(self) -> None:
         try:
-            self.api.create(object_path("", "v1", "nodes"), self.node_object())
-            log.info("registered node %s (InternalIP %s)", self.name, self.settings.host_ip)
+            created = self.api.create(object_path("", "v1", "nodes"), self.node_object())
+            self._uid = created["metadata"]["uid"]
+            log.info("registered node %s (InternalIP %s, pod CIDR %s)", self.name, self.settings.host_ip,
+                     created["spec"].get("podCIDR"))
         except Conflict:
-            self.api.patch(object_path("", "v1", "nodes", name=self.name), {"metadata": self.node_object()["metadata"]})
+            # podCIDR cannot change once set: take over the labels only.
+            patched = self.api.patch(object_path("", "v1", "nodes", name=self.name),
+                                     {"metadata": {"labels": self.node_object()["metadata"]["labels"]}})
+            self._uid = patched["metadata"]["uid"]
             log.info("node %s already registered; taking it over", self.name)
         self.report_status()
         self.registered.set()
 
     def report_status(self) -> None:
-        status = self.node_status()
+        with self._lock:
+            if self._api_ready != "True":
+                self._transition = _now()
+        path = object_path("", "v1", "nodes", name=self.name, subresource="status")
         try:
-            self.api.patch(object_path("", "v1", "nodes", name=self.name, subresource="status"), {"status": status})
+            node = self.api.patch(path, {"status": self.node_status()})
         except NotFound:
             self.registered.clear()
             raise
-        ready = next(c["status"] for c in status["conditions"] if c["type"] == "Ready")
-        if ready != self._reported_ready:
-            log.info("node %s Ready=%s", self.name, ready)
-        self._reported_ready = ready
+        with self._lock:
+            was = self._api_ready
+            self._api_ready = ready_condition_status(node)
+            self._next_report = time.monotonic() + NODE_STATUS_REPORT_SECONDS
+        if was != self._api_ready:
+            log.info("node %s Ready=%s", self.name, self._api_ready)
 
     def renew_lease(self) -> None:
         path = object_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, self.name)
         spec = {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_DURATION_SECONDS,
                 "renewTime": _now_micro()}
         try:
-            self.api.patch(path, {"spec": spec}, content_type="application/merge-patch+json")
+            self.api.patch(path, {"spec": spec}, content_type=MERGE_PATCH)
         except NotFound:
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": LEASE_NAMESPACE}, "spec": spec}
+            metadata: dict[str, Any] = {"name": self.name, "namespace": LEASE_NAMESPACE}
+            if self._uid:  # deleted with its Node, as a real kubelet's Lease is
+                metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": self.name,
+                                                "uid": self._uid}]
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
             self.api.create(object_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE), body)
-
-    def mark_down(self) -> None:
-        """Report Ready=Unknown now (the heartbeat loop stops renewing while the node is down)."""
-        try:
-            self.report_status()
-        except ApiError as e:
-            log.warning("could not report node %s down: %s", self.name, e)
-        self.wake()

@@ -1,4 +1,5 @@
-"""One worker thread per pod bound to this node: runs its containers as processes and reports status.
+"""One worker thread per pod bound to one of the kubelet's nodes: runs its containers as processes
+and reports status.
 
 The worker is level-triggered: every sync looks at the latest pod object and at its processes and
 takes the next step (set up volumes, start the next init container, restart a crashed container
@@ -54,16 +55,17 @@ class PodLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
 @dataclass
 class PodServices:
-    """What every pod worker shares: clients, allocators, and the kubelet's state flags."""
+    """What the pod workers of one node share: clients, the node's address range, its state flags."""
 
     api: KubeApi
     settings: KubeletSettings
-    ipam: IpAllocator
+    node_name: str
+    ipam: IpAllocator  # this node's pod addresses
     images: ImageCatalog
     volumes: VolumeManager
     events: events.EventRecorder
     stop: threading.Event  # the kubelet is shutting down
-    node_down: threading.Event  # stop_node() fault: act on nothing until start_node()
+    node_down: threading.Event  # stop_node() fault on this node: act on nothing until start_node()
     on_worker_done: Callable[[str], None]  # uid; called after the pod is gone for good
     on_address_assigned: Callable[[str, str], None]  # (uid, ip); before any container starts
 
@@ -273,6 +275,7 @@ class PodWorker:
                 return False
             self._apply_spec_changes()
             if self._set_up():
+                self._refresh_tokens()
                 self._drive_containers()
             status = self._build_status()
         self._publish(status)
@@ -311,6 +314,18 @@ class PodWorker:
             self.log.warning("%s", self.setup_message)
         self.next_setup_attempt = time.monotonic() + SETUP_RETRY_SECONDS
         return False
+
+    def _refresh_tokens(self) -> None:
+        """Renew service-account tokens near their expiry while the pod runs (as the kubelet does)."""
+        assert self.volumes is not None
+        try:
+            renewed = self.services.volumes.refresh_tokens(self.pod, self.volumes)
+        except ApiError as e:
+            self.log.warning("service account token renewal failed (%s); retrying on the next sync", e)
+            return
+        for token in renewed:
+            self.log.info("renewed service account token %s (next renewal in %.0fs)", token.path,
+                          token.refresh_at - time.time())
 
     def _resolve_image(self, st: ContainerState) -> None:
         image = str(st.spec.get("image") or "")
@@ -612,6 +627,7 @@ class PodWorker:
             "phase": phase,
             "conditions": [self._condition(*c) for c in conditions],
             "hostIP": settings.host_ip,
+            "hostIPs": [{"ip": settings.host_ip}],
             "startTime": self.start_time,
         }
         if self.ip:
@@ -776,7 +792,8 @@ class PodWorker:
         return None
 
     def node_stopped(self) -> None:
-        """The node went down: every process dies at once, as in a power cut."""
+        """The node went down: every process dies at once, as in a power cut. The pod object is left
+        alone; the node-lifecycle controller marks it not ready once the node's heartbeats stop."""
         with self.lock:
             for st in [*self.init_states, *self.states]:
                 st.backoff_seconds = 0.0
@@ -787,23 +804,6 @@ class PodWorker:
             self.last_status = None
         for run in runs:
             run.process.kill()
-        if not self.terminal:
-            self._mark_not_ready()
-
-    def _mark_not_ready(self) -> None:
-        """What the node-lifecycle controller does for pods of an unreachable node."""
-        now = now_rfc3339()
-        conditions = [{"type": kind, "status": "False", "reason": "NodeNotReady", "lastTransitionTime": now,
-                       "message": "the node stopped (sandbox fault injection)"}
-                      for kind in ("Ready", "ContainersReady")]
-        with self.lock:
-            for kind in ("Ready", "ContainersReady"):
-                self.transitions[kind] = ("False", now)
-        try:
-            self.services.api.patch(pod_path(self.namespace, self.name, "status"),
-                                    {"metadata": {"uid": self.uid}, "status": {"conditions": conditions}})
-        except ApiError as e:
-            self.log.warning("could not mark the pod not ready: %s", e)
 
     def shutdown(self, grace_seconds: float) -> None:
         """Kubelet stop: end the processes but keep the pod's volumes and address for the next run."""

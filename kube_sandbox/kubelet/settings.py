@@ -9,8 +9,9 @@ from pathlib import Path
 class KubeletSettings:
     """Fixed configuration of one process kubelet.
 
-    node_name        name of the Node object this kubelet registers and binds pods to
-    host_ip          the Node's InternalIP and every pod's status.hostIP (loopback)
+    node_names       the Nodes this kubelet registers and runs pods for (those the scheduler binds
+                     to them); node i gets pod IPs `<prefix>.<64i..64i+63>.y` (ipam.py)
+    host_ip          every Node's InternalIP and every pod's status.hostIP (loopback)
     pod_ip_prefix    first two octets of pod IPs: pods get `<prefix>.x.y` (loopback)
     state_dir        root of everything the kubelet writes: pods/ (per-pod volumes and working
                      dirs), pvc/ (claim directories that outlive pods), logs/ (container logs),
@@ -22,11 +23,12 @@ class KubeletSettings:
     venv_bin_dir     bin dir of this checkout's virtualenv (python, etcd-operator, etcdctl)
     cluster_domain   DNS suffix of services and pods (`cluster.local`)
     kubelet_port     HTTPS port of the container-log server (`kubectl logs`); 0 disables it
-    etcd_binaries    etcd version ("3.5.1") -> directory holding etcd, etcdctl (and etcdutl)
+    etcd_binaries    etcd version ("3.6.16") -> directory holding etcd, etcdctl (and etcdutl)
     dns_address      loopback address of the cluster DNS server (UDP port 53); "" runs none
+    kubelet_version  what the Nodes report as status.nodeInfo.kubeletVersion (`v1.37.2`)
     """
 
-    node_name: str
+    node_names: tuple[str, ...]
     state_dir: Path
     hosts_file: Path
     apiserver_port: int
@@ -39,6 +41,7 @@ class KubeletSettings:
     kubelet_port: int = 0
     etcd_binaries: dict[str, Path] = field(default_factory=dict)
     dns_address: str = ""
+    kubelet_version: str = "v0.0.0"
 
     @property
     def pods_dir(self) -> Path:

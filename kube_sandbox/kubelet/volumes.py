@@ -9,6 +9,11 @@ The service-account token directory is also announced as `KUBERNETES_SERVICE_ACC
 this project's in-cluster Kubernetes configuration honours instead of the fixed
 `/var/run/secrets/kubernetes.io/serviceaccount`.
 
+Projected serviceAccountToken sources (the apiserver injects one into every pod, the
+`kube-api-access-*` volume) are filled as a real kubelet does: a bound token from the TokenRequest
+API (`serviceaccounts/<name>/token`, bound to the pod), renewed at 80% of its lifetime and at
+least daily while the pod runs (`refresh_tokens`, called from the pod worker's sync).
+
 emptyDir, secret, configMap, downwardAPI and projected (incl. serviceAccountToken) volumes live
 under the pod's directory and go away with the pod (emptyDirs survive container restarts); hostPath
 is the host path itself; a persistentVolumeClaim is a directory `pvc/<namespace>/<claim>-<claim uid>`
@@ -22,7 +27,9 @@ import base64
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -36,15 +43,61 @@ log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SERVICE_ACCOUNT_TOKEN_TYPE = "kubernetes.io/service-account-token"
 DEFAULT_FILE_MODE = 0o644
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 3607  # what the apiserver puts into kube-api-access volumes
+TOKEN_REFRESH_FRACTION = 0.8  # the kubelet renews a token after 80% of its lifetime...
+TOKEN_MAX_REFRESH_SECONDS = 24 * 3600.0  # ...or after a day, whichever comes first
+TOKEN_RETRY_SECONDS = 10.0
 
 
 class VolumeNotReady(Exception):
     """A volume cannot be set up yet (missing Secret, claim, token); the pod stays ContainerCreating."""
 
 
+@dataclass
+class ProjectedToken:
+    """A service-account token file of a projected volume, and when it is due for renewal."""
+
+    path: Path
+    mode: int
+    service_account: str
+    audience: str  # "" means the apiserver's own audiences
+    expiration_seconds: int
+    refresh_at: float  # time.time()
+
+
 @dataclass(frozen=True)
 class PreparedVolumes:
     directories: dict[str, Path]  # volume name -> host directory (or file, for hostPath files)
+    tokens: list[ProjectedToken] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: bytes
+    refresh_at: float  # time.time()
+
+
+def token_refresh_time(issued_at: float, expires_at: float) -> float:
+    """When the kubelet renews a token issued at `issued_at` that expires at `expires_at`."""
+    lifetime = max(expires_at - issued_at, 0.0)
+    return issued_at + min(lifetime * TOKEN_REFRESH_FRACTION, TOKEN_MAX_REFRESH_SECONDS)
+
+
+def token_request(pod: dict[str, Any], audience: str, expiration_seconds: int) -> dict[str, Any]:
+    """A TokenRequest for a token bound to `pod` (it stops working once the pod is gone)."""
+    metadata = pod["metadata"]
+    spec: dict[str, Any] = {
+        "expirationSeconds": expiration_seconds,
+        "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": metadata["name"], "uid": metadata["uid"]},
+    }
+    if audience:
+        spec["audiences"] = [audience]
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+
+
+def service_account_name(pod: dict[str, Any]) -> str:
+    spec = pod.get("spec") or {}
+    return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
 
 
 def pod_directory(settings: KubeletSettings, uid: str) -> Path:
@@ -99,16 +152,49 @@ class VolumeManager:
     def prepare(self, pod: dict[str, Any], pod_ip: str) -> PreparedVolumes:
         metadata = pod["metadata"]
         pod_dir = pod_directory(self.settings, metadata["uid"])
-        directories: dict[str, Path] = {}
+        prepared = PreparedVolumes({})
         for volume in (pod.get("spec") or {}).get("volumes") or []:
-            directories[volume["name"]] = self._prepare_one(pod, volume, pod_dir / "volumes" / volume["name"], pod_ip)
-        return PreparedVolumes(directories)
+            prepared.directories[volume["name"]] = self._prepare_one(
+                pod, volume, pod_dir / "volumes" / volume["name"], pod_ip, prepared.tokens)
+        return prepared
+
+    def refresh_tokens(self, pod: dict[str, Any], prepared: PreparedVolumes) -> list[ProjectedToken]:
+        """Renew the tokens that are due; returns those renewed. ApiError propagates (retried later)."""
+        renewed = []
+        for token in prepared.tokens:
+            if time.time() < token.refresh_at:
+                continue
+            token.refresh_at = time.time() + TOKEN_RETRY_SECONDS  # if the request below fails
+            issued = self.request_token(pod, token.service_account, token.audience, token.expiration_seconds)
+            write_files(token.path.parent, {token.path.name: (issued.token, token.mode)})
+            token.refresh_at = issued.refresh_at
+            renewed.append(token)
+        return renewed
+
+    def request_token(self, pod: dict[str, Any], service_account: str, audience: str,
+                      expiration_seconds: int) -> IssuedToken:
+        namespace = pod["metadata"]["namespace"]
+        issued_at = time.time()
+        try:
+            response = self.api.create(
+                object_path("", "v1", "serviceaccounts", namespace, service_account, "token"),
+                token_request(pod, audience, expiration_seconds))
+        except NotFound as e:
+            raise VolumeNotReady(f'serviceaccount "{service_account}" not found') from e
+        status = response.get("status") or {}
+        if not status.get("token"):
+            raise VolumeNotReady(f"TokenRequest for {namespace}/{service_account} returned no token")
+        expires_at = issued_at + expiration_seconds
+        if status.get("expirationTimestamp"):
+            expires_at = datetime.fromisoformat(str(status["expirationTimestamp"]).replace("Z", "+00:00")).timestamp()
+        return IssuedToken(str(status["token"]).encode(), token_refresh_time(issued_at, expires_at))
 
     def cleanup(self, uid: str) -> None:
         """Remove the pod's directory with its emptyDirs and copies of secrets (claims stay)."""
         shutil.rmtree(pod_directory(self.settings, uid), ignore_errors=True)
 
-    def _prepare_one(self, pod: dict[str, Any], volume: dict[str, Any], directory: Path, pod_ip: str) -> Path:
+    def _prepare_one(self, pod: dict[str, Any], volume: dict[str, Any], directory: Path, pod_ip: str,
+                     tokens: list[ProjectedToken]) -> Path:
         namespace = pod["metadata"]["namespace"]
         if "emptyDir" in volume:
             directory.mkdir(parents=True, exist_ok=True)
@@ -148,7 +234,7 @@ class VolumeManager:
             write_files(directory, self._downward_files(pod, source.get("items") or [], mode, pod_ip))
             return directory
         if "projected" in volume:
-            write_files(directory, self._projected_files(pod, volume["projected"], pod_ip))
+            write_files(directory, self._projected_files(pod, volume["projected"], pod_ip, directory, tokens))
             return directory
         if "persistentVolumeClaim" in volume:
             return self._claim_directory(namespace, volume["persistentVolumeClaim"]["claimName"])
@@ -190,7 +276,8 @@ class VolumeManager:
             files[item["path"]] = (value.encode(), mode)
         return files
 
-    def _projected_files(self, pod: dict[str, Any], projected: dict[str, Any], pod_ip: str) -> dict[str, tuple[bytes, int]]:
+    def _projected_files(self, pod: dict[str, Any], projected: dict[str, Any], pod_ip: str, directory: Path,
+                         tokens: list[ProjectedToken]) -> dict[str, tuple[bytes, int]]:
         namespace = pod["metadata"]["namespace"]
         default_mode = int(projected.get("defaultMode") or DEFAULT_FILE_MODE)
         files: dict[str, tuple[bytes, int]] = {}
@@ -216,20 +303,18 @@ class VolumeManager:
             elif source.get("downwardAPI"):
                 files.update(self._downward_files(pod, source["downwardAPI"].get("items") or [], default_mode, pod_ip))
             elif source.get("serviceAccountToken"):
-                token = self.service_account_token(namespace, (pod.get("spec") or {}).get("serviceAccountName")
-                                                   or "default")
-                files[source["serviceAccountToken"].get("path") or "token"] = (token, default_mode)
+                ref = source["serviceAccountToken"]
+                path = str(ref.get("path") or "token")
+                token = ProjectedToken(
+                    path=directory / path, mode=default_mode, service_account=service_account_name(pod),
+                    audience=str(ref.get("audience") or ""),
+                    expiration_seconds=int(ref.get("expirationSeconds") or DEFAULT_TOKEN_EXPIRATION_SECONDS),
+                    refresh_at=0.0)
+                issued = self.request_token(pod, token.service_account, token.audience, token.expiration_seconds)
+                token.refresh_at = issued.refresh_at
+                files[path] = (issued.token, default_mode)
+                tokens.append(token)
         return files
-
-    def service_account_token(self, namespace: str, service_account: str) -> bytes:
-        """The legacy token of a ServiceAccount (API 1.20: a Secret made by the token controller)."""
-        for secret in self.api.get(object_path("", "v1", "secrets", namespace)).get("items") or []:
-            annotations = (secret.get("metadata") or {}).get("annotations") or {}
-            if (secret.get("type") == SERVICE_ACCOUNT_TOKEN_TYPE
-                    and annotations.get("kubernetes.io/service-account.name") == service_account
-                    and (secret.get("data") or {}).get("token")):
-                return base64.b64decode(secret["data"]["token"])
-        raise VolumeNotReady(f"no token yet for service account {namespace}/{service_account}")
 
     def _claim_directory(self, namespace: str, claim_name: str) -> Path:
         claim = self._get("persistentvolumeclaims", namespace, claim_name)

@@ -15,10 +15,11 @@ VENV = Path("/work/venv/bin")
 
 @pytest.fixture
 def etcd_dirs(tmp_path: Path) -> dict[str, Path]:
-    dirs = {"3.5.1": tmp_path / "etcd-3.5.1", "3.4.23": tmp_path / "etcd-3.4.23"}
+    # As binaries.etcd_binaries() finds them: Debian's 3.4.23 (no etcdutl) and the Go-module builds.
+    dirs = {version: tmp_path / f"etcd-{version}" for version in ("3.4.23", "3.5.35", "3.6.16")}
     for version, directory in dirs.items():
         directory.mkdir()
-        for program in ("etcd", "etcdctl", "etcdutl") if version == "3.5.1" else ("etcd", "etcdctl"):
+        for program in ("etcd", "etcdctl") if version == "3.4.23" else ("etcd", "etcdctl", "etcdutl"):
             (directory / program).write_text("#!/bin/sh\n")
     return dirs
 
@@ -49,12 +50,15 @@ def test_parse_etcd_version(tag: str, version: str | None) -> None:
 
 
 @pytest.mark.parametrize("image, version", [
-    ("quay.io/coreos/etcd:v3.5.1", "3.5.1"),
-    ("gcr.io/etcd-development/etcd:v3.5.1", "3.5.1"),
-    ("registry.k8s.io/etcd:3.5.1-0", "3.5.1"),
+    ("quay.io/coreos/etcd:v3.5.35", "3.5.35"),
+    ("gcr.io/etcd-development/etcd:v3.6.16", "3.6.16"),
+    ("registry.k8s.io/etcd:3.6.16-0", "3.6.16"),
+    ("registry.k8s.io/etcd:3.5.35-0", "3.5.35"),
     ("k8s.gcr.io/etcd:3.4.23-0", "3.4.23"),
     ("quay.io/coreos/etcd:3.4.23", "3.4.23"),
-    ("quay.io/coreos/etcd", "3.5.1"),
+    ("quay.io/coreos/etcd", "3.6.16"),
+    ("gcr.io/etcd-development/etcd:latest", "3.6.16"),
+    ("registry.k8s.io/etcd@sha256:abc", "3.6.16"),
 ])
 def test_etcd_images_resolve_to_that_versions_binaries(catalog: ImageCatalog, etcd_dirs: dict[str, Path],
                                                        image: str, version: str) -> None:
@@ -68,7 +72,8 @@ def test_etcd_images_resolve_to_that_versions_binaries(catalog: ImageCatalog, et
     assert container_argv(runtime, [], []) == ["/usr/local/bin/etcd"]
 
 
-@pytest.mark.parametrize("image", ["quay.io/coreos/etcd:v9.9.9", "nginx:1.25", "quay.io/coreos/etcd-operator:v0.9.4"])
+@pytest.mark.parametrize("image", ["quay.io/coreos/etcd:v9.9.9", "quay.io/coreos/etcd:v3.5.1",
+                                   "registry.k8s.io/etcd:3.6.0-0", "nginx:1.25", "quay.io/coreos/etcd-operator:v0.9.4"])
 def test_unknown_images_are_not_available(catalog: ImageCatalog, image: str) -> None:
     with pytest.raises(ImageNotAvailable, match=image.replace(".", r"\.")):
         catalog.resolve(image)
@@ -103,6 +108,15 @@ def test_materialize_makes_links_and_the_etcdctl_wrapper(tmp_path: Path, catalog
     wrapper = (bin_dir / "etcdctl").read_text()
     assert str(source / "etcdctl") in wrapper and "SANDBOX_POD_IP" in wrapper
     assert not (bin_dir / "etcdutl").exists()
+
+
+@pytest.mark.parametrize("version", ["3.5.35", "3.6.16"])
+def test_built_etcd_images_carry_etcdutl(catalog: ImageCatalog, etcd_dirs: dict[str, Path], version: str) -> None:
+    runtime = catalog.resolve(f"quay.io/coreos/etcd:v{version}")
+    catalog.materialize(runtime)
+    bin_dir = catalog.images_dir / f"etcd-{version}" / "bin"
+    assert (bin_dir / "etcdutl").resolve() == etcd_dirs[version] / "etcdutl"
+    assert dict(runtime.rewrites)["/usr/local/bin/etcdutl"] == str(bin_dir / "etcdutl")
 
 
 @pytest.mark.parametrize("text, expected", [
