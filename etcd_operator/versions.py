@@ -5,7 +5,7 @@ changes a running cluster may take.
 - 3.4.x is accepted only as an upgrade source: clusters left by the CoreOS operator keep running
   (and scaling) on it, with a warning in status and a Warning event, until upgraded to 3.5.
 - Anything else (3.3, 3.7, "latest") is refused.
-- Upgrades go one minor version at a time (3.4 -> 3.5 -> 3.6), and 3.5 -> 3.6 only from 3.5.26
+- Upgrades go one minor version at a time (3.4 -> 3.5 -> 3.6), and 3.5 -> 3.6 only from 3.5.32
   or later (etcd's upgrade guide); patch upgrades and downgrades within a minor version roll
   freely; downgrades across minor versions are refused.
 """

@@ -121,6 +121,18 @@ def test_tls_member() -> None:
     assert "--cert=/etc/etcdtls/operator/etcd-tls/etcd-client.crt" in probe and probe[-2:] == ["endpoint", "health"]
 
 
+def test_3_4_members_are_probed_without_v2_requests() -> None:
+    """etcd 3.4's /health is a v2 QGET through the raft log, which etcd 3.6 cannot replay: a 3.4
+    member is probed with `etcdctl endpoint health` (v3) so the cluster can later reach 3.6."""
+    probe = _container(_seed_pod({"version": "3.4.23"}))["readinessProbe"]
+    assert "httpGet" not in probe
+    assert probe["exec"]["command"] == [
+        "/usr/local/bin/etcdctl", f"--endpoints=http://{HOST}:2379", "--dial-timeout=3s", "--command-timeout=4s",
+        "endpoint", "health",
+    ]
+    assert _container(_seed_pod({"version": "3.5.35"}))["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
 def test_peer_tls_only_keeps_http_clients() -> None:
     command = _container(_seed_pod({"TLS": {"static": {"member": {"peerSecret": "p"}}}}))["command"]
     assert f"--advertise-client-urls=http://{HOST}:2379" in command

@@ -1,5 +1,5 @@
 """The etcd version policy (versions.py) and how it reaches the plan and the status: 3.5 and 3.6
-supported, 3.4 only to upgrade from, one minor version at a time, 3.6 only from 3.5.26+, no
+supported, 3.4 only to upgrade from, one minor version at a time, 3.6 only from 3.5.32+, no
 minor downgrades, everything else refused."""
 from __future__ import annotations
 
@@ -73,16 +73,16 @@ def test_constants_agree() -> None:
     pytest.param(["3.4.23"], "3.5.35", None, id="3.4-to-3.5"),
     pytest.param(["3.4.23"], "3.5.1", None, id="3.4-to-old-3.5"),
     pytest.param(["3.5.35"], "3.6.16", None, id="3.5-to-3.6"),
-    pytest.param(["3.5.26"], "3.6.0", None, id="3.5-minimum-to-3.6"),
+    pytest.param(["3.5.32"], "3.6.0", None, id="3.5-minimum-to-3.6"),
     pytest.param(["3.5.35", "3.6.16"], "3.6.16", None, id="half-done-3.6-upgrade-continues"),
     pytest.param(["3.4.23", "3.5.35"], "3.5.35", None, id="half-done-3.5-upgrade-continues"),
     pytest.param(["3.4.23"], "3.6.16", ["skips a minor version", "upgrade to 3.5.x first", "spec.version 3.5.35"],
                  id="3.4-to-3.6-skips"),
     pytest.param(["3.4.23", "3.5.35"], "3.6.16", ["skips a minor version", "3.4.23"],
                  id="half-done-3.5-upgrade-cannot-jump-to-3.6"),
-    pytest.param(["3.5.25"], "3.6.16", ["3.5.26 or later", "3.5.25", "newest 3.5 first", "spec.version 3.5.35"],
+    pytest.param(["3.5.31"], "3.6.16", ["3.5.32 or later", "3.5.31", "newest 3.5 first", "spec.version 3.5.35"],
                  id="3.5-patch-too-old-for-3.6"),
-    pytest.param(["3.5.1"], "3.6.0", ["3.5.26 or later"], id="3.5.1-to-3.6"),
+    pytest.param(["3.5.1"], "3.6.0", ["3.5.32 or later"], id="3.5.1-to-3.6"),
     pytest.param(["3.5.35", "3.5.1"], "3.6.16", ["3.5.1"], id="one-member-on-an-old-patch"),
     pytest.param(["3.6.16"], "3.5.35", ["downgrade", "3.6.x"], id="minor-downgrade"),
     pytest.param(["3.5.35", "3.6.16"], "3.5.35", ["downgrade"], id="half-done-upgrade-cannot-roll-back"),
@@ -140,7 +140,7 @@ def _cluster_at(version: str, *, spec_version: str | None = None, pvc: bool = Fa
 @pytest.mark.parametrize("observed, action, says", [
     pytest.param(_cluster_at("3.4.23", spec_version="3.6.16"), actions.RejectSpec, "upgrade to 3.5.x first",
                  id="3.4-to-3.6-refused"),
-    pytest.param(_cluster_at("3.5.1", spec_version="3.6.16"), actions.RejectSpec, "3.5.26 or later",
+    pytest.param(_cluster_at("3.5.1", spec_version="3.6.16"), actions.RejectSpec, "3.5.32 or later",
                  id="old-3.5-to-3.6-refused"),
     pytest.param(_cluster_at("3.6.16", spec_version="3.5.35"), actions.RejectSpec, "downgrade",
                  id="3.6-to-3.5-refused"),
@@ -195,8 +195,8 @@ def _half_upgraded_from_3_4() -> ObservedCluster:
                  "members still run etcd 3.4.23", id="3.4-upgrade-rolling"),
     pytest.param(_cluster_at("3.4.23", spec_version="3.6.16"), "Failed", "False", "UpgradeRefused",
                  "upgrade to 3.5.x first", id="3.4-to-3.6"),
-    pytest.param(_cluster_at("3.5.20", spec_version="3.6.16"), "Failed", "False", "UpgradeRefused",
-                 "3.5.26 or later", id="old-3.5-to-3.6"),
+    pytest.param(_cluster_at("3.5.26", spec_version="3.6.16"), "Failed", "False", "UpgradeRefused",
+                 "3.5.32 or later", id="old-3.5-to-3.6"),
     pytest.param(_cluster_at("3.6.16", spec_version="3.5.35"), "Failed", "False", "UpgradeRefused",
                  "downgrade", id="downgrade"),
     pytest.param(with_cluster(healthy_cluster(3), parse_etcd_cluster(raw_cluster({"version": "3.7.0"}))),
