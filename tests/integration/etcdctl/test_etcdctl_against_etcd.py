@@ -1,7 +1,14 @@
-"""The etcdctl wrapper against real etcd 3.5.1 and 3.4.23 processes on loopback."""
+"""The etcdctl wrapper (with the operator's default etcdctl, 3.6) against real etcd 3.4.23, 3.5.35
+and 3.6.16 processes on loopback: membership with learners on each, the operator's two upgrade
+paths 3.4 -> 3.5 -> 3.6 (learner replacement on emptyDir, restart in place on a volume), and
+snapshots saved with etcdctl and read with etcdutl."""
 from __future__ import annotations
 
+import subprocess
 import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -11,11 +18,17 @@ from etcd_operator.etcdctl import (
     LearnerNotReady,
     Member,
     PeerURLExists,
+    SnapshotInvalid,
     TooManyLearners,
     Unreachable,
+    default_binary,
+    default_etcdutl_binary,
+    snapshot_status,
 )
 
-from etcd_processes import EtcdCluster, wait_for
+from etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
+
+ClusterFactory = Callable[[str], EtcdCluster]
 
 # Nothing listens here: an address of the same loopback block that no fixture hands out.
 DEAD_ENDPOINT = "http://127.0.49.254:23790"
@@ -168,15 +181,142 @@ def _added(etcdctl: Etcdctl, name: str, peer_url: str) -> bool:
     return True
 
 
-def test_etcdctl_3_4_output_parses_the_same(etcd_3_5_cluster: EtcdCluster, etcdctl_3_4_binary: str) -> None:
-    seed = etcd_3_5_cluster.start_seed()
-    etcdctl = Etcdctl([seed.client_url, DEAD_ENDPOINT], binary=etcdctl_3_4_binary, command_timeout_seconds=1.0)
+def test_the_operator_uses_etcdctl_3_6() -> None:
+    """What every other test here runs: the default etcdctl is the newest release's."""
+    output = subprocess.run([default_binary(), "version"], capture_output=True, text=True, check=True).stdout
+    assert f"etcdctl version: {ETCD_VERSIONS[-1]}" in output, output
+    output = subprocess.run([default_etcdutl_binary(), "version"], capture_output=True, text=True, check=True).stdout
+    assert f"etcdutl version: {ETCD_VERSIONS[-1]}" in output, output
+
+
+@pytest.mark.parametrize("client_version", ETCD_VERSIONS, ids=lambda version: f"etcdctl-{version}")
+def test_every_etcdctl_release_parses_the_same(cluster_factory: ClusterFactory, client_version: str) -> None:
+    """The image's own etcdctl (used by the TLS readiness probe) and a configured older one work too."""
+    cluster = cluster_factory(ETCD_VERSIONS[-1])
+    seed = cluster.start_seed()
+    binary = str(etcd_dir(client_version) / "etcdctl")
+    etcdctl = Etcdctl([seed.client_url, DEAD_ENDPOINT], binary=binary, command_timeout_seconds=1.0)
 
     assert [m.name for m in etcdctl.member_list()] == ["m1"]
     live, dead = etcdctl.endpoint_status()
-    assert live.is_leader and not dead.reachable
+    assert live.is_leader and live.version == ETCD_VERSIONS[-1] and not dead.reachable
     assert [h.healthy for h in etcdctl.endpoint_health()] == [True, False]
-    learner = Etcdctl([seed.client_url], binary=etcdctl_3_4_binary).member_add(
-        "m2", ["http://127.0.49.251:23800"], learner=True
-    )
+    learner = Etcdctl([seed.client_url], binary=binary).member_add("m2", ["http://127.0.49.251:23800"], learner=True)
     assert learner.is_learner and not learner.started
+
+
+def _upgrade_steps() -> list[tuple[str, str]]:
+    """(from, to) for each minor step the operator takes: 3.4.23 -> 3.5.35 -> 3.6.16."""
+    return list(zip(ETCD_VERSIONS, ETCD_VERSIONS[1:]))
+
+
+def _versions(etcdctl: Etcdctl) -> list[str]:
+    return sorted(status.version for status in etcdctl.endpoint_status())
+
+
+def test_rolling_upgrade_by_learner_replacement(cluster_factory: ClusterFactory) -> None:
+    """The operator's emptyDir upgrade: for each member, a learner of the next minor version joins
+    and is promoted, then the old member is removed. 3.4 -> 3.5 -> 3.6, data kept, quorum kept."""
+    cluster = cluster_factory(ETCD_VERSIONS[0])
+    cluster.grow(3)
+    cluster.etcdctl().put("survivor", "written on etcd " + ETCD_VERSIONS[0])
+    joined = 0
+    for old, new in _upgrade_steps():
+        new_binary = str(etcd_dir(new) / "etcd")
+        for member in [m for m in cluster.running() if m.binary != new_binary]:
+            joined += 1
+            cluster.join(f"u{joined}", binary=new_binary)
+            cluster.remove(member)
+            etcdctl = cluster.etcdctl()
+            assert len([m for m in etcdctl.member_list() if not m.is_learner]) == 3
+            assert etcdctl.get("survivor") == "written on etcd " + ETCD_VERSIONS[0]
+        assert _versions(cluster.etcdctl()) == [new] * 3, f"after {old} -> {new}"
+        cluster.etcdctl().put("survivor", "written on etcd " + ETCD_VERSIONS[0])  # the upgraded cluster writes
+
+
+def test_in_place_upgrade_on_the_same_data(cluster_factory: ClusterFactory) -> None:
+    """The operator's upgrade on volumes: each member restarts on its data with the next minor
+    version, same member id. 3.4 -> 3.5 -> 3.6."""
+    cluster = cluster_factory(ETCD_VERSIONS[0])
+    members, _ = cluster.grow(3)
+    ids = sorted(m.id for m in cluster.etcdctl().member_list())
+    cluster.etcdctl().put("survivor", "kept")
+    for _, new in _upgrade_steps():
+        for member in members:
+            member.stop()
+            member.binary = str(etcd_dir(new) / "etcd")
+            member.start("unused-on-restart=http://127.0.49.250:23800", "existing", cluster.token)
+            cluster.wait_healthy(member)
+        etcdctl = cluster.etcdctl()
+        wait_for(lambda: _versions(etcdctl) == [new] * 3, timeout=20, what=f"every member on {new}",
+                 describe=cluster.describe)
+        assert sorted(m.id for m in etcdctl.member_list()) == ids
+        assert not any(m.is_learner for m in etcdctl.member_list())
+        assert etcdctl.get("survivor") == "kept"
+
+
+def test_learner_add_and_promote_with_mixed_minor_versions(cluster_factory: ClusterFactory) -> None:
+    """Half way through an upgrade the cluster still takes learners (of either version)."""
+    old, new = _upgrade_steps()[-1]
+    cluster = cluster_factory(old)
+    cluster.grow(2)
+    cluster.join("new1", binary=str(etcd_dir(new) / "etcd"))
+    cluster.join("old3", binary=str(etcd_dir(old) / "etcd"))
+    assert _versions(cluster.etcdctl()) == sorted([old, old, new, old])
+
+
+def test_snapshot_saved_with_etcdctl_and_read_with_etcdutl(etcd_cluster: EtcdCluster, etcd_version: str,
+                                                           tmp_path: Path) -> None:
+    seed = etcd_cluster.start_seed()
+    etcdctl = etcd_cluster.etcdctl()
+    for index in range(10):
+        etcdctl.put(f"key{index}", "value")
+    path = tmp_path / "snapshot.db"
+
+    etcdctl.snapshot_save(str(path))
+
+    status = snapshot_status(str(path))
+    assert status.revision == 11, "ten puts after the initial revision 1"
+    assert status.hash != 0 and status.total_size > 0 and status.total_keys >= 10
+    assert status.storage_version == ("3.6.0" if etcd_version.startswith("3.6.") else ""), status
+    assert snapshot_status(str(path)) == status, "the same file, the same hash"
+    assert not list(tmp_path.glob("*.part")), "etcdctl renamed its partial file"
+    with pytest.raises(ValueError):
+        Etcdctl([seed.client_url, DEAD_ENDPOINT]).snapshot_save(str(tmp_path / "two-endpoints.db"))
+    etcdctl.snapshot_save(str(tmp_path / "from-named-endpoint.db"), endpoint=seed.client_url)
+
+
+def test_a_broken_snapshot_is_refused(tmp_path: Path) -> None:
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(b"not an etcd database" * 100)
+    with pytest.raises(SnapshotInvalid):
+        snapshot_status(str(truncated))
+
+
+def test_snapshot_of_a_dead_member_is_unreachable(tmp_path: Path) -> None:
+    etcdctl = Etcdctl([DEAD_ENDPOINT], dial_timeout_seconds=0.5)
+    with pytest.raises(Unreachable):
+        etcdctl.snapshot_save(str(tmp_path / "never.db"), timeout_seconds=2.0)
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_why_3_4_members_are_not_probed_on_health(cluster_factory: ClusterFactory) -> None:
+    """etcd 3.4 answers /health with a v2 QGET through the raft log; a 3.6 member replaying that
+    log panics ("detected disallowed v2 WAL"). This is why manifests.py probes 3.4 members with
+    `etcdctl endpoint health`: with /health probes the 3.5 -> 3.6 step would fail."""
+    source, middle, target = ETCD_VERSIONS[0], ETCD_VERSIONS[1], ETCD_VERSIONS[-1]
+    cluster = cluster_factory(source)
+    seed = cluster.start_seed()
+    with urllib.request.urlopen(f"{seed.client_url}/health", timeout=5) as response:
+        assert b'"health":"true"' in response.read()
+    upgraded, _ = cluster.join("m2", binary=str(etcd_dir(middle) / "etcd"))
+    cluster.remove(seed)
+    assert _versions(cluster.etcdctl()) == [middle]
+
+    doomed = cluster.new_member("m3", binary=str(etcd_dir(target) / "etcd"))
+    etcdctl = cluster.etcdctl(upgraded)
+    etcdctl.member_add("m3", [doomed.peer_url], learner=True)
+    cluster.start_added_member(doomed, etcdctl.member_list())
+    assert doomed.process is not None
+    doomed.process.wait(timeout=30)
+    assert "detected disallowed v2 WAL" in doomed.log_path.read_text(errors="replace")
