@@ -5,7 +5,7 @@ range and power switch (stop_node/start_node); the pod and service watches, the 
 cluster DNS server, the event sender and the log server are shared.
 
 Threads: one heartbeat per node, a node watch, a pod watch (one PodWorker per pod on our nodes), a
-service watch, the hosts-file writer, the cluster DNS server, an event sender and the optional log
+claim watch (binding claims to volumes, provisioner.py), a service watch, the hosts-file writer, the cluster DNS server, an event sender and the optional log
 server; all share one stop Event.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ from kube_sandbox.kubelet.ipam import IpAllocator, node_blocks
 from kube_sandbox.kubelet.kube_api import ApiError, KubeApi, NotFound, object_path
 from kube_sandbox.kubelet.node import INSTANCE_TYPE_LABEL, SANDBOX_INSTANCE_TYPE, NodeAgent
 from kube_sandbox.kubelet.pods import TERMINAL_PHASES, PodServices, PodWorker
+from kube_sandbox.kubelet.provisioner import ClaimBinder
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import VolumeManager
 from kube_sandbox.kubelet.watching import list_and_watch
@@ -116,6 +117,7 @@ class ProcessKubelet:
             self.api, object_path("", "v1", "nodes"), self._stop, self._on_node_list, self._on_node_event, "nodes"))
         self._spawn("kubelet-pods", lambda: list_and_watch(
             self.api, object_path("", "v1", "pods"), self._stop, self._on_pod_list, self._on_pod_event, "pods"))
+        self._spawn("kubelet-claims", ClaimBinder(self.api, s, self._stop).run)
         self._spawn("kubelet-services", lambda: list_and_watch(
             self.api, object_path("", "v1", "services"), self._stop, self._on_service_list, self._on_service_event,
             "services"))

@@ -17,8 +17,8 @@ least daily while the pod runs (`refresh_tokens`, called from the pod worker's s
 emptyDir, secret, configMap, downwardAPI and projected (incl. serviceAccountToken) volumes live
 under the pod's directory and go away with the pod (emptyDirs survive container restarts); hostPath
 is the host path itself; a persistentVolumeClaim is a directory `pvc/<namespace>/<claim>-<claim uid>`
-that outlives pods and is reattached to the next pod using the same claim. Since no PV controller
-runs, the claim's status is set to Bound here. Secret and configMap files are written when the pod
+that outlives pods and is reattached to the next pod using the same claim (provisioner.py binds
+every claim to a PV over that directory). Secret and configMap files are written when the pod
 starts and not refreshed afterwards.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 
 from kube_sandbox.kubelet.environment import ContainerConfigError, field_ref_value
 from kube_sandbox.kubelet.kube_api import KubeApi, NotFound, object_path
+from kube_sandbox.kubelet.provisioner import claim_directory
 from kube_sandbox.kubelet.resources import InvalidQuantity, resource_field_value
 from kube_sandbox.kubelet.settings import KubeletSettings
 
@@ -322,20 +323,8 @@ class VolumeManager:
             raise VolumeNotReady(f'persistentvolumeclaim "{claim_name}" not found')
         if (claim.get("metadata") or {}).get("deletionTimestamp"):
             raise VolumeNotReady(f'persistentvolumeclaim "{claim_name}" is being deleted')
-        directory = self.claim_directory(namespace, claim_name, claim["metadata"]["uid"])
+        if not (claim.get("spec") or {}).get("volumeName"):
+            raise VolumeNotReady(f'persistentvolumeclaim "{claim_name}" is not bound yet')
+        directory = claim_directory(self.settings, namespace, claim_name, claim["metadata"]["uid"])
         directory.mkdir(parents=True, exist_ok=True)
-        if (claim.get("status") or {}).get("phase") != "Bound":
-            spec = claim.get("spec") or {}
-            requested = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
-            status = {"phase": "Bound", "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
-                      "capacity": {"storage": requested}}
-            try:
-                self.api.patch(object_path("", "v1", "persistentvolumeclaims", namespace, claim_name, "status"),
-                               {"status": status})
-                log.info("%s/%s: claim bound to %s", namespace, claim_name, directory)
-            except Exception:  # the directory works regardless; the next pod using it retries
-                log.warning("%s/%s: could not mark claim Bound", namespace, claim_name, exc_info=True)
         return directory
-
-    def claim_directory(self, namespace: str, claim_name: str, claim_uid: str) -> Path:
-        return self.settings.pvc_dir / namespace / f"{claim_name}-{claim_uid}"

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import pytest
 
+from kube_sandbox import binaries
 from kube_sandbox.testing import Sandbox, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -50,7 +51,14 @@ def ready_pod(sandbox: Sandbox, namespace: str, name: str) -> Obj | None:
     return pod if pod["status"].get("phase") == "Running" and ready else None
 
 
-@pytest.mark.parametrize("image", ["quay.io/coreos/etcd:v3.5.1", "registry.k8s.io/etcd:3.4.23-0"])
+def etcd_images() -> list[str]:
+    """One image per etcd release the sandbox has, in the three official spellings."""
+    spellings = ["quay.io/coreos/etcd:v{}", "registry.k8s.io/etcd:{}-0", "gcr.io/etcd-development/etcd:v{}"]
+    versions = sorted(binaries.etcd_binaries(), key=lambda v: tuple(int(p) for p in v.split(".")))
+    return [spellings[i % len(spellings)].format(version) for i, version in enumerate(versions)]
+
+
+@pytest.mark.parametrize("image", etcd_images())
 def test_etcd_pod_serves_on_its_pod_ip(sandbox: Sandbox, namespace: str, image: str) -> None:
     apply(sandbox, namespace, etcd_pod("single", image, [
         "--advertise-client-urls=http://$(POD_IP):2379", "--listen-peer-urls=http://$(POD_IP):2380",
@@ -83,7 +91,7 @@ def test_static_three_member_cluster_over_pod_dns_names(sandbox: Sandbox, namesp
     })
     initial_cluster = ",".join(f"{n}={peer(n)}" for n in names)
     for name in names:
-        apply(sandbox, namespace, etcd_pod(name, "gcr.io/etcd-development/etcd:v3.5.1", [
+        apply(sandbox, namespace, etcd_pod(name, f"gcr.io/etcd-development/etcd:v{binaries.newest_etcd_version()}", [
             f"--advertise-client-urls=http://{name}.etcd.{namespace}.svc:2379",
             "--listen-peer-urls=http://0.0.0.0:2380", f"--initial-advertise-peer-urls={peer(name)}",
             f"--initial-cluster={initial_cluster}", "--initial-cluster-state=new",

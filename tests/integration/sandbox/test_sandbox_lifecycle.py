@@ -1,6 +1,7 @@
 """`up` and `down` of a whole sandbox: fast when the binaries are cached, nothing left behind.
 
-Runs a second sandbox (own state dir, ports shifted) so the session's shared one is untouched.
+Runs a second sandbox (own state dir, ports and pod IPs shifted from the session's) so the
+session's shared one is untouched.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from kube_sandbox.config import NODE_NAMES, POD_IP_PREFIX
 from kube_sandbox.namespace import processes_in_namespace
 
 WARM_UP_LIMIT_SECONDS = 30.0
@@ -21,8 +23,15 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
                           text=True, timeout=240)
 
 
+def second_sandbox_env(state_dir: Path) -> dict[str, str]:
+    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + 1000
+    octet = int(os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX).split(".")[1])
+    return dict(os.environ, SANDBOX_DIR=str(state_dir), SANDBOX_PORT_OFFSET=str(offset),
+                SANDBOX_POD_IP_PREFIX=f"127.{(octet + 100) % 256}")
+
+
 def test_up_is_fast_with_cached_binaries_and_down_leaves_no_process(tmp_path: Path) -> None:
-    env = dict(os.environ, SANDBOX_DIR=str(tmp_path / "second"), SANDBOX_PORT_OFFSET="1000")
+    env = second_sandbox_env(tmp_path / "second")
     started = time.monotonic()
     up = run_cli(env, "up")
     up_seconds = time.monotonic() - started
@@ -35,12 +44,12 @@ def test_up_is_fast_with_cached_binaries_and_down_leaves_no_process(tmp_path: Pa
         report = json.loads(status.stdout)
         assert report["ready"] and all(report["components"].values()), report
         nodes = run_cli(env, "kubectl", "get", "nodes", "--no-headers")
-        assert " Ready " in nodes.stdout, nodes.stdout + nodes.stderr
+        assert nodes.stdout.count(" Ready ") == len(NODE_NAMES), nodes.stdout + nodes.stderr
 
         daemon_pid = int((tmp_path / "second" / "daemon.pid").read_text().split()[0])
         namespace = os.readlink(f"/proc/{daemon_pid}/ns/mnt")
         processes = processes_in_namespace(namespace)
-        assert len(processes) >= 5, processes  # daemon, etcd, apiserver, controller-manager, s3
+        assert len(processes) >= 6, processes  # daemon, etcd, apiserver, controller-manager, scheduler, s3
     finally:
         down = run_cli(env, "down")
     assert down.returncode == 0, down.stdout + down.stderr
