@@ -323,7 +323,7 @@ class ObservedCluster:
     @property
     def leaderless_answers(self) -> tuple[str, ...]:
         """Members that answered `endpoint status` when none of those answering knows a leader
-        (empty if any does). Without a member list, which etcd 3.5 serves only with quorum,
+        (empty if any does). Without a member list, which etcd 3.5+ serves only with quorum,
         this is how a quorum loss shows."""
         if not self.endpoint_status or any(s.leader_id for s in self.endpoint_status.values()):
             return ()

@@ -67,7 +67,7 @@ def observe_cluster(
         client = etcd.client(cluster, list(reachable.values()), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
         members = client.member_list()
     except (ctl.EtcdctlError, ValueError) as e:
-        # etcd 3.5 answers `member list` only with quorum. The members that still answer
+        # etcd 3.5+ answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
         statuses = _endpoint_status(cluster, reachable, etcd)
         return replace(base, member_list_error=str(e), endpoint_status=statuses)

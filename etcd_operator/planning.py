@@ -16,7 +16,7 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  5. No member answered `member list` (bootstrap, or everything down):
     - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
       restart on their data);
-    - pods exist whose members answer but know no leader -> ReportQuorumLoss (etcd 3.5 serves
+    - pods exist whose members answer but know no leader -> ReportQuorumLoss (etcd 3.5+ serves
       `member list` only with quorum, so this is how a quorum loss looks from here);
     - pods exist -> Wait for them (never a second seed next to one that is starting);
     - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token);

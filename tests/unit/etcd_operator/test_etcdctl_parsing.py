@@ -209,3 +209,27 @@ def test_stray_etcdctl_environment_is_not_passed_on(monkeypatch: pytest.MonkeyPa
 def test_a_missing_binary_is_a_clear_error() -> None:
     with pytest.raises(EtcdctlError, match="cannot run etcdctl"):
         Etcdctl(["http://127.0.0.1:1"], binary="/nonexistent/etcdctl").member_list()
+
+
+# Captured from `etcdutl snapshot status -w json`: 3.6.16 on a 3.6 snapshot, 3.5.35 (no version field).
+@pytest.mark.parametrize("output, storage_version, keys", [
+    ('{"hash":1910731920,"revision":2,"totalKey":1,"totalSize":20480,"version":"3.6.0"}', "3.6.0", 1),
+    ('{"hash":1910731920,"revision":2,"totalKey":5,"totalSize":20480}', "", 5),
+])
+def test_parse_snapshot_status(output: str, storage_version: str, keys: int) -> None:
+    status = etcdctl_module.parse_snapshot_status(output)
+    assert (status.hash, status.revision, status.total_size) == (1910731920, 2, 20480)
+    assert (status.total_keys, status.storage_version) == (keys, storage_version)
+
+
+@pytest.mark.parametrize("stderr", [
+    "Error: invalid database",
+    "Error: snapshot file integrity check failed. 2 errors found.",
+])
+def test_broken_snapshot_errors(stderr: str) -> None:
+    assert isinstance(classify_error(stderr), etcdctl_module.SnapshotInvalid)
+
+
+def test_snapshot_save_needs_one_endpoint() -> None:
+    with pytest.raises(ValueError, match="one endpoint"):
+        Etcdctl(["http://127.0.0.1:1", "http://127.0.0.2:1"], binary="/bin/false").snapshot_save("/nonexistent")
