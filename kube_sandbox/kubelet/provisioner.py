@@ -112,8 +112,11 @@ class ClaimBinder:
         log.info("%s/%s: claim bound to volume %s (%s)", namespace, name, pv_name, directory)
 
     def _delete_volume(self, name: str) -> None:
+        """Release, then delete (the pv-protection controller holds on to a Bound volume)."""
+        path = object_path("", "v1", "persistentvolumes", name=name)
         try:
-            self.api.delete(object_path("", "v1", "persistentvolumes", name=name))
+            self.api.patch(path + "/status", {"status": {"phase": "Released"}}, content_type=MERGE_PATCH)
+            self.api.delete(path)
             log.info("deleted volume %s of a deleted claim", name)
         except NotFound:
             pass

@@ -207,6 +207,12 @@ def test_persistent_volume_claim_outlives_the_pod(sandbox: Sandbox, namespace: s
     wait_for(lambda: running_and_ready(sandbox, namespace, "reader"), timeout=30, what="reader running")
     assert "kept" in wait_for(lambda: logs(sandbox, namespace, "reader"), timeout=10, what="reader output")
 
+    volume = claim["spec"]["volumeName"]
+    assert get(sandbox, "", "pv", volume)["spec"]["hostPath"]["path"] == str(directory)
+    sandbox.kubectl("delete", "-n", namespace, "pod", "reader", "--grace-period=1")
+    sandbox.kubectl("delete", "-n", namespace, "pvc", "data", "--wait=false")
+    wait_for(lambda: get(sandbox, "", "pv", volume) is None, timeout=30, what=f"volume {volume} of the deleted claim gone")
+
 
 def test_cronjob_spawns_a_job_whose_pod_succeeds(sandbox: Sandbox, namespace: str) -> None:
     apply(sandbox, namespace, """

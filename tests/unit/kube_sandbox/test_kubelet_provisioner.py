@@ -54,4 +54,6 @@ def test_bound_or_deleted_claims_are_left_alone_and_a_deleted_claim_loses_its_vo
     b._on_event("MODIFIED", claim(volumeName="pvc-c-uid"))
     assert api.calls == []
     b._on_event("DELETED", claim(volumeName="pvc-c-uid"))
-    assert [(c.method, c.path) for c in api.calls] == [("DELETE", "/api/v1/persistentvolumes/pvc-c-uid")]
+    assert [(c.method, c.path) for c in api.calls] == [
+        ("PATCH", "/api/v1/persistentvolumes/pvc-c-uid/status"), ("DELETE", "/api/v1/persistentvolumes/pvc-c-uid")]
+    assert (api.calls[0].body or {})["status"]["phase"] == "Released"  # pv-protection keeps Bound volumes
