@@ -271,7 +271,8 @@ class PodWorker:
             self._cleanup()
             return True
         with self.lock:
-            if self.terminal:
+            # node_down again under the lock: a stop_node() that came meanwhile must not miss a process.
+            if self.terminal or self.services.node_down.is_set():
                 return False
             self._apply_spec_changes()
             if self._set_up():

@@ -323,3 +323,23 @@ def test_unknown_image_is_reported_like_a_failed_pull(sandbox: Sandbox, namespac
     assert get(sandbox, namespace, "pod", "future")["status"]["phase"] == "Pending"
     events = get(sandbox, namespace, "events")["items"]
     assert any(e["reason"] == "Failed" and "ErrImagePull" in e["message"] for e in events)
+
+
+RESTRICTED_SECURITY_CONTEXT = {
+    "runAsNonRoot": True, "runAsUser": 1000, "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def test_pods_of_the_restricted_pod_security_profile_run(sandbox: Sandbox, namespace: str) -> None:
+    """Pod Security admission enforces `restricted`; the kubelet accepts (and does not enforce) the fields."""
+    sandbox.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    refused = sandbox.kubectl("apply", "-n", namespace, "-f", "-", check=False,
+                              input=json.dumps(busybox_pod("loose", "exec sleep 3600")))
+    assert refused.returncode != 0 and "restricted" in refused.stderr, refused.stderr
+    pod = busybox_pod("strict", "echo running; exec sleep 3600", securityContext=RESTRICTED_SECURITY_CONTEXT)
+    pod["spec"]["securityContext"] = {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 2000,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    apply(sandbox, namespace, pod)
+    wait_for(lambda: running_and_ready(sandbox, namespace, "strict"), timeout=30, what="restricted pod running")
+    assert "running" in wait_for(lambda: logs(sandbox, namespace, "strict"), timeout=10, what="strict output")
