@@ -35,7 +35,7 @@ cat <<MSG
 
 The sandbox is running with the operator and example-etcd-cluster. Try:
   export KUBECONFIG=$PWD/.sandbox/kubeconfig
-  $VENV/bin/python -m kube_sandbox kubectl get etcd -A            # kubectl v1.20 with that kubeconfig
+  $VENV/bin/python -m kube_sandbox kubectl get etcd -A            # the sandbox's kubectl with that kubeconfig
   $VENV/bin/python -m kube_sandbox kubectl -n default patch etcd example-etcd-cluster --type=merge -p '{"spec":{"size":5}}'
   $VENV/bin/python -m kube_sandbox exec -- etcdctl --endpoints=http://example-etcd-cluster-client.default.svc:2379 member list -w table
   $VENV/bin/python -m kube_sandbox kubectl -n etcd-operator logs deploy/etcd-operator

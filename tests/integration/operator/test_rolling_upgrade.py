@@ -95,9 +95,23 @@ def test_rolling_upgrades_3_4_to_3_5_to_3_6_fail_no_write_and_lose_none(clusters
     name = "rolling"
     first, *upgrades = UPGRADE_PATH
     clusters.create(etcd_cluster(name, size=3, version=first))
+    # 3.4 runs (and grows 1 -> 3 by learner add + promote) but is flagged as an upgrade source only.
     status = clusters.wait_running(name, ready=3, timeout=180)
     assert status["currentVersion"] == first
     assert {p.spec.containers[0].image for p in clusters.live_pods(name)} == {IMAGE.format(first)}
+    assert conditions(status)["VersionSupported"] == ("False", "UpgradeSourceOnly"), status["conditions"]
+    wait_for(lambda: any(e.reason == "UpgradeSourceOnly" and e.type == "Warning" for e in clusters.events(name)),
+             timeout=30, what="an UpgradeSourceOnly Warning event")
+
+    # Skipping 3.5 is refused with the step to take, and nothing is touched.
+    pods_before = sorted(p.metadata.uid for p in clusters.live_pods(name))
+    clusters.patch_spec(name, {"version": upgrades[-1]})
+    refused = clusters.wait_status(
+        name, lambda s: conditions(s).get("VersionSupported") == ("False", "UpgradeRefused"),
+        "the 3.4 -> 3.6 skip refused", timeout=60)
+    refusal = next(c for c in refused["conditions"] if c["type"] == "VersionSupported")["message"]
+    assert upgrades[0] in refusal, refusal
+    assert sorted(p.metadata.uid for p in clusters.live_pods(name)) == pods_before
 
     writer = Writer(clusters.sandbox, clusters.client_url(name))
     writer.start()
