@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from etcd_data import member_ids, read_prefix
 from kube_sandbox.testing import Sandbox, wait_for
 from operator_clusters import Clusters, etcd_cluster
-from status_history import conditions
+from status_history import StatusHistory, conditions
 
 PREFIX = "node-loss/"
 
@@ -95,6 +95,39 @@ def _node_ready(clusters: Clusters, node: str) -> str:
     return next((c.status for c in status.conditions or [] if c.type == "Ready"), "Unknown")
 
 
+def _stop_and_restart_node(clusters: Clusters, name: str, node: str, victim: str, writer: Writer,
+                           node_restorer: list[str]) -> float:
+    """Stop `node` (where `victim` runs), check what the operator reports, start it again and wait
+    for the cluster to converge; returns how long the node was down."""
+    wait_for(lambda: writer.progressed(5), timeout=30, what="writes before the node stops")
+    node_restorer.append(node)
+    clusters.sandbox.faults.stop_node(node)
+    stopped_at = time.monotonic()
+
+    # The real node-lifecycle controller notices the silent kubelet; the operator reports the member.
+    wait_for(lambda: _node_ready(clusters, node) != "True", timeout=90, what=f"node {node} NotReady")
+    reported = clusters.wait_status(
+        name, lambda s: victim in (s.get("members") or {}).get("unready", [])
+        and conditions(s).get("Degraded", ("",))[0] == "True", f"{victim} reported unready", timeout=90)
+    assert reported["phase"] == "Running", reported  # two of three members keep quorum
+    assert conditions(reported)["Available"][0] == "True", reported["conditions"]
+    degraded = next(c for c in reported["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "MembersUnhealthy" and victim in degraded["message"], degraded
+    count = len(writer.acknowledged)
+    wait_for(lambda: writer.progressed(count + 10), timeout=30, what="writes while the node is down")
+    down_for = time.monotonic() - stopped_at
+
+    clusters.sandbox.faults.start_node(node)
+    node_restorer.remove(node)
+    wait_for(lambda: _node_ready(clusters, node) == "True", timeout=90, what=f"node {node} Ready again")
+    clusters.wait_status(
+        name, lambda s: s.get("phase") == "Running" and s.get("readyCount") == 3 and s.get("size") == 3
+        and not (s.get("members") or {}).get("unready"), "Running 3/3 again", timeout=180)
+    count = len(writer.acknowledged)
+    wait_for(lambda: writer.progressed(count + 5), timeout=30, what="writes after the node is back")
+    return down_for
+
+
 def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
         clusters: Clusters, node_restorer: list[str]) -> None:
     name = "nodeloss"
@@ -107,33 +140,13 @@ def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
 
     writer = Writer(clusters.sandbox, clusters.client_url(name))
     writer.thread.start()
+    history = StatusHistory(clusters, name)
     try:
-        wait_for(lambda: writer.progressed(5), timeout=30, what="writes before the node stops")
-        node_restorer.append(node)
-        clusters.sandbox.faults.stop_node(node)
-        stopped_at = time.monotonic()
-
-        # The real node-lifecycle controller notices the silent kubelet; the operator reports the member.
-        wait_for(lambda: _node_ready(clusters, node) != "True", timeout=90, what=f"node {node} NotReady")
-        reported = clusters.wait_status(
-            name, lambda s: victim in (s.get("members") or {}).get("unready", [])
-            and conditions(s).get("Degraded", ("",))[0] == "True", f"{victim} reported unready", timeout=90)
-        assert reported["phase"] == "Running", reported  # two of three members keep quorum
-        assert conditions(reported)["Available"][0] == "True", reported["conditions"]
-        degraded = next(c for c in reported["conditions"] if c["type"] == "Degraded")
-        assert degraded["reason"] == "MembersUnhealthy" and victim in degraded["message"], degraded
-        count = len(writer.acknowledged)
-        wait_for(lambda: writer.progressed(count + 10), timeout=30, what="writes while the node is down")
-        down_for = time.monotonic() - stopped_at
-
-        clusters.sandbox.faults.start_node(node)
-        node_restorer.remove(node)
-        wait_for(lambda: _node_ready(clusters, node) == "True", timeout=90, what=f"node {node} Ready again")
-        clusters.wait_status(
-            name, lambda s: s.get("phase") == "Running" and s.get("readyCount") == 3 and s.get("size") == 3
-            and not (s.get("members") or {}).get("unready"), "Running 3/3 again", timeout=180)
-        count = len(writer.acknowledged)
-        wait_for(lambda: writer.progressed(count + 5), timeout=30, what="writes after the node is back")
+        with history:
+            down_for = _stop_and_restart_node(clusters, name, node, victim, writer, node_restorer)
+    except AssertionError as e:
+        sequence = "\n  ".join(history.distinct_summaries())
+        raise AssertionError(f"{e}\nstatus sequence:\n  {sequence}") from None
     finally:
         writer.stop.set()
         writer.thread.join(30)
