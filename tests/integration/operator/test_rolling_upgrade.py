@@ -1,6 +1,7 @@
 """Changing spec.version rolls the members one at a time while clients keep writing: every
 acknowledged write survives, writes never stall, and the only writes that fail are the few caught
-on a member at the instant it is removed (etcd's own "raft: stopped")."""
+on a member at the instant it is removed or hands over leadership (etcd's own "raft: stopped",
+"raft proposal dropped")."""
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,9 @@ IMAGE = "quay.io/coreos/etcd:v{}"
 PREFIX = "upgrade/"
 # Writes may slow down while leadership moves; never stall for longer than this.
 MAX_WRITE_GAP_SECONDS = 20.0
-# etcd's errors for a request caught on a member that is being removed or that loses leadership.
-MEMBER_CHANGE_ERRORS = ("raft: stopped", "etcdserver: server stopped", "etcdserver: leader changed")
+# etcd's errors for a request caught on a member that is being removed or that hands over leadership.
+MEMBER_CHANGE_ERRORS = ("raft: stopped", "raft proposal dropped", "etcdserver: server stopped",
+                        "etcdserver: leader changed")
 # One step rolls three members (and moves leadership once): at most one caught put each.
 MAX_FAILED_WRITES_PER_STEP = 4
 
