@@ -8,10 +8,10 @@ import threading
 from typing import Sequence
 
 from etcd_operator.controller import Controller
-from etcd_operator.http_endpoints import serve
-from etcd_operator.kube.client import load_api_client
-from etcd_operator.kube.leadership import LeaderElector
-from etcd_operator.logs import configure_logging
+from operator_runtime.http_endpoints import serve
+from kube_adapter.client import load_api_client
+from kube_adapter.leadership import LeaderElector
+from operator_runtime.logs import configure_logging
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.settings import parse_settings
 

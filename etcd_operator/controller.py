@@ -6,16 +6,15 @@ import logging
 import threading
 from typing import Any, Callable
 
-from kubernetes.client import ApiClient, CoreV1Api
-
-from etcd_operator import constants as c
+from etcd_common import constants as c
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cache import Key, ObjectCache, object_key
-from etcd_operator.etcd_access import EtcdAccess
-from etcd_operator.kube.client import fetch_json
-from etcd_operator.kube.events import EventRecorder
-from etcd_operator.kube.resources import EtcdClusters, PersistentVolumeClaims, Pods, Services
-from etcd_operator.kube.watching import DELETED, RELISTED, SYNC, watch_forever
+from operator_runtime.cache import Key, ObjectCache, object_key
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.resources import ETCD_CLUSTERS
+from kube_adapter.client import KubeApi
+from kube_adapter.events import EventRecorder
+from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, SERVICES, ResourceClient
+from kube_adapter.watching import DELETED, RELISTED, SYNC
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
@@ -27,22 +26,25 @@ SUPERVISOR_JOIN_SECONDS = 10.0
 
 
 class Controller:
-    def __init__(self, api: ApiClient, settings: OperatorSettings, metrics: OperatorMetrics,
+    def __init__(self, api: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics,
                  stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
         """`may_act` is asked before every action (leader election: is the lease surely ours?)."""
         self.settings = settings
         self.stop = stop
         self.metrics = metrics
-        self._api = api
-        self._core = CoreV1Api(api)
+        self._clusters = ResourceClient(api, ETCD_CLUSTERS)
+        self._pods = ResourceClient(api, PODS)
+        self._services = ResourceClient(api, SERVICES)
+        self._pvcs = ResourceClient(api, PERSISTENT_VOLUME_CLAIMS)
+        self._secrets = ResourceClient(api, SECRETS)
         self._supervisors: dict[Key, ClusterSupervisor] = {}
         self._lock = threading.Lock()
         pods, services, pvcs = ObjectCache(), ObjectCache(), ObjectCache()
-        etcd = EtcdAccess(self._read_secret, binary=settings.etcdctl_binary)
+        etcd = EtcdAccess(self._secrets.get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
             clusters=ObjectCache(), pods=pods, services=services, pvcs=pvcs,
-            cluster_api=EtcdClusters(api),
-            executor=ActionExecutor(Pods(api), Services(api), PersistentVolumeClaims(api),
+            cluster_api=self._clusters,
+            executor=ActionExecutor(self._pods, self._services, self._pvcs,
                                     etcd, pod_cache=pods, service_cache=services, pvc_cache=pvcs),
             etcd=etcd,
             events=EventRecorder(api, component="etcd-operator"),
@@ -52,9 +54,6 @@ class Controller:
             may_act=may_act,
         )
 
-    def _read_secret(self, namespace: str, name: str) -> dict[str, Any]:
-        return fetch_json(self._core.read_namespaced_secret, name=name, namespace=namespace)
-
     # --- running
 
     def run(self) -> None:
@@ -63,12 +62,13 @@ class Controller:
         log.info("controller watching EtcdClusters in %s", ns or "all namespaces")
         ctx = self.context
         watches: list[tuple[str, Callable[[], None]]] = [
-            ("pods", lambda: Pods(self._api).watch(ns, MEMBER_SELECTOR, stop=self.stop,
-                                                   on_event=self._on_owned_event(ctx.pods))),
-            ("services", lambda: self._watch_core("services", ctx.services)),
-            ("pvcs", lambda: self._watch_core("persistentvolumeclaims", ctx.pvcs)),
-            ("etcdclusters", lambda: EtcdClusters(self._api).watch(ns, stop=self.stop,
-                                                                 on_event=self._on_cluster_event)),
+            ("pods", lambda: self._pods.watch(ns, MEMBER_SELECTOR, stop=self.stop,
+                                              on_event=self._on_owned_event(ctx.pods))),
+            ("services", lambda: self._services.watch(ns, MEMBER_SELECTOR, stop=self.stop,
+                                                      on_event=self._on_owned_event(ctx.services))),
+            ("pvcs", lambda: self._pvcs.watch(ns, MEMBER_SELECTOR, stop=self.stop,
+                                              on_event=self._on_owned_event(ctx.pvcs))),
+            ("etcdclusters", lambda: self._clusters.watch(ns, stop=self.stop, on_event=self._on_cluster_event)),
         ]
         threads = [threading.Thread(target=self._guard(name, fn), name=f"watch {name}", daemon=True)
                    for name, fn in watches]
@@ -84,21 +84,6 @@ class Controller:
             supervisor.stop()
         for supervisor in supervisors:
             supervisor.join(SUPERVISOR_JOIN_SECONDS)
-
-    def _watch_core(self, plural: str, cache: ObjectCache) -> None:
-        ns = self.settings.namespace
-        core = self._core
-        list_fn: Callable[..., Any]
-        if plural == "services":
-            list_fn = core.list_service_for_all_namespaces if ns is None else core.list_namespaced_service
-        else:
-            list_fn = (core.list_persistent_volume_claim_for_all_namespaces if ns is None
-                       else core.list_namespaced_persistent_volume_claim)
-        kwargs: dict[str, Any] = {"label_selector": MEMBER_SELECTOR}
-        if ns is not None:
-            kwargs["namespace"] = ns
-        watch_forever(list_fn, stop=self.stop, on_event=self._on_owned_event(cache),
-                      name=f"{plural} in {ns or 'all namespaces'}", **kwargs)
 
     def _guard(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:

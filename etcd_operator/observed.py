@@ -17,8 +17,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlparse
 
-from etcd_operator import constants as c
-from etcd_operator.spec import EtcdCluster, EtcdVersion
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcd_version import EtcdVersion
 
 JsonDict = Mapping[str, Any]
 

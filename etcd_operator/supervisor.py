@@ -14,17 +14,17 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from etcd_operator import actions as a
-from etcd_operator import constants as c
-from etcd_operator import etcdctl as ctl
+from etcd_common import constants as c
+from etcd_common import etcdctl as ctl
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cache import Key, ObjectCache
+from operator_runtime.cache import Key, ObjectCache
 from etcd_operator.cluster_status import compute_status, upgrade_source_event
-from etcd_operator.etcd_access import EtcdAccess
-from etcd_operator.kube.errors import Forbidden, KubeError, NotFound
-from etcd_operator.kube.events import EventRecorder
-from etcd_operator.kube.patching import status_merge_patch
-from etcd_operator.kube.resources import EtcdClusters
+from etcd_common.etcd_access import EtcdAccess
+from kube_adapter.errors import Forbidden, KubeError, NotFound
+from kube_adapter.events import EventRecorder
+from kube_adapter.patching import status_merge_patch
+from kube_adapter.resources import ResourceClient
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observing import observe_cluster
@@ -44,7 +44,7 @@ class SupervisorContext:
     pods: ObjectCache
     services: ObjectCache
     pvcs: ObjectCache
-    cluster_api: EtcdClusters
+    cluster_api: ResourceClient
     executor: ActionExecutor
     etcd: EtcdAccess
     events: EventRecorder

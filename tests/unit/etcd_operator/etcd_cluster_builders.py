@@ -9,7 +9,7 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
     EndpointStatus,
@@ -20,7 +20,9 @@ from etcd_operator.observed import (
     ObservedPVC,
     version_from_image,
 )
-from etcd_operator.spec import EtcdCluster, EtcdVersion, parse_etcd_cluster
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcd_version import EtcdVersion
+from etcd_operator.spec import parse_etcd_cluster
 
 CLUSTER = "example"
 NAMESPACE = "default"

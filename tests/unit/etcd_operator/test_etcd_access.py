@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from etcd_operator import constants as c
-from etcd_operator.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
-from etcd_operator.etcdctl import ClientTLSUnavailable, EtcdctlError
-from etcd_operator.kube.errors import NotFound, Transient
-from etcd_operator.spec import EtcdCluster
+from etcd_common import constants as c
+from etcd_common.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
+from etcd_common.etcdctl import ClientTLSUnavailable, EtcdctlError
+from kube_adapter.errors import NotFound, Transient
+from etcd_common.etcd_cluster import EtcdCluster
 from etcd_cluster_builders import NAMESPACE, make_cluster
 
 TLS_SPEC = {"TLS": {"static": {"member": {"peerSecret": "peer", "serverSecret": "server"},

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from etcd_operator import etcdctl as etcdctl_module
-from etcd_operator.etcdctl import (
+from etcd_common import etcdctl as etcdctl_module
+from etcd_common.etcdctl import (
     ClientTLS,
     ClusterUnhealthy,
     EndpointHealth,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from etcd_operator.http_endpoints import HttpEndpoints, serve
+from operator_runtime.http_endpoints import HttpEndpoints, serve
 from etcd_operator.metrics import OperatorMetrics
 
 

@@ -21,7 +21,7 @@ from etcd_operator.observed import (
     ObservedPVC,
 )
 from etcd_operator.planning import plan_next_action
-from etcd_operator.spec import EtcdCluster
+from etcd_common.etcd_cluster import EtcdCluster
 
 from etcd_cluster_builders import PVC_SPEC, T0, make_cluster
 

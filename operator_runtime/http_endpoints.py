@@ -1,4 +1,4 @@
-"""The operator's HTTP side: /metrics for Prometheus and /healthz for the liveness probe,
+"""An operator's HTTP side: /metrics for Prometheus and /healthz for the liveness probe,
 served from a daemon thread so it answers even while every supervisor is busy."""
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ logger = logging.getLogger(__name__)
 class HttpEndpoints:
     """A running /metrics + /healthz server; `port` is the bound port (useful with port 0)."""
 
-    def __init__(self, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool]) -> None:
-        handler = _handler_class(registry, healthy)
+    def __init__(self, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
+                 *, server_name: str = "operator") -> None:
+        handler = _handler_class(registry, healthy, server_name)
         self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -44,9 +45,11 @@ class HttpEndpoints:
         self._thread.join(timeout=5)
 
 
-def _handler_class(registry: CollectorRegistry, healthy: Callable[[], bool]) -> type[BaseHTTPRequestHandler]:
+def _handler_class(
+    registry: CollectorRegistry, healthy: Callable[[], bool], server_name: str
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        server_version = "etcd-operator"
+        server_version = server_name
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("%s - %s", self.address_string(), format % args)
@@ -81,7 +84,10 @@ def _handler_class(registry: CollectorRegistry, healthy: Callable[[], bool]) -> 
     return Handler
 
 
-def serve(port: int, host: str, registry: CollectorRegistry, healthy: Callable[[], bool]) -> HttpEndpoints:
+def serve(
+    port: int, host: str, registry: CollectorRegistry, healthy: Callable[[], bool], *, server_name: str = "operator"
+) -> HttpEndpoints:
     """Start serving /metrics (from `registry`) and /healthz (200 "ok" while `healthy()`,
-    else 503) on host:port in a daemon thread. Call `.shutdown()` to stop."""
-    return HttpEndpoints(host, port, registry, healthy)
+    else 503) on host:port in a daemon thread, answering as `server_name`. Call `.shutdown()`
+    to stop."""
+    return HttpEndpoints(host, port, registry, healthy, server_name=server_name)

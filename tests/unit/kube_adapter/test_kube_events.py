@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from etcd_operator.kube.events import EventRecorder, build_event
+from kube_adapter.events import EventRecorder, build_event
 from scripted_apiserver import Reply, ScriptedApiServer, status_body
 
 EVENTS = "/api/v1/namespaces/ns/events"
@@ -41,7 +41,7 @@ def test_long_messages_are_cut() -> None:
 
 def test_a_repeat_bumps_the_count_of_the_first_event(apiserver: ScriptedApiServer) -> None:
     apiserver.fallback("POST", EVENTS, echo)
-    recorder = EventRecorder(apiserver.api_client())
+    recorder = EventRecorder(apiserver.api_client(), "etcd-operator")
 
     recorder.record(CLUSTER, "Normal", "MemberAdded", "added member c1-abcde")
     created = apiserver.next_request()
@@ -60,7 +60,7 @@ def test_a_repeat_bumps_the_count_of_the_first_event(apiserver: ScriptedApiServe
 
 def test_repeats_after_the_window_make_a_new_event(apiserver: ScriptedApiServer) -> None:
     apiserver.fallback("POST", EVENTS, echo)
-    recorder = EventRecorder(apiserver.api_client(), dedupe_window_seconds=0)
+    recorder = EventRecorder(apiserver.api_client(), "etcd-operator", dedupe_window_seconds=0)
 
     recorder.record(CLUSTER, "Normal", "MemberAdded", "same")
     recorder.record(CLUSTER, "Normal", "MemberAdded", "same")
@@ -69,7 +69,7 @@ def test_repeats_after_the_window_make_a_new_event(apiserver: ScriptedApiServer)
 
 def test_an_event_deleted_meanwhile_is_created_again(apiserver: ScriptedApiServer) -> None:
     apiserver.fallback("POST", EVENTS, echo)
-    recorder = EventRecorder(apiserver.api_client())
+    recorder = EventRecorder(apiserver.api_client(), "etcd-operator")
     recorder.record(CLUSTER, "Normal", "MemberAdded", "same")
     name = apiserver.next_request().body["metadata"]["name"]
     apiserver.script("PATCH", f"{EVENTS}/{name}", Reply(404, status_body(404, "NotFound")))
@@ -81,7 +81,7 @@ def test_an_event_deleted_meanwhile_is_created_again(apiserver: ScriptedApiServe
 
 def test_failures_are_logged_not_raised(apiserver: ScriptedApiServer, caplog: pytest.LogCaptureFixture) -> None:
     apiserver.script("POST", EVENTS, Reply(403, status_body(403, "Forbidden", "events is forbidden")))
-    recorder = EventRecorder(apiserver.api_client())
+    recorder = EventRecorder(apiserver.api_client(), "etcd-operator")
 
     with caplog.at_level(logging.WARNING):
         recorder.record(CLUSTER, "Warning", "QuorumLost", "down")
@@ -94,5 +94,5 @@ def test_nothing_reachable_is_still_not_raised(caplog: pytest.LogCaptureFixture)
     configuration = Configuration()
     configuration.host = "http://127.0.0.1:9"  # discard port: nothing answers
     configuration.retries = False
-    EventRecorder(ApiClient(configuration)).record(CLUSTER, "Normal", "R", "m")
+    EventRecorder(ApiClient(configuration), "etcd-operator").record(CLUSTER, "Normal", "R", "m")
     assert any("could not record event" in r.getMessage() for r in caplog.records)

@@ -1,4 +1,4 @@
-"""Kubernetes Events about EtcdClusters, so `kubectl describe` tells what the operator did.
+"""Kubernetes Events about the objects an operator manages, so `kubectl describe` tells what the operator did.
 
 Events are best-effort: `record` never raises (a failure is logged). Like kubectl's own
 recorder, the same reason and message about the same object within a few minutes bumps the
@@ -16,8 +16,8 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Api
 
-from etcd_operator.kube.client import fetch_json_once
-from etcd_operator.kube.errors import NotFound, retry_policy
+from kube_adapter.client import fetch_json_once
+from kube_adapter.errors import NotFound, retry_policy
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class EventRecorder:
     def __init__(
         self,
         api: ApiClient,
-        component: str = "etcd-operator",
+        component: str,
         *,
         host: str | None = None,
         dedupe_window_seconds: float = DEDUPE_WINDOW_SECONDS,

@@ -10,7 +10,7 @@ import pytest
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from etcd_operator.kube.errors import (
+from kube_adapter.errors import (
     AlreadyExists,
     Conflict,
     Forbidden,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from etcd_operator.kube import leadership
-from etcd_operator.kube.leadership import (
+from kube_adapter import leadership
+from kube_adapter.leadership import (
     LeaderElector,
     LeaseRecord,
     held_lease_spec,

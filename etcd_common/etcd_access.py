@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from etcd_operator import constants as c
-from etcd_operator.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
-from etcd_operator.kube.errors import KubeError, Transient
-from etcd_operator.spec import EtcdCluster
+from etcd_common import constants as c
+from etcd_common.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from kube_adapter.errors import KubeError, Transient
+from etcd_common.etcd_cluster import EtcdCluster
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from etcd_operator.kube.errors import Conflict
-from etcd_operator.kube.resources import EtcdClusters
+from kube_adapter.errors import Conflict
+from kube_adapter.resources import ResourceClient
 
 logger = logging.getLogger(__name__)
 
@@ -29,27 +29,27 @@ def status_merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict
 
 
 def patch_status_with_retry(
-    clusters: EtcdClusters,
+    objects: ResourceClient,
     namespace: str,
     name: str,
     compute_status: Callable[[dict[str, Any]], dict[str, Any]],
     *,
     attempts: int = STATUS_PATCH_ATTEMPTS,
 ) -> dict[str, Any]:
-    """Set the EtcdCluster's status to `compute_status(fresh_object)`; returns the object as
+    """Set the object's status to `compute_status(fresh_object)`; returns the object as
     written (or as read, when the status was already that). Raises NotFound if the object is
     gone, Conflict if it kept changing for `attempts` rounds."""
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
     for attempt in range(1, attempts + 1):
-        current = clusters.get(namespace, name)
+        current = objects.get(namespace, name)
         desired = compute_status(current)
         current_status = current.get("status") or {}
         if desired == current_status:
             return current
         resource_version = (current.get("metadata") or {}).get("resourceVersion")
         try:
-            return clusters.patch_status(
+            return objects.patch_status(
                 namespace, name, status_merge_patch(current_status, desired), resource_version=resource_version
             )
         except Conflict:

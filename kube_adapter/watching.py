@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from etcd_operator.kube.client import call_api, fetch_json_once, list_items
-from etcd_operator.kube.errors import Gone, KubeError, translate
+from kube_adapter.client import call_api, fetch_json_once, list_items
+from kube_adapter.errors import Gone, KubeError, translate
 
 logger = logging.getLogger(__name__)
 

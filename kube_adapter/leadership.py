@@ -25,8 +25,8 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoordinationV1Api
 
-from etcd_operator.kube.client import fetch_json_once
-from etcd_operator.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from kube_adapter.client import fetch_json_once
+from kube_adapter.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_operator.kube.client import current_namespace, load_api_client
+from kube_adapter.client import current_namespace, load_api_client
 
 KUBECONFIG = """
 apiVersion: v1

@@ -1,4 +1,4 @@
-"""The resource facades through the real kubernetes client against a scripted apiserver: the
+"""The generic resource client through the real kubernetes client against a scripted apiserver: the
 requests they make, the dicts they return, which failures they swallow, retry or raise."""
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
-from etcd_operator.kube.errors import Conflict, Invalid, NotFound
-from etcd_operator.kube.resources import EtcdClusters, PersistentVolumeClaims, Pods, Services
+from kube_adapter.errors import Conflict, Invalid, NotFound
+from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SERVICES, Resource, ResourceClient
 from scripted_apiserver import Reply, ScriptedApiServer, status_body
 
 GROUP_VERSION = "/apis/etcd.database.coreos.com/v1beta2"
+# A custom resource: not a kind the client has a typed API class for.
+ETCD_CLUSTERS = Resource("etcd.database.coreos.com", "v1beta2", "etcdclusters", "EtcdCluster")
 CLUSTER = {
     "apiVersion": "etcd.database.coreos.com/v1beta2",
     "kind": "EtcdCluster",
@@ -39,7 +41,7 @@ def listing(kind: str, *items: dict[str, Any]) -> dict[str, Any]:
 def test_clusters_listed_across_or_within_namespaces(apiserver: ScriptedApiServer) -> None:
     apiserver.script("GET", f"{GROUP_VERSION}/etcdclusters", Reply(body=listing("EtcdClusterList", CLUSTER)))
     apiserver.script("GET", f"{GROUP_VERSION}/namespaces/ns/etcdclusters", Reply(body=listing("EtcdClusterList")))
-    clusters = EtcdClusters(apiserver.api_client())
+    clusters = ResourceClient(apiserver.api_client(), ETCD_CLUSTERS)
 
     assert clusters.list(None) == [CLUSTER]
     assert clusters.list("ns") == []
@@ -48,7 +50,7 @@ def test_clusters_listed_across_or_within_namespaces(apiserver: ScriptedApiServe
 def test_cluster_get_returns_the_object_or_not_found(apiserver: ScriptedApiServer) -> None:
     path = f"{GROUP_VERSION}/namespaces/ns/etcdclusters/c1"
     apiserver.script("GET", path, Reply(body=CLUSTER), Reply(404, status_body(404, "NotFound", "etcdclusters \"c1\" not found")))
-    clusters = EtcdClusters(apiserver.api_client())
+    clusters = ResourceClient(apiserver.api_client(), ETCD_CLUSTERS)
 
     assert clusters.get("ns", "c1") == CLUSTER
     with pytest.raises(NotFound, match="not found"):
@@ -58,7 +60,7 @@ def test_cluster_get_returns_the_object_or_not_found(apiserver: ScriptedApiServe
 def test_status_is_merge_patched_through_the_status_subresource(apiserver: ScriptedApiServer) -> None:
     path = f"{GROUP_VERSION}/namespaces/ns/etcdclusters/c1/status"
     apiserver.script("PATCH", path, Reply(body={**CLUSTER, "status": {"phase": "Running"}}))
-    clusters = EtcdClusters(apiserver.api_client())
+    clusters = ResourceClient(apiserver.api_client(), ETCD_CLUSTERS)
 
     written = clusters.patch_status("ns", "c1", {"phase": "Running", "conditions": [{"type": "Available", "status": "True"}]})
 
@@ -71,7 +73,7 @@ def test_status_is_merge_patched_through_the_status_subresource(apiserver: Scrip
 def test_status_patch_with_a_resource_version_can_conflict(apiserver: ScriptedApiServer) -> None:
     path = f"{GROUP_VERSION}/namespaces/ns/etcdclusters/c1/status"
     apiserver.script("PATCH", path, Reply(409, status_body(409, "Conflict", "the object has been modified")))
-    clusters = EtcdClusters(apiserver.api_client())
+    clusters = ResourceClient(apiserver.api_client(), ETCD_CLUSTERS)
 
     with pytest.raises(Conflict):
         clusters.patch_status("ns", "c1", {"phase": "Running"}, resource_version="7")
@@ -82,25 +84,25 @@ def test_pod_body_goes_out_as_given(apiserver: ScriptedApiServer) -> None:
     created = {**POD, "metadata": {**POD["metadata"], "uid": "u-1", "resourceVersion": "10"}}
     apiserver.script("POST", "/api/v1/namespaces/ns/pods", Reply(201, created))
 
-    assert Pods(apiserver.api_client()).create("ns", POD) == created
+    assert ResourceClient(apiserver.api_client(), PODS).create("ns", POD) == created
     assert apiserver.next_request().body == POD
 
 
 def test_pods_listed_by_label(apiserver: ScriptedApiServer) -> None:
     apiserver.script("GET", "/api/v1/namespaces/ns/pods", Reply(body=listing("PodList", POD)))
 
-    assert Pods(apiserver.api_client()).list("ns", "app=etcd,etcd_cluster=c1") == [POD]
+    assert ResourceClient(apiserver.api_client(), PODS).list("ns", "app=etcd,etcd_cluster=c1") == [POD]
     assert apiserver.next_request().query["labelSelector"] == "app=etcd,etcd_cluster=c1"
 
 
 def test_deleting_a_pod_that_is_gone_is_quiet(apiserver: ScriptedApiServer) -> None:
     apiserver.script("DELETE", "/api/v1/namespaces/ns/pods/c1-abcde", Reply(404, status_body(404, "NotFound")))
-    Pods(apiserver.api_client()).delete("ns", "c1-abcde")
+    ResourceClient(apiserver.api_client(), PODS).delete("ns", "c1-abcde")
 
 
 def test_pod_delete_carries_grace_period_and_uid_precondition(apiserver: ScriptedApiServer) -> None:
     apiserver.script("DELETE", "/api/v1/namespaces/ns/pods/c1-abcde", Reply(body=POD))
-    Pods(apiserver.api_client()).delete("ns", "c1-abcde", grace_period_seconds=0, uid_precondition="u-1")
+    ResourceClient(apiserver.api_client(), PODS).delete("ns", "c1-abcde", grace_period_seconds=0, uid_precondition="u-1")
 
     assert apiserver.next_request().body == {"gracePeriodSeconds": 0, "preconditions": {"uid": "u-1"}}
 
@@ -108,7 +110,7 @@ def test_pod_delete_carries_grace_period_and_uid_precondition(apiserver: Scripte
 def test_a_failed_uid_precondition_means_our_pod_is_already_gone(apiserver: ScriptedApiServer) -> None:
     precondition_failed = status_body(409, "Conflict", "Precondition failed: UID in precondition: u-1, UID in object meta: u-2")
     apiserver.script("DELETE", "/api/v1/namespaces/ns/pods/c1-abcde", Reply(409, precondition_failed), Reply(409, precondition_failed))
-    pods = Pods(apiserver.api_client())
+    pods = ResourceClient(apiserver.api_client(), PODS)
 
     pods.delete("ns", "c1-abcde", uid_precondition="u-1")
     with pytest.raises(Conflict):
@@ -124,7 +126,7 @@ def test_transient_failures_are_retried(apiserver: ScriptedApiServer) -> None:
     )
     started = time.monotonic()
 
-    assert Pods(apiserver.api_client()).get("ns", "c1-abcde") == POD
+    assert ResourceClient(apiserver.api_client(), PODS).get("ns", "c1-abcde") == POD
     assert len(apiserver.seen) == 3
     assert time.monotonic() - started >= 1.0, "Retry-After: 1 was not honoured"
 
@@ -133,13 +135,13 @@ def test_invalid_requests_are_not_retried(apiserver: ScriptedApiServer) -> None:
     apiserver.script("POST", "/api/v1/namespaces/ns/pods", Reply(422, status_body(422, "Invalid", "spec.containers: Required value")))
 
     with pytest.raises(Invalid, match="Required value"):
-        Pods(apiserver.api_client()).create("ns", POD)
+        ResourceClient(apiserver.api_client(), PODS).create("ns", POD)
     assert len(apiserver.seen) == 1
 
 
 def test_a_body_the_client_cannot_build_fails_before_sending(apiserver: ScriptedApiServer) -> None:
     with pytest.raises(Invalid):
-        Pods(apiserver.api_client()).create("ns", {**POD, "spec": {**POD["spec"], "notAField": True}})
+        ResourceClient(apiserver.api_client(), PODS).create("ns", {**POD, "spec": {**POD["spec"], "notAField": True}})
     assert apiserver.seen == []
 
 
@@ -147,15 +149,15 @@ def test_listed_items_look_like_objects_from_a_get(apiserver: ScriptedApiServer)
     bare = {"metadata": {"name": "c1-abcde", "namespace": "ns"}}
     apiserver.script("GET", "/api/v1/namespaces/ns/pods", Reply(body=listing("PodList", bare)))
 
-    assert Pods(apiserver.api_client()).list("ns") == [{**bare, "kind": "Pod", "apiVersion": "v1"}]
+    assert ResourceClient(apiserver.api_client(), PODS).list("ns") == [{**bare, "kind": "Pod", "apiVersion": "v1"}]
 
 
 @pytest.mark.parametrize(
-    ("facade", "plural", "kind"),
-    [(Services, "services", "Service"), (PersistentVolumeClaims, "persistentvolumeclaims", "PersistentVolumeClaim")],
+    ("resource", "plural", "kind"),
+    [(SERVICES, "services", "Service"), (PERSISTENT_VOLUME_CLAIMS, "persistentvolumeclaims", "PersistentVolumeClaim")],
 )
 def test_services_and_claims(
-    apiserver: ScriptedApiServer, facade: type[Services] | type[PersistentVolumeClaims], plural: str, kind: str
+    apiserver: ScriptedApiServer, resource: Resource, plural: str, kind: str
 ) -> None:
     base = f"/api/v1/namespaces/ns/{plural}"
     item = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "c1-client", "namespace": "ns"}, "spec": {}}
@@ -163,7 +165,7 @@ def test_services_and_claims(
     apiserver.script("POST", base, Reply(201, item))
     apiserver.script("GET", f"{base}/c1-client", Reply(body=item))
     apiserver.script("DELETE", f"{base}/c1-client", Reply(body=item), Reply(404, status_body(404, "NotFound")))
-    resources = facade(apiserver.api_client())
+    resources = ResourceClient(apiserver.api_client(), resource)
 
     assert resources.list("ns", "etcd_cluster=c1") == [item]
     assert resources.create("ns", item) == item

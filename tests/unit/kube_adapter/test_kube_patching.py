@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from etcd_operator.kube.errors import Conflict
-from etcd_operator.kube.patching import patch_status_with_retry, status_merge_patch
-from etcd_operator.kube.resources import EtcdClusters
+from kube_adapter.errors import Conflict
+from kube_adapter.patching import patch_status_with_retry, status_merge_patch
+from kube_adapter.resources import Resource, ResourceClient
 from scripted_apiserver import Reply, ScriptedApiServer, status_body
 
 OBJECT_PATH = "/apis/etcd.database.coreos.com/v1beta2/namespaces/ns/etcdclusters/c1"
+ETCD_CLUSTERS = Resource("etcd.database.coreos.com", "v1beta2", "etcdclusters", "EtcdCluster")
 
 
 def cluster(resource_version: str, generation: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def test_conflict_rereads_recomputes_and_resubmits(apiserver: ScriptedApiServer)
     apiserver.script("GET", OBJECT_PATH, Reply(body=cluster("7", 1)), Reply(body=cluster("8", 2)))
     apiserver.script("PATCH", f"{OBJECT_PATH}/status", CONFLICT, Reply(body=cluster("9", 2, {"phase": "Running", "observedGeneration": 2})))
 
-    written = patch_status_with_retry(EtcdClusters(apiserver.api_client()), "ns", "c1", observed_generation_status)
+    written = patch_status_with_retry(ResourceClient(apiserver.api_client(), ETCD_CLUSTERS), "ns", "c1", observed_generation_status)
 
     assert written["status"]["observedGeneration"] == 2
     patches = [r.body for r in apiserver.seen if r.method == "PATCH"]
@@ -57,7 +58,7 @@ def test_an_unchanged_status_is_not_written(apiserver: ScriptedApiServer) -> Non
     current = cluster("7", 1, {"phase": "Running", "observedGeneration": 1})
     apiserver.script("GET", OBJECT_PATH, Reply(body=current))
 
-    assert patch_status_with_retry(EtcdClusters(apiserver.api_client()), "ns", "c1", observed_generation_status) == current
+    assert patch_status_with_retry(ResourceClient(apiserver.api_client(), ETCD_CLUSTERS), "ns", "c1", observed_generation_status) == current
     assert [r.method for r in apiserver.seen] == ["GET"]
 
 
@@ -66,5 +67,5 @@ def test_gives_up_after_the_attempts(apiserver: ScriptedApiServer) -> None:
     apiserver.fallback("PATCH", f"{OBJECT_PATH}/status", lambda request: CONFLICT)
 
     with pytest.raises(Conflict):
-        patch_status_with_retry(EtcdClusters(apiserver.api_client()), "ns", "c1", observed_generation_status, attempts=3)
+        patch_status_with_retry(ResourceClient(apiserver.api_client(), ETCD_CLUSTERS), "ns", "c1", observed_generation_status, attempts=3)
     assert sum(r.method == "PATCH" for r in apiserver.seen) == 3

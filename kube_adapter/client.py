@@ -7,15 +7,19 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from etcd_operator.kube.errors import KubeError, retry_transient, translate
+from kube_adapter.errors import KubeError, retry_transient, translate
 
 logger = logging.getLogger(__name__)
+
+# The handle every adapter class is built from (`load_api_client` makes one); code above the
+# adapter names it by this alias and never imports `kubernetes` itself.
+KubeApi: TypeAlias = ApiClient
 
 SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
 DEFAULT_SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
-from etcd_operator.kube.watching import RELISTED, SYNC, object_key, watch_forever
+from kube_adapter.watching import RELISTED, SYNC, object_key, watch_forever
 from scripted_apiserver import Reply, ScriptedApiServer, Stream, status_body
 
 PODS = "/api/v1/namespaces/ns/pods"
