@@ -13,8 +13,8 @@ import logging
 import random
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from kube_adapter.client import call_api, fetch_json_once, list_items
 from kube_adapter.errors import Gone, KubeError, translate
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 # Event types handed to the consumer. ADDED/MODIFIED/DELETED come from the watch as they are.
 SYNC = "SYNC"  # an object as found by a (re)list
-RELISTED = "RELISTED"  # after a (re)list: {"keys": [object_key...], "resourceVersion": ...}
+RELISTED = "RELISTED"  # after a (re)list: {"keys": [ObjectKey...], "resourceVersion": ...}
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
@@ -42,12 +42,20 @@ class WatchErrorEvent(KubeError):
     """The watch stream delivered an ERROR event other than 410 Expired."""
 
 
-def object_key(obj: dict[str, Any]) -> str:
-    """"namespace/name" (or "name" for cluster-scoped objects): the keys RELISTED carries."""
+class ObjectKey(NamedTuple):
+    """Which object: namespace ("" for cluster-scoped kinds) and name. The keys RELISTED carries
+    and the keys of `operator_runtime.cache`; prints as "namespace/name" (or "name")."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
     metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    name = str(metadata.get("name", ""))
-    return f"{namespace}/{name}" if namespace else name
+    return ObjectKey(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
 class _Backoff:

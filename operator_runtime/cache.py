@@ -7,15 +7,12 @@ rebuilds it from the API.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-Key = tuple[str, str]  # (namespace, name)
+from kube_adapter.watching import object_key
+
+Key = tuple[str, str]  # (namespace, name): `kube_adapter.watching.ObjectKey` is one
 Object = dict[str, Any]
-
-
-def object_key(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 class ObjectCache:
@@ -35,15 +32,6 @@ class ObjectCache:
         with self._lock:
             self._objects.pop(key, None)
         return key
-
-    def replace_all(self, objects: Iterable[Object]) -> set[Key]:
-        """Take a fresh list as the whole truth; returns every key that changed or vanished."""
-        fresh = {object_key(o): o for o in objects}
-        with self._lock:
-            touched = set(self._objects) | set(fresh)
-            self._objects = fresh
-        self._synced.set()
-        return touched
 
     def mark_synced(self) -> None:
         self._synced.set()

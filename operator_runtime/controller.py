@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kube_adapter.resources import ResourceClient
-from kube_adapter.watching import DELETED, RELISTED, SYNC
-from operator_runtime.cache import Key, ObjectCache, object_key
+from kube_adapter.watching import DELETED, RELISTED, SYNC, object_key
+from operator_runtime.cache import Key, ObjectCache
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class Controller:
     def _on_primary_event(self, event_type: str, obj: dict[str, Any]) -> None:
         cache = self.primary_cache
         if event_type == RELISTED:
-            live = {tuple(k.split("/", 1)) if "/" in k else ("", k) for k in obj.get("keys", [])}
+            live = set(obj.get("keys", []))
             for key in cache.keys():
                 if key not in live:
                     cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
@@ -157,7 +157,7 @@ class Controller:
             if event_type == RELISTED:
                 live = set(obj.get("keys", []))
                 for key in cache.keys():
-                    if f"{key[0]}/{key[1]}" not in live:
+                    if key not in live:
                         cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
                         self._notify_owner(key[0], None)
                 cache.mark_synced()

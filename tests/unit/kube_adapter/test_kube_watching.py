@@ -51,8 +51,8 @@ class Recorder:
         except queue.Empty:
             pytest.fail(f"no watch event within {timeout}s")
         if event_type == RELISTED:
-            return event_type, ",".join(obj["keys"])
-        return event_type, object_key(obj)
+            return event_type, ",".join(map(str, obj["keys"]))
+        return event_type, str(object_key(obj))
 
     def take(self, count: int) -> list[tuple[str, str]]:
         return [self.next() for _ in range(count)]
@@ -283,5 +283,6 @@ def test_stop_returns_promptly_while_the_stream_is_idle(apiserver: ScriptedApiSe
 
 
 def test_object_key() -> None:
-    assert object_key({"metadata": {"name": "n", "namespace": "ns"}}) == "ns/n"
-    assert object_key({"metadata": {"name": "node-1"}}) == "node-1"
+    assert object_key({"metadata": {"name": "n", "namespace": "ns"}}) == ("ns", "n")
+    assert str(object_key({"metadata": {"name": "n", "namespace": "ns"}})) == "ns/n"
+    assert str(object_key({"metadata": {"name": "node-1"}})) == "node-1"
