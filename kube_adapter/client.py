@@ -23,7 +23,6 @@ KubeApi: TypeAlias = ApiClient
 
 SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
 DEFAULT_SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-POD_NAMESPACE_ENV = "POD_NAMESPACE"
 # One connection per watch plus the supervisors' calls; the client's default (5 per core)
 # makes urllib3 discard connections under load.
 CONNECTION_POOL_SIZE = 32
@@ -64,28 +63,6 @@ def load_api_client(kubeconfig: str | None = None) -> ApiClient:
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, CONNECTION_POOL_SIZE)
     logger.info("Kubernetes API %s from %s", configuration.host, source)
     return ApiClient(configuration)
-
-
-def current_namespace(kubeconfig: str | None = None) -> str:
-    """The namespace we run in: $POD_NAMESPACE, else the service account's namespace file,
-    else the kubeconfig context's namespace, else "default"."""
-    from_env = os.environ.get(POD_NAMESPACE_ENV)
-    if from_env:
-        return from_env
-    try:
-        from_file = (service_account_dir() / "namespace").read_text().strip()
-    except OSError:
-        from_file = ""
-    if from_file:
-        return from_file
-    try:
-        _, active = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig or os.environ.get("KUBECONFIG") or None
-        )
-    except (kube_config.ConfigException, OSError):
-        return "default"
-    context = (active or {}).get("context") or {}
-    return str(context.get("namespace") or "default")
 
 
 def call_api(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

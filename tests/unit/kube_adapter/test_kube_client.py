@@ -1,11 +1,11 @@
-"""Where the operator's API configuration and namespace come from."""
+"""Where the operator's API configuration comes from: a kubeconfig, or the in-cluster service account."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from kube_adapter.client import current_namespace, load_api_client
+from kube_adapter.client import load_api_client
 
 KUBECONFIG = """
 apiVersion: v1
@@ -67,22 +67,3 @@ def test_explicit_kubeconfig_wins_over_in_cluster(kubeconfig: Path, service_acco
 def test_default_kubeconfig_from_the_environment(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     assert load_api_client().configuration.host == "https://127.0.0.1:16443"
-
-
-def test_namespace_from_the_environment_first(service_account_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POD_NAMESPACE", "from-env")
-    assert current_namespace() == "from-env"
-
-
-def test_namespace_from_the_service_account(service_account_dir: Path) -> None:
-    assert current_namespace() == "operators"
-
-
-def test_namespace_from_the_kubeconfig_context(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(tmp_path / "absent"))
-    assert current_namespace(str(kubeconfig)) == "from-kubeconfig"
-
-
-def test_namespace_defaults_to_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(tmp_path / "absent"))
-    assert current_namespace() == "default"
