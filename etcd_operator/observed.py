@@ -58,17 +58,9 @@ class ObservedPod:
     last_termination_reason: str | None = None
 
     @property
-    def is_seed(self) -> bool:
-        return self.initial_cluster_state == c.INITIAL_CLUSTER_STATE_NEW
-
-    @property
     def terminal(self) -> bool:
         """Failed or Succeeded: its containers will not run again (e.g. evicted)."""
         return self.phase in TERMINAL_POD_PHASES
-
-    @property
-    def crashlooping(self) -> bool:
-        return self.waiting_reason == "CrashLoopBackOff"
 
     @property
     def image_pull_failed(self) -> bool:

@@ -50,7 +50,7 @@ def test_parse_running_pod() -> None:
     assert (pod.phase, pod.ready, pod.deleting, pod.ip) == ("Running", True, False, "127.1.0.7")
     assert pod.created_at == datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
     assert pod.image == "quay.io/coreos/etcd:v3.6.16" and pod.etcd_version == EtcdVersion(3, 6, 16)
-    assert pod.initial_cluster_state == "existing" and not pod.is_seed
+    assert pod.initial_cluster_state == "existing"
     assert pod.pod_policy_hash and pod.restart_count == 2 and pod.last_termination_reason == "Error"
     assert pod.problem is None and not pod.never_ran
 
@@ -62,7 +62,7 @@ def test_parse_running_pod() -> None:
         id="image-pull-failed"),
     pytest.param({"phase": "Running", "containerStatuses": [
         {"name": "etcd", "restartCount": 5, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
-        {}, lambda p: p.crashlooping and not p.ready and not p.never_ran, id="crashloop"),
+        {}, lambda p: p.waiting_reason == "CrashLoopBackOff" and not p.ready and not p.never_ran, id="crashloop"),
     pytest.param({"phase": "Pending", "containerStatuses": [
         {"name": "etcd", "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]},
         {}, lambda p: p.problem is None, id="container-creating-is-no-problem"),
