@@ -56,6 +56,7 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from etcd_common import constants as c
@@ -81,7 +82,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
-from etcd_operator.observed import ObservedCluster, ObservedMember
+from etcd_operator.observed import ObservedCluster, ObservedMember, ObservedPod
 from etcd_common.etcd_cluster import ClusterSpec
 from etcd_common.etcd_version import EtcdVersion
 
@@ -234,16 +235,42 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
 # Rules 6-17
 
 
+@dataclass(frozen=True)
+class _MembersWithoutPods:
+    """What rule 6 found when it had nothing to start: members that are dead (their data gone),
+    and pods still terminating (rule 11 waits for them)."""
+
+    dead: tuple[ObservedMember, ...]
+    terminating: tuple[str, ...]
+
+
 def _plan_with_member_list(
     observed: ObservedCluster, spec: ClusterSpec, members: tuple[ObservedMember, ...]
 ) -> Action:
-    cluster = observed.cluster
-    ordered = sorted(members, key=lambda m: m.member_name)
+    found = _rule_6_members_without_pods(observed, spec, members)
+    if not isinstance(found, _MembersWithoutPods):
+        return found
+    terminal = tuple(
+        pod for pod in sorted(observed.live_pods, key=lambda p: p.name)
+        if pod.terminal and pod.member_name in observed.member_names
+    )
+    return (
+        _rule_7_terminal_pod_on_volume(observed, spec, terminal)
+        or _rule_8_no_quorum(observed, found.dead)
+        or _rule_9_dead_members(observed, found.dead, terminal)
+        or _rule_10_leftovers(observed)
+        or _rule_11_terminating(found.terminating)
+        or _plan_membership(observed, spec)
+    )
 
-    # 6. members without a pod
+
+def _rule_6_members_without_pods(
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[ObservedMember, ...]
+) -> Action | _MembersWithoutPods:
+    cluster = observed.cluster
     dead: list[ObservedMember] = []
     terminating: list[str] = []
-    for member in ordered:
+    for member in sorted(members, key=lambda m: m.member_name):
         pod = observed.pod(member.member_name)
         on_volume = spec.uses_persistent_volumes and observed.volume(member.member_name) is not None
         if pod is not None:
@@ -272,33 +299,44 @@ def _plan_with_member_list(
                 "its pod is gone; restarting the member on its volume",
             )
         dead.append(member)
+    return _MembersWithoutPods(tuple(dead), tuple(terminating))
 
-    # 7. terminal pods that can restart on their volume
-    terminal = [
-        pod for pod in sorted(observed.live_pods, key=lambda p: p.name)
-        if pod.terminal and pod.member_name in observed.member_names
-    ]
+
+def _rule_7_terminal_pod_on_volume(
+    observed: ObservedCluster, spec: ClusterSpec, terminal: tuple[ObservedPod, ...]
+) -> Action | None:
     for pod in terminal:
         if spec.uses_persistent_volumes and observed.volume(pod.member_name) is not None:
             return DeletePod(
                 pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member"
             )
+    return None
 
-    # 8. nothing destructive without quorum
+
+def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[ObservedMember, ...]) -> Action | None:
+    """Nothing destructive without quorum."""
     if not observed.has_quorum:
-        return _quorum_loss(observed, dead)
+        return _quorum_loss(observed, list(dead))
+    return None
 
-    # 9. dead members and terminal pods without volumes
+
+def _rule_9_dead_members(
+    observed: ObservedCluster, dead: tuple[ObservedMember, ...], terminal: tuple[ObservedPod, ...]
+) -> Action | None:
+    """Dead members, then terminal pods without volumes."""
     for member in dead:
         if _removal_keeps_quorum(observed, member):
             why = "its pod is gone and its data with it" if member.started else "it never started and its peer URL is not one this operator creates"
             return RemoveMember(member.member_name, member.id, "replace", f"{why}; a new member replaces it")
     if dead:
-        return _quorum_loss(observed, dead)
+        return _quorum_loss(observed, list(dead))
     for pod in terminal:
         return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced")
+    return None
 
-    # 10. leftovers of removed members
+
+def _rule_10_leftovers(observed: ObservedCluster) -> Action | None:
+    """Pods and PVCs of removed members."""
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
         if pod.member_name not in observed.member_names:
             age = observed.pod_age_seconds(pod)
@@ -311,33 +349,53 @@ def _plan_with_member_list(
             and observed.pod(pvc.member_name) is None
         ):
             return DeletePVC(pvc.name, "its member is no longer in the etcd cluster")
+    return None
 
-    # 11.
+
+def _rule_11_terminating(terminating: tuple[str, ...]) -> Action | None:
     if terminating:
         return Wait(f"pod(s) {', '.join(terminating)} still terminating")
+    return None
 
+
+def _plan_membership(observed: ObservedCluster, spec: ClusterSpec) -> Action:
+    """Rules 12-17: quorum, no dead member, nothing terminating."""
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
+    return (
+        _rule_12_learners(observed, spec, outdated)
+        or _rule_13_unhealthy_voters(observed, spec, outdated)
+        or _rules_14_15_size(observed, spec, outdated)
+        or _rule_16_upgrade(observed, spec, outdated)
+        or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
+    )
 
-    # 12. learners
+
+def _rule_12_learners(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
     if observed.learners:
         return _plan_learners(observed, spec, needed_voters=spec.size + (1 if outdated else 0))
+    return None
 
-    # 13. unhealthy voting members
+
+def _rule_13_unhealthy_voters(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
     unhealthy = observed.unhealthy_voters
-    if unhealthy:
-        if len(voters) > spec.size:
-            victim = _pick_removal(observed, unhealthy, outdated)
-            if _removal_keeps_quorum(observed, victim):
-                return _remove_or_move_leader(
-                    observed, victim, "scale",
-                    f"{len(voters)} members, spec.size is {spec.size}; removing an unhealthy one first",
-                    outdated,
-                )
-        details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
-        return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
+    if not unhealthy:
+        return None
+    voters = observed.voting_members
+    if len(voters) > spec.size:
+        victim = _pick_removal(observed, unhealthy, outdated)
+        if _removal_keeps_quorum(observed, victim):
+            return _remove_or_move_leader(
+                observed, victim, "scale",
+                f"{len(voters)} members, spec.size is {spec.size}; removing an unhealthy one first",
+                outdated,
+            )
+    details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
+    return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
 
-    # 14-15. size
+
+def _rules_14_15_size(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
+    voters = observed.voting_members
     if len(voters) < spec.size:
         return _add_member(observed, spec, "scale", f"{len(voters)} of {spec.size} members")
     if len(voters) > spec.size:
@@ -349,13 +407,13 @@ def _plan_with_member_list(
         return _remove_or_move_leader(
             observed, victim, "scale", f"{len(voters)} members, spec.size is {spec.size}", outdated
         )
+    return None
 
-    # 16. rolling upgrade
+
+def _rule_16_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
     if outdated:
         return _plan_upgrade(observed, spec, outdated)
-
-    # 17.
-    return NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")
+    return None
 
 
 def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voters: int) -> Action:
