@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from etcd_common import constants as c
+from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
 from kube_adapter.errors import KubeError, Transient
-from etcd_common.etcd_cluster import EtcdCluster
 
 log = logging.getLogger(__name__)
 

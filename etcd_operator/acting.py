@@ -9,15 +9,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from etcd_operator import actions as a
-from operator_runtime.cache import ObjectCache
 from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
-from kube_adapter.errors import AlreadyExists
-from kube_adapter.resources import ResourceClient
+from etcd_operator import actions as a
 from etcd_operator.manifests import build_member_pod, build_member_pvc, build_service, member_client_url
 from etcd_operator.observed import ObservedCluster
-from etcd_common.etcd_cluster import EtcdCluster
+from kube_adapter.errors import AlreadyExists
+from kube_adapter.resources import ResourceClient
+from operator_runtime.cache import ObjectCache
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from typing import Any, Callable, Sequence
 
 from etcd_common import etcdctl as ctl
 from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import (
     EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, parse_pod, parse_pvc,
 )
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.tcp_probe import accepting_connections
 
 log = logging.getLogger(__name__)
 

@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from etcd_common import constants as c
+from etcd_common.etcd_cluster import ClusterSpec
+from etcd_common.etcd_version import EtcdVersion
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
@@ -83,8 +85,6 @@ from etcd_operator.actions import (
 )
 from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import ObservedCluster, ObservedMember, ObservedPod
-from etcd_common.etcd_cluster import ClusterSpec
-from etcd_common.etcd_version import EtcdVersion
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"

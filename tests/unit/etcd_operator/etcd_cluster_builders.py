@@ -10,6 +10,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from etcd_common import constants as c
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcd_version import EtcdVersion
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
     EndpointStatus,
@@ -20,8 +22,6 @@ from etcd_operator.observed import (
     ObservedPVC,
     version_from_image,
 )
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcd_version import EtcdVersion
 from etcd_operator.spec import parse_etcd_cluster
 
 CLUSTER = "example"

@@ -12,9 +12,9 @@ import pytest
 
 from etcd_common import constants as c
 from etcd_common.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
+from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import ClientTLSUnavailable, EtcdctlError
 from kube_adapter.errors import NotFound, Transient
-from etcd_common.etcd_cluster import EtcdCluster
 from etcd_cluster_builders import NAMESPACE, make_cluster
 
 TLS_SPEC = {"TLS": {"static": {"member": {"peerSecret": "peer", "serverSecret": "server"},

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from etcd_common import constants as c
+from etcd_common.etcd_version import EtcdVersion
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
     EndpointStatus,
@@ -21,7 +22,6 @@ from etcd_operator.observed import (
     parse_timestamp,
     version_from_image,
 )
-from etcd_common.etcd_version import EtcdVersion
 
 from etcd_cluster_builders import PVC_SPEC, healthy_cluster, make_cluster, member_id, name, unhealthy
 

@@ -7,10 +7,10 @@ from typing import Any, Iterator, Sequence
 import pytest
 
 from etcd_common import etcdctl as ctl
-from etcd_operator.manifests import build_member_pod, member_client_url
-from etcd_operator.observing import NOT_LISTENING, observe_cluster
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
+from etcd_operator.manifests import build_member_pod, member_client_url
+from etcd_operator.observing import NOT_LISTENING, observe_cluster
 
 from etcd_cluster_builders import make_cluster
 

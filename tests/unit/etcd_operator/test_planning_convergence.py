@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from etcd_common.etcd_cluster import EtcdCluster
 from etcd_operator import actions
 from etcd_operator.manifests import member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import (
@@ -21,7 +22,6 @@ from etcd_operator.observed import (
     ObservedPVC,
 )
 from etcd_operator.planning import plan_next_action
-from etcd_common.etcd_cluster import EtcdCluster
 
 from etcd_cluster_builders import PVC_SPEC, T0, make_cluster
 
