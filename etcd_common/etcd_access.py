@@ -37,7 +37,8 @@ class _CachedTLS:
 
 
 class EtcdAccess:
-    """Builds `Etcdctl` clients for clusters; shared by all supervisors."""
+    """Builds `Etcdctl` clients for etcd clusters, with client certificates read from secrets;
+    shared by all workers."""
 
     def __init__(self, read_secret: SecretReader, *, binary: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -54,33 +55,42 @@ class EtcdAccess:
         """etcdctl for the cluster; raises `ClientTLSUnavailable` (an `EtcdctlError`, handled
         like an unreachable cluster) when the cluster needs a client certificate we cannot get."""
         spec = cluster.require_spec()
-        tls = self._client_tls(cluster) if spec.tls.client_tls else None
+        return self.client_with_secret(
+            cluster.namespace, cluster.name, endpoints, spec.tls.operator_secret if spec.tls.client_tls else None,
+            secret_field="spec.TLS.static.operatorSecret", command_timeout_seconds=command_timeout_seconds,
+        )
+
+    def client_with_secret(self, namespace: str, owner: str, endpoints: Sequence[str], secret_name: str | None, *,
+                           secret_field: str = "client TLS secret", command_timeout_seconds: float = 5.0) -> Etcdctl:
+        """etcdctl for `endpoints` on behalf of the object `namespace/owner`, with the client
+        certificate in secret `secret_name` (CoreOS file names; None: plain http).
+        `secret_field` names where the secret was given, for error messages."""
+        tls = self._client_tls(namespace, owner, secret_name, secret_field) if secret_name else None
         return Etcdctl(endpoints, binary=self._binary, tls=tls, command_timeout_seconds=command_timeout_seconds)
 
-    def _client_tls(self, cluster: EtcdCluster) -> ClientTLS:
-        secret_name = cluster.require_spec().tls.operator_secret
-        key = (cluster.namespace, cluster.name, secret_name)
+    def _client_tls(self, namespace: str, owner: str, secret_name: str, secret_field: str) -> ClientTLS:
+        key = (namespace, owner, secret_name)
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.read_at < SECRET_REFRESH_SECONDS:
             return cached.tls
-        where = f"secret {cluster.namespace}/{secret_name} (spec.TLS.static.operatorSecret)"
+        where = f"secret {namespace}/{secret_name} ({secret_field})"
         try:
-            secret = self._read_secret(cluster.namespace, secret_name)
+            secret = self._read_secret(namespace, secret_name)
         except Transient as e:
             if cached is not None:  # keep the certificate we have through an API hiccup
                 log.warning("%s/%s: cannot re-read %s, keeping the one read before: %s",
-                            cluster.namespace, cluster.name, where, e)
+                            namespace, owner, where, e)
                 return cached.tls
             raise ClientTLSUnavailable(f"cannot read {where}: {e}") from e
         except KubeError as e:
             raise ClientTLSUnavailable(f"cannot read {where}: {e}") from e
-        tls = self._write_files(cluster, where, secret)
+        tls = self._write_files(namespace, owner, where, secret)
         with self._lock:
             self._cache[key] = _CachedTLS(tls, self._clock())
         return tls
 
-    def _write_files(self, cluster: EtcdCluster, where: str, secret: dict[str, Any]) -> ClientTLS:
+    def _write_files(self, namespace: str, owner: str, where: str, secret: dict[str, Any]) -> ClientTLS:
         data = secret.get("data") or {}
         files = {name: base64.b64decode(data.get(name) or "") for name in
                  (c.OPERATOR_CA_FILE, c.OPERATOR_CERT_FILE, c.OPERATOR_KEY_FILE)}
@@ -88,7 +98,7 @@ class EtcdAccess:
         if missing:
             raise ClientTLSUnavailable(f"{where} lacks {', '.join(missing)}")
         digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
-        directory = self._tls_root / f"{cluster.namespace}_{cluster.name}_{digest}"
+        directory = self._tls_root / f"{namespace}_{owner}_{digest}"
         with self._lock:
             if not directory.exists():
                 staging = Path(tempfile.mkdtemp(dir=self._tls_root))
