@@ -1,5 +1,5 @@
 """Leader election on a coordination.k8s.io/v1 Lease, so that of several operator replicas
-exactly one manages etcd clusters at a time.
+exactly one acts at a time.
 
 The algorithm is client-go's: take the lease if it is free (no holder), ours, or expired; write
 it with the resourceVersion we read (optimistic concurrency: two candidates cannot both win);

@@ -1,6 +1,6 @@
 """The latest copy of each watched object, kept current by a watch and rebuilt by every relist.
 
-Supervisors read pods, services and clusters from here instead of asking the API on every pass,
+Workers read the objects they manage from here instead of asking the API on every pass,
 which keeps an idle operator's API load near zero. Nothing here is authoritative: a restart
 rebuilds it from the API.
 """

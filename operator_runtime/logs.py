@@ -27,7 +27,7 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`2024-01-01T12:00:00.123Z INFO etcd_operator.supervisor: ns/name: message`"""
+    """`2024-01-01T12:00:00.123Z INFO some_operator.worker: ns/name: message`"""
 
     def format(self, record: logging.LogRecord) -> str:
         key = getattr(record, OBJECT_ATTRIBUTE, None)
