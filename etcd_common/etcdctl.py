@@ -11,6 +11,7 @@ Snapshot files are read with etcdutl: etcdctl 3.6 no longer has `snapshot status
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 logger = logging.getLogger(__name__)
 
@@ -37,21 +39,47 @@ SUBPROCESS_GRACE_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class Member:
-    """One entry of `etcdctl member list`. A member added but never started has no name."""
+    """One entry of `etcdctl member list`. A member added but never started has no name and no
+    client URLs."""
 
     id: int
     name: str
     peer_urls: tuple[str, ...]
-    client_urls: tuple[str, ...]
-    is_learner: bool
+    client_urls: tuple[str, ...] = ()
+    is_learner: bool = False
 
     @property
     def started(self) -> bool:
+        """etcd fills in name and client URLs when the member first runs; an added member
+        whose process never started has neither."""
         return bool(self.name) and bool(self.client_urls)
+
+    @property
+    def member_name(self) -> str:
+        """Its name, or, for one that never started, the name in its peer URL."""
+        if self.name:
+            return self.name
+        for url in self.peer_urls:
+            name = member_name_from_peer_url(url)
+            if name:
+                return name
+        return f"unstarted-{self.id:x}"
 
     @property
     def hex_id(self) -> str:
         return format_member_id(self.id)
+
+
+def member_name_from_peer_url(url: str) -> str | None:
+    """`http://example-abcde.example.default.svc:2380` -> `example-abcde`; None for IP hosts."""
+    host = urlparse(url).hostname
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        return host.split(".", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.manifests import member_client_url
-from etcd_operator.observed import (
-    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, parse_pod, parse_pvc,
-)
+from etcd_operator.observed import EndpointStatus, MemberHealth, ObservedCluster, parse_pod, parse_pvc
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +69,13 @@ def observe_cluster(
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
         statuses = _endpoint_status(cluster, reachable, etcd)
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
-    observed_members = tuple(
-        ObservedMember(id=m.id, name=m.name, peer_urls=m.peer_urls, client_urls=m.client_urls,
-                       is_learner=m.is_learner)
-        for m in members
-    )
+    observed_members = tuple(members)
     health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
     return replace(base, members=observed_members, health=health, endpoint_status=statuses)
 
 
 def _member_health(
-    cluster: EtcdCluster, members: Sequence[ObservedMember], etcd: EtcdAccess,
+    cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
 ) -> tuple[dict[str, MemberHealth], dict[str, EndpointStatus]]:
     """Health of voting members and status of every started member, each asked at its own URL.
 

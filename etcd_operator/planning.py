@@ -62,6 +62,7 @@ from datetime import datetime, timezone
 from etcd_common import constants as c
 from etcd_common.etcd_cluster import ClusterSpec
 from etcd_common.etcd_version import EtcdVersion
+from etcd_common.etcdctl import Member
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
@@ -84,7 +85,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
-from etcd_operator.observed import ObservedCluster, ObservedMember, ObservedPod
+from etcd_operator.observed import ObservedCluster, ObservedPod
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
@@ -151,7 +152,7 @@ def tls_change_problem(observed: ObservedCluster) -> str | None:
     return None
 
 
-def outdated_reason(observed: ObservedCluster, member: ObservedMember) -> str | None:
+def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
     """Why the member's pod does not match the spec (image or pod policy), if it does not."""
     spec = observed.cluster.require_spec()
     pod = observed.pod(member.member_name)
@@ -240,12 +241,12 @@ class _MembersWithoutPods:
     """What rule 6 found when it had nothing to start: members that are dead (their data gone),
     and pods still terminating (rule 11 waits for them)."""
 
-    dead: tuple[ObservedMember, ...]
+    dead: tuple[Member, ...]
     terminating: tuple[str, ...]
 
 
 def _plan_with_member_list(
-    observed: ObservedCluster, spec: ClusterSpec, members: tuple[ObservedMember, ...]
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...]
 ) -> Action:
     found = _rule_6_members_without_pods(observed, spec, members)
     if not isinstance(found, _MembersWithoutPods):
@@ -265,10 +266,10 @@ def _plan_with_member_list(
 
 
 def _rule_6_members_without_pods(
-    observed: ObservedCluster, spec: ClusterSpec, members: tuple[ObservedMember, ...]
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...]
 ) -> Action | _MembersWithoutPods:
     cluster = observed.cluster
-    dead: list[ObservedMember] = []
+    dead: list[Member] = []
     terminating: list[str] = []
     for member in sorted(members, key=lambda m: m.member_name):
         pod = observed.pod(member.member_name)
@@ -313,7 +314,7 @@ def _rule_7_terminal_pod_on_volume(
     return None
 
 
-def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[ObservedMember, ...]) -> Action | None:
+def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[Member, ...]) -> Action | None:
     """Nothing destructive without quorum."""
     if not observed.has_quorum:
         return _quorum_loss(observed, list(dead))
@@ -321,7 +322,7 @@ def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[ObservedMember, ...
 
 
 def _rule_9_dead_members(
-    observed: ObservedCluster, dead: tuple[ObservedMember, ...], terminal: tuple[ObservedPod, ...]
+    observed: ObservedCluster, dead: tuple[Member, ...], terminal: tuple[ObservedPod, ...]
 ) -> Action | None:
     """Dead members, then terminal pods without volumes."""
     for member in dead:
@@ -438,7 +439,7 @@ def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voter
     return Wait("learner " + "; ".join(waiting))
 
 
-def _learner_progress(observed: ObservedCluster, learner: ObservedMember) -> tuple[int, int] | None:
+def _learner_progress(observed: ObservedCluster, learner: Member) -> tuple[int, int] | None:
     """(learner's raft index, leader's raft index), or None while the learner does not answer."""
     status = observed.endpoint_status.get(learner.member_name)
     if status is None:
@@ -509,7 +510,7 @@ def _add_member(observed: ObservedCluster, spec: ClusterSpec, purpose: Purpose, 
     )
 
 
-def _removal_keeps_quorum(observed: ObservedCluster, member: ObservedMember) -> bool:
+def _removal_keeps_quorum(observed: ObservedCluster, member: Member) -> bool:
     """After removing `member`, do the remaining healthy voters still form a majority?"""
     if member.is_learner:
         return True
@@ -519,8 +520,8 @@ def _removal_keeps_quorum(observed: ObservedCluster, member: ObservedMember) -> 
 
 
 def _pick_removal(
-    observed: ObservedCluster, candidates: Iterable[ObservedMember], outdated: dict[str, str]
-) -> ObservedMember:
+    observed: ObservedCluster, candidates: Iterable[Member], outdated: dict[str, str]
+) -> Member:
     """Unhealthy first, then outdated, then non-leader, then newest."""
     leader_id = observed.leader_id
     return min(
@@ -536,7 +537,7 @@ def _pick_removal(
 
 
 def _remove_or_move_leader(
-    observed: ObservedCluster, victim: ObservedMember, purpose: Purpose, reason: str, outdated: dict[str, str]
+    observed: ObservedCluster, victim: Member, purpose: Purpose, reason: str, outdated: dict[str, str]
 ) -> Action:
     leader_id = observed.leader_id
     if leader_id is None:
@@ -555,8 +556,8 @@ def _remove_or_move_leader(
 
 
 def _leadership_target(
-    observed: ObservedCluster, *, exclude: ObservedMember, outdated: dict[str, str]
-) -> ObservedMember | None:
+    observed: ObservedCluster, *, exclude: Member, outdated: dict[str, str]
+) -> Member | None:
     """A healthy voting member to lead instead: up to date first, then the oldest."""
     candidates = [m for m in observed.healthy_voters if m.id != exclude.id]
     if not candidates:
@@ -564,7 +565,7 @@ def _leadership_target(
     return min(candidates, key=lambda m: (m.member_name in outdated, _created(observed, m), m.member_name))
 
 
-def _quorum_loss(observed: ObservedCluster, dead: list[ObservedMember]) -> ReportQuorumLoss:
+def _quorum_loss(observed: ObservedCluster, dead: list[Member]) -> ReportQuorumLoss:
     unhealthy = tuple(m.member_name for m in observed.unhealthy_voters)
     detail = ""
     if dead:
@@ -580,7 +581,7 @@ def _quorum_loss(observed: ObservedCluster, dead: list[ObservedMember]) -> Repor
     )
 
 
-def _unhealthy_detail(observed: ObservedCluster, member: ObservedMember) -> str:
+def _unhealthy_detail(observed: ObservedCluster, member: Member) -> str:
     pod = observed.pod(member.member_name)
     health = observed.health.get(member.member_name)
     if pod is not None and pod.problem:
@@ -593,7 +594,7 @@ def _unhealthy_detail(observed: ObservedCluster, member: ObservedMember) -> str:
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _created(observed: ObservedCluster, member: ObservedMember) -> datetime:
+def _created(observed: ObservedCluster, member: Member) -> datetime:
     pod = observed.pod(member.member_name)
     created = pod.created_at if pod is not None else None
     if created is None:

@@ -10,12 +10,11 @@ import pytest
 
 from etcd_common import constants as c
 from etcd_common.etcd_version import EtcdVersion
+from etcd_common.etcdctl import Member, member_name_from_peer_url
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
     EndpointStatus,
     MemberHealth,
-    ObservedMember,
-    member_name_from_peer_url,
     new_name_suffix,
     parse_pod,
     parse_pvc,
@@ -127,9 +126,9 @@ def test_parse_timestamp_accepts_client_serialisation() -> None:
 
 
 def test_unstarted_member_named_from_peer_url() -> None:
-    member = ObservedMember(0xABC, "", ("http://example-zz9zz.example.default.svc:2380",))
+    member = Member(0xABC, "", ("http://example-zz9zz.example.default.svc:2380",))
     assert not member.started and member.member_name == "example-zz9zz" and member.hex_id == "abc"
-    assert ObservedMember(0xABC, "", ("http://10.0.0.1:2380",)).member_name == "unstarted-abc"
+    assert Member(0xABC, "", ("http://10.0.0.1:2380",)).member_name == "unstarted-abc"
 
 
 def test_name_suffix_shape() -> None:
@@ -161,7 +160,7 @@ def test_leader_is_the_majority_report_of_a_current_member() -> None:
 
 def test_learners_do_not_count_for_quorum() -> None:
     observed = healthy_cluster(1, size=2)
-    learner = ObservedMember(7, "", ("http://example-zz9zz.example.default.svc:2380",), is_learner=True)
+    learner = Member(7, "", ("http://example-zz9zz.example.default.svc:2380",), is_learner=True)
     observed = dataclasses.replace(observed, members=(*(observed.members or ()), learner))
     assert observed.quorum == 1 and observed.has_quorum
     assert observed.initial_cluster()[-1] == ("example-zz9zz", "http://example-zz9zz.example.default.svc:2380")
