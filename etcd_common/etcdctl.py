@@ -87,15 +87,15 @@ class EndpointStatus:
     """`etcdctl endpoint status` for one endpoint; an unreachable endpoint has member_id 0 and
     the failure in `errors`."""
 
-    endpoint: str
     member_id: int
     leader_id: int
-    version: str
-    raft_index: int
-    raft_term: int
-    db_size: int
-    is_learner: bool
-    errors: tuple[str, ...]
+    version: str = ""
+    raft_index: int = 0
+    raft_term: int = 0
+    endpoint: str = ""
+    db_size: int = 0
+    is_learner: bool = False
+    errors: tuple[str, ...] = ()
 
     @property
     def reachable(self) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from etcd_common import constants as c
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import Member
+from etcd_common.etcdctl import EndpointStatus, Member
 
 JsonDict = Mapping[str, Any]
 
@@ -162,17 +162,6 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 # ---------------------------------------------------------------------------------------------
 # etcd side (filled from the etcdctl wrapper's results)
-
-
-@dataclass(frozen=True)
-class EndpointStatus:
-    """`etcdctl endpoint status` of one member's endpoint."""
-
-    member_id: int
-    leader_id: int
-    version: str = ""
-    raft_index: int = 0
-    raft_term: int = 0
 
 
 @dataclass(frozen=True)

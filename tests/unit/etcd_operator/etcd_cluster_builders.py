@@ -12,10 +12,9 @@ from typing import Any
 from etcd_common import constants as c
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import Member
+from etcd_common.etcdctl import EndpointStatus, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
-    EndpointStatus,
     MemberHealth,
     ObservedCluster,
     ObservedPod,

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from etcd_common.etcdctl import EndpointStatus
 from etcd_operator import actions
-from etcd_operator.observed import EndpointStatus, MemberHealth, ObservedCluster, ObservedPVC, version_from_image
+from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, version_from_image
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action
 
 from etcd_cluster_builders import (

@@ -10,10 +10,9 @@ import pytest
 
 from etcd_common import constants as c
 from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import Member, member_name_from_peer_url
+from etcd_common.etcdctl import EndpointStatus, Member, member_name_from_peer_url
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
-    EndpointStatus,
     MemberHealth,
     new_name_suffix,
     parse_pod,
