@@ -57,8 +57,8 @@ def _typed_api_class(resource: Resource) -> type[Any] | None:
     else:
         prefix = "".join(part.capitalize() for part in resource.group.removesuffix(".k8s.io").split("."))
     api_class = getattr(kubernetes.client, f"{prefix}{resource.version.capitalize()}Api", None)
-    if not isinstance(api_class, type) or not hasattr(api_class, f"read_namespaced_{_snake_case(resource.kind)}"
-                                                     if resource.namespaced else f"read_{_snake_case(resource.kind)}"):
+    scope = "namespaced_" if resource.namespaced else ""
+    if not isinstance(api_class, type) or not hasattr(api_class, f"read_{scope}{_snake_case(resource.kind)}"):
         return None
     return api_class
 
