@@ -11,9 +11,7 @@ changes a running cluster may take.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
 from etcd_common import constants as c
