@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
+from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
 
 from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a

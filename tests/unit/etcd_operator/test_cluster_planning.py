@@ -13,7 +13,7 @@ from etcd_operator import actions
 from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, version_from_image
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action
 
-from etcd_cluster_builders import (
+from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
     NEW_MEMBER,
     PVC_SPEC,

@@ -14,7 +14,7 @@ from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 
-from etcd_cluster_builders import (
+from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
     NEW_MEMBER,
     add_member,

@@ -16,7 +16,7 @@ from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import ClientTLSUnavailable, EtcdctlError
 from kube_adapter.errors import NotFound, Transient
 
-from etcd_cluster_builders import NAMESPACE, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import NAMESPACE, make_cluster
 
 TLS_SPEC = {"TLS": {"static": {"member": {"peerSecret": "peer", "serverSecret": "server"},
                                "operatorSecret": "operator"}}}

@@ -19,7 +19,7 @@ from etcd_operator.manifests import (
     service_names,
 )
 
-from etcd_cluster_builders import PVC_SPEC, UID, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, UID, make_cluster
 
 MEMBER = "example-abcde"
 HOST = f"{MEMBER}.example.default.svc"

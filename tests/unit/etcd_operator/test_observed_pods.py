@@ -21,7 +21,7 @@ from etcd_operator.observed import (
     version_from_image,
 )
 
-from etcd_cluster_builders import PVC_SPEC, healthy_cluster, make_cluster, member_id, name, unhealthy
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, healthy_cluster, make_cluster, member_id, name, unhealthy
 
 
 def _api_pod(status: dict[str, Any], **metadata: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from etcd_operator.observed import (
 )
 from etcd_operator.planning import plan_next_action
 
-from etcd_cluster_builders import PVC_SPEC, T0, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, T0, make_cluster
 
 MAX_PASSES = 200
 

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scripted_apiserver import ScriptedApiServer
+from tests.unit.kube_adapter.scripted_apiserver import ScriptedApiServer
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kube_adapter.events import EventRecorder, build_event
-from scripted_apiserver import Reply, ScriptedApiServer, status_body
+from tests.unit.kube_adapter.scripted_apiserver import Reply, ScriptedApiServer, status_body
 
 EVENTS = "/api/v1/namespaces/ns/events"
 CLUSTER = {

@@ -22,7 +22,7 @@ from kube_adapter.leadership import (
     micro_time,
     released_lease_spec,
 )
-from scripted_apiserver import Reply, Request, ScriptedApiServer, status_body
+from tests.unit.kube_adapter.scripted_apiserver import Reply, Request, ScriptedApiServer, status_body
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
 

@@ -9,7 +9,7 @@ import pytest
 
 from kube_adapter.errors import Conflict, Invalid, NotFound
 from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SERVICES, Resource, ResourceClient
-from scripted_apiserver import Reply, ScriptedApiServer, status_body
+from tests.unit.kube_adapter.scripted_apiserver import Reply, ScriptedApiServer, status_body
 
 GROUP_VERSION = "/apis/etcd.database.coreos.com/v1beta2"
 # A custom resource: not a kind the client has a typed API class for.

@@ -12,7 +12,7 @@ import pytest
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from kube_adapter.watching import RELISTED, SYNC, object_key, watch_forever
-from scripted_apiserver import Reply, ScriptedApiServer, Stream, status_body
+from tests.unit.kube_adapter.scripted_apiserver import Reply, ScriptedApiServer, Stream, status_body
 
 PODS = "/api/v1/namespaces/ns/pods"
 CLUSTERS = "/apis/etcd.database.coreos.com/v1beta2/etcdclusters"
