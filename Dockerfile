@@ -4,6 +4,9 @@ FROM python:3.11-slim-bookworm
 WORKDIR /app
 COPY --from=etcd /usr/local/bin/etcdctl /usr/local/bin/etcdutl /usr/local/bin/
 COPY setup.cfg pyproject.toml README.md ./
+COPY kube_adapter ./kube_adapter
+COPY operator_runtime ./operator_runtime
+COPY etcd_common ./etcd_common
 COPY etcd_operator ./etcd_operator
 # uid/gid 10001: what deploy/operator.yaml runs as (the `restricted` Pod Security Standard).
 RUN pip install --no-cache-dir . && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator

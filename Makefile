@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SANDBOX := $(PYTHON) -m kube_sandbox
 
-.PHONY: deps demo test unit down status bench typecheck
+.PHONY: deps demo test unit down status bench typecheck imports
 
 deps:
 	VENV=$(VENV) bash scripts/install-deps.sh
@@ -32,3 +32,7 @@ bench: deps
 
 typecheck: deps
 	$(PYTHON) -m mypy
+
+## The layer contracts of setup.cfg [importlinter] (also checked by the unit tests).
+imports: deps
+	$(VENV)/bin/lint-imports

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from etcd_operator.tcp_probe import accepting_connections
+from etcd_common.tcp_probe import accepting_connections
 from kube_sandbox import binaries
 
 POLL_SECONDS = 0.05

@@ -9,15 +9,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcdctl import Etcdctl
 from etcd_operator import actions as a
-from etcd_operator.cache import ObjectCache
-from etcd_operator.etcd_access import EtcdAccess
-from etcd_operator.etcdctl import Etcdctl
-from etcd_operator.kube.errors import AlreadyExists
-from etcd_operator.kube.resources import PersistentVolumeClaims, Pods, Services
 from etcd_operator.manifests import build_member_pod, build_member_pvc, build_service, member_client_url
 from etcd_operator.observed import ObservedCluster
-from etcd_operator.spec import EtcdCluster
+from kube_adapter.errors import AlreadyExists
+from kube_adapter.resources import ResourceClient
+from operator_runtime.cache import ObjectCache
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ class ActionExecutor:
     must see what this one created even before the watch event arrives (or it would, say,
     bootstrap a second seed)."""
 
-    pods: Pods
-    services: Services
-    pvcs: PersistentVolumeClaims
+    pods: ResourceClient
+    services: ResourceClient
+    pvcs: ResourceClient
     etcd: EtcdAccess
     pod_cache: ObjectCache
     service_cache: ObjectCache

@@ -15,7 +15,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import Condition
+from etcd_common.etcd_version import EtcdVersion
+from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
     AddMember,
@@ -27,9 +30,7 @@ from etcd_operator.actions import (
 )
 from etcd_operator.manifests import client_service_name
 from etcd_operator.observed import ObservedCluster
-from etcd_operator import versions
 from etcd_operator.planning import outdated_reason, running_member_versions, version_change_problem
-from etcd_operator.spec import Condition, EtcdVersion
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"

@@ -1,199 +1,74 @@
-"""The controller: watches EtcdClusters and their pods, services and PVCs, and runs one
-supervisor thread per cluster (started on add, woken on any change, stopped on delete)."""
+"""The etcd operator's controller: EtcdClusters are the primary kind; their pods, services and
+PVCs (labelled with the cluster's name) the owned kinds; one `ClusterSupervisor` per cluster.
+The watching, caching and worker threads are `operator_runtime.controller.Controller`'s."""
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import Callable
 
-from kubernetes.client import ApiClient, CoreV1Api
-
-from etcd_operator import constants as c
+from etcd_common import constants as c
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.resources import ETCD_CLUSTERS
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cache import Key, ObjectCache, object_key
-from etcd_operator.etcd_access import EtcdAccess
-from etcd_operator.kube.client import fetch_json
-from etcd_operator.kube.events import EventRecorder
-from etcd_operator.kube.resources import EtcdClusters, PersistentVolumeClaims, Pods, Services
-from etcd_operator.kube.watching import DELETED, RELISTED, SYNC, watch_forever
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
+from kube_adapter.client import KubeApi
+from kube_adapter.events import EventRecorder
+from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, SERVICES, ResourceClient
+from operator_runtime import controller as runtime
+from operator_runtime.cache import Key, ObjectCache
 
 log = logging.getLogger(__name__)
 
 MEMBER_SELECTOR = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}"  # every object a cluster owns
-SUPERVISOR_JOIN_SECONDS = 10.0
+EVENT_COMPONENT = "etcd-operator"
+# operator_runtime's failures, as the metric's error reasons.
+ERROR_REASONS = {runtime.WATCH_FAILED: "kube_api", runtime.WORKER_DIED: "supervisor_crash"}
 
 
 class Controller:
-    def __init__(self, api: ApiClient, settings: OperatorSettings, metrics: OperatorMetrics,
+    def __init__(self, api: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics,
                  stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
         """`may_act` is asked before every action (leader election: is the lease surely ours?)."""
         self.settings = settings
         self.stop = stop
         self.metrics = metrics
-        self._api = api
-        self._core = CoreV1Api(api)
-        self._supervisors: dict[Key, ClusterSupervisor] = {}
-        self._lock = threading.Lock()
-        pods, services, pvcs = ObjectCache(), ObjectCache(), ObjectCache()
-        etcd = EtcdAccess(self._read_secret, binary=settings.etcdctl_binary)
+        clusters = ResourceClient(api, ETCD_CLUSTERS)
+        pods = ResourceClient(api, PODS)
+        services = ResourceClient(api, SERVICES)
+        pvcs = ResourceClient(api, PERSISTENT_VOLUME_CLAIMS)
+        pod_cache, service_cache, pvc_cache = ObjectCache(), ObjectCache(), ObjectCache()
+        etcd = EtcdAccess(ResourceClient(api, SECRETS).get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
-            clusters=ObjectCache(), pods=pods, services=services, pvcs=pvcs,
-            cluster_api=EtcdClusters(api),
-            executor=ActionExecutor(Pods(api), Services(api), PersistentVolumeClaims(api),
-                                    etcd, pod_cache=pods, service_cache=services, pvc_cache=pvcs),
+            clusters=ObjectCache(), pods=pod_cache, services=service_cache, pvcs=pvc_cache,
+            cluster_api=clusters,
+            executor=ActionExecutor(pods, services, pvcs, etcd,
+                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache),
             etcd=etcd,
-            events=EventRecorder(api, component="etcd-operator"),
+            events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             resync_seconds=settings.resync_seconds,
             stop=stop,
             may_act=may_act,
         )
+        self._runtime = runtime.Controller(
+            clusters, self.context.clusters,
+            [runtime.OwnedKind(client, cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
+             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache))],
+            namespace=settings.namespace,
+            make_worker=self._make_worker,
+            resync_seconds=settings.resync_seconds,
+            stop=stop,
+            on_workers_changed=metrics.clusters_managed.set,
+            on_deleted=lambda key: metrics.forget_cluster(*key),
+            on_error=lambda what: metrics.count_error(ERROR_REASONS.get(what, "other")),
+        )
 
-    def _read_secret(self, namespace: str, name: str) -> dict[str, Any]:
-        return fetch_json(self._core.read_namespaced_secret, name=name, namespace=namespace)
-
-    # --- running
+    def _make_worker(self, key: Key) -> runtime.Worker:
+        return ClusterSupervisor(key, self.context).worker
 
     def run(self) -> None:
         """Watch and supervise until `stop` is set; then stop every supervisor."""
-        ns = self.settings.namespace
-        log.info("controller watching EtcdClusters in %s", ns or "all namespaces")
-        ctx = self.context
-        watches: list[tuple[str, Callable[[], None]]] = [
-            ("pods", lambda: Pods(self._api).watch(ns, MEMBER_SELECTOR, stop=self.stop,
-                                                   on_event=self._on_owned_event(ctx.pods))),
-            ("services", lambda: self._watch_core("services", ctx.services)),
-            ("pvcs", lambda: self._watch_core("persistentvolumeclaims", ctx.pvcs)),
-            ("etcdclusters", lambda: EtcdClusters(self._api).watch(ns, stop=self.stop,
-                                                                 on_event=self._on_cluster_event)),
-        ]
-        threads = [threading.Thread(target=self._guard(name, fn), name=f"watch {name}", daemon=True)
-                   for name, fn in watches]
-        for thread in threads:
-            thread.start()
-        resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
-        resync.start()
-        self.stop.wait()
-        log.info("controller stopping %d supervisors", len(self._supervisors))
-        with self._lock:
-            supervisors = list(self._supervisors.values())
-        for supervisor in supervisors:
-            supervisor.stop()
-        for supervisor in supervisors:
-            supervisor.join(SUPERVISOR_JOIN_SECONDS)
-
-    def _watch_core(self, plural: str, cache: ObjectCache) -> None:
-        ns = self.settings.namespace
-        core = self._core
-        list_fn: Callable[..., Any]
-        if plural == "services":
-            list_fn = core.list_service_for_all_namespaces if ns is None else core.list_namespaced_service
-        else:
-            list_fn = (core.list_persistent_volume_claim_for_all_namespaces if ns is None
-                       else core.list_namespaced_persistent_volume_claim)
-        kwargs: dict[str, Any] = {"label_selector": MEMBER_SELECTOR}
-        if ns is not None:
-            kwargs["namespace"] = ns
-        watch_forever(list_fn, stop=self.stop, on_event=self._on_owned_event(cache),
-                      name=f"{plural} in {ns or 'all namespaces'}", **kwargs)
-
-    def _guard(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            while not self.stop.is_set():
-                try:
-                    fn()
-                except Exception:  # a watch must never die silently
-                    log.exception("watch %s failed; restarting it", name)
-                    self.metrics.count_error("kube_api")
-                    self.stop.wait(1.0)
-        return run
-
-    def _resync_loop(self) -> None:
-        """Safety net: wake every supervisor periodically even if no event arrives."""
-        while not self.stop.wait(self.settings.resync_seconds):
-            with self._lock:
-                supervisors = list(self._supervisors.values())
-            for supervisor in supervisors:
-                if not supervisor.alive():
-                    log.error("supervisor %s/%s died; restarting it", *supervisor.key)
-                    self.metrics.count_error("supervisor_crash")
-                    self._restart_supervisor(supervisor.key)
-                else:
-                    supervisor.notify()
-
-    # --- events
-
-    def _on_cluster_event(self, event_type: str, obj: dict[str, Any]) -> None:
-        cache = self.context.clusters
-        if event_type == RELISTED:
-            live = {tuple(k.split("/", 1)) if "/" in k else ("", k) for k in obj.get("keys", [])}
-            for key in cache.keys():
-                if key not in live:
-                    cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
-                    self._stop_supervisor(key)
-            cache.mark_synced()
-            return
-        if event_type == DELETED:
-            key = cache.remove(obj)
-            self._stop_supervisor(key)
-            return
-        key = cache.upsert(obj)
-        self._ensure_supervisor(key).notify()
-
-    def _on_owned_event(self, cache: ObjectCache) -> Callable[[str, dict[str, Any]], None]:
-        def handle(event_type: str, obj: dict[str, Any]) -> None:
-            if event_type == RELISTED:
-                live = set(obj.get("keys", []))
-                for key in cache.keys():
-                    if f"{key[0]}/{key[1]}" not in live:
-                        cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
-                        self._notify_owner(key[0], None)
-                cache.mark_synced()
-                return
-            if event_type == DELETED:
-                cache.remove(obj)
-            else:
-                cache.upsert(obj)
-            if event_type != SYNC:
-                labels = (obj.get("metadata") or {}).get("labels") or {}
-                self._notify_owner(object_key(obj)[0], labels.get(c.LABEL_CLUSTER))
-        return handle
-
-    def _notify_owner(self, namespace: str, cluster: str | None) -> None:
-        with self._lock:
-            if cluster is None:
-                targets = [s for k, s in self._supervisors.items() if k[0] == namespace]
-            else:
-                supervisor = self._supervisors.get((namespace, cluster))
-                targets = [supervisor] if supervisor else []
-        for supervisor in targets:
-            supervisor.notify()
-
-    # --- supervisors
-
-    def _ensure_supervisor(self, key: Key) -> ClusterSupervisor:
-        with self._lock:
-            supervisor = self._supervisors.get(key)
-            if supervisor is None:
-                supervisor = ClusterSupervisor(key, self.context)
-                self._supervisors[key] = supervisor
-                supervisor.start()
-                self.metrics.clusters_managed.set(len(self._supervisors))
-            return supervisor
-
-    def _restart_supervisor(self, key: Key) -> None:
-        with self._lock:
-            self._supervisors.pop(key, None)
-        self._ensure_supervisor(key).notify()
-
-    def _stop_supervisor(self, key: Key) -> None:
-        with self._lock:
-            supervisor = self._supervisors.pop(key, None)
-            self.metrics.clusters_managed.set(len(self._supervisors))
-        if supervisor:
-            supervisor.stop()
-            self.metrics.forget_cluster(*key)
-            log.info("%s/%s deleted; supervisor stopped", *key)
+        self._runtime.run()

@@ -1,91 +1,13 @@
-"""Log output a person can follow (text) or a log pipeline can parse (JSON lines).
-
-Every line about a cluster carries its `namespace/name`: loggers from `cluster_logger` attach
-it to each record, the text format prints it before the message and the JSON format as a
-`cluster` field.
-"""
+"""Loggers for lines about one EtcdCluster: JSON lines carry its `namespace/name` as `cluster`."""
 from __future__ import annotations
 
-import json
 import logging
-import sys
-from collections.abc import MutableMapping
-from datetime import datetime, timezone
-from typing import Any
 
-LOG_FORMATS = ("text", "json")
+from operator_runtime.logs import ObjectLoggerAdapter, object_logger
+
 CLUSTER_LOGGER_NAME = "etcd_operator.cluster"
 
 
-def _timestamp(record: logging.LogRecord) -> str:
-    moment = datetime.fromtimestamp(record.created, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-class TextFormatter(logging.Formatter):
-    """`2024-01-01T12:00:00.123Z INFO etcd_operator.supervisor: ns/name: message`"""
-
-    def format(self, record: logging.LogRecord) -> str:
-        cluster = getattr(record, "cluster", None)
-        message = record.getMessage()
-        if cluster:
-            message = f"{cluster}: {message}"
-        line = f"{_timestamp(record)} {record.levelname} {record.name}: {message}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        if record.stack_info:
-            line += "\n" + self.formatStack(record.stack_info)
-        return line
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, message, and cluster / exception when
-    present."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": _timestamp(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        cluster = getattr(record, "cluster", None)
-        if cluster:
-            entry["cluster"] = cluster
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
-
-
-def configure_logging(fmt: str = "text", level: str = "INFO") -> None:
-    """Send all logging to stderr in `fmt` ("text" or "json") at `level` (e.g. "INFO");
-    replaces handlers set up earlier, so calling it twice is harmless."""
-    if fmt not in LOG_FORMATS:
-        raise ValueError(f"log format must be one of {LOG_FORMATS}, not {fmt!r}")
-    numeric_level = logging.getLevelName(level.upper())
-    if not isinstance(numeric_level, int):
-        raise ValueError(f"unknown log level {level!r}")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    root = logging.getLogger()
-    for existing in list(root.handlers):
-        root.removeHandler(existing)
-    root.addHandler(handler)
-    root.setLevel(numeric_level)
-    # The kubernetes client logs every request body at DEBUG; keep that out of our DEBUG.
-    logging.getLogger("kubernetes").setLevel(max(numeric_level, logging.INFO))
-
-
-class ClusterLoggerAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """Adds `cluster="namespace/name"` to every record (keeping any other `extra`)."""
-
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
-        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
-        return msg, kwargs
-
-
-def cluster_logger(namespace: str, name: str, logger: logging.Logger | None = None) -> ClusterLoggerAdapter:
+def cluster_logger(namespace: str, name: str, logger: logging.Logger | None = None) -> ObjectLoggerAdapter:
     """A logger for lines about one EtcdCluster (`logger`, or etcd_operator.cluster)."""
-    return ClusterLoggerAdapter(logger or logging.getLogger(CLUSTER_LOGGER_NAME), {"cluster": f"{namespace}/{name}"})
+    return object_logger(namespace, name, logger or logging.getLogger(CLUSTER_LOGGER_NAME), field="cluster")

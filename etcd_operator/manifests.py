@@ -14,8 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from etcd_operator import constants as c
-from etcd_operator.spec import ClusterSpec, EtcdCluster
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster
 
 InitialClusterState = Literal["new", "existing"]
 

@@ -4,21 +4,22 @@ scratch every pass; the planner and the status writer read only this.
 
 Members, health and endpoint status are matched to pods by *member name*, which is also the pod
 name (CoreOS convention). A member that was added but never started has no name in etcd's list;
-its name is recovered from its peer URL `<scheme>://<member>.<cluster>.<ns>.svc...:2380`.
+its name is recovered from its peer URL `<scheme>://<member>.<cluster>.<ns>.svc...:2380`
+(`Member.member_name`: members are the etcdctl wrapper's `Member`s as etcd listed them).
 """
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlparse
 
-from etcd_operator import constants as c
-from etcd_operator.spec import EtcdCluster, EtcdVersion
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcd_version import EtcdVersion
+from etcd_common.etcdctl import EndpointStatus, Member
 
 JsonDict = Mapping[str, Any]
 
@@ -57,17 +58,9 @@ class ObservedPod:
     last_termination_reason: str | None = None
 
     @property
-    def is_seed(self) -> bool:
-        return self.initial_cluster_state == c.INITIAL_CLUSTER_STATE_NEW
-
-    @property
     def terminal(self) -> bool:
         """Failed or Succeeded: its containers will not run again (e.g. evicted)."""
         return self.phase in TERMINAL_POD_PHASES
-
-    @property
-    def crashlooping(self) -> bool:
-        return self.waiting_reason == "CrashLoopBackOff"
 
     @property
     def image_pull_failed(self) -> bool:
@@ -172,65 +165,11 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class ObservedMember:
-    """One entry of `etcdctl member list` (same field names as the etcdctl wrapper's Member)."""
-
-    id: int
-    name: str
-    peer_urls: tuple[str, ...]
-    client_urls: tuple[str, ...] = ()
-    is_learner: bool = False
-
-    @property
-    def started(self) -> bool:
-        """etcd fills in name and client URLs when the member first runs; an added member
-        whose process never started has neither."""
-        return bool(self.name) and bool(self.client_urls)
-
-    @property
-    def member_name(self) -> str:
-        if self.name:
-            return self.name
-        for url in self.peer_urls:
-            name = member_name_from_peer_url(url)
-            if name:
-                return name
-        return f"unstarted-{self.id:x}"
-
-    @property
-    def hex_id(self) -> str:
-        return f"{self.id:x}"
-
-
-@dataclass(frozen=True)
-class EndpointStatus:
-    """`etcdctl endpoint status` of one member's endpoint."""
-
-    member_id: int
-    leader_id: int
-    version: str = ""
-    raft_index: int = 0
-    raft_term: int = 0
-
-
-@dataclass(frozen=True)
 class MemberHealth:
     """`etcdctl endpoint health` of one member's endpoint."""
 
     healthy: bool
     error: str | None = None
-
-
-def member_name_from_peer_url(url: str) -> str | None:
-    """`http://example-abcde.example.default.svc:2380` -> `example-abcde`; None for IP hosts."""
-    host = urlparse(url).hostname
-    if not host:
-        return None
-    try:
-        ipaddress.ip_address(host)
-        return None
-    except ValueError:
-        return host.split(".", 1)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,7 +186,7 @@ class ObservedCluster:
     pods: tuple[ObservedPod, ...] = ()
     pvcs: tuple[ObservedPVC, ...] = ()
     services: frozenset[str] = frozenset()
-    members: tuple[ObservedMember, ...] | None = None
+    members: tuple[Member, ...] | None = None
     member_list_error: str | None = None
     health: Mapping[str, MemberHealth] = field(default_factory=dict)
     endpoint_status: Mapping[str, EndpointStatus] = field(default_factory=dict)
@@ -291,23 +230,23 @@ class ObservedCluster:
         return frozenset(member.member_name for member in self.members or ())
 
     @property
-    def voting_members(self) -> tuple[ObservedMember, ...]:
+    def voting_members(self) -> tuple[Member, ...]:
         return tuple(member for member in self.members or () if not member.is_learner)
 
     @property
-    def learners(self) -> tuple[ObservedMember, ...]:
+    def learners(self) -> tuple[Member, ...]:
         return tuple(member for member in self.members or () if member.is_learner)
 
-    def is_healthy(self, member: ObservedMember) -> bool:
+    def is_healthy(self, member: Member) -> bool:
         health = self.health.get(member.member_name)
         return health is not None and health.healthy
 
     @property
-    def healthy_voters(self) -> tuple[ObservedMember, ...]:
+    def healthy_voters(self) -> tuple[Member, ...]:
         return tuple(member for member in self.voting_members if self.is_healthy(member))
 
     @property
-    def unhealthy_voters(self) -> tuple[ObservedMember, ...]:
+    def unhealthy_voters(self) -> tuple[Member, ...]:
         return tuple(member for member in self.voting_members if not self.is_healthy(member))
 
     @property
@@ -339,7 +278,7 @@ class ObservedCluster:
         return None
 
     @property
-    def leader(self) -> ObservedMember | None:
+    def leader(self) -> Member | None:
         leader_id = self.leader_id
         for member in self.members or ():
             if member.id == leader_id:

@@ -7,14 +7,12 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from etcd_operator import etcdctl as ctl
-from etcd_operator.etcd_access import EtcdAccess
+from etcd_common import etcdctl as ctl
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.manifests import member_client_url
-from etcd_operator.observed import (
-    EndpointStatus, MemberHealth, ObservedCluster, ObservedMember, parse_pod, parse_pvc,
-)
-from etcd_operator.spec import EtcdCluster
-from etcd_operator.tcp_probe import accepting_connections
+from etcd_operator.observed import MemberHealth, ObservedCluster, parse_pod, parse_pvc
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +69,14 @@ def observe_cluster(
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
         statuses = _endpoint_status(cluster, reachable, etcd)
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
-    observed_members = tuple(
-        ObservedMember(id=m.id, name=m.name, peer_urls=m.peer_urls, client_urls=m.client_urls,
-                       is_learner=m.is_learner)
-        for m in members
-    )
+    observed_members = tuple(members)
     health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
     return replace(base, members=observed_members, health=health, endpoint_status=statuses)
 
 
 def _member_health(
-    cluster: EtcdCluster, members: Sequence[ObservedMember], etcd: EtcdAccess,
-) -> tuple[dict[str, MemberHealth], dict[str, EndpointStatus]]:
+    cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
+) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus]]:
     """Health of voting members and status of every started member, each asked at its own URL.
 
     Learners are left out of the health check: they refuse the linearizable read it makes, and
@@ -110,21 +104,17 @@ def _member_health(
     return health, _endpoint_status(cluster, asked, etcd) if asked else {}
 
 
-def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, EndpointStatus]:
+def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:
     """`endpoint status` of the reachable members (name -> client URL), by member name."""
     by_endpoint = {url: name for name, url in reachable.items()}
-    statuses: dict[str, EndpointStatus] = {}
+    statuses: dict[str, ctl.EndpointStatus] = {}
     try:
         client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
         for status in client.endpoint_status():
             name = by_endpoint.get(status.endpoint)
             if name and status.reachable:
-                statuses[name] = _observed_status(status)
+                statuses[name] = status
     except (ctl.EtcdctlError, ValueError) as e:
         log.warning("%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
     return statuses
 
-
-def _observed_status(status: ctl.EndpointStatus) -> EndpointStatus:
-    return EndpointStatus(member_id=status.member_id, leader_id=status.leader_id, version=status.version,
-                          raft_index=status.raft_index, raft_term=status.raft_term)

@@ -56,9 +56,13 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import ClusterSpec
+from etcd_common.etcd_version import EtcdVersion
+from etcd_common.etcdctl import Member
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
@@ -81,9 +85,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
-from etcd_operator.observed import ObservedCluster, ObservedMember
-from etcd_operator.spec import ClusterSpec
-from etcd_operator.versions import EtcdVersion
+from etcd_operator.observed import ObservedCluster, ObservedPod
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
@@ -150,7 +152,7 @@ def tls_change_problem(observed: ObservedCluster) -> str | None:
     return None
 
 
-def outdated_reason(observed: ObservedCluster, member: ObservedMember) -> str | None:
+def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
     """Why the member's pod does not match the spec (image or pod policy), if it does not."""
     spec = observed.cluster.require_spec()
     pod = observed.pod(member.member_name)
@@ -234,16 +236,42 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
 # Rules 6-17
 
 
-def _plan_with_member_list(
-    observed: ObservedCluster, spec: ClusterSpec, members: tuple[ObservedMember, ...]
-) -> Action:
-    cluster = observed.cluster
-    ordered = sorted(members, key=lambda m: m.member_name)
+@dataclass(frozen=True)
+class _MembersWithoutPods:
+    """What rule 6 found when it had nothing to start: members that are dead (their data gone),
+    and pods still terminating (rule 11 waits for them)."""
 
-    # 6. members without a pod
-    dead: list[ObservedMember] = []
+    dead: tuple[Member, ...]
+    terminating: tuple[str, ...]
+
+
+def _plan_with_member_list(
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...]
+) -> Action:
+    found = _rule_6_members_without_pods(observed, spec, members)
+    if not isinstance(found, _MembersWithoutPods):
+        return found
+    terminal = tuple(
+        pod for pod in sorted(observed.live_pods, key=lambda p: p.name)
+        if pod.terminal and pod.member_name in observed.member_names
+    )
+    return (
+        _rule_7_terminal_pod_on_volume(observed, spec, terminal)
+        or _rule_8_no_quorum(observed, found.dead)
+        or _rule_9_dead_members(observed, found.dead, terminal)
+        or _rule_10_leftovers(observed)
+        or _rule_11_terminating(found.terminating)
+        or _plan_membership(observed, spec)
+    )
+
+
+def _rule_6_members_without_pods(
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...]
+) -> Action | _MembersWithoutPods:
+    cluster = observed.cluster
+    dead: list[Member] = []
     terminating: list[str] = []
-    for member in ordered:
+    for member in sorted(members, key=lambda m: m.member_name):
         pod = observed.pod(member.member_name)
         on_volume = spec.uses_persistent_volumes and observed.volume(member.member_name) is not None
         if pod is not None:
@@ -272,33 +300,44 @@ def _plan_with_member_list(
                 "its pod is gone; restarting the member on its volume",
             )
         dead.append(member)
+    return _MembersWithoutPods(tuple(dead), tuple(terminating))
 
-    # 7. terminal pods that can restart on their volume
-    terminal = [
-        pod for pod in sorted(observed.live_pods, key=lambda p: p.name)
-        if pod.terminal and pod.member_name in observed.member_names
-    ]
+
+def _rule_7_terminal_pod_on_volume(
+    observed: ObservedCluster, spec: ClusterSpec, terminal: tuple[ObservedPod, ...]
+) -> Action | None:
     for pod in terminal:
         if spec.uses_persistent_volumes and observed.volume(pod.member_name) is not None:
             return DeletePod(
                 pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member"
             )
+    return None
 
-    # 8. nothing destructive without quorum
+
+def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[Member, ...]) -> Action | None:
+    """Nothing destructive without quorum."""
     if not observed.has_quorum:
-        return _quorum_loss(observed, dead)
+        return _quorum_loss(observed, list(dead))
+    return None
 
-    # 9. dead members and terminal pods without volumes
+
+def _rule_9_dead_members(
+    observed: ObservedCluster, dead: tuple[Member, ...], terminal: tuple[ObservedPod, ...]
+) -> Action | None:
+    """Dead members, then terminal pods without volumes."""
     for member in dead:
         if _removal_keeps_quorum(observed, member):
             why = "its pod is gone and its data with it" if member.started else "it never started and its peer URL is not one this operator creates"
             return RemoveMember(member.member_name, member.id, "replace", f"{why}; a new member replaces it")
     if dead:
-        return _quorum_loss(observed, dead)
+        return _quorum_loss(observed, list(dead))
     for pod in terminal:
         return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced")
+    return None
 
-    # 10. leftovers of removed members
+
+def _rule_10_leftovers(observed: ObservedCluster) -> Action | None:
+    """Pods and PVCs of removed members."""
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
         if pod.member_name not in observed.member_names:
             age = observed.pod_age_seconds(pod)
@@ -311,33 +350,53 @@ def _plan_with_member_list(
             and observed.pod(pvc.member_name) is None
         ):
             return DeletePVC(pvc.name, "its member is no longer in the etcd cluster")
+    return None
 
-    # 11.
+
+def _rule_11_terminating(terminating: tuple[str, ...]) -> Action | None:
     if terminating:
         return Wait(f"pod(s) {', '.join(terminating)} still terminating")
+    return None
 
+
+def _plan_membership(observed: ObservedCluster, spec: ClusterSpec) -> Action:
+    """Rules 12-17: quorum, no dead member, nothing terminating."""
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
+    return (
+        _rule_12_learners(observed, spec, outdated)
+        or _rule_13_unhealthy_voters(observed, spec, outdated)
+        or _rules_14_15_size(observed, spec, outdated)
+        or _rule_16_upgrade(observed, spec, outdated)
+        or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
+    )
 
-    # 12. learners
+
+def _rule_12_learners(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
     if observed.learners:
         return _plan_learners(observed, spec, needed_voters=spec.size + (1 if outdated else 0))
+    return None
 
-    # 13. unhealthy voting members
+
+def _rule_13_unhealthy_voters(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
     unhealthy = observed.unhealthy_voters
-    if unhealthy:
-        if len(voters) > spec.size:
-            victim = _pick_removal(observed, unhealthy, outdated)
-            if _removal_keeps_quorum(observed, victim):
-                return _remove_or_move_leader(
-                    observed, victim, "scale",
-                    f"{len(voters)} members, spec.size is {spec.size}; removing an unhealthy one first",
-                    outdated,
-                )
-        details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
-        return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
+    if not unhealthy:
+        return None
+    voters = observed.voting_members
+    if len(voters) > spec.size:
+        victim = _pick_removal(observed, unhealthy, outdated)
+        if _removal_keeps_quorum(observed, victim):
+            return _remove_or_move_leader(
+                observed, victim, "scale",
+                f"{len(voters)} members, spec.size is {spec.size}; removing an unhealthy one first",
+                outdated,
+            )
+    details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
+    return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
 
-    # 14-15. size
+
+def _rules_14_15_size(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
+    voters = observed.voting_members
     if len(voters) < spec.size:
         return _add_member(observed, spec, "scale", f"{len(voters)} of {spec.size} members")
     if len(voters) > spec.size:
@@ -349,13 +408,13 @@ def _plan_with_member_list(
         return _remove_or_move_leader(
             observed, victim, "scale", f"{len(voters)} members, spec.size is {spec.size}", outdated
         )
+    return None
 
-    # 16. rolling upgrade
+
+def _rule_16_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
     if outdated:
         return _plan_upgrade(observed, spec, outdated)
-
-    # 17.
-    return NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")
+    return None
 
 
 def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voters: int) -> Action:
@@ -380,7 +439,7 @@ def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voter
     return Wait("learner " + "; ".join(waiting))
 
 
-def _learner_progress(observed: ObservedCluster, learner: ObservedMember) -> tuple[int, int] | None:
+def _learner_progress(observed: ObservedCluster, learner: Member) -> tuple[int, int] | None:
     """(learner's raft index, leader's raft index), or None while the learner does not answer."""
     status = observed.endpoint_status.get(learner.member_name)
     if status is None:
@@ -451,7 +510,7 @@ def _add_member(observed: ObservedCluster, spec: ClusterSpec, purpose: Purpose, 
     )
 
 
-def _removal_keeps_quorum(observed: ObservedCluster, member: ObservedMember) -> bool:
+def _removal_keeps_quorum(observed: ObservedCluster, member: Member) -> bool:
     """After removing `member`, do the remaining healthy voters still form a majority?"""
     if member.is_learner:
         return True
@@ -461,8 +520,8 @@ def _removal_keeps_quorum(observed: ObservedCluster, member: ObservedMember) -> 
 
 
 def _pick_removal(
-    observed: ObservedCluster, candidates: Iterable[ObservedMember], outdated: dict[str, str]
-) -> ObservedMember:
+    observed: ObservedCluster, candidates: Iterable[Member], outdated: dict[str, str]
+) -> Member:
     """Unhealthy first, then outdated, then non-leader, then newest."""
     leader_id = observed.leader_id
     return min(
@@ -478,7 +537,7 @@ def _pick_removal(
 
 
 def _remove_or_move_leader(
-    observed: ObservedCluster, victim: ObservedMember, purpose: Purpose, reason: str, outdated: dict[str, str]
+    observed: ObservedCluster, victim: Member, purpose: Purpose, reason: str, outdated: dict[str, str]
 ) -> Action:
     leader_id = observed.leader_id
     if leader_id is None:
@@ -497,8 +556,8 @@ def _remove_or_move_leader(
 
 
 def _leadership_target(
-    observed: ObservedCluster, *, exclude: ObservedMember, outdated: dict[str, str]
-) -> ObservedMember | None:
+    observed: ObservedCluster, *, exclude: Member, outdated: dict[str, str]
+) -> Member | None:
     """A healthy voting member to lead instead: up to date first, then the oldest."""
     candidates = [m for m in observed.healthy_voters if m.id != exclude.id]
     if not candidates:
@@ -506,7 +565,7 @@ def _leadership_target(
     return min(candidates, key=lambda m: (m.member_name in outdated, _created(observed, m), m.member_name))
 
 
-def _quorum_loss(observed: ObservedCluster, dead: list[ObservedMember]) -> ReportQuorumLoss:
+def _quorum_loss(observed: ObservedCluster, dead: list[Member]) -> ReportQuorumLoss:
     unhealthy = tuple(m.member_name for m in observed.unhealthy_voters)
     detail = ""
     if dead:
@@ -522,7 +581,7 @@ def _quorum_loss(observed: ObservedCluster, dead: list[ObservedMember]) -> Repor
     )
 
 
-def _unhealthy_detail(observed: ObservedCluster, member: ObservedMember) -> str:
+def _unhealthy_detail(observed: ObservedCluster, member: Member) -> str:
     pod = observed.pod(member.member_name)
     health = observed.health.get(member.member_name)
     if pod is not None and pod.problem:
@@ -535,7 +594,7 @@ def _unhealthy_detail(observed: ObservedCluster, member: ObservedMember) -> str:
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _created(observed: ObservedCluster, member: ObservedMember) -> datetime:
+def _created(observed: ObservedCluster, member: Member) -> datetime:
     pod = observed.pod(member.member_name)
     created = pod.created_at if pod is not None else None
     if created is None:

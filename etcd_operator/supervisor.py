@@ -1,4 +1,5 @@
-"""One supervising thread per EtcdCluster: observe -> plan one action -> act -> write status.
+"""The pass of one EtcdCluster's supervisor: observe -> plan one action -> act -> write status
+(run by its `operator_runtime.worker.ObjectWorker` thread).
 
 Woken at once by any event about its cluster (the cluster itself, its pods, services, PVCs);
 otherwise it re-checks etcd every resync period. After an action it observes again right away;
@@ -8,32 +9,30 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from etcd_common import constants as c
+from etcd_common import etcdctl as ctl
+from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
-from etcd_operator import constants as c
-from etcd_operator import etcdctl as ctl
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cache import Key, ObjectCache
 from etcd_operator.cluster_status import compute_status, upgrade_source_event
-from etcd_operator.etcd_access import EtcdAccess
-from etcd_operator.kube.errors import Forbidden, KubeError, NotFound
-from etcd_operator.kube.events import EventRecorder
-from etcd_operator.kube.patching import status_merge_patch
-from etcd_operator.kube.resources import EtcdClusters
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
+from kube_adapter.errors import Forbidden, KubeError, NotFound
+from kube_adapter.events import EventRecorder
+from kube_adapter.patching import status_merge_patch
+from kube_adapter.resources import ResourceClient
+from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.worker import ObjectWorker, short_error
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
-RETRY_INITIAL_SECONDS = 0.5
-RETRY_MAX_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class SupervisorContext:
     pods: ObjectCache
     services: ObjectCache
     pvcs: ObjectCache
-    cluster_api: EtcdClusters
+    cluster_api: ResourceClient
     executor: ActionExecutor
     etcd: EtcdAccess
     events: EventRecorder
@@ -55,62 +54,31 @@ class SupervisorContext:
 
 
 class ClusterSupervisor:
+    """The etcd pass for one EtcdCluster; `worker` is the thread that runs it."""
+
     def __init__(self, key: Key, context: SupervisorContext) -> None:
         self.key = key
         self.context = context
         self.log = cluster_logger(*key)
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
         self._last_error: str | None = None
         self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
-        self._thread = threading.Thread(target=self._run, name=f"supervisor {key[0]}/{key[1]}", daemon=True)
+        self.worker = ObjectWorker(
+            key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
+            on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
+        )
 
-    def start(self) -> None:
-        self._thread.start()
+    def _count_pass(self, seconds: float, error: Exception | None) -> None:
+        self.context.metrics.observe_reconcile(seconds, ok=error is None)
+        if error is not None:
+            self._last_error = short_error(error)
+            self.context.metrics.count_error(_error_reason(error))
 
-    def notify(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._wake.set()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
-
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def _should_stop(self) -> bool:
-        return self._stopped.is_set() or self.context.stop.is_set()
-
-    def _run(self) -> None:
-        self.log.info("supervisor started")
-        failures = 0
-        while not self._should_stop():
-            self._wake.clear()
-            started = time.monotonic()
-            try:
-                delay = self.reconcile_once()
-                failures = 0
-                self.context.metrics.observe_reconcile(time.monotonic() - started, ok=True)
-            except Exception as e:  # one bad pass must never end the supervisor
-                if isinstance(e, Forbidden) and _namespace_terminating(e):
-                    # The namespace is being deleted, and this cluster with it: nothing to do.
-                    self.log.info("namespace is being deleted; waiting for the cluster to go")
-                    self._wake.wait(self.context.resync_seconds)
-                    continue
-                failures += 1
-                delay = min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2 ** (failures - 1))
-                self._last_error = _short_error(e)
-                self.context.metrics.observe_reconcile(time.monotonic() - started, ok=False)
-                self.context.metrics.count_error(_error_reason(e))
-                if isinstance(e, (ctl.EtcdctlError, KubeError)):
-                    self.log.warning("pass failed: %s; retrying in %.1fs", self._last_error, delay)
-                else:
-                    self.log.exception("pass crashed; retrying in %.1fs", delay)
-            self._wake.wait(delay)
-        self.log.info("supervisor stopped")
+    def _pause_on(self, error: Exception) -> float | None:
+        if isinstance(error, Forbidden) and _namespace_terminating(error):
+            # The namespace is being deleted, and this cluster with it: nothing to do.
+            self.log.info("namespace is being deleted; waiting for the cluster to go")
+            return self.context.resync_seconds
+        return None
 
     def reconcile_once(self) -> float:
         """One pass; returns how long to wait before the next one unless woken earlier."""
@@ -149,13 +117,13 @@ class ClusterSupervisor:
                 # and a promotion until the learner caught up.
                 if not retrying:
                     self.log.info("%s postponed: %s; retrying every %.1fs until etcd accepts it",
-                                  action.kind, _short_error(e), WAIT_POLL_SECONDS)
+                                  action.kind, short_error(e), WAIT_POLL_SECONDS)
                 self._postponed = action.kind
                 self._write_status(raw, observed, action, None)
                 return WAIT_POLL_SECONDS
             except (ctl.EtcdctlError, KubeError) as e:
                 self._postponed = None
-                error = _short_error(e)
+                error = short_error(e)
                 self._last_error = error
                 self._write_status(raw, observed, action, error)
                 raise
@@ -217,11 +185,6 @@ def _omit_empty(status: dict[str, Any]) -> dict[str, Any]:
     if "conditions" in result:
         result["conditions"] = [{k: v for k, v in cond.items() if v != ""} for cond in result["conditions"]]
     return result
-
-
-def _short_error(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _error_reason(e: BaseException) -> str:

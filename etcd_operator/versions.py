@@ -11,14 +11,11 @@ changes a running cluster may take.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
-from etcd_operator import constants as c
-
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+from etcd_common import constants as c
+from etcd_common.etcd_version import EtcdVersion
 
 Support = Literal["supported", "upgrade-source", "unsupported"]
 
@@ -27,36 +24,6 @@ REASON_SUPPORTED = "Supported"
 REASON_UPGRADE_SOURCE_ONLY = "UpgradeSourceOnly"
 REASON_UNSUPPORTED_VERSION = "UnsupportedVersion"
 REASON_UPGRADE_REFUSED = "UpgradeRefused"
-
-
-@dataclass(frozen=True, order=True)
-class EtcdVersion:
-    major: int
-    minor: int
-    patch: int
-
-    @classmethod
-    def parse(cls, text: str) -> EtcdVersion | None:
-        """`3.5.1` or `v3.5.1`; None for anything else."""
-        match = _VERSION_RE.match(text.strip())
-        if match is None:
-            return None
-        return cls(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-
-    @classmethod
-    def of(cls, text: str) -> EtcdVersion:
-        """A version known to be well-formed (our constants)."""
-        version = cls.parse(text)
-        if version is None:
-            raise ValueError(f"not an etcd version: {text!r}")
-        return version
-
-    @property
-    def minor_version(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
 
 
 def support_of(version: EtcdVersion) -> Support:

@@ -34,6 +34,6 @@ fi
 
 bash scripts/install-kube-binaries.sh >/dev/null
 etcd_builds=$(bash scripts/install-etcd-binaries.sh)
-# The operator runs the etcdctl beside its Python (etcd_operator.etcdctl.default_binary): the newest build.
+# The operator runs the etcdctl beside its Python (etcd_common.etcdctl.default_binary): the newest build.
 newest_etcd_dir=$(echo "$etcd_builds" | sort -V | tail -n 1 | cut -d' ' -f2)
 for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_operator.etcdctl import (
+from etcd_common.etcdctl import (
     ClusterUnhealthy,
     Etcdctl,
     LearnerNotReady,

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 
 from etcd_data import member_ids
 from etcd_operator.cli import LEASE_DURATION_SECONDS, LEASE_RETRY_PERIOD_SECONDS
-from etcd_operator.kube.leadership import ACQUIRE_RETRY_JITTER
+from kube_adapter.leadership import ACQUIRE_RETRY_JITTER
 from kube_sandbox.testing import Sandbox, wait_for
 from operator_clusters import Clusters, etcd_cluster
 from operator_deployment import (

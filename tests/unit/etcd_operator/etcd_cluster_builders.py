@@ -9,18 +9,19 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcd_version import EtcdVersion
+from etcd_common.etcdctl import EndpointStatus, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
-    EndpointStatus,
     MemberHealth,
     ObservedCluster,
-    ObservedMember,
     ObservedPod,
     ObservedPVC,
     version_from_image,
 )
-from etcd_operator.spec import EtcdCluster, EtcdVersion, parse_etcd_cluster
+from etcd_operator.spec import parse_etcd_cluster
 
 CLUSTER = "example"
 NAMESPACE = "default"
@@ -75,10 +76,10 @@ def make_pod(cluster: EtcdCluster, member: str, *, index: int = 1, version: str 
 
 
 def make_member(cluster: EtcdCluster, member: str, identifier: int, *, learner: bool = False,
-                started: bool = True) -> ObservedMember:
+                started: bool = True) -> Member:
     peer = member_peer_url(cluster, member)
     client = peer.replace(f":{c.PEER_PORT}", f":{c.CLIENT_PORT}")
-    return ObservedMember(
+    return Member(
         id=identifier,
         name=member if started else "",
         peer_urls=(peer,),
@@ -167,7 +168,7 @@ def add_pod(observed: ObservedCluster, pod: ObservedPod) -> ObservedCluster:
     return dataclasses.replace(observed, pods=(*observed.pods, pod))
 
 
-def add_member(observed: ObservedCluster, member: ObservedMember, *, healthy: bool = True,
+def add_member(observed: ObservedCluster, member: Member, *, healthy: bool = True,
                raft_index: int | None = 100) -> ObservedCluster:
     leader_id = observed.leader_id or 0
     health = dict(observed.health)

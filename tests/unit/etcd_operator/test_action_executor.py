@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
+from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
 
+from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cache import ObjectCache
-from etcd_operator.etcd_access import EtcdAccess
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
+from operator_runtime.cache import ObjectCache
 
 
 class RecordingApi:

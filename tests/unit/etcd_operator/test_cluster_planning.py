@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from etcd_common.etcdctl import EndpointStatus
 from etcd_operator import actions
-from etcd_operator.observed import EndpointStatus, MemberHealth, ObservedCluster, ObservedPVC, version_from_image
+from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, version_from_image
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action
 
-from etcd_cluster_builders import (
+from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
     NEW_MEMBER,
     PVC_SPEC,
@@ -153,7 +154,7 @@ CASES = [
                  expect(actions.CreateServices, names=(f"{CLUSTER}-client",)), id="client-service-missing"),
     pytest.param(dataclasses.replace(nothing_yet(), services=frozenset()),
                  expect(actions.CreateServices, names=(CLUSTER, f"{CLUSTER}-client")), id="services-before-seed"),
-    # bootstrap
+    # 4-5. no member list: bootstrap (4: a seed whose image the spec has since fixed)
     pytest.param(nothing_yet(), expect(actions.CreateSeedMember, member_name=NEW_MEMBER, peer_url=NEW_PEER_URL),
                  id="seed"),
     pytest.param(_seed_pod(phase="Pending"), expect(actions.Wait, "etcd not reachable yet"),
@@ -169,7 +170,7 @@ CASES = [
     pytest.param(_seed_pod(deleting=True), expect(actions.Wait, "terminating"), id="seed-terminating"),
     pytest.param(_interrupted_seed_with_volume(), expect(actions.CreateSeedMember, member_name=name(4)),
                  id="seed-reuses-interrupted-volume"),
-    # everything gone
+    # 5. no member list: everything gone, or quorum lost
     pytest.param(member_list_unavailable(without_pods(healthy_cluster(1, size=1), name(1))),
                  expect(actions.ReportMembersLost, MEMBERS_LOST_REASON), id="single-member-emptydir-lost"),
     pytest.param(member_list_unavailable(without_pods(healthy_cluster(3), name(1), name(2), name(3))),
@@ -181,7 +182,7 @@ CASES = [
     pytest.param(leaderless(healthy_cluster(3), name(1)),
                  expect(actions.ReportQuorumLoss, "know no leader", healthy_voters=0, voters=3),
                  id="quorum-lost-seen-without-member-list"),
-    # 6. members without pods
+    # 6. members without pods (a dead one is replaced by rule 9; 10: the pod of a removed member)
     pytest.param(_ghost_member(), expect(
         actions.CreateMemberPod, "interrupted add", member_name=NEW_MEMBER,
         initial_cluster=(
@@ -205,14 +206,14 @@ CASES = [
                  id="two-of-three-pods-gone-quorum-lost"),
     pytest.param(without_members(healthy_cluster(3, size=2), name(3)),
                  expect(actions.DeletePod, "not a member", pod_name=name(3)), id="pod-of-removed-member-deleted"),
-    # 7. quorum
+    # 8. no quorum: nothing destructive
     pytest.param(unhealthy(healthy_cluster(3), name(2), name(3)),
                  expect(actions.ReportQuorumLoss, healthy_voters=1, voters=3, unhealthy=(name(2), name(3))),
                  id="quorum-lost"),
     pytest.param(_quorum_lost_with_orphan(), expect(actions.ReportQuorumLoss), id="quorum-lost-deletes-nothing"),
     pytest.param(unhealthy(healthy_cluster(1, size=3), name(1)), expect(actions.ReportQuorumLoss),
                  id="single-member-unhealthy"),
-    # 8. failed pods, restarts in place
+    # 7, 9, 11, 13. failed, crashing and terminating member pods
     pytest.param(unhealthy(replace_pod(healthy_cluster(3), name(2), ready=False, waiting_reason="CrashLoopBackOff",
                                        restart_count=4), name(2)),
                  expect(actions.Wait, "CrashLoopBackOff"), id="crashloop-restarts-in-place"),
@@ -238,7 +239,7 @@ CASES = [
     pytest.param(dataclasses.replace(healthy_cluster(3, pvc=True), pvcs=(
         *healthy_cluster(3, pvc=True).pvcs, ObservedPVC(name(7), name(7)))),
         expect(actions.DeletePVC, pvc_name=name(7)), id="orphan-pvc-deleted"),
-    # 9. learners
+    # 12. learners
     pytest.param(_learner_joining(raft_index=None, started=False), expect(actions.Wait, "starting"),
                  id="learner-pod-starting"),
     pytest.param(_learner_joining(raft_index=10), expect(actions.Wait, "catching up"), id="learner-catching-up"),
@@ -250,7 +251,7 @@ CASES = [
                  expect(actions.RemoveMember, member_name=NEW_MEMBER, purpose="scale"), id="learner-unneeded-removed"),
     pytest.param(_surge_upgrade_learner(), expect(actions.PromoteMember, member_name=NEW_MEMBER),
                  id="upgrade-learner-kept-and-promoted"),
-    # 10. scale up
+    # 14. scale up (13: not while a member is unhealthy)
     pytest.param(healthy_cluster(1, size=3), expect(
         actions.AddMember, member_name=NEW_MEMBER, peer_url=NEW_PEER_URL, as_learner=True, purpose="scale",
         initial_cluster=((name(1), f"http://{name(1)}.{CLUSTER}.default.svc:2380"), (NEW_MEMBER, NEW_PEER_URL))),
@@ -260,7 +261,7 @@ CASES = [
                  id="scale-up-waits-for-health"),
     pytest.param(dataclasses.replace(healthy_cluster(3, size=5), name_suffix="mem02"), expect(actions.Wait, "taken"),
                  id="generated-name-collision"),
-    # 11. scale down
+    # 15. scale down
     pytest.param(healthy_cluster(5, size=3), expect(actions.RemoveMember, member_name=name(5), purpose="scale"),
                  id="scale-down-newest-non-leader"),
     pytest.param(healthy_cluster(2, size=1, leader=2), expect(actions.RemoveMember, member_name=name(1)),
@@ -272,7 +273,7 @@ CASES = [
                  id="scale-down-outdated-leader-moves-leadership-first"),
     pytest.param(_leader_unknown(healthy_cluster(5, size=3)), expect(actions.Wait, "leader not known"),
                  id="scale-down-needs-known-leader"),
-    # 12. upgrades
+    # 16. upgrades (4: a pod whose old image cannot be pulled)
     pytest.param(with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16"),
                  expect(actions.UpgradeMember, "3.5.35", member_name=name(2)), id="upgrade-pvc-oldest-follower"),
     pytest.param(replace_pod(replace_pod(with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16"),
@@ -303,7 +304,7 @@ CASES = [
                              ready=False),
                  expect(actions.DeletePod, "cannot be pulled", pod_name=name(2)),
                  id="unpullable-old-image-recreated"),
-    # 13. converged
+    # 17. converged
     pytest.param(healthy_cluster(3), expect(actions.NoOp, "3 healthy"), id="converged"),
     pytest.param(healthy_cluster(1, size=1), expect(actions.NoOp), id="converged-single"),
 ]

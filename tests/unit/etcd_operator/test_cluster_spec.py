@@ -5,16 +5,11 @@ from typing import Any
 
 import pytest
 
-from etcd_operator.spec import (
-    EtcdVersion,
-    SpecError,
-    StaticTLS,
-    parse_cluster_spec,
-    parse_etcd_cluster,
-    parse_recorded_status,
-)
+from etcd_common.etcd_cluster import SpecError, StaticTLS
+from etcd_common.etcd_version import EtcdVersion
+from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster, parse_recorded_status
 
-from etcd_cluster_builders import raw_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 
 
 def test_coreos_example_parses_with_defaults() -> None:

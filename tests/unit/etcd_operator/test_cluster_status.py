@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
+from etcd_common.etcdctl import EndpointStatus
 from etcd_operator import actions
 from etcd_operator.cluster_status import CONDITION_TYPES, compute_status, format_time
-from etcd_operator.observed import EndpointStatus, ObservedCluster
+from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 
-from etcd_cluster_builders import (
+from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
     NEW_MEMBER,
     add_member,

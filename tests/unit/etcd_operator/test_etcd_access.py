@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from etcd_operator import constants as c
-from etcd_operator.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
-from etcd_operator.etcdctl import ClientTLSUnavailable, EtcdctlError
-from etcd_operator.kube.errors import NotFound, Transient
-from etcd_operator.spec import EtcdCluster
-from etcd_cluster_builders import NAMESPACE, make_cluster
+from etcd_common import constants as c
+from etcd_common.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcdctl import ClientTLSUnavailable, EtcdctlError
+from kube_adapter.errors import NotFound, Transient
+
+from tests.unit.etcd_operator.etcd_cluster_builders import NAMESPACE, make_cluster
 
 TLS_SPEC = {"TLS": {"static": {"member": {"peerSecret": "peer", "serverSecret": "server"},
                                "operatorSecret": "operator"}}}
@@ -119,3 +120,14 @@ def test_a_transient_api_failure_keeps_the_certificate_already_read() -> None:
 
     with pytest.raises(ClientTLSUnavailable):
         EtcdAccess(store).client(cluster, ["https://m:2379"])
+
+
+def test_any_object_may_name_the_secret_and_where_it_came_from() -> None:
+    """What the backup and restore operators use: a secret named by their own resources."""
+    store = SecretStore(None)
+    access = EtcdAccess(store)
+    with pytest.raises(ClientTLSUnavailable, match=r"secret team-a/backup-tls \(spec.clientTLSSecret\)"):
+        access.client_with_secret("team-a", "nightly", ["https://m:2379"], "backup-tls", secret_field="spec.clientTLSSecret")
+    assert store.reads == [("team-a", "backup-tls")]
+    plain = access.client_with_secret("team-a", "nightly", ["http://m:2379"], None).command_line(["member", "list"])
+    assert "--cacert" not in plain and store.reads == [("team-a", "backup-tls")]

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from etcd_operator.http_endpoints import HttpEndpoints, serve
 from etcd_operator.metrics import OperatorMetrics
+from operator_runtime.http_endpoints import HttpEndpoints, serve
 
 
 class Health:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
 from etcd_operator.manifests import (
     build_client_service,
     build_member_pod,
@@ -19,7 +19,7 @@ from etcd_operator.manifests import (
     service_names,
 )
 
-from etcd_cluster_builders import PVC_SPEC, UID, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, UID, make_cluster
 
 MEMBER = "example-abcde"
 HOST = f"{MEMBER}.example.default.svc"

@@ -8,22 +8,20 @@ from typing import Any
 
 import pytest
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
+from etcd_common.etcd_version import EtcdVersion
+from etcd_common.etcdctl import EndpointStatus, Member, member_name_from_peer_url
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
-    EndpointStatus,
     MemberHealth,
-    ObservedMember,
-    member_name_from_peer_url,
     new_name_suffix,
     parse_pod,
     parse_pvc,
     parse_timestamp,
     version_from_image,
 )
-from etcd_operator.spec import EtcdVersion
 
-from etcd_cluster_builders import PVC_SPEC, healthy_cluster, make_cluster, member_id, name, unhealthy
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, healthy_cluster, make_cluster, member_id, name, unhealthy
 
 
 def _api_pod(status: dict[str, Any], **metadata: Any) -> dict[str, Any]:
@@ -50,7 +48,7 @@ def test_parse_running_pod() -> None:
     assert (pod.phase, pod.ready, pod.deleting, pod.ip) == ("Running", True, False, "127.1.0.7")
     assert pod.created_at == datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
     assert pod.image == "quay.io/coreos/etcd:v3.6.16" and pod.etcd_version == EtcdVersion(3, 6, 16)
-    assert pod.initial_cluster_state == "existing" and not pod.is_seed
+    assert pod.initial_cluster_state == "existing"
     assert pod.pod_policy_hash and pod.restart_count == 2 and pod.last_termination_reason == "Error"
     assert pod.problem is None and not pod.never_ran
 
@@ -62,7 +60,7 @@ def test_parse_running_pod() -> None:
         id="image-pull-failed"),
     pytest.param({"phase": "Running", "containerStatuses": [
         {"name": "etcd", "restartCount": 5, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
-        {}, lambda p: p.crashlooping and not p.ready and not p.never_ran, id="crashloop"),
+        {}, lambda p: p.waiting_reason == "CrashLoopBackOff" and not p.ready and not p.never_ran, id="crashloop"),
     pytest.param({"phase": "Pending", "containerStatuses": [
         {"name": "etcd", "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]},
         {}, lambda p: p.problem is None, id="container-creating-is-no-problem"),
@@ -127,9 +125,9 @@ def test_parse_timestamp_accepts_client_serialisation() -> None:
 
 
 def test_unstarted_member_named_from_peer_url() -> None:
-    member = ObservedMember(0xABC, "", ("http://example-zz9zz.example.default.svc:2380",))
+    member = Member(0xABC, "", ("http://example-zz9zz.example.default.svc:2380",))
     assert not member.started and member.member_name == "example-zz9zz" and member.hex_id == "abc"
-    assert ObservedMember(0xABC, "", ("http://10.0.0.1:2380",)).member_name == "unstarted-abc"
+    assert Member(0xABC, "", ("http://10.0.0.1:2380",)).member_name == "unstarted-abc"
 
 
 def test_name_suffix_shape() -> None:
@@ -161,7 +159,7 @@ def test_leader_is_the_majority_report_of_a_current_member() -> None:
 
 def test_learners_do_not_count_for_quorum() -> None:
     observed = healthy_cluster(1, size=2)
-    learner = ObservedMember(7, "", ("http://example-zz9zz.example.default.svc:2380",), is_learner=True)
+    learner = Member(7, "", ("http://example-zz9zz.example.default.svc:2380",), is_learner=True)
     observed = dataclasses.replace(observed, members=(*(observed.members or ()), learner))
     assert observed.quorum == 1 and observed.has_quorum
     assert observed.initial_cluster()[-1] == ("example-zz9zz", "http://example-zz9zz.example.default.svc:2380")

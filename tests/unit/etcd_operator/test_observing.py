@@ -6,13 +6,13 @@ from typing import Any, Iterator, Sequence
 
 import pytest
 
-from etcd_operator import etcdctl as ctl
+from etcd_common import etcdctl as ctl
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.manifests import build_member_pod, member_client_url
 from etcd_operator.observing import NOT_LISTENING, observe_cluster
-from etcd_operator.spec import EtcdCluster
-from etcd_operator.tcp_probe import accepting_connections
 
-from etcd_cluster_builders import make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
 MEMBERS = ("example-aaaaa", "example-bbbbb", "example-ccccc")
 LIVE_POD_STATUS = {"phase": "Running", "podIP": "127.1.0.7",

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from etcd_operator.logs import cluster_logger, configure_logging
+from etcd_operator.logs import cluster_logger
+from operator_runtime.logs import configure_logging
 
 
 @pytest.fixture(autouse=True)

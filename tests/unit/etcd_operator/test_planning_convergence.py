@@ -10,20 +10,19 @@ from typing import Any
 
 import pytest
 
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcdctl import EndpointStatus, Member
 from etcd_operator import actions
 from etcd_operator.manifests import member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import (
-    EndpointStatus,
     MemberHealth,
     ObservedCluster,
-    ObservedMember,
     ObservedPod,
     ObservedPVC,
 )
 from etcd_operator.planning import plan_next_action
-from etcd_operator.spec import EtcdCluster
 
-from etcd_cluster_builders import PVC_SPEC, T0, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, T0, make_cluster
 
 MAX_PASSES = 200
 
@@ -89,7 +88,7 @@ class World:
         members = None
         if reachable:
             members = tuple(
-                ObservedMember(m.id, m.name if m.started else "", (m.peer_url,),
+                Member(m.id, m.name if m.started else "", (m.peer_url,),
                                (m.peer_url.replace(":2380", ":2379"),) if m.started else (), m.learner)
                 for m in self.members.values()
             )

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from etcd_operator import constants as c
+from etcd_common import constants as c
 from etcd_operator.manifests import build_member_pod, member_peer_url, pod_policy_hash
 
-from etcd_cluster_builders import PVC_SPEC, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, make_cluster
 
 REPO = Path(__file__).resolve().parents[3]
 MEMBER = "example-abcde"

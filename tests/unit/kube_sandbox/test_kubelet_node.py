@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from scripted_kube_api import ScriptedKubeApi
+from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 from kube_sandbox.kubelet.kube_api import Conflict, KubeApi, NotFound
 from kube_sandbox.kubelet.node import LEASE_RENEW_SECONDS, NodeAgent, ready_condition_status

@@ -5,7 +5,7 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from scripted_kube_api import ScriptedKubeApi
+from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 from kube_sandbox.kubelet.kube_api import KubeApi
 from kube_sandbox.kubelet.provisioner import BIND_COMPLETED, ClaimBinder, persistent_volume

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from scripted_kube_api import ScriptedKubeApi
+from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 from kube_sandbox.kubelet.kube_api import KubeApi, NotFound
 from kube_sandbox.kubelet.settings import KubeletSettings

@@ -1,0 +1,111 @@
+"""How the operator reaches one cluster's etcd: which endpoints, and which client certificate.
+
+With `spec.TLS.static.operatorSecret` the client certificate comes from that secret (CoreOS file
+names) and is written to a private directory the etcdctl wrapper reads. The secret is read again
+at most every SECRET_REFRESH_SECONDS: every pass makes several etcdctl calls, and reading it for
+each would multiply the operator's API requests for TLS clusters.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from etcd_common import constants as c
+from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from kube_adapter.errors import KubeError, Transient
+
+log = logging.getLogger(__name__)
+
+SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secret dict
+# A rotated operator certificate is picked up within this time.
+SECRET_REFRESH_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class _CachedTLS:
+    tls: ClientTLS
+    read_at: float  # monotonic seconds
+
+
+class EtcdAccess:
+    """Builds `Etcdctl` clients for etcd clusters, with client certificates read from secrets;
+    shared by all workers."""
+
+    def __init__(self, read_secret: SecretReader, *, binary: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._read_secret = read_secret
+        self._binary = binary
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str, str], _CachedTLS] = {}
+        self._tls_root = Path(tempfile.mkdtemp(prefix="etcd-operator-tls-"))
+        os.chmod(self._tls_root, 0o700)
+
+    def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *,
+               command_timeout_seconds: float = 5.0) -> Etcdctl:
+        """etcdctl for the cluster; raises `ClientTLSUnavailable` (an `EtcdctlError`, handled
+        like an unreachable cluster) when the cluster needs a client certificate we cannot get."""
+        spec = cluster.require_spec()
+        return self.client_with_secret(
+            cluster.namespace, cluster.name, endpoints, spec.tls.operator_secret if spec.tls.client_tls else None,
+            secret_field="spec.TLS.static.operatorSecret", command_timeout_seconds=command_timeout_seconds,
+        )
+
+    def client_with_secret(self, namespace: str, owner: str, endpoints: Sequence[str], secret_name: str | None, *,
+                           secret_field: str = "client TLS secret", command_timeout_seconds: float = 5.0) -> Etcdctl:
+        """etcdctl for `endpoints` on behalf of the object `namespace/owner`, with the client
+        certificate in secret `secret_name` (CoreOS file names; None: plain http).
+        `secret_field` names where the secret was given, for error messages."""
+        tls = self._client_tls(namespace, owner, secret_name, secret_field) if secret_name else None
+        return Etcdctl(endpoints, binary=self._binary, tls=tls, command_timeout_seconds=command_timeout_seconds)
+
+    def _client_tls(self, namespace: str, owner: str, secret_name: str, secret_field: str) -> ClientTLS:
+        key = (namespace, owner, secret_name)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached.read_at < SECRET_REFRESH_SECONDS:
+            return cached.tls
+        where = f"secret {namespace}/{secret_name} ({secret_field})"
+        try:
+            secret = self._read_secret(namespace, secret_name)
+        except Transient as e:
+            if cached is not None:  # keep the certificate we have through an API hiccup
+                log.warning("%s/%s: cannot re-read %s, keeping the one read before: %s",
+                            namespace, owner, where, e)
+                return cached.tls
+            raise ClientTLSUnavailable(f"cannot read {where}: {e}") from e
+        except KubeError as e:
+            raise ClientTLSUnavailable(f"cannot read {where}: {e}") from e
+        tls = self._write_files(namespace, owner, where, secret)
+        with self._lock:
+            self._cache[key] = _CachedTLS(tls, self._clock())
+        return tls
+
+    def _write_files(self, namespace: str, owner: str, where: str, secret: dict[str, Any]) -> ClientTLS:
+        data = secret.get("data") or {}
+        files = {name: base64.b64decode(data.get(name) or "") for name in
+                 (c.OPERATOR_CA_FILE, c.OPERATOR_CERT_FILE, c.OPERATOR_KEY_FILE)}
+        missing = [name for name, content in files.items() if not content]
+        if missing:
+            raise ClientTLSUnavailable(f"{where} lacks {', '.join(missing)}")
+        digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
+        directory = self._tls_root / f"{namespace}_{owner}_{digest}"
+        with self._lock:
+            if not directory.exists():
+                staging = Path(tempfile.mkdtemp(dir=self._tls_root))
+                for name, content in files.items():
+                    (staging / name).write_bytes(content)
+                    os.chmod(staging / name, 0o600)
+                staging.rename(directory)
+        return ClientTLS(ca_file=str(directory / c.OPERATOR_CA_FILE),
+                         cert_file=str(directory / c.OPERATOR_CERT_FILE),
+                         key_file=str(directory / c.OPERATOR_KEY_FILE))

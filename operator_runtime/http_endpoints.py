@@ -1,0 +1,93 @@
+"""An operator's HTTP side: /metrics for Prometheus and /healthz for the liveness probe,
+served from a daemon thread so it answers even while every supervisor is busy."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+logger = logging.getLogger(__name__)
+
+
+class HttpEndpoints:
+    """A running /metrics + /healthz server; `port` is the bound port (useful with port 0)."""
+
+    def __init__(self, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
+                 *, server_name: str = "operator") -> None:
+        handler = _handler_class(registry, healthy, server_name)
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="http-endpoints", daemon=True
+        )
+        self._thread.start()
+        logger.info("serving /metrics and /healthz on http://%s:%d", host, self.port)
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def shutdown(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def _handler_class(
+    registry: CollectorRegistry, healthy: Callable[[], bool], server_name: str
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = server_name
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("%s - %s", self.address_string(), format % args)
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                try:
+                    ok = healthy()
+                except Exception:
+                    logger.exception("health check raised")
+                    ok = False
+                if ok:
+                    self._send(200, b"ok\n", "text/plain; charset=utf-8")
+                else:
+                    self._send(503, b"unhealthy\n", "text/plain; charset=utf-8")
+            else:
+                self._send(404, b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8")
+
+        do_HEAD = do_GET
+
+    return Handler
+
+
+def serve(
+    port: int, host: str, registry: CollectorRegistry, healthy: Callable[[], bool], *, server_name: str = "operator"
+) -> HttpEndpoints:
+    """Start serving /metrics (from `registry`) and /healthz (200 "ok" while `healthy()`,
+    else 503) on host:port in a daemon thread, answering as `server_name`. Call `.shutdown()`
+    to stop."""
+    return HttpEndpoints(host, port, registry, healthy, server_name=server_name)

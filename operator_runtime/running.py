@@ -1,0 +1,98 @@
+"""`run_operator`: what every operator's `main` does after parsing its flags. Logs, the API
+client, /metrics and /healthz, SIGTERM/SIGINT, optional leader election, then the controller
+until stopped. The operator gives only its settings and how to build its controller."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+
+from kube_adapter.client import KubeApi, load_api_client
+from kube_adapter.leadership import LeaderElector
+from operator_runtime.flags import RuntimeSettings
+from operator_runtime.http_endpoints import serve
+from operator_runtime.logs import configure_logging
+
+EXIT_LOST_LEADERSHIP = 3
+
+
+class Runnable(Protocol):
+    def run(self) -> None:
+        """Work until the stop event it was built with is set."""
+
+
+# (api, stop, may_act) -> the controller; `may_act()` is asked before every action.
+ControllerFactory = Callable[[KubeApi, threading.Event, Callable[[], bool]], Runnable]
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    duration_seconds: int = 15
+    renew_deadline_seconds: float = 10
+    retry_period_seconds: float = 2
+
+
+def run_operator(
+    settings: RuntimeSettings,
+    *,
+    name: str,
+    registry: CollectorRegistry,
+    make_controller: ControllerFactory,
+    describe: object = None,
+    lease: LeaseTiming = LeaseTiming(),
+    on_leadership: Callable[[bool], None] = lambda leading: None,
+) -> int:
+    """Run an operator called `name` (its logger, HTTP server name) until SIGTERM/SIGINT; the
+    exit code. `describe` is the effective configuration logged at start (default: `settings`).
+    With leader election the controller runs only while the lease is held; losing it stops
+    everything and returns EXIT_LOST_LEADERSHIP, so the process restarts as a follower.
+    `on_leadership(leading)` hears every change (say, for an is-leader gauge)."""
+    log = logging.getLogger(name.replace("-", "_"))
+    configure_logging(settings.log_format, settings.log_level)
+    log.info("starting with %s", describe if describe is not None else settings)
+    stop = threading.Event()
+    lost_leadership = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    api = load_api_client(settings.kubeconfig)
+    endpoints = serve(settings.http_port, settings.http_address, registry, healthy=lambda: not stop.is_set(),
+                      server_name=name)
+    log.info("serving /metrics and /healthz on %s", endpoints.url)
+    try:
+        if not settings.leader_elect:
+            make_controller(api, stop, lambda: True).run()
+            return 0
+        elector = LeaderElector(api, settings.lease_namespace, settings.lease_name, settings.identity,
+                                lease_duration_seconds=lease.duration_seconds,
+                                renew_deadline_seconds=lease.renew_deadline_seconds,
+                                retry_period_seconds=lease.retry_period_seconds)
+        controller = make_controller(api, stop, elector.holds_lease)
+
+        def started_leading() -> None:
+            on_leadership(True)
+            log.info("became leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
+            controller.run()
+
+        def stopped_leading() -> None:
+            on_leadership(False)
+            if not stop.is_set():
+                # Another replica may act now: stop acting at once and exit, to restart as a follower.
+                log.error("lost leadership; exiting")
+                lost_leadership.set()
+                stop.set()
+
+        elector.run(stop, started_leading, stopped_leading)
+        return EXIT_LOST_LEADERSHIP if lost_leadership.is_set() else 0
+    finally:
+        endpoints.shutdown()

@@ -1,0 +1,69 @@
+"""Where the operator's API configuration comes from: a kubeconfig, or the in-cluster service account."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kube_adapter.client import load_api_client
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:16443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: kubeconfig-token}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: from-kubeconfig}}]
+current-context: x
+"""
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_ACCOUNT_DIR", "POD_NAMESPACE", "KUBECONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent-home")
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    return path
+
+
+@pytest.fixture
+def service_account_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "serviceaccount"
+    directory.mkdir()
+    (directory / "token").write_text("in-cluster-token")
+    (directory / "ca.crt").write_text("not really a certificate")
+    (directory / "namespace").write_text("operators\n")
+    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(directory))
+    return directory
+
+
+def test_explicit_kubeconfig(kubeconfig: Path) -> None:
+    configuration = load_api_client(str(kubeconfig)).configuration
+    assert configuration.host == "https://127.0.0.1:16443"
+    assert configuration.api_key["BearerToken"] == "Bearer kubeconfig-token"
+    assert configuration.connection_pool_maxsize >= 32
+
+
+def test_in_cluster_from_the_service_account_dir(service_account_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "16443")
+    configuration = load_api_client().configuration
+    assert configuration.host == "https://127.0.0.1:16443"
+    assert configuration.ssl_ca_cert == str(service_account_dir / "ca.crt")
+    assert "in-cluster-token" in str(configuration.api_key["BearerToken"])
+
+
+def test_explicit_kubeconfig_wins_over_in_cluster(kubeconfig: Path, service_account_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.9")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    assert load_api_client(str(kubeconfig)).configuration.host == "https://127.0.0.1:16443"
+
+
+def test_default_kubeconfig_from_the_environment(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    assert load_api_client().configuration.host == "https://127.0.0.1:16443"

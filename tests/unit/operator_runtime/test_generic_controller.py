@@ -1,0 +1,189 @@
+"""The generic controller, fed by fake watches: a worker per primary object (started on add,
+woken on changes to it or to what it owns, stopped on delete or when a relist no longer has it),
+caches kept current, and every worker stopped with the controller."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kube_adapter.resources import PODS, Resource
+from kube_adapter.watching import ADDED, DELETED, MODIFIED, RELISTED, SYNC, ObjectKey
+from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.controller import WORKER_DIED, Controller, OwnedKind
+
+PRIMARY = Resource("example.com", "v1", "widgets", "Widget")
+OWNER_LABEL = "widget"
+
+Handler = Callable[[str, dict[str, Any]], None]
+
+
+class FakeWatchedKind:
+    """Stands in for a ResourceClient: `watch` registers the handler and blocks until stopped."""
+
+    def __init__(self, resource: Resource) -> None:
+        self.resource = resource
+        self.handler: Handler | None = None
+        self.watching = threading.Event()
+
+    def watch(self, namespace: str | None, label_selector: str | None = None, *,
+              stop: threading.Event, on_event: Handler) -> None:
+        self.handler = on_event
+        self.watching.set()
+        stop.wait()
+
+    def send(self, event_type: str, obj: dict[str, Any]) -> None:
+        assert self.handler is not None
+        self.handler(event_type, obj)
+
+
+class FakeWorker:
+    def __init__(self, key: Key) -> None:
+        self.key = key
+        self.started = self.stopped = False
+        self.notified = 0
+        self.dead = False
+
+    def start(self) -> None:
+        self.started = True
+
+    def notify(self) -> None:
+        self.notified += 1
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return not self.dead
+
+
+def obj(name: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+class Running:
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.primary = FakeWatchedKind(PRIMARY)
+        self.pods = FakeWatchedKind(PODS)
+        self.primary_cache, self.pod_cache = ObjectCache(), ObjectCache()
+        self.workers: dict[Key, list[FakeWorker]] = {}
+        self.counts: list[int] = []
+        self.deleted: list[Key] = []
+        self.errors: list[str] = []
+
+        def make_worker(key: Key) -> FakeWorker:
+            worker = FakeWorker(key)
+            self.workers.setdefault(key, []).append(worker)
+            return worker
+
+        self.controller = Controller(
+            self.primary, self.primary_cache,  # type: ignore[arg-type]
+            [OwnedKind(self.pods, self.pod_cache, "app=widget", OWNER_LABEL)],  # type: ignore[arg-type]
+            namespace="ns", make_worker=make_worker, resync_seconds=0.05, stop=self.stop,
+            on_workers_changed=self.counts.append, on_deleted=self.deleted.append, on_error=self.errors.append,
+        )
+        self.thread = threading.Thread(target=self.controller.run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.primary.watching.is_set() and self.pods.watching.is_set())
+
+    def worker(self, name: str) -> FakeWorker:
+        return self.workers[("ns", name)][-1]
+
+
+@pytest.fixture
+def running() -> Iterator[Running]:
+    controller = Running()
+    yield controller
+    controller.stop.set()
+    controller.thread.join(5.0)
+
+
+def test_a_worker_per_primary_object_started_on_add(running: Running) -> None:
+    running.primary.send(SYNC, obj("w1"))
+    running.primary.send(ADDED, obj("w2"))
+
+    assert running.worker("w1").started and running.worker("w2").started
+    assert running.primary_cache.get(("ns", "w1")) is not None
+    assert running.counts[-1] == 2
+
+
+def test_owned_objects_wake_their_owner_only(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.primary.send(ADDED, obj("w2"))
+    before = running.worker("w2").notified
+
+    running.pods.send(MODIFIED, obj("w1-pod", widget="w1"))
+
+    assert running.worker("w1").notified == 2 and running.worker("w2").notified == before
+    assert running.pod_cache.get(("ns", "w1-pod")) is not None
+
+
+def test_synced_owned_objects_wake_nobody(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.pods.send(SYNC, obj("w1-pod", widget="w1"))
+    assert running.worker("w1").notified == 1
+
+
+def test_delete_stops_the_worker(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.primary.send(DELETED, obj("w1"))
+
+    assert running.worker("w1").stopped
+    assert running.deleted == [("ns", "w1")]
+    assert running.primary_cache.get(("ns", "w1")) is None
+
+
+def test_a_relist_without_an_object_stops_its_worker(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.primary.send(ADDED, obj("w2"))
+    running.primary.send(RELISTED, {"keys": [ObjectKey("ns", "w2")], "resourceVersion": "9"})
+
+    assert running.worker("w1").stopped and not running.worker("w2").stopped
+    assert running.primary_cache.is_synced()
+
+
+def test_an_owned_relist_drops_vanished_objects_and_wakes_the_namespace(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.pods.send(ADDED, obj("w1-pod", widget="w1"))
+    notified = running.worker("w1").notified
+
+    running.pods.send(RELISTED, {"keys": [], "resourceVersion": "9"})
+
+    assert running.pod_cache.get(("ns", "w1-pod")) is None
+    assert running.worker("w1").notified == notified + 1
+    assert running.pod_cache.is_synced()
+
+
+def test_resync_wakes_workers_and_restarts_dead_ones(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    first = running.worker("w1")
+    wait_for(lambda: first.notified >= 2)
+
+    first.dead = True
+    wait_for(lambda: len(running.workers[("ns", "w1")]) == 2)
+    assert running.worker("w1").started and WORKER_DIED in running.errors
+
+
+def test_stopping_the_controller_stops_every_worker(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.primary.send(ADDED, obj("w2"))
+
+    running.stop.set()
+    running.thread.join(5.0)
+
+    assert not running.thread.is_alive()
+    assert running.worker("w1").stopped and running.worker("w2").stopped
