@@ -26,7 +26,7 @@ from etcd_common.etcdctl import (
     snapshot_status,
 )
 
-from etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
+from tests.integration.etcdctl.etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
 
 ClusterFactory = Callable[[str], EtcdCluster]
 

@@ -8,8 +8,8 @@ import pytest
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
-from operator_clusters import Clusters
-from operator_deployment import forbidden_lines
+from tests.integration.etcd_operator.operator_clusters import Clusters
+from tests.integration.etcd_operator.operator_deployment import forbidden_lines
 
 OPERATOR_NAMESPACE = "etcd-operator"
 
