@@ -9,14 +9,7 @@ import pytest
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters
-from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines
-
-OPERATOR_NAMESPACE = "etcd-operator"
-
-
-def operator_logs(sandbox: Sandbox) -> str:
-    result = sandbox.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deploy/etcd-operator", "--tail=-1", check=False)
-    return result.stdout
+from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines, operator_logs
 
 
 @pytest.fixture(scope="session")
