@@ -1,9 +1,14 @@
-"""The EtcdCluster resource (CoreOS etcd.database.coreos.com/v1beta2) as frozen dataclasses:
-what every operator reads from an EtcdCluster once it has been parsed at the edge
-(`etcd_operator.spec.parse_etcd_cluster` parses and checks it)."""
+"""The EtcdCluster resource (CoreOS etcd.database.coreos.com/v1beta2) as frozen dataclasses, and
+its parsing at the edge: what every operator reads from an EtcdCluster.
+
+`parse_etcd_cluster` checks the API shape only (types, ranges the CRD schema also holds, names the
+cluster's services and pods are built from). What the etcd operator additionally refuses or warns
+about (its version policy, labels it reserves, ...) it checks itself: `etcd_operator.spec`.
+"""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,3 +137,236 @@ class EtcdCluster:
         if self.spec is None:
             raise SpecError(self.spec_error or "spec is invalid")
         return self.spec
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing (the API shape)
+
+_DNS_1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_CLUSTER_DOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+def parse_etcd_cluster(obj: JsonDict, *, parse_spec: Callable[[JsonDict], ClusterSpec] | None = None) -> EtcdCluster:
+    """Parse a whole EtcdCluster object. Spec problems do not raise: they become `spec_error`,
+    so the supervisor can still report them in status. `parse_spec` (default
+    `parse_cluster_spec`) lets an operator add its own checks to the shape's."""
+    raw_metadata = obj.get("metadata")
+    metadata: JsonDict = raw_metadata if isinstance(raw_metadata, Mapping) else {}
+    name = str(metadata.get("name") or "")
+    raw_spec = obj.get("spec")
+    paused = isinstance(raw_spec, Mapping) and raw_spec.get("paused") is True
+    spec: ClusterSpec | None = None
+    spec_error: str | None = None
+    unsupported_version = False
+    try:
+        check_cluster_name(name)
+        spec = (parse_spec or parse_cluster_spec)(_mapping(raw_spec, "spec"))
+    except SpecError as error:
+        spec_error = error.reason
+        unsupported_version = isinstance(error, UnsupportedVersion)
+    return EtcdCluster(
+        name=name,
+        namespace=str(metadata.get("namespace") or "default"),
+        uid=str(metadata.get("uid") or ""),
+        generation=int(metadata.get("generation") or 0),
+        spec=spec,
+        spec_error=spec_error,
+        unsupported_version=unsupported_version,
+        paused=paused,
+        recorded=parse_recorded_status(obj.get("status")),
+    )
+
+
+def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
+    """Parse `spec` (shape only); raises SpecError with a reason a user can act on, and
+    UnsupportedVersion when spec.version is not an etcd version at all."""
+    size = spec.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 7:
+        raise SpecError(f"spec.size must be an integer from 1 to 7, got {size!r}")
+    version = _parse_version(spec.get("version", c.DEFAULT_VERSION))
+    warnings: list[str] = []
+    repository = _parse_repository(spec, warnings)
+    paused = spec.get("paused", False)
+    if not isinstance(paused, bool):
+        raise SpecError(f"spec.paused must be true or false, got {paused!r}")
+    pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"))
+    tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
+    return ClusterSpec(
+        size=size,
+        version=version,
+        repository=repository,
+        paused=paused,
+        pod=pod,
+        tls=tls,
+        warnings=tuple(warnings),
+    )
+
+
+def parse_recorded_status(status: Any) -> RecordedStatus:
+    if not isinstance(status, Mapping):
+        return RecordedStatus()
+    conditions = tuple(
+        Condition(
+            type=str(raw.get("type") or ""),
+            status=str(raw.get("status") or ""),
+            reason=str(raw.get("reason") or ""),
+            message=str(raw.get("message") or ""),
+            last_transition_time=str(raw.get("lastTransitionTime") or ""),
+        )
+        for raw in status.get("conditions") or ()
+        if isinstance(raw, Mapping)
+    )
+    phase = str(status.get("phase") or "")
+    size = status.get("size")
+    if "bootstrapped" in status:
+        bootstrapped = status["bootstrapped"] is True
+    else:
+        # A cluster adopted from the CoreOS operator has no `bootstrapped`, but Running or a
+        # non-zero size tells the same. (Our own status counts a seed pod in `size` before its
+        # member ever ran, so this is only for statuses we did not write.)
+        bootstrapped = phase == "Running" or (isinstance(size, int) and size > 0)
+    return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions)
+
+
+def check_cluster_name(name: str) -> None:
+    if not _DNS_1035_LABEL_RE.match(name) or len(name) > c.MAX_CLUSTER_NAME_LENGTH:
+        raise SpecError(
+            f"metadata.name {name!r} cannot be used: it names the services `<name>` and "
+            f"`<name>{c.CLIENT_SERVICE_SUFFIX}` and the member pods `<name>-xxxxx`, so it must be "
+            f"a DNS label (lowercase letters, digits and '-', starting with a letter) of at most "
+            f"{c.MAX_CLUSTER_NAME_LENGTH} characters"
+        )
+
+
+def _parse_version(raw: Any) -> EtcdVersion:
+    version = EtcdVersion.parse(raw) if isinstance(raw, str) else None
+    if version is None:
+        raise UnsupportedVersion(f"spec.version {raw!r} is not an etcd version like \"{c.DEFAULT_VERSION}\"")
+    return version
+
+
+def _parse_repository(spec: JsonDict, warnings: list[str]) -> str:
+    repository = spec.get("repository")
+    base_image = spec.get("baseImage")
+    if isinstance(base_image, str) and base_image and repository in (None, "", c.DEFAULT_REPOSITORY):
+        # CoreOS's deprecated name for the same field; the CRD defaults `repository`, so a
+        # manifest that only sets baseImage arrives with the default repository beside it.
+        repository = base_image
+        warnings.append("spec.baseImage is deprecated; use spec.repository")
+    if repository is None or repository == "":
+        repository = c.DEFAULT_REPOSITORY
+    if not isinstance(repository, str):
+        raise SpecError(f"spec.repository must be a string, got {repository!r}")
+    last_segment = repository.rsplit("/", 1)[-1]
+    if ":" in last_segment or "@" in last_segment:
+        raise SpecError(
+            f"spec.repository {repository!r} must not carry a tag or digest; the image tag is "
+            f"`v<spec.version>`"
+        )
+    return repository
+
+
+def _parse_pod_policy(pod: JsonDict) -> PodPolicy:
+    anti_affinity = pod.get("antiAffinity", False)
+    labels = _string_map(pod.get("labels"), "spec.pod.labels")
+    annotations = _string_map(pod.get("annotations"), "spec.pod.annotations")
+    if not isinstance(anti_affinity, bool):
+        raise SpecError(f"spec.pod.antiAffinity must be true or false, got {anti_affinity!r}")
+    affinity = _optional_mapping(pod.get("affinity"), "spec.pod.affinity")
+
+    etcd_env = _list_of_mappings(pod.get("etcdEnv"), "spec.pod.etcdEnv")
+    for variable in etcd_env:
+        name = variable.get("name")
+        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+            raise SpecError(f"spec.pod.etcdEnv: {name!r} is not a valid environment variable name")
+
+    pvc_spec = _optional_mapping(pod.get("persistentVolumeClaimSpec"), "spec.pod.persistentVolumeClaimSpec")
+    if pvc_spec is not None:
+        requests = _mapping(_mapping(pvc_spec.get("resources"), "persistentVolumeClaimSpec.resources")
+                            .get("requests"), "persistentVolumeClaimSpec.resources.requests")
+        if not requests.get("storage"):
+            raise SpecError(
+                "spec.pod.persistentVolumeClaimSpec.resources.requests.storage is required "
+                "(the size of each member's volume, e.g. \"1Gi\")"
+            )
+
+    dns_timeout = pod.get("DNSTimeoutInSecond") or 0
+    if not isinstance(dns_timeout, int) or isinstance(dns_timeout, bool) or dns_timeout < 0:
+        raise SpecError(f"spec.pod.DNSTimeoutInSecond must be a non-negative integer, got {dns_timeout!r}")
+
+    return PodPolicy(
+        labels=labels,
+        annotations=annotations,
+        node_selector=_string_map(pod.get("nodeSelector"), "spec.pod.nodeSelector"),
+        anti_affinity=anti_affinity,
+        affinity=affinity,
+        resources=_optional_mapping(pod.get("resources"), "spec.pod.resources") or None,
+        tolerations=_list_of_mappings(pod.get("tolerations"), "spec.pod.tolerations"),
+        etcd_env=etcd_env,
+        persistent_volume_claim_spec=pvc_spec,
+        security_context=_optional_mapping(pod.get("securityContext"), "spec.pod.securityContext"),
+        busybox_image=str(pod.get("busyboxImage") or ""),
+        dns_timeout_seconds=dns_timeout,
+        cluster_domain=_parse_cluster_domain(pod.get("ClusterDomain")),
+    )
+
+
+def _parse_cluster_domain(raw: Any) -> str:
+    if raw is None or raw == "":
+        return ""
+    if not isinstance(raw, str) or not _CLUSTER_DOMAIN_RE.match(raw.strip(".")):
+        raise SpecError(f"spec.pod.ClusterDomain {raw!r} is not a DNS domain like \"cluster.local\"")
+    return "." + raw.strip(".")
+
+
+def _parse_tls(tls: JsonDict) -> StaticTLS:
+    static = _mapping(tls.get("static"), "spec.TLS.static")
+    member = _mapping(static.get("member"), "spec.TLS.static.member")
+    return StaticTLS(
+        member_peer_secret=_string(member.get("peerSecret"), "spec.TLS.static.member.peerSecret"),
+        member_server_secret=_string(member.get("serverSecret"), "spec.TLS.static.member.serverSecret"),
+        operator_secret=_string(static.get("operatorSecret"), "spec.TLS.static.operatorSecret"),
+    )
+
+
+# Small shape checks (the schema normally guarantees these; they guard CRs written without it)
+
+
+def _mapping(value: Any, where: str) -> JsonDict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _optional_mapping(value: Any, where: str) -> JsonDict | None:
+    return None if value is None else _mapping(value, where)
+
+
+def _string(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be a string, got {value!r}")
+    return value
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    mapping = _mapping(value, where)
+    for key, item in mapping.items():
+        if not isinstance(item, str):
+            raise SpecError(f"{where}.{key} must be a string, got {item!r}")
+    return {str(key): item for key, item in mapping.items()}
+
+
+def _list_of_mappings(value: Any, where: str) -> tuple[JsonDict, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError(f"{where} must be a list, got {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise SpecError(f"{where}[{index}] must be an object, got {item!r}")
+    return tuple(value)

@@ -6,7 +6,7 @@ its failures are plain text we can classify into a few exception classes the pla
 ("unhealthy cluster" = retry later, "member not found" on remove = already done). One etcdctl
 serves every etcd the operator runs: the 3.6 etcdctl (the default, see `default_binary`) speaks
 to 3.4, 3.5 and 3.6 servers alike for every call made here (tests/integration/etcdctl proves it).
-Snapshot files are read with etcdutl: etcdctl 3.6 no longer has `snapshot status`/`restore`.
+Snapshot files are read and restored with etcdutl: etcdctl 3.6 no longer has `snapshot status`/`restore`.
 """
 from __future__ import annotations
 
@@ -224,6 +224,8 @@ _ERROR_FRAGMENTS: tuple[tuple[str, type[EtcdctlError]], ...] = (
     ("leader changed", LeaderChanged),
     ("invalid database", SnapshotInvalid),
     ("snapshot file integrity check failed", SnapshotInvalid),
+    # `snapshot restore` of a file without the hash etcd appends to every snapshot it sends.
+    ("snapshot missing hash", SnapshotInvalid),
     ("context deadline exceeded", Unreachable),
     ("deadlineexceeded", Unreachable),
     ("request timed out", Unreachable),
@@ -412,6 +414,59 @@ def snapshot_status(path: str, *, binary: str | None = None, timeout_seconds: fl
     """Read a snapshot file with `etcdutl snapshot status`: its content hash, revision, keys and
     size. Raises SnapshotInvalid for a file that is not a readable etcd database."""
     command = [binary or default_etcdutl_binary(), "snapshot", "status", path, "--write-out", "json"]
+    output = _run_etcdutl(command, timeout_seconds)
+    try:
+        return parse_snapshot_status(output)
+    except ValueError as error:
+        raise SnapshotInvalid(f"unreadable snapshot status output: {error}", command=command) from error
+
+
+def snapshot_restore(
+    path: str,
+    *,
+    data_dir: str,
+    name: str,
+    initial_cluster: str,
+    initial_advertise_peer_urls: Sequence[str],
+    initial_cluster_token: str,
+    bump_revision: int = 0,
+    binary: str | None = None,
+    timeout_seconds: float = 600.0,
+) -> None:
+    """Create the data directory of member `name` of a new cluster from a snapshot file with
+    `etcdutl snapshot restore` (the snapshot's integrity hash is checked). `initial_cluster` is
+    "name=peer-url,..." for every member restored from the same snapshot, and the token is the new
+    cluster's. `bump_revision` > 0 raises the revision by that much and marks it compacted, so that
+    watchers and caches of the old cluster see a newer revision, never a reused one.
+
+    `data_dir` must not exist yet (etcdutl refuses to overwrite one). etcdutl leaves a partial
+    data directory behind when it fails; it is removed, so the restore can be retried. Raises
+    SnapshotInvalid for a file that is not a readable, intact etcd database."""
+    if bump_revision < 0:
+        raise ValueError(f"bump_revision must not be negative, got {bump_revision}")
+    if os.path.lexists(data_dir):
+        raise EtcdctlError(f"cannot restore into {data_dir!r}: it already exists")
+    command = [
+        binary or default_etcdutl_binary(), "snapshot", "restore", path,
+        "--data-dir", data_dir,
+        "--name", name,
+        "--initial-cluster", initial_cluster,
+        "--initial-advertise-peer-urls", ",".join(initial_advertise_peer_urls),
+        "--initial-cluster-token", initial_cluster_token,
+    ]
+    if bump_revision:
+        # etcdutl requires the two together: the bumped revisions must read as compacted.
+        command += ["--bump-revision", str(bump_revision), "--mark-compacted"]
+    try:
+        _run_etcdutl(command, timeout_seconds)
+    except EtcdctlError:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    logger.info("etcd snapshot restored: %s -> %s (member %s, bump revision %d)", path, data_dir, name, bump_revision)
+
+
+def _run_etcdutl(command: list[str], timeout_seconds: float) -> str:
+    """Run etcdutl; return stdout, or raise the classified error if it failed."""
     try:
         completed = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                    timeout=timeout_seconds, check=False)
@@ -421,10 +476,7 @@ def snapshot_status(path: str, *, binary: str | None = None, timeout_seconds: fl
         raise EtcdctlError(f"cannot run etcdutl {command[0]!r}: {error}", command=command) from error
     if completed.returncode != 0:
         raise classify_error(completed.stderr, command=command)
-    try:
-        return parse_snapshot_status(completed.stdout)
-    except ValueError as error:
-        raise SnapshotInvalid(f"unreadable snapshot status output: {error}", command=command) from error
+    return completed.stdout
 
 
 def _go_duration(seconds: float) -> str:

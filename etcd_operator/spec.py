@@ -1,29 +1,18 @@
-"""The EtcdCluster resource parsed once, at the edge, into the frozen dataclasses of
-`etcd_common.etcd_cluster`.
+"""The EtcdCluster as the etcd operator reads it: the shared parse of the API shape
+(`etcd_common.etcd_cluster`), then the checks that are this operator's own.
 
-The CRD schema already refuses wrong types and ranges; `parse_cluster_spec` catches what a schema
-cannot (unsupported etcd versions, reserved labels, conflicting pod policy, TLS halves) and says
-why in a `SpecError` that ends up in the cluster's status and a Warning event.
+The CRD schema already refuses wrong types and ranges; `check_cluster_spec` catches what a schema
+cannot (unsupported etcd versions, labels and annotations the operator reserves, conflicting pod
+policy, TLS halves, environment variables that shadow the flags it sets) and says why in a
+`SpecError` that ends up in the cluster's status and a Warning event.
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
 
 from etcd_common import constants as c
-from etcd_common.etcd_cluster import (
-    ClusterSpec,
-    Condition,
-    EtcdCluster,
-    JsonDict,
-    PodPolicy,
-    RecordedStatus,
-    SpecError,
-    StaticTLS,
-    UnsupportedVersion,
-)
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common import etcd_cluster as shared
+from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster, JsonDict, PodPolicy, SpecError, UnsupportedVersion
 from etcd_operator.versions import (
     accepted_versions_text,
     support_of,
@@ -31,282 +20,76 @@ from etcd_operator.versions import (
     upgrade_source_warning,
 )
 
-_DNS_1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_CLUSTER_DOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
-
-# ---------------------------------------------------------------------------------------------
-# Parsing
-
 
 def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
-    """Parse a whole EtcdCluster object. Spec problems do not raise: they become `spec_error`,
-    so the supervisor can still report them in status."""
-    raw_metadata = obj.get("metadata")
-    metadata: JsonDict = raw_metadata if isinstance(raw_metadata, Mapping) else {}
-    name = str(metadata.get("name") or "")
-    raw_spec = obj.get("spec")
-    paused = isinstance(raw_spec, Mapping) and raw_spec.get("paused") is True
-    spec: ClusterSpec | None = None
-    spec_error: str | None = None
-    unsupported_version = False
-    try:
-        _check_cluster_name(name)
-        spec = parse_cluster_spec(_mapping(raw_spec, "spec"))
-    except SpecError as error:
-        spec_error = error.reason
-        unsupported_version = isinstance(error, UnsupportedVersion)
-    return EtcdCluster(
-        name=name,
-        namespace=str(metadata.get("namespace") or "default"),
-        uid=str(metadata.get("uid") or ""),
-        generation=int(metadata.get("generation") or 0),
-        spec=spec,
-        spec_error=spec_error,
-        unsupported_version=unsupported_version,
-        paused=paused,
-        recorded=parse_recorded_status(obj.get("status")),
-    )
+    """Parse a whole EtcdCluster object and check its spec. Spec problems do not raise: they
+    become `spec_error`, so the supervisor can still report them in status."""
+    return shared.parse_etcd_cluster(obj, parse_spec=parse_cluster_spec)
 
 
 def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
     """Parse and check `spec`; raises SpecError with a reason a user can act on."""
-    size = spec.get("size")
-    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 7:
-        raise SpecError(f"spec.size must be an integer from 1 to 7, got {size!r}")
-    version = _parse_version(spec.get("version", c.DEFAULT_VERSION))
-    warnings: list[str] = []
-    if support_of(version) == "upgrade-source":
-        warnings.append(upgrade_source_warning(version))
-    repository = _parse_repository(spec, warnings)
-    paused = spec.get("paused", False)
-    if not isinstance(paused, bool):
-        raise SpecError(f"spec.paused must be true or false, got {paused!r}")
-    pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"), warnings)
-    tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
-    return ClusterSpec(
-        size=size,
-        version=version,
-        repository=repository,
-        paused=paused,
-        pod=pod,
-        tls=tls,
-        warnings=tuple(warnings),
-    )
+    try:
+        parsed = shared.parse_cluster_spec(spec)
+    except UnsupportedVersion as error:
+        raise UnsupportedVersion(f"{error.reason} (supported: {accepted_versions_text()})") from error
+    return check_cluster_spec(parsed)
 
 
-def parse_recorded_status(status: Any) -> RecordedStatus:
-    if not isinstance(status, Mapping):
-        return RecordedStatus()
-    conditions = tuple(
-        Condition(
-            type=str(raw.get("type") or ""),
-            status=str(raw.get("status") or ""),
-            reason=str(raw.get("reason") or ""),
-            message=str(raw.get("message") or ""),
-            last_transition_time=str(raw.get("lastTransitionTime") or ""),
-        )
-        for raw in status.get("conditions") or ()
-        if isinstance(raw, Mapping)
-    )
-    phase = str(status.get("phase") or "")
-    size = status.get("size")
-    if "bootstrapped" in status:
-        bootstrapped = status["bootstrapped"] is True
-    else:
-        # A cluster adopted from the CoreOS operator has no `bootstrapped`, but Running or a
-        # non-zero size tells the same. (Our own status counts a seed pod in `size` before its
-        # member ever ran, so this is only for statuses we did not write.)
-        bootstrapped = phase == "Running" or (isinstance(size, int) and size > 0)
-    return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions)
-
-
-def _check_cluster_name(name: str) -> None:
-    if not _DNS_1035_LABEL_RE.match(name) or len(name) > c.MAX_CLUSTER_NAME_LENGTH:
-        raise SpecError(
-            f"metadata.name {name!r} cannot be used: it names the services `<name>` and "
-            f"`<name>{c.CLIENT_SERVICE_SUFFIX}` and the member pods `<name>-xxxxx`, so it must be "
-            f"a DNS label (lowercase letters, digits and '-', starting with a letter) of at most "
-            f"{c.MAX_CLUSTER_NAME_LENGTH} characters"
-        )
-
-
-def _parse_version(raw: Any) -> EtcdVersion:
-    version = EtcdVersion.parse(raw) if isinstance(raw, str) else None
-    if version is None:
-        raise UnsupportedVersion(
-            f"spec.version {raw!r} is not an etcd version like \"{c.DEFAULT_VERSION}\" "
-            f"(supported: {accepted_versions_text()})"
-        )
-    problem = unsupported_version_problem(version)
+def check_cluster_spec(spec: ClusterSpec) -> ClusterSpec:
+    """What this operator refuses in a well-formed spec; returns it with this operator's
+    warnings added (version warnings first, then the shape's, then the pod's)."""
+    problem = unsupported_version_problem(spec.version)
     if problem:
         raise UnsupportedVersion(problem)
-    return version
+    warnings: list[str] = []
+    if support_of(spec.version) == "upgrade-source":
+        warnings.append(upgrade_source_warning(spec.version))
+    warnings.extend(spec.warnings)
+    warnings.extend(_check_pod_policy(spec.pod))
+    _check_tls(spec)
+    return dataclasses.replace(spec, warnings=tuple(warnings))
 
 
-def _parse_repository(spec: JsonDict, warnings: list[str]) -> str:
-    repository = spec.get("repository")
-    base_image = spec.get("baseImage")
-    if isinstance(base_image, str) and base_image and repository in (None, "", c.DEFAULT_REPOSITORY):
-        # CoreOS's deprecated name for the same field; the CRD defaults `repository`, so a
-        # manifest that only sets baseImage arrives with the default repository beside it.
-        repository = base_image
-        warnings.append("spec.baseImage is deprecated; use spec.repository")
-    if repository is None or repository == "":
-        repository = c.DEFAULT_REPOSITORY
-    if not isinstance(repository, str):
-        raise SpecError(f"spec.repository must be a string, got {repository!r}")
-    last_segment = repository.rsplit("/", 1)[-1]
-    if ":" in last_segment or "@" in last_segment:
-        raise SpecError(
-            f"spec.repository {repository!r} must not carry a tag or digest; the image tag is "
-            f"`v<spec.version>`"
-        )
-    return repository
-
-
-def _parse_pod_policy(pod: JsonDict, warnings: list[str]) -> PodPolicy:
-    labels = _string_map(pod.get("labels"), "spec.pod.labels")
-    reserved = sorted(set(labels) & c.RESERVED_LABEL_KEYS)
+def _check_pod_policy(pod: PodPolicy) -> list[str]:
+    """Raises SpecError for a pod policy the operator cannot honour; returns the warnings."""
+    reserved = sorted(set(pod.labels) & c.RESERVED_LABEL_KEYS)
     if reserved:
         raise SpecError(
             f"spec.pod.labels may not set {', '.join(reserved)}: the operator uses "
             f"{', '.join(sorted(c.RESERVED_LABEL_KEYS))} to find its pods"
         )
-    annotations = _string_map(pod.get("annotations"), "spec.pod.annotations")
-    reserved = sorted(set(annotations) & c.RESERVED_ANNOTATION_KEYS)
+    reserved = sorted(set(pod.annotations) & c.RESERVED_ANNOTATION_KEYS)
     if reserved:
         raise SpecError(f"spec.pod.annotations may not set {', '.join(reserved)}: the operator writes them")
-
-    anti_affinity = pod.get("antiAffinity", False)
-    if not isinstance(anti_affinity, bool):
-        raise SpecError(f"spec.pod.antiAffinity must be true or false, got {anti_affinity!r}")
-    affinity = _optional_mapping(pod.get("affinity"), "spec.pod.affinity")
-    if anti_affinity and affinity is not None and affinity.get("podAntiAffinity"):
+    if pod.anti_affinity and pod.affinity is not None and pod.affinity.get("podAntiAffinity"):
         raise SpecError(
             "spec.pod.antiAffinity and spec.pod.affinity.podAntiAffinity are both set; "
             "antiAffinity is CoreOS's deprecated shortcut, keep only affinity"
         )
-
-    etcd_env = _list_of_mappings(pod.get("etcdEnv"), "spec.pod.etcdEnv")
-    _check_etcd_env(etcd_env)
-
-    pvc_spec = _optional_mapping(pod.get("persistentVolumeClaimSpec"), "spec.pod.persistentVolumeClaimSpec")
-    if pvc_spec is not None:
-        requests = _mapping(_mapping(pvc_spec.get("resources"), "persistentVolumeClaimSpec.resources")
-                            .get("requests"), "persistentVolumeClaimSpec.resources.requests")
-        if not requests.get("storage"):
-            raise SpecError(
-                "spec.pod.persistentVolumeClaimSpec.resources.requests.storage is required "
-                "(the size of each member's volume, e.g. \"1Gi\")"
-            )
-
-    busybox_image = pod.get("busyboxImage") or ""
-    if busybox_image:
-        warnings.append(
-            "spec.pod.busyboxImage is ignored: no DNS-wait init container is used; "
-            "a member that starts before its DNS name resolves restarts in place"
-        )
-    dns_timeout = pod.get("DNSTimeoutInSecond") or 0
-    if not isinstance(dns_timeout, int) or isinstance(dns_timeout, bool) or dns_timeout < 0:
-        raise SpecError(f"spec.pod.DNSTimeoutInSecond must be a non-negative integer, got {dns_timeout!r}")
-    if dns_timeout:
-        warnings.append("spec.pod.DNSTimeoutInSecond is ignored: no DNS-wait init container is used")
-
-    return PodPolicy(
-        labels=labels,
-        annotations=annotations,
-        node_selector=_string_map(pod.get("nodeSelector"), "spec.pod.nodeSelector"),
-        anti_affinity=anti_affinity,
-        affinity=affinity,
-        resources=_optional_mapping(pod.get("resources"), "spec.pod.resources") or None,
-        tolerations=_list_of_mappings(pod.get("tolerations"), "spec.pod.tolerations"),
-        etcd_env=etcd_env,
-        persistent_volume_claim_spec=pvc_spec,
-        security_context=_optional_mapping(pod.get("securityContext"), "spec.pod.securityContext"),
-        busybox_image=str(busybox_image),
-        dns_timeout_seconds=dns_timeout,
-        cluster_domain=_parse_cluster_domain(pod.get("ClusterDomain")),
-    )
-
-
-def _check_etcd_env(etcd_env: Sequence[JsonDict]) -> None:
     managed = {"ETCD_" + flag.upper().replace("-", "_") for flag in c.OPERATOR_MANAGED_ETCD_FLAGS}
     managed.add(c.POD_IP_ENV)
-    for variable in etcd_env:
+    for variable in pod.etcd_env:
         name = variable.get("name")
-        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
-            raise SpecError(f"spec.pod.etcdEnv: {name!r} is not a valid environment variable name")
         if name in managed:
             raise SpecError(
                 f"spec.pod.etcdEnv may not set {name}: the operator sets it for every member "
                 f"(etcd refuses to start when a variable shadows a command-line flag)"
             )
+    warnings: list[str] = []
+    if pod.busybox_image:
+        warnings.append(
+            "spec.pod.busyboxImage is ignored: no DNS-wait init container is used; "
+            "a member that starts before its DNS name resolves restarts in place"
+        )
+    if pod.dns_timeout_seconds:
+        warnings.append("spec.pod.DNSTimeoutInSecond is ignored: no DNS-wait init container is used")
+    return warnings
 
 
-def _parse_cluster_domain(raw: Any) -> str:
-    if raw is None or raw == "":
-        return ""
-    if not isinstance(raw, str) or not _CLUSTER_DOMAIN_RE.match(raw.strip(".")):
-        raise SpecError(f"spec.pod.ClusterDomain {raw!r} is not a DNS domain like \"cluster.local\"")
-    return "." + raw.strip(".")
-
-
-def _parse_tls(tls: JsonDict) -> StaticTLS:
-    static = _mapping(tls.get("static"), "spec.TLS.static")
-    member = _mapping(static.get("member"), "spec.TLS.static.member")
-    result = StaticTLS(
-        member_peer_secret=_string(member.get("peerSecret"), "spec.TLS.static.member.peerSecret"),
-        member_server_secret=_string(member.get("serverSecret"), "spec.TLS.static.member.serverSecret"),
-        operator_secret=_string(static.get("operatorSecret"), "spec.TLS.static.operatorSecret"),
-    )
-    if bool(result.member_server_secret) != bool(result.operator_secret):
+def _check_tls(spec: ClusterSpec) -> None:
+    if bool(spec.tls.member_server_secret) != bool(spec.tls.operator_secret):
         raise SpecError(
             "spec.TLS.static.member.serverSecret and spec.TLS.static.operatorSecret go together: "
             "members serve client TLS with the first and the operator connects with the second"
         )
-    return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Small shape checks (the schema normally guarantees these; they guard CRs written without it)
-
-
-def _mapping(value: Any, where: str) -> JsonDict:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise SpecError(f"{where} must be an object, got {type(value).__name__}")
-    return value
-
-
-def _optional_mapping(value: Any, where: str) -> JsonDict | None:
-    return None if value is None else _mapping(value, where)
-
-
-def _string(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise SpecError(f"{where} must be a string, got {value!r}")
-    return value
-
-
-def _string_map(value: Any, where: str) -> dict[str, str]:
-    mapping = _mapping(value, where)
-    for key, item in mapping.items():
-        if not isinstance(item, str):
-            raise SpecError(f"{where}.{key} must be a string, got {item!r}")
-    return {str(key): item for key, item in mapping.items()}
-
-
-def _list_of_mappings(value: Any, where: str) -> tuple[JsonDict, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise SpecError(f"{where} must be a list, got {type(value).__name__}")
-    for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise SpecError(f"{where}[{index}] must be an object, got {item!r}")
-    return tuple(value)

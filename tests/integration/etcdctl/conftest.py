@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir
+from tests.integration.etcdctl.etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir
 
 
 @pytest.fixture(params=ETCD_VERSIONS, ids=lambda version: f"etcd-{version}")

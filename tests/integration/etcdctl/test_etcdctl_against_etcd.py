@@ -15,6 +15,7 @@ import pytest
 from etcd_common.etcdctl import (
     ClusterUnhealthy,
     Etcdctl,
+    EtcdctlError,
     LearnerNotReady,
     Member,
     PeerURLExists,
@@ -23,10 +24,12 @@ from etcd_common.etcdctl import (
     Unreachable,
     default_binary,
     default_etcdutl_binary,
+    snapshot_restore,
     snapshot_status,
 )
 
-from etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
+from kube_sandbox.binaries import built_etcd_versions
+from tests.integration.etcdctl.etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
 
 ClusterFactory = Callable[[str], EtcdCluster]
 
@@ -286,11 +289,52 @@ def test_snapshot_saved_with_etcdctl_and_read_with_etcdutl(etcd_cluster: EtcdClu
     etcdctl.snapshot_save(str(tmp_path / "from-named-endpoint.db"), endpoint=seed.client_url)
 
 
+# etcdutl exists from 3.5 on (3.4 restores with etcdctl): each version's own etcdutl restores.
+@pytest.mark.parametrize("version", built_etcd_versions(), ids=lambda version: f"etcd-{version}")
+def test_snapshot_restored_with_etcdutl_serves_the_keys(cluster_factory: ClusterFactory, version: str,
+                                                        tmp_path: Path) -> None:
+    source = cluster_factory(version)
+    source.start_seed()
+    for index in range(5):
+        source.etcdctl().put(f"key{index}", f"value{index}")
+    snapshot = tmp_path / "snapshot.db"
+    source.etcdctl().snapshot_save(str(snapshot))
+    saved = snapshot_status(str(snapshot))
+    source.stop()
+    etcdutl = str(etcd_dir(version) / "etcdutl")
+
+    restored_cluster = cluster_factory(version)
+    member = restored_cluster.new_member("restored")
+    initial_cluster = f"restored={member.peer_url}"
+    snapshot_restore(str(snapshot), data_dir=str(member.data_dir), name="restored",
+                     initial_cluster=initial_cluster, initial_advertise_peer_urls=[member.peer_url],
+                     initial_cluster_token=restored_cluster.token, bump_revision=1000, binary=etcdutl)
+    member.start(initial_cluster, "new", restored_cluster.token)
+    restored_cluster.wait_healthy(member)
+
+    etcdctl = restored_cluster.etcdctl(member)
+    assert [etcdctl.get(f"key{index}") for index in range(5)] == [f"value{index}" for index in range(5)]
+    [only] = etcdctl.member_list()
+    assert (only.name, only.peer_urls) == ("restored", (member.peer_url,)), "a new one-member cluster"
+    again = tmp_path / "again.db"
+    etcdctl.snapshot_save(str(again))
+    assert snapshot_status(str(again)).revision == saved.revision + 1000, "the revision was bumped"
+    with pytest.raises(EtcdctlError, match="already exists"):
+        snapshot_restore(str(snapshot), data_dir=str(member.data_dir), name="restored",
+                         initial_cluster=initial_cluster, initial_advertise_peer_urls=[member.peer_url],
+                         initial_cluster_token=restored_cluster.token, binary=etcdutl)
+
+
 def test_a_broken_snapshot_is_refused(tmp_path: Path) -> None:
     truncated = tmp_path / "truncated.db"
     truncated.write_bytes(b"not an etcd database" * 100)
     with pytest.raises(SnapshotInvalid):
         snapshot_status(str(truncated))
+    with pytest.raises(SnapshotInvalid):
+        snapshot_restore(str(truncated), data_dir=str(tmp_path / "member"), name="m1",
+                         initial_cluster="m1=http://127.0.49.1:23800",
+                         initial_advertise_peer_urls=["http://127.0.49.1:23800"], initial_cluster_token="t")
+    assert not (tmp_path / "member").exists(), "etcdutl's partial data directory is removed: a retry can run"
 
 
 def test_snapshot_of_a_dead_member_is_unreachable(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_objects import (
+from tests.integration.sandbox.sandbox_objects import (
     Obj, apply, busybox_pod, container_status, get, is_ready, logs, phase_is, process_alive, running_and_ready,
     wait_for_object,
 )

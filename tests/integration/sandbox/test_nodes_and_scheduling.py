@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from sandbox_objects import (
+from tests.integration.sandbox.sandbox_objects import (
     Obj, apply, busybox_pod, condition_status, container_status, get, is_ready, process_alive, running_and_ready,
     wait_for_object,
 )

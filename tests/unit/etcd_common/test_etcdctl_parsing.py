@@ -225,6 +225,7 @@ def test_parse_snapshot_status(output: str, storage_version: str, keys: int) -> 
 @pytest.mark.parametrize("stderr", [
     "Error: invalid database",
     "Error: snapshot file integrity check failed. 2 errors found.",
+    "Error: snapshot missing hash but --skip-hash-check=false",
 ])
 def test_broken_snapshot_errors(stderr: str) -> None:
     assert isinstance(classify_error(stderr), etcdctl_module.SnapshotInvalid)

@@ -5,9 +5,10 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd_cluster import SpecError, StaticTLS
+from etcd_common import etcd_cluster as shared
+from etcd_common.etcd_cluster import SpecError, StaticTLS, UnsupportedVersion, parse_recorded_status
 from etcd_common.etcd_version import EtcdVersion
-from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster, parse_recorded_status
+from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 
@@ -152,3 +153,37 @@ def test_version_parse(text: str, version: EtcdVersion | None) -> None:
 
 def test_versions_order_numerically() -> None:
     assert EtcdVersion(3, 5, 10) > EtcdVersion(3, 5, 9) > EtcdVersion(3, 4, 23)
+
+
+# What the operator refuses above although the shared parse (etcd_common) accepts its shape.
+@pytest.mark.parametrize("spec", [
+    pytest.param({"size": 3, "version": "3.2.13"}, id="coreos-era-version"),
+    pytest.param({"size": 3, "pod": {"labels": {"etcd_cluster": "x"}}}, id="reserved-label"),
+    pytest.param({"size": 3, "pod": {"annotations": {"etcd.version": "x"}}}, id="reserved-annotation"),
+    pytest.param({"size": 3, "pod": {"antiAffinity": True, "affinity": {"podAntiAffinity": {"x": 1}}}},
+                 id="two-anti-affinities"),
+    pytest.param({"size": 3, "pod": {"etcdEnv": [{"name": "ETCD_INITIAL_CLUSTER", "value": "x"}]}},
+                 id="env-shadows-flag"),
+    pytest.param({"size": 3, "TLS": {"static": {"operatorSecret": "o"}}}, id="operator-secret-alone"),
+])
+def test_operator_policy_is_not_the_shape(spec: dict[str, Any]) -> None:
+    shared.parse_cluster_spec(spec)
+    with pytest.raises(SpecError):
+        parse_cluster_spec(spec)
+
+
+def test_a_spec_version_that_is_no_version_lists_the_versions_the_operator_runs() -> None:
+    with pytest.raises(UnsupportedVersion) as from_shape:
+        shared.parse_cluster_spec({"size": 1, "version": "latest"})
+    with pytest.raises(UnsupportedVersion) as from_operator:
+        parse_cluster_spec({"size": 1, "version": "latest"})
+    assert from_operator.value.reason.startswith(from_shape.value.reason)
+    assert "supported: 3.5.x" in from_operator.value.reason
+
+
+def test_operator_warnings_come_before_the_shape_warnings() -> None:
+    spec = parse_etcd_cluster(raw_cluster({"version": "3.4.23", "baseImage": "mirror/etcd"})).require_spec()
+    assert shared.parse_cluster_spec({"size": 1, "version": "3.4.23", "baseImage": "mirror/etcd"}).warnings == (
+        "spec.baseImage is deprecated; use spec.repository",)
+    assert len(spec.warnings) == 2
+    assert "only as an upgrade source" in spec.warnings[0] and "baseImage" in spec.warnings[1]

@@ -8,29 +8,24 @@ import pytest
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
-from operator_clusters import Clusters
-from operator_deployment import forbidden_lines
-
-OPERATOR_NAMESPACE = "etcd-operator"
-
-
-def operator_logs(sandbox: Sandbox) -> str:
-    result = sandbox.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deploy/etcd-operator", "--tail=-1", check=False)
-    return result.stdout
+from tests.integration.etcd_operator.operator_clusters import Clusters
+from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines, operator_logs
 
 
 @pytest.fixture(scope="session")
 def operator(sandbox: Sandbox) -> Sandbox:
-    """CRDs installed and the operator deployed (idempotent: reuses a running deployment)."""
+    """CRDs installed and the operator deployed from this checkout's code (reuses a running
+    Deployment if it runs the same sources, rolls it otherwise)."""
     root = Path(CHECKOUT_DIR)
     sandbox.kubectl("apply", "-f", str(root / "crds"))
     sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                     "crd/etcdclusters.etcd.database.coreos.com")
     # kubectl caches API discovery; refresh it so the new kind and its short name `etcd` resolve.
     sandbox.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
-    for manifest in ("namespace.yaml", "rbac.yaml", "operator.yaml"):
+    for manifest in ("namespace.yaml", "rbac.yaml"):
         sandbox.kubectl("apply", "-f", str(root / "deploy" / manifest))
-    sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", "deployment/etcd-operator", "--timeout=120s")
+    # A reused sandbox may run an operator pod started from older code: roll it onto this checkout's.
+    print(f"\n{deploy_operator(sandbox)}")
     wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=60, what="operator leading")
     return sandbox
 

@@ -8,10 +8,10 @@ import ssl
 from pathlib import Path
 from typing import Any, Sequence
 
-from etcd_data import describe_members, read_prefix, started
+from tests.integration.etcd_operator.etcd_data import describe_members, read_prefix, started
 from kube_sandbox.testing import wait_for
-from operator_clusters import Clusters, etcd_cluster
-from tls_certs import CertificateAuthority, ClusterCertificates, coreos_static_tls
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.tls_certs import CertificateAuthority, ClusterCertificates, coreos_static_tls
 
 HANDSHAKE_TIMEOUT_SECONDS = 5.0
 

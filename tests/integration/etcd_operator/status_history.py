@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from operator_clusters import GROUP, PLURAL, VERSION, Clusters
+from tests.integration.etcd_operator.operator_clusters import GROUP, PLURAL, VERSION, Clusters
 
 WATCH_WINDOW_SECONDS = 2  # the server ends each watch after this; we resume from the last version
 

@@ -6,7 +6,7 @@ import json
 from typing import Any, Sequence
 
 from kube_sandbox.testing import Sandbox
-from operator_clusters import Clusters
+from tests.integration.etcd_operator.operator_clusters import Clusters
 
 
 def member_url(clusters: Clusters, cluster: str, member: str) -> str:

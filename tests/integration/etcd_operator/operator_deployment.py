@@ -1,14 +1,17 @@
-"""The operator's own Deployment as tests handle it: its pod and logs, stopping and starting
-it, and reading its Prometheus metrics."""
+"""The operator's own Deployment as tests handle it: deploying this checkout's code, its pod and
+logs, stopping and starting it, and reading its Prometheus metrics."""
 from __future__ import annotations
 
+import hashlib
 import urllib.request
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import yaml
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
+from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 
 OPERATOR_NAMESPACE = "etcd-operator"
@@ -18,6 +21,55 @@ OPERATOR_POD_SELECTOR = "app.kubernetes.io/name=etcd-operator"
 METRICS_PORT = 8080
 STOP_TIMEOUT_SECONDS = 90.0
 START_TIMEOUT_SECONDS = 120.0
+# The packages the operator image ships (the sandbox's kubelet runs them from this checkout).
+SHIPPED_PACKAGES = ("etcd_operator", "etcd_common", "operator_runtime", "kube_adapter")
+# On the Deployment's pod template: which sources its pods run. A pod runs the code it was
+# started with, so a reused sandbox (after `make demo`, or an earlier test run before an edit)
+# would keep testing old code; a new value here rolls the Deployment.
+SOURCES_ANNOTATION = "etcd-operator-py.test/sources-sha256"
+
+
+def shipped_sources_hash() -> str:
+    """A digest of every shipped Python source of this checkout (paths and contents)."""
+    digest = hashlib.sha256()
+    for package in SHIPPED_PACKAGES:
+        for path in sorted((CHECKOUT_DIR / package).rglob("*.py")):
+            digest.update(str(path.relative_to(CHECKOUT_DIR)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def deployed_sources_hash(sandbox: Sandbox) -> str | None:
+    """The sources annotation of the Deployment in the sandbox: None if there is no Deployment,
+    "" if it was applied without one (e.g. by `make demo`)."""
+    result = sandbox.kubectl("-n", OPERATOR_NAMESPACE, "get", f"deployment/{OPERATOR_DEPLOYMENT}",
+                             "-o", "json", check=False)
+    if result.returncode != 0:
+        if "NotFound" in result.stderr:
+            return None
+        raise AssertionError(f"cannot read the operator Deployment: {result.stderr}")
+    template = yaml.safe_load(result.stdout)["spec"]["template"]
+    return str((template.get("metadata") or {}).get("annotations", {}).get(SOURCES_ANNOTATION, ""))
+
+
+def deploy_operator(sandbox: Sandbox) -> str:
+    """Apply deploy/operator.yaml with this checkout's sources hash on the pod template and wait
+    until the rollout is done: a Deployment found running other sources is rolled, so its pod
+    runs this checkout's code. Returns a line saying what was done (the fixture prints it)."""
+    wanted = shipped_sources_hash()
+    found = deployed_sources_hash(sandbox)
+    manifest = yaml.safe_load((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text())
+    template_metadata = manifest["spec"]["template"].setdefault("metadata", {})
+    template_metadata.setdefault("annotations", {})[SOURCES_ANNOTATION] = wanted
+    sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", f"deployment/{OPERATOR_DEPLOYMENT}",
+                    f"--timeout={START_TIMEOUT_SECONDS:.0f}s")
+    if found is None:
+        return f"operator deployed, running this checkout's sources {wanted}"
+    if found == wanted:
+        return f"operator Deployment reused: it already runs this checkout's sources {wanted}"
+    return (f"operator Deployment reused but its pod ran other sources ({found or 'not recorded'}): "
+            f"restarted it on this checkout's sources {wanted}")
 
 
 def operator_logs(sandbox: Sandbox, *, previous: bool = False) -> str:

@@ -14,12 +14,12 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client as k8s
 
-from etcd_data import member_ids
+from tests.integration.etcd_operator.etcd_data import member_ids
 from etcd_operator.cli import LEASE_DURATION_SECONDS, LEASE_RETRY_PERIOD_SECONDS
 from kube_adapter.leadership import ACQUIRE_RETRY_JITTER
 from kube_sandbox.testing import Sandbox, wait_for
-from operator_clusters import Clusters, etcd_cluster
-from operator_deployment import (
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_deployment import (
     OPERATOR_CONTAINER,
     OPERATOR_DEPLOYMENT,
     OPERATOR_NAMESPACE,

@@ -11,8 +11,8 @@ import pytest
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import wait_for
-from operator_clusters import DEFAULT_VERSION, GROUP, VERSION, Clusters, etcd_cluster
-from status_history import conditions
+from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, GROUP, VERSION, Clusters, etcd_cluster
+from tests.integration.etcd_operator.status_history import conditions
 
 REFUSED_SPECS = [
     pytest.param({"size": 0}, "spec.size", id="size-0"),

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import time
 
-from etcd_data import member_ids
+from tests.integration.etcd_operator.etcd_data import member_ids
 from kube_sandbox.testing import wait_for
-from operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
 OBSERVATION_SECONDS = 10.0
 SAMPLE_SECONDS = 0.5  # sampling the paused cluster, not waiting for anything

@@ -8,11 +8,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from etcd_data import read_prefix
+from tests.integration.etcd_operator.etcd_data import read_prefix
 from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, newest_etcd_version
 from kube_sandbox.testing import Sandbox, wait_for
-from operator_clusters import Clusters, etcd_cluster
-from status_history import conditions
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.status_history import conditions
 
 # 3.4 (Debian's, as clusters the CoreOS operator left run it) -> newest 3.5 -> newest 3.6.
 UPGRADE_PATH = (DEBIAN_ETCD_VERSION, newest_etcd_version("3.5"), newest_etcd_version("3.6"))

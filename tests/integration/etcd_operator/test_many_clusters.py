@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from kube_sandbox.testing import wait_for
-from operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
 COUNT = 10
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from etcd_data import member_ids, member_url, read_prefix
+from tests.integration.etcd_operator.etcd_data import member_ids, member_url, read_prefix
 from kube_sandbox.testing import wait_for
-from operator_clusters import Clusters, etcd_cluster
-from status_history import StatusHistory, conditions
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.status_history import StatusHistory, conditions
 
 ETCD_CONTAINER = "etcd"
 MEMBERSHIP_EVENTS = ("MemberAdded", "MemberRemoved", "MemberPodCreated", "PodDeleted", "SeedMemberCreated")

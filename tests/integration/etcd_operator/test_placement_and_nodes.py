@@ -9,10 +9,10 @@ from typing import Any, Iterator
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from etcd_data import member_ids, read_prefix
+from tests.integration.etcd_operator.etcd_data import member_ids, read_prefix
 from kube_sandbox.testing import Sandbox, wait_for
-from operator_clusters import Clusters, etcd_cluster
-from status_history import StatusHistory, conditions
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.status_history import StatusHistory, conditions
 
 PREFIX = "node-loss/"
 

@@ -11,10 +11,10 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client as k8s
 
-from etcd_data import describe_members, member_ids, peer_url, started
+from tests.integration.etcd_operator.etcd_data import describe_members, member_ids, peer_url, started
 from kube_sandbox.testing import Sandbox, wait_for
-from operator_clusters import Clusters, etcd_cluster
-from operator_deployment import (
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_deployment import (
     OPERATOR_CONTAINER,
     OPERATOR_NAMESPACE,
     forbidden_lines,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from kube_sandbox.testing import wait_for
-from operator_clusters import Clusters, etcd_cluster
-from operator_deployment import operator_metric
-from status_history import conditions
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_deployment import operator_metric
+from tests.integration.etcd_operator.status_history import conditions
 
 ETCD_CONTAINER = "etcd"
 QUORUM_METRIC = "etcd_operator_cluster_quorum"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kube_sandbox.testing import wait_for
-from operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
 
 
 def test_three_member_cluster_runs_scales_and_keeps_data(clusters: Clusters) -> None:

@@ -1,0 +1,84 @@
+"""The EtcdRestore resource (CoreOS etcd.database.coreos.com/v1beta2) parsed once, at the edge, into
+frozen dataclasses. Field names follow CoreOS v1beta2 exactly (restore_cr.yaml parses unchanged);
+the storage sections are the ones an EtcdBackup writes to (`etcd_common.etcd_backup`)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from etcd_common.api_fields import FieldReader, object_identity
+from etcd_common.etcd_backup import StorageLocation, parse_storage_location
+from etcd_common.etcd_cluster import JsonDict, SpecError
+
+
+class InvalidRestoreSpec(SpecError):
+    """An EtcdRestore spec that does not have the v1beta2 shape; `reason` names the field."""
+
+
+@dataclass(frozen=True)
+class RestoreSpec:
+    # `etcdCluster.name`: the EtcdCluster (same namespace) to seed from the snapshot.
+    etcd_cluster_name: str
+    # `backupStorageType` and the section it names.
+    storage: StorageLocation
+
+    @property
+    def storage_type(self) -> str:
+        return self.storage.storage_type
+
+
+@dataclass(frozen=True)
+class RestoreStatus:
+    succeeded: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class EtcdRestore:
+    """An EtcdRestore as read from the API. `spec` is None when it cannot be read (`spec_error`)."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: RestoreSpec | None
+    spec_error: str | None = None
+    status: RestoreStatus = field(default_factory=RestoreStatus)
+
+
+def parse_etcd_restore(obj: JsonDict) -> EtcdRestore:
+    """Parse a whole EtcdRestore. Spec problems do not raise: they become `spec_error`."""
+    identity = object_identity(obj)
+    spec: RestoreSpec | None = None
+    spec_error: str | None = None
+    try:
+        spec = parse_restore_spec(obj.get("spec"))
+    except InvalidRestoreSpec as error:
+        spec_error = error.reason
+    return EtcdRestore(
+        name=identity.name, namespace=identity.namespace, uid=identity.uid, generation=identity.generation,
+        spec=spec, spec_error=spec_error, status=parse_restore_status(obj.get("status")),
+    )
+
+
+def parse_restore_spec(raw: Any) -> RestoreSpec:
+    """Parse `spec`; raises InvalidRestoreSpec naming the field that is wrong."""
+    if raw is None:
+        raise InvalidRestoreSpec("spec is required")
+    spec = FieldReader(raw, "spec", InvalidRestoreSpec)
+    cluster = spec.child("etcdCluster")
+    if cluster is None:
+        raise InvalidRestoreSpec("spec.etcdCluster is required (the EtcdCluster to restore into)")
+    return RestoreSpec(
+        etcd_cluster_name=cluster.string("name", required=True),
+        storage=parse_storage_location(spec, "backupStorageType"),
+    )
+
+
+def parse_restore_status(raw: Any) -> RestoreStatus:
+    """The status as last written; lenient like `parse_backup_status`."""
+    if not isinstance(raw, Mapping):
+        return RestoreStatus()
+    reason = raw.get("reason")
+    return RestoreStatus(succeeded=raw.get("succeeded") is True, reason=reason if isinstance(reason, str) else "")
