@@ -2,7 +2,6 @@
 pass the `restricted` Pod Security profile, and a cluster rides out the loss of a node."""
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Iterator
 
@@ -10,7 +9,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.etcd_operator.etcd_data import member_ids, read_prefix
-from kube_sandbox.testing import Sandbox, wait_for
+from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import OPERATOR_NAMESPACE
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions
@@ -55,31 +55,6 @@ def test_cluster_runs_in_a_namespace_that_enforces_restricted(clusters: Clusters
         assert pod.spec.security_context.seccomp_profile.type == "RuntimeDefault", pod.spec.security_context
     refusals = [e.message for e in clusters.events(name) if "forbidden" in (e.message or "")]
     assert not refusals, refusals
-
-
-class Writer:
-    """Puts `node-loss/<n>` through the client service until stopped; remembers what was acknowledged."""
-
-    def __init__(self, sandbox: Sandbox, endpoint: str) -> None:
-        self.sandbox, self.endpoint = sandbox, endpoint
-        self.acknowledged: dict[str, str] = {}
-        self.failures: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="node-loss-writer", daemon=True)
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            key, value = f"{PREFIX}{n:06d}", f"value-{n}"
-            n += 1
-            result = self.sandbox.etcdctl([self.endpoint], "put", key, value, "--command-timeout=5s")
-            if result.returncode == 0 and result.stdout.strip() == "OK":
-                self.acknowledged[key] = value
-            else:
-                self.failures.append(result.stderr.strip()[-200:])
-
-    def progressed(self, count: int) -> bool:
-        return len(self.acknowledged) >= count
 
 
 @pytest.fixture
@@ -145,8 +120,8 @@ def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
     victim = candidates[-1][1]
     node = placed[victim]
 
-    writer = Writer(clusters.sandbox, clusters.client_url(name))
-    writer.thread.start()
+    writer = Writer(clusters.sandbox, clusters.client_url(name), PREFIX)
+    writer.start()
     history = StatusHistory(clusters, name)
     try:
         with history:
@@ -155,8 +130,7 @@ def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
         sequence = "\n  ".join(history.distinct_summaries())
         raise AssertionError(f"{e}\nstatus sequence:\n  {sequence}") from None
     finally:
-        writer.stop.set()
-        writer.thread.join(30)
+        writer.finish()
 
     print(f"\nnode {node} down {down_for:.1f}s; writes: {len(writer.acknowledged)} acknowledged, "
           f"{len(writer.failures)} failed")

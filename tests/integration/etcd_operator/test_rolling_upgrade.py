@@ -4,13 +4,12 @@ on a member at the instant it is removed or hands over leadership (etcd's own "r
 "raft proposal dropped")."""
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 
 from tests.integration.etcd_operator.etcd_data import read_prefix
 from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, newest_etcd_version
-from kube_sandbox.testing import Sandbox, wait_for
+from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import conditions
 
@@ -25,50 +24,6 @@ MEMBER_CHANGE_ERRORS = ("raft: stopped", "raft proposal dropped", "etcdserver: s
                         "etcdserver: leader changed")
 # One step rolls three members (and moves leadership once): at most one caught put each.
 MAX_FAILED_WRITES_PER_STEP = 4
-
-
-@dataclass
-class Writer:
-    """Writes `upgrade/<n>` through the client service, one etcdctl put after another."""
-
-    sandbox: Sandbox
-    endpoint: str
-    acknowledged: dict[str, str] = field(default_factory=dict)
-    success_times: list[float] = field(default_factory=list)
-    failures: list[tuple[float, str]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="writer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def finish(self) -> None:
-        self.stop.set()
-        self._thread.join(60)
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            key, value = f"{PREFIX}{n:06d}", f"value-{n}"
-            n += 1
-            try:
-                result = self.sandbox.etcdctl([self.endpoint], "put", key, value, "--command-timeout=5s")
-                ok = result.returncode == 0 and result.stdout.strip() == "OK"
-                error = result.stderr.strip()[-200:]
-            except Exception as e:  # a hung etcdctl counts as a failed write
-                ok, error = False, repr(e)
-            if ok:
-                self.acknowledged[key] = value
-                self.success_times.append(time.monotonic())
-            else:
-                self.failures.append((time.monotonic(), error))
-
-    def longest_gap(self, start: float, end: float) -> float:
-        """Longest stretch within [start, end] without a successful write."""
-        times = [start, *(t for t in self.success_times if start <= t <= end), end]
-        return max(b - a for a, b in zip(times, times[1:]))
 
 
 def _upgrade(clusters: Clusters, name: str, writer: Writer, version: str) -> tuple[float, float]:
@@ -120,7 +75,7 @@ def test_rolling_upgrades_3_4_to_3_5_to_3_6_lose_no_acknowledged_write(clusters:
     assert upgrades[0] in refusal, refusal
     assert sorted(p.metadata.uid for p in clusters.live_pods(name)) == pods_before
 
-    writer = Writer(clusters.sandbox, clusters.client_url(name))
+    writer = Writer(clusters.sandbox, clusters.client_url(name), PREFIX)
     writer.start()
     steps: list[str] = []
     try:
