@@ -125,3 +125,12 @@ OPERATOR_MANAGED_ETCD_FLAGS: Final = (
     "cert-file",
     "key-file",
 )
+
+# --- restores (EtcdRestore)
+RESTORE_KIND: Final = "EtcdRestore"
+RESTORE_PLURAL: Final = "etcdrestores"
+# On an EtcdCluster the restore operator created: the uid of the EtcdRestore (annotation: it is
+# what "this cluster already serves that restore's data" is decided on) and its name (label: the
+# restore operator's watch finds its clusters by it).
+ANNOTATION_RESTORE_UID: Final = f"{API_GROUP}/restore-uid"
+LABEL_RESTORE: Final = f"{API_GROUP}/restore"

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from etcd_common import constants as c
 from etcd_common.etcd_version import EtcdVersion
+
+if TYPE_CHECKING:
+    from etcd_common.restore_source import RestoreSource
 
 JsonDict = Mapping[str, Any]
 
@@ -81,6 +84,8 @@ class ClusterSpec:
     tls: StaticTLS = field(default_factory=StaticTLS)
     # Accepted fields that have no effect here; reported in status so nothing is silently ignored.
     warnings: tuple[str, ...] = ()
+    # `spec.restore` (addition): the snapshot the seed member is restored from at bootstrap.
+    restore: RestoreSource | None = None
 
     @property
     def image(self) -> str:
@@ -192,6 +197,9 @@ def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
         raise SpecError(f"spec.paused must be true or false, got {paused!r}")
     pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"))
     tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
+    # Imported here: restore_source builds on etcd_backup, which builds on this module.
+    from etcd_common.restore_source import parse_restore_source
+    restore = parse_restore_source(spec.get("restore"))
     return ClusterSpec(
         size=size,
         version=version,
@@ -200,6 +208,7 @@ def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
         pod=pod,
         tls=tls,
         warnings=tuple(warnings),
+        restore=restore,
     )
 
 

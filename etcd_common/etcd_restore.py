@@ -9,7 +9,7 @@ from typing import Any
 
 from etcd_common.api_fields import FieldReader, object_identity
 from etcd_common.etcd_backup import StorageLocation, parse_storage_location
-from etcd_common.etcd_cluster import JsonDict, SpecError
+from etcd_common.etcd_cluster import JsonDict, SpecError, parse_cluster_spec
 
 
 class InvalidRestoreSpec(SpecError):
@@ -22,6 +22,9 @@ class RestoreSpec:
     etcd_cluster_name: str
     # `backupStorageType` and the section it names.
     storage: StorageLocation
+    # Addition: `clusterSpec`, the EtcdCluster spec to create when no EtcdCluster of that name
+    # exists (an existing one is recreated with its own spec). None: the defaults.
+    cluster_spec: JsonDict | None = None
 
     @property
     def storage_type(self) -> str:
@@ -70,9 +73,16 @@ def parse_restore_spec(raw: Any) -> RestoreSpec:
     cluster = spec.child("etcdCluster")
     if cluster is None:
         raise InvalidRestoreSpec("spec.etcdCluster is required (the EtcdCluster to restore into)")
+    template = spec.child("clusterSpec")
+    if template is not None:
+        try:
+            parse_cluster_spec({"size": 3, **template.raw})
+        except SpecError as error:
+            raise InvalidRestoreSpec(f"spec.clusterSpec: {error.reason}") from error
     return RestoreSpec(
         etcd_cluster_name=cluster.string("name", required=True),
         storage=parse_storage_location(spec, "backupStorageType"),
+        cluster_spec=None if template is None else dict(template.raw),
     )
 
 

@@ -5,3 +5,4 @@ from etcd_common import constants as c
 from kube_adapter.resources import Resource
 
 ETCD_CLUSTERS = Resource(c.API_GROUP, c.API_VERSION, c.PLURAL, c.KIND)
+ETCD_RESTORES = Resource(c.API_GROUP, c.API_VERSION, "etcdrestores", "EtcdRestore")

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from etcd_common import constants as c
 from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster
+from etcd_common.seed_restore_pod import seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
 
@@ -283,7 +284,20 @@ def build_member_pod(
     affinity = _affinity(cluster)
     if affinity:
         pod_spec["affinity"] = affinity
+    if state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None:
+        # spec.restore: the seed starts from the snapshot (etcd_common.seed_restore_pod).
+        pod_spec["initContainers"] = seed_restore_init_containers(
+            spec.restore, etcd_image=spec.image, member=member, initial_cluster=initial_cluster,
+            cluster_token=cluster_token(cluster), security_context=etcd_container_security_context(),
+        )
+        volumes.extend(seed_restore_volumes(spec.restore))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def cluster_token(cluster: EtcdCluster) -> str:
+    """`--initial-cluster-token` of the seed: unique per cluster, so a seed can never join another
+    cluster's members by mistake (and a restored cluster never takes the old one's token)."""
+    return cluster.uid or cluster.name
 
 
 def etcd_command(
@@ -309,8 +323,7 @@ def etcd_command(
         f"--initial-cluster-state={state}",
     ]
     if state == c.INITIAL_CLUSTER_STATE_NEW:
-        # Unique per cluster, so a seed can never join another cluster's members by mistake.
-        command.append(f"--initial-cluster-token={cluster.uid or cluster.name}")
+        command.append(f"--initial-cluster-token={cluster_token(cluster)}")
     if spec.tls.peer_tls:
         command += [
             "--peer-client-cert-auth=true",

@@ -1,0 +1,99 @@
+"""The init containers that restore a seed member from `spec.restore` (pure builders).
+
+A seed pod of a cluster with a restore source runs, before etcd:
+ 1. `restore-fetch` (the operator image's `etcd-restore-seed fetch`): downloads the snapshot from
+    S3 with the credentials of `spec.restore.s3.awsSecret` (mounted read-only) onto the member's
+    data volume and checks its sha256; no HTTP server, no unauthenticated hop;
+ 2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` for the seed's
+    name, peer URL and the new cluster token, with `--bump-revision`/`--mark-compacted`, into a
+    staging directory (etcdutl also checks the snapshot's integrity hash);
+ 3. `restore-install` (`etcd-restore-seed install`): moves the staged data directory to etcd's
+    `--data-dir`, unless one is already there (an init container re-run never overwrites data
+    etcd may have written), and removes the staging files.
+etcd starts only after all three succeeded, so it never runs on an empty data directory.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from etcd_common import constants as c
+from etcd_common.restore_source import RestoreSource
+
+FETCH_CONTAINER: Final = "restore-fetch"
+RESTORE_CONTAINER: Final = "restore-snapshot"
+INSTALL_CONTAINER: Final = "restore-install"
+SEED_PROGRAM: Final = "etcd-restore-seed"
+ETCDUTL_BINARY: Final = "/usr/local/bin/etcdutl"
+# On the member's data volume, next to etcd's data dir (same filesystem: the install is a rename).
+STAGING_DIR: Final = f"{c.DATA_VOLUME_MOUNT_PATH}/restore"
+SNAPSHOT_FILE: Final = f"{STAGING_DIR}/snapshot.db"
+STAGED_DATA_DIR: Final = f"{STAGING_DIR}/data"
+AWS_VOLUME: Final = "restore-aws-credentials"
+AWS_DIR: Final = "/etc/etcd-restore/aws"
+
+
+def seed_restore_init_containers(
+    source: RestoreSource,
+    *,
+    etcd_image: str,
+    member: str,
+    initial_cluster: Sequence[tuple[str, str]],
+    cluster_token: str,
+    security_context: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The three init containers, in order (see the module docstring)."""
+    data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
+    fetch_args = [
+        "fetch",
+        f"--s3-path={source.s3.path}",
+        f"--sha256={source.sha256}",
+        f"--staging-dir={STAGING_DIR}",
+        f"--snapshot={SNAPSHOT_FILE}",
+    ]
+    if source.s3.endpoint:
+        fetch_args.append(f"--endpoint={source.s3.endpoint}")
+    if source.s3.force_path_style:
+        fetch_args.append("--force-path-style")
+    fetch_mounts = list(data_mount)
+    if source.s3.aws_secret:
+        fetch_args.append(f"--aws-dir={AWS_DIR}")
+        fetch_mounts.append({"name": AWS_VOLUME, "mountPath": AWS_DIR, "readOnly": True})
+    peer_urls = [url for name, url in initial_cluster if name == member]
+    restore_command = [
+        ETCDUTL_BINARY, "snapshot", "restore", SNAPSHOT_FILE,
+        f"--data-dir={STAGED_DATA_DIR}",
+        f"--name={member}",
+        "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
+        f"--initial-advertise-peer-urls={','.join(peer_urls)}",
+        f"--initial-cluster-token={cluster_token}",
+    ]
+    if source.bump_revision:
+        # etcdutl takes the two together (3.5.x and 3.6.x both have them).
+        restore_command += [f"--bump-revision={source.bump_revision}", "--mark-compacted"]
+    security = dict(security_context)
+    return [
+        {
+            "name": FETCH_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
+            "command": [SEED_PROGRAM], "args": fetch_args,
+            "volumeMounts": fetch_mounts, "securityContext": security,
+        },
+        {
+            "name": RESTORE_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
+            "command": restore_command, "volumeMounts": data_mount, "securityContext": security,
+        },
+        {
+            "name": INSTALL_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
+            "command": [SEED_PROGRAM],
+            "args": ["install", f"--staging-dir={STAGING_DIR}", f"--staged-data-dir={STAGED_DATA_DIR}",
+                     f"--data-dir={c.DATA_DIR}"],
+            "volumeMounts": data_mount, "securityContext": security,
+        },
+    ]
+
+
+def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
+    """The secret volume the fetch step reads its credentials from (none without awsSecret)."""
+    if not source.s3.aws_secret:
+        return []
+    return [{"name": AWS_VOLUME, "secret": {"secretName": source.s3.aws_secret}}]

@@ -1,0 +1,116 @@
+"""`etcd-restore-seed`: the program of the seed pod's restore init containers
+(`etcd_common.seed_restore_pod`), in the operator image.
+
+    etcd-restore-seed fetch --s3-path=BUCKET/KEY --sha256=HEX --staging-dir=DIR --snapshot=FILE
+                            [--endpoint=URL] [--force-path-style] [--aws-dir=DIR]
+    etcd-restore-seed install --staging-dir=DIR --staged-data-dir=DIR --data-dir=DIR
+
+`fetch` clears the staging directory, downloads the object with the credentials of the mounted
+awsSecret (`credentials` and `config` files) and refuses it unless its sha256 is the one given.
+`install` moves the data directory etcdutl restored into place, unless etcd's data directory
+exists already (this init container ran before and etcd may have written since), then removes
+the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from etcd_common.etcd_backup import S3Location
+from etcd_common.s3_storage import (
+    AWS_SECRET_CONFIG_FILE,
+    AWS_SECRET_CREDENTIALS_FILE,
+    S3Error,
+    S3Storage,
+    parse_aws_files,
+    split_path,
+)
+
+READ_CHUNK_BYTES = 1024 * 1024
+
+
+class SnapshotMismatch(Exception):
+    """The downloaded file is not the snapshot the restore verified."""
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(READ_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch(location: S3Location, *, aws_dir: str | None, sha256: str, staging_dir: str, snapshot: str) -> int:
+    """Download the snapshot into `snapshot` (inside a fresh `staging_dir`); returns its size."""
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    os.makedirs(staging_dir, exist_ok=True)
+    credentials = None
+    if aws_dir:
+        directory = Path(aws_dir)
+        files = {name: (directory / name).read_text() if (directory / name).is_file() else ""
+                 for name in (AWS_SECRET_CREDENTIALS_FILE, AWS_SECRET_CONFIG_FILE)}
+        credentials = parse_aws_files(files[AWS_SECRET_CREDENTIALS_FILE], files[AWS_SECRET_CONFIG_FILE],
+                                      where=f"awsSecret mounted at {aws_dir}")
+    bucket, key = split_path(location.path)
+    size = S3Storage.for_location(location, credentials).download_file(bucket, key, snapshot)
+    found = file_sha256(snapshot)
+    if found != sha256.lower():
+        os.remove(snapshot)
+        raise SnapshotMismatch(f"s3://{bucket}/{key} has sha256 {found}, expected {sha256}: the object "
+                               "changed since the restore verified it")
+    return size
+
+
+def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
+    """Put the restored data directory in place; returns what was done."""
+    if os.path.exists(data_dir):
+        done = f"{data_dir} exists already (restored earlier); left as it is"
+    elif not os.path.isdir(staged_data_dir):
+        raise FileNotFoundError(f"no restored data directory at {staged_data_dir}")
+    else:
+        os.rename(staged_data_dir, data_dir)
+        done = f"restored data installed at {data_dir}"
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="etcd-restore-seed",
+                                     description="Init-container steps that seed an etcd member from an S3 snapshot.")
+    steps = parser.add_subparsers(dest="step", required=True)
+    fetch_parser = steps.add_parser("fetch", help="download the snapshot and check its sha256")
+    fetch_parser.add_argument("--s3-path", required=True, help="<bucket>/<key>")
+    fetch_parser.add_argument("--endpoint", default="", help="S3-compatible server URL; empty: AWS")
+    fetch_parser.add_argument("--force-path-style", action="store_true")
+    fetch_parser.add_argument("--aws-dir", default=None,
+                              help="directory with the awsSecret's `credentials` and `config` files")
+    fetch_parser.add_argument("--sha256", required=True)
+    fetch_parser.add_argument("--staging-dir", required=True)
+    fetch_parser.add_argument("--snapshot", required=True)
+    install_parser = steps.add_parser("install", help="move the restored data directory into place")
+    install_parser.add_argument("--staging-dir", required=True)
+    install_parser.add_argument("--staged-data-dir", required=True)
+    install_parser.add_argument("--data-dir", required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.step == "fetch":
+            location = S3Location(path=args.s3_path, endpoint=args.endpoint, force_path_style=args.force_path_style)
+            size = fetch(location, aws_dir=args.aws_dir, sha256=args.sha256, staging_dir=args.staging_dir,
+                         snapshot=args.snapshot)
+            print(f"fetched s3://{args.s3_path} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}")
+        else:
+            print(install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir))
+    except (S3Error, SnapshotMismatch, OSError) as error:
+        print(f"etcd-restore-seed {args.step}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The effects of the steps that touch an EtcdCluster: delete the one being replaced, create the
+restored one. Both idempotent: a delete of a cluster already gone (or replaced by another object
+of that name: uid precondition) is fine, a create that finds ours already there is fine."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from etcd_common import constants as c
+from etcd_common.etcd_backup import S3Location
+from etcd_common.etcd_restore import EtcdRestore
+from etcd_common.restore_source import RestoreSource, restore_source_to_api
+from kube_adapter.errors import AlreadyExists
+from kube_adapter.resources import ResourceClient
+from restore_operator.planning import SnapshotFacts
+
+
+def delete_cluster(clusters: ResourceClient, namespace: str, name: str, uid: str) -> None:
+    """Foreground: the EtcdCluster disappears only after its pods, services and PVCs are gone, so a
+    new seed never meets the old members."""
+    clusters.delete(namespace, name, uid_precondition=uid, propagation_policy="Foreground")
+
+
+def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: SnapshotFacts, *,
+                          location: S3Location, fetch_image: str, bump_revision: int) -> dict[str, Any]:
+    assert restore.spec is not None
+    source = RestoreSource(s3=location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
+                           fetch_image=fetch_image, restore_uid=restore.uid)
+    return {
+        "apiVersion": c.API_GROUP_VERSION,
+        "kind": c.KIND,
+        "metadata": {
+            "name": restore.spec.etcd_cluster_name,
+            "namespace": restore.namespace,
+            "labels": {c.LABEL_RESTORE: restore.name},
+            "annotations": {c.ANNOTATION_RESTORE_UID: restore.uid},
+        },
+        "spec": {**spec, "restore": restore_source_to_api(source)},
+    }
+
+
+def create_cluster(clusters: ResourceClient, body: dict[str, Any]) -> str:
+    """Create the cluster; returns its uid ("" when it existed already: the next pass reads it)."""
+    try:
+        created = clusters.create(str(body["metadata"]["namespace"]), body)
+    except AlreadyExists:
+        return ""
+    return str((created.get("metadata") or {}).get("uid") or "")

@@ -1,0 +1,102 @@
+"""One pass's observation of an EtcdRestore: its recorded status, the EtcdCluster it names (read
+from the API, not a cache: it decides what is deleted), leftover pods, and, once the restored
+cluster reports all members ready, the revision its client service serves."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from etcd_common import constants as c
+from etcd_common import etcdctl as ctl
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_cluster import parse_etcd_cluster
+from etcd_common.etcd_restore import EtcdRestore
+from kube_adapter.errors import NotFound
+from kube_adapter.resources import ResourceClient
+from operator_runtime.worker import short_error
+from restore_operator.planning import ObservedCluster, ObservedRestore, Recorded, SnapshotFacts
+
+
+def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
+                    pods: ResourceClient, etcd: EtcdAccess) -> ObservedRestore:
+    recorded = parse_recorded(raw.get("status"))
+    if restore.spec is None or recorded.snapshot is None:
+        return ObservedRestore(restore, recorded)
+    name = restore.spec.etcd_cluster_name
+    try:
+        raw_cluster: dict[str, Any] | None = clusters.get(restore.namespace, name)
+    except NotFound:
+        raw_cluster = None
+    cluster = None if raw_cluster is None else observed_cluster(raw_cluster)
+    leftover = 0
+    if cluster is None:
+        selector = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}={name}"
+        leftover = len(pods.list(restore.namespace, label_selector=selector))
+    observed = ObservedRestore(restore, recorded, cluster, leftover)
+    if raw_cluster is not None and observed.cluster_is_ours() and observed.cluster_serves_all_members():
+        served, error = served_revision(raw_cluster, etcd)
+        return ObservedRestore(restore, recorded, cluster, leftover, served, error)
+    return observed
+
+
+def observed_cluster(raw: Mapping[str, Any]) -> ObservedCluster:
+    metadata = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    members = status.get("members") or {}
+    ready = members.get("ready") or []
+    unready = members.get("unready") or []
+    return ObservedCluster(
+        uid=str(metadata.get("uid") or ""),
+        restore_uid=str((metadata.get("annotations") or {}).get(c.ANNOTATION_RESTORE_UID) or ""),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        spec=dict(raw.get("spec") or {}),
+        phase=str(status.get("phase") or ""),
+        ready=_int(status.get("readyCount")),
+        members=len(ready) + len(unready) if (ready or unready) else _int(status.get("size")),
+    )
+
+
+def client_service_url(raw_cluster: Mapping[str, Any]) -> tuple[str, Any]:
+    cluster = parse_etcd_cluster(raw_cluster)
+    spec = cluster.require_spec()
+    scheme = "https" if spec.tls.client_tls else "http"
+    host = f"{cluster.name}{c.CLIENT_SERVICE_SUFFIX}.{cluster.namespace}.svc{spec.pod.cluster_domain}"
+    return f"{scheme}://{host}:{c.CLIENT_PORT}", cluster
+
+
+def served_revision(raw_cluster: Mapping[str, Any], etcd: EtcdAccess) -> tuple[int | None, str]:
+    """The revision the client service answers with (through the cluster's client TLS, if any)."""
+    try:
+        url, cluster = client_service_url(raw_cluster)
+        statuses = etcd.client(cluster, [url]).endpoint_status()
+    except (ctl.EtcdctlError, ValueError) as error:
+        return None, short_error(error)
+    reachable = [status for status in statuses if status.reachable]
+    if not reachable:
+        errors = "; ".join(e for status in statuses for e in status.errors)
+        return None, f"client service not answering: {errors or 'no answer'}"
+    return reachable[0].revision, ""
+
+
+def parse_recorded(raw: Any) -> Recorded:
+    if not isinstance(raw, Mapping):
+        return Recorded()
+    snapshot = raw.get("snapshot")
+    facts = None
+    if isinstance(snapshot, Mapping) and snapshot.get("sha256"):
+        facts = SnapshotFacts(
+            sha256=str(snapshot.get("sha256")), size=_int(snapshot.get("size")),
+            revision=_int(snapshot.get("revision")), total_keys=_int(snapshot.get("totalKeys")),
+            hash=_int(snapshot.get("hash")),
+        )
+    cluster_spec = raw.get("clusterSpec")
+    return Recorded(
+        phase=str(raw.get("phase") or ""),
+        observed_generation=_int(raw.get("observedGeneration")),
+        snapshot=facts,
+        cluster_spec=dict(cluster_spec) if isinstance(cluster_spec, Mapping) else None,
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,195 @@
+"""The pass of one EtcdRestore: observe -> plan one step -> carry it out -> write status (run by
+its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status and
+on the EtcdCluster (the restore's uid), so a restart at any point continues where it was."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from etcd_common import etcdctl as ctl
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_restore import EtcdRestore, parse_etcd_restore
+from etcd_common.s3_storage import S3Error, SecretReader, storage_for_location
+from kube_adapter.errors import KubeError, NotFound
+from kube_adapter.events import EventRecorder
+from kube_adapter.patching import status_merge_patch
+from kube_adapter.resources import ResourceClient
+from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.worker import ObjectWorker, short_error
+from restore_operator import acting
+from restore_operator import planning as p
+from restore_operator.metrics import RestoreMetrics
+from restore_operator.observing import observe_restore
+from restore_operator.restore_status import (
+    CONDITION_CLUSTER_RESTORED,
+    CONDITION_SNAPSHOT_VERIFIED,
+    next_status,
+    snapshot_to_api,
+)
+from restore_operator.settings import RestoreSettings
+from restore_operator.verifying import verify_snapshot
+
+WAIT_POLL_SECONDS = 1.0
+REASON_SNAPSHOT_INVALID = "SnapshotInvalid"
+
+
+@dataclass(frozen=True)
+class RestoreContext:
+    restores: ObjectCache
+    restore_api: ResourceClient
+    clusters: ResourceClient
+    pods: ResourceClient
+    read_secret: SecretReader
+    etcd: EtcdAccess
+    events: EventRecorder
+    metrics: RestoreMetrics
+    settings: RestoreSettings
+    stop: threading.Event
+    may_act: Callable[[], bool] = lambda: True
+
+
+class RestoreSupervisor:
+    def __init__(self, key: Key, context: RestoreContext) -> None:
+        self.key = key
+        self.context = context
+        self.log = logging.LoggerAdapter(logging.getLogger(__name__), {"object": f"{key[0]}/{key[1]}"})
+        self._started = time.monotonic()
+        self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role="restore",
+                                   on_pass=self._count_pass, expected_errors=(KubeError, S3Error, ctl.EtcdctlError))
+
+    def _count_pass(self, seconds: float, error: Exception | None) -> None:
+        if error is not None:
+            self.context.metrics.errors.labels(reason=type(error).__name__).inc()
+
+    def reconcile_once(self) -> float:
+        ctx = self.context
+        raw = ctx.restores.get(self.key)
+        if raw is None:
+            return ctx.settings.resync_seconds
+        restore = parse_etcd_restore(raw)
+        observed = observe_restore(restore, raw, clusters=ctx.clusters, pods=ctx.pods, etcd=ctx.etcd)
+        step = p.plan_next_step(observed)
+        if isinstance(step, p.Done):
+            return ctx.settings.resync_seconds
+        if step.has_effect and not ctx.may_act():
+            self.log.warning("not acting (%s): leadership not confirmed", step.describe())
+            return WAIT_POLL_SECONDS
+        if step.has_effect:
+            self.log.info("%s", step.describe())
+        current = raw.get("status") or {}
+        if isinstance(step, p.Fail):
+            self._fail(raw, restore, current, step.reason, step.message)
+            return ctx.settings.resync_seconds
+        if isinstance(step, p.VerifySnapshot):
+            return self._verify(raw, restore, current)
+        if isinstance(step, p.ReplaceCluster):
+            assert restore.spec is not None
+            # Record the spec first: after the delete, only the status remembers it.
+            self._write(raw, restore, current, step.phase, step.describe(),
+                        updates={"clusterSpec": dict(step.cluster_spec)})
+            ctx.events.record(raw, "Warning", "ReplacingCluster",
+                              f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {step.cluster_uid}) "
+                              "to recreate it from the verified snapshot")
+            acting.delete_cluster(ctx.clusters, restore.namespace, restore.spec.etcd_cluster_name, step.cluster_uid)
+            return WAIT_POLL_SECONDS
+        if isinstance(step, p.CreateCluster):
+            assert restore.spec is not None and restore.spec.storage.s3 is not None
+            assert observed.recorded.snapshot is not None
+            body = acting.restored_cluster_body(
+                restore, step.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
+                fetch_image=ctx.settings.fetch_image, bump_revision=ctx.settings.bump_revision)
+            uid = acting.create_cluster(ctx.clusters, body)
+            ctx.events.record(raw, "Normal", "ClusterCreated",
+                              f"created EtcdCluster {restore.spec.etcd_cluster_name} (size {step.cluster_spec.get('size')}) "
+                              f"seeded from revision {observed.recorded.snapshot.revision}")
+            updates: dict[str, Any] = {"restoredCluster": {"name": restore.spec.etcd_cluster_name,
+                                                           **({"uid": uid} if uid else {})}}
+            self._write(raw, restore, current, step.phase, step.describe(), updates=updates,
+                        conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", step.describe())})
+            return WAIT_POLL_SECONDS
+        if isinstance(step, p.Succeed):
+            message = step.describe()
+            self._write(raw, restore, current, p.PHASE_COMPLETED, message, succeeded=True,
+                        updates={"servedRevision": step.served_revision},
+                        conditions={CONDITION_CLUSTER_RESTORED: ("True", "Served", message)})
+            ctx.events.record(raw, "Normal", "RestoreSucceeded", message)
+            ctx.metrics.count_restore("succeeded", self._elapsed(current))
+            return ctx.settings.resync_seconds
+        assert isinstance(step, p.Wait)
+        self._write(raw, restore, current, step.phase_name, step.message,
+                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Waiting", step.message)}
+                    if step.phase_name == p.PHASE_RESTORING else {})
+        return WAIT_POLL_SECONDS
+
+    def _verify(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any]) -> float:
+        ctx = self.context
+        assert restore.spec is not None and restore.spec.storage.s3 is not None
+        location = restore.spec.storage.s3
+        self._write(raw, restore, current, p.PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
+        current = (ctx.restores.get(self.key) or raw).get("status") or {}
+        started = time.monotonic()
+        try:
+            storage = storage_for_location(location, restore.namespace, ctx.read_secret)
+            verified = verify_snapshot(storage, location, work_dir=ctx.settings.work_dir,
+                                       etcdutl=ctx.settings.etcdutl_binary)
+        except S3Error as error:
+            if error.transient:
+                self._write(raw, restore, current, p.PHASE_VERIFYING, f"{error.message}; retrying",
+                            conditions={CONDITION_SNAPSHOT_VERIFIED: ("False", error.reason, error.message)})
+                raise
+            self._fail(raw, restore, current, error.reason, error.message)
+            return ctx.settings.resync_seconds
+        except ctl.SnapshotInvalid as error:
+            message = f"s3://{location.path} is not an intact etcd snapshot: {short_error(error)}"
+            self._fail(raw, restore, current, REASON_SNAPSHOT_INVALID, message)
+            return ctx.settings.resync_seconds
+        ctx.metrics.verify_duration.observe(time.monotonic() - started)
+        facts = verified.facts
+        message = (f"snapshot verified: revision {facts.revision}, {facts.total_keys} keys, {facts.size} bytes, "
+                   f"sha256 {facts.sha256}")
+        self._write(raw, restore, current, p.PHASE_VERIFYING, message,
+                    updates={"snapshot": snapshot_to_api(facts)},
+                    conditions={CONDITION_SNAPSHOT_VERIFIED: ("True", "Verified", message)})
+        ctx.events.record(raw, "Normal", "SnapshotVerified", message)
+        return 0.0
+
+    def _fail(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], reason: str,
+              message: str) -> None:
+        verified = bool((current.get("snapshot") or {}).get("sha256"))
+        conditions = {} if verified else {CONDITION_SNAPSHOT_VERIFIED: ("False", reason, message)}
+        self._write(raw, restore, current, p.PHASE_FAILED, message, reason=reason, conditions=conditions)
+        self.context.events.record(raw, "Warning", "RestoreFailed", f"{reason}: {message}")
+        self.context.metrics.count_restore("failed", self._elapsed(current))
+        self.log.warning("restore failed (%s): %s; no cluster was touched", reason, message)
+
+    def _elapsed(self, current: dict[str, Any]) -> float | None:
+        start = current.get("startTime")
+        if not isinstance(start, str):
+            return None
+        try:
+            began = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            return None
+        return max(0.0, (datetime.now(timezone.utc) - began).total_seconds())
+
+    def _write(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], phase: str, message: str,
+               *, reason: str = "", succeeded: bool = False, updates: dict[str, Any] | None = None,
+               conditions: dict[str, tuple[str, str, str]] | None = None) -> None:
+        ctx = self.context
+        status = next_status(current, generation=restore.generation, now=datetime.now(timezone.utc), phase=phase,
+                             message=message, reason=reason, succeeded=succeeded, updates=updates,
+                             conditions=conditions or {})
+        if status == current:
+            return
+        try:
+            updated = ctx.restore_api.patch_status(restore.namespace, restore.name, status_merge_patch(current, status))
+        except NotFound:
+            return
+        if updated:
+            ctx.restores.upsert(updated)
+        if status.get("phase") != current.get("phase"):
+            self.log.info("phase %s -> %s: %s", current.get("phase") or "(none)", phase, message)

@@ -1,0 +1,56 @@
+"""Fetch and verify a snapshot before any cluster is touched: download it (with the restore's
+credentials) into a private temporary directory, hash it, read it with `etcdutl snapshot status`
+and restore it once into a throwaway data directory (etcdutl checks the integrity hash etcd
+appends to every snapshot). The copy is removed afterwards, whatever happened."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from etcd_common import etcdctl as ctl
+from etcd_common.etcd_backup import S3Location
+from etcd_common.s3_storage import S3Storage, split_path
+from etcd_common.seed_restore_program import file_sha256
+from restore_operator.planning import SnapshotFacts
+
+log = logging.getLogger(__name__)
+TRIAL_MEMBER = "verify"
+TRIAL_PEER_URL = "http://127.0.0.1:2380"  # written into the throwaway data dir only; never dialled
+
+
+@dataclass(frozen=True)
+class Verified:
+    facts: SnapshotFacts
+    download_seconds: float
+    check_seconds: float
+
+
+def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str | None = None,
+                    etcdutl: str | None = None) -> Verified:
+    """Raises an `S3Error` (missing, unreadable) or `etcdctl.SnapshotInvalid` (not an intact etcd
+    snapshot)."""
+    bucket, key = split_path(location.path)
+    directory = tempfile.mkdtemp(prefix="etcd-restore-", dir=work_dir)
+    try:
+        path = os.path.join(directory, "snapshot.db")
+        started = time.monotonic()
+        size = storage.download_file(bucket, key, path)
+        downloaded = time.monotonic()
+        sha256 = file_sha256(path)
+        status = ctl.snapshot_status(path, binary=etcdutl)
+        ctl.snapshot_restore(
+            path, data_dir=os.path.join(directory, "data"), name=TRIAL_MEMBER,
+            initial_cluster=f"{TRIAL_MEMBER}={TRIAL_PEER_URL}", initial_advertise_peer_urls=[TRIAL_PEER_URL],
+            initial_cluster_token="verify", binary=etcdutl,
+        )
+        facts = SnapshotFacts(sha256=sha256, size=size, revision=status.revision,
+                              total_keys=status.total_keys, hash=status.hash)
+        log.info("snapshot s3://%s/%s verified: %d bytes, revision %d, %d keys, sha256 %s",
+                 bucket, key, size, status.revision, status.total_keys, sha256)
+        return Verified(facts, downloaded - started, time.monotonic() - downloaded)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
