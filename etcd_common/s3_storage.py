@@ -1,0 +1,480 @@
+"""S3 (AWS or any S3-compatible server) as the backup and restore operators use it: a boto3 client
+built from an `S3Location` and the CoreOS `awsSecret`, streaming multipart uploads and downloads,
+and boto3's failures mapped to a few error classes whose `reason` goes into an object's status.
+
+The secret has CoreOS's shape: key `credentials` holds an AWS shared-credentials file and key
+`config` an AWS config file, both read for profile `default` (`aws_access_key_id`,
+`aws_secret_access_key`, optional `aws_session_token`; `region`). Without a secret the client uses
+boto3's own credential chain (environment, instance role).
+
+Memory does not grow with the object size: uploads and downloads go part by part (PART_SIZE_BYTES,
+at most MAX_CONCURRENCY parts in flight), from and to files on disk.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import configparser
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any, Final
+
+import boto3.session
+import botocore.exceptions
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+
+from etcd_common.etcd_backup import S3Location
+from kube_adapter.errors import KubeError, NotFound
+
+logger = logging.getLogger(__name__)
+
+# File names inside the awsSecret (CoreOS `AWSSecretCredentialsFileName` / `AWSSecretConfigFileName`).
+AWS_SECRET_CREDENTIALS_FILE: Final = "credentials"
+AWS_SECRET_CONFIG_FILE: Final = "config"
+AWS_PROFILE: Final = "default"
+# S3-compatible servers ignore the region, but a request must be signed for one.
+DEFAULT_REGION: Final = "us-east-1"
+
+PART_SIZE_BYTES: Final = 16 * 1024 * 1024
+MULTIPART_THRESHOLD_BYTES: Final = 16 * 1024 * 1024
+MAX_CONCURRENCY: Final = 4
+CONNECT_TIMEOUT_SECONDS: Final = 5.0
+READ_TIMEOUT_SECONDS: Final = 60.0
+# botocore's own retries of throttling, 5xx and connection errors, per request.
+MAX_ATTEMPTS: Final = 3
+
+# Status reasons (CamelCase, as Kubernetes condition reasons are).
+REASON_SECRET_INVALID: Final = "S3SecretInvalid"
+REASON_ACCESS_DENIED: Final = "S3AccessDenied"
+REASON_BUCKET_NOT_FOUND: Final = "S3BucketNotFound"
+REASON_OBJECT_NOT_FOUND: Final = "S3ObjectNotFound"
+REASON_UNREACHABLE: Final = "S3Unreachable"
+REASON_LOCATION_INVALID: Final = "S3LocationInvalid"
+REASON_FAILED: Final = "S3Failed"
+
+SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secret dict
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class S3Error(Exception):
+    """An S3 operation failed. `reason` is a short CamelCase word for status conditions and
+    metrics; the message says what happened to which bucket or object."""
+
+    reason: str = REASON_FAILED
+    # Worth retrying as it is (the server or the network), rather than needing a fix by a person.
+    transient: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class S3SecretInvalid(S3Error):
+    """The awsSecret is missing, or has no usable credentials for profile `default`."""
+
+    reason = REASON_SECRET_INVALID
+
+
+class S3AccessDenied(S3Error):
+    """The server refused the credentials (unknown key, wrong secret) or the permission."""
+
+    reason = REASON_ACCESS_DENIED
+
+
+class S3BucketNotFound(S3Error):
+    reason = REASON_BUCKET_NOT_FOUND
+
+
+class S3ObjectNotFound(S3Error):
+    reason = REASON_OBJECT_NOT_FOUND
+
+
+class S3Unreachable(S3Error):
+    """No answer (connection refused, timeout) or a server-side error (5xx, throttling)."""
+
+    reason = REASON_UNREACHABLE
+    transient = True
+
+
+class S3LocationInvalid(S3Error):
+    """The `path` or `endpoint` cannot name an object (no bucket, no key, bad URL)."""
+
+    reason = REASON_LOCATION_INVALID
+
+
+_ACCESS_DENIED_CODES = frozenset({
+    "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
+    "AuthorizationHeaderMalformed", "InvalidSecurity", "AllAccessDisabled", "AccountProblem", "403", "Forbidden",
+})
+_TRANSIENT_CODES = frozenset({
+    "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "503", "500",
+    "502", "504", "Throttling", "ThrottlingException",
+})
+_CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    botocore.exceptions.EndpointConnectionError,
+    botocore.exceptions.ConnectTimeoutError,
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.ConnectionError,
+    botocore.exceptions.HTTPClientError,
+)
+
+
+def translate_error(error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> S3Error:
+    """The `S3Error` for a boto3/botocore failure of `operation` on `bucket`/`key`; looks through
+    boto3's transfer wrappers (S3UploadFailedError) to the error they wrap."""
+    if isinstance(error, S3Error):
+        return error
+    where = f"s3://{bucket}/{key}" if key else f"bucket {bucket!r}"
+    doing = f"{operation} {where}" if operation else where
+    for cause in _causes(error):
+        if isinstance(cause, botocore.exceptions.ClientError):
+            details: Mapping[str, Any] = cause.response.get("Error") or {}
+            response_metadata: Mapping[str, Any] = cause.response.get("ResponseMetadata") or {}
+            code = str(details.get("Code") or "")
+            status = int(response_metadata.get("HTTPStatusCode") or 0)
+            text = str(details.get("Message") or code or status)
+            if code == "NoSuchBucket" or (status == 404 and not key):
+                return S3BucketNotFound(f"{doing}: bucket {bucket!r} does not exist")
+            if code in ("NoSuchKey", "NotFound", "404") or status == 404:
+                return S3ObjectNotFound(f"{doing}: no such object")
+            if code in _ACCESS_DENIED_CODES or status in (401, 403):
+                return S3AccessDenied(f"{doing}: access denied ({code or status}: {text}); "
+                                      "check the credentials in the awsSecret and their permissions")
+            if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+                return S3Unreachable(f"{doing}: server error ({code or status}: {text})")
+            return S3Error(f"{doing}: {code or status}: {text}")
+        if isinstance(cause, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)):
+            return S3SecretInvalid(f"{doing}: no usable AWS credentials: {cause}")
+        if isinstance(cause, _CONNECTION_ERRORS):
+            return S3Unreachable(f"{doing}: cannot reach the S3 server: {cause}")
+        if isinstance(cause, botocore.exceptions.ParamValidationError):
+            return S3LocationInvalid(f"{doing}: {cause}")
+    return S3Error(f"{doing}: {type(error).__name__}: {error}")
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+# ---------------------------------------------------------------------------------------------
+# Credentials (pure)
+
+
+@dataclass(frozen=True)
+class AwsCredentials:
+    """Profile `default` of the awsSecret's files."""
+
+    access_key_id: str
+    secret_access_key: str = ""
+    session_token: str = ""
+    region: str = ""
+
+    def __repr__(self) -> str:  # never log a secret
+        return f"AwsCredentials(access_key_id={self.access_key_id!r}, region={self.region!r})"
+
+
+def parse_aws_files(credentials: str, config: str = "", *, where: str = "awsSecret") -> AwsCredentials:
+    """Read profile `default` of an AWS shared-credentials file and config file (as the AWS SDKs
+    do: keys may be in either; the config file's section is `[default]` or `[profile default]`).
+    Raises S3SecretInvalid naming what is wrong."""
+    profile: dict[str, str] = {}
+    for text, file_name, sections in (
+        (config, AWS_SECRET_CONFIG_FILE, (AWS_PROFILE, f"profile {AWS_PROFILE}")),
+        (credentials, AWS_SECRET_CREDENTIALS_FILE, (AWS_PROFILE,)),
+    ):
+        if not text.strip():
+            continue
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read_string(text)
+        except configparser.Error as error:
+            raise S3SecretInvalid(f"{where}: file {file_name!r} is not an AWS {file_name} file: "
+                                  f"{str(error).splitlines()[0]}") from error
+        for section in sections:
+            if parser.has_section(section):
+                profile.update({k.strip().lower(): v.strip() for k, v in parser.items(section)})
+    access_key = profile.get("aws_access_key_id", "")
+    secret_key = profile.get("aws_secret_access_key", "")
+    if not access_key or not secret_key:
+        missing = [name for name, value in (("aws_access_key_id", access_key),
+                                            ("aws_secret_access_key", secret_key)) if not value]
+        raise S3SecretInvalid(f"{where}: profile [{AWS_PROFILE}] of file {AWS_SECRET_CREDENTIALS_FILE!r} "
+                              f"lacks {' and '.join(missing)}")
+    return AwsCredentials(access_key, secret_key, profile.get("aws_session_token", ""), profile.get("region", ""))
+
+
+def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "awsSecret") -> AwsCredentials:
+    """The credentials in a Secret (API dict: base64 `data`, or `stringData` as written)."""
+    files: dict[str, str] = {}
+    data = secret.get("data") or {}
+    string_data = secret.get("stringData") or {}
+    for name in (AWS_SECRET_CREDENTIALS_FILE, AWS_SECRET_CONFIG_FILE):
+        if name in string_data:
+            files[name] = str(string_data[name])
+            continue
+        encoded = data.get(name)
+        if not encoded:
+            continue
+        try:
+            files[name] = base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError, UnicodeDecodeError) as error:
+            raise S3SecretInvalid(f"{where}: key {name!r} is not base64 of a UTF-8 text file") from error
+    if not files.get(AWS_SECRET_CREDENTIALS_FILE, "").strip() and not files.get(AWS_SECRET_CONFIG_FILE, "").strip():
+        present = ", ".join(sorted({*data, *string_data})) or "none"
+        raise S3SecretInvalid(f"{where} has no {AWS_SECRET_CREDENTIALS_FILE!r} file "
+                              f"(an AWS shared-credentials file); keys present: {present}")
+    return parse_aws_files(files.get(AWS_SECRET_CREDENTIALS_FILE, ""), files.get(AWS_SECRET_CONFIG_FILE, ""),
+                           where=where)
+
+
+def read_aws_credentials(read_secret: SecretReader, namespace: str, secret_name: str,
+                         *, field: str = "spec.s3.awsSecret") -> AwsCredentials:
+    """The credentials of secret `namespace/secret_name`, named in the spec at `field`. A missing
+    secret is S3SecretInvalid; other API failures pass through as KubeError."""
+    where = f"secret {namespace}/{secret_name} ({field})"
+    try:
+        secret = read_secret(namespace, secret_name)
+    except NotFound as error:
+        raise S3SecretInvalid(f"{where} does not exist") from error
+    except KubeError:
+        raise
+    return credentials_from_secret(secret, where=where)
+
+
+def normalize_endpoint(endpoint: str) -> str:
+    """`endpoint` as a URL boto3 takes: "" stays "" (AWS); a bare `host:port` gets https://, as the
+    AWS Go SDK CoreOS used did."""
+    endpoint = endpoint.strip()
+    if not endpoint:
+        return ""
+    if "://" not in endpoint:
+        endpoint = f"https://{endpoint}"
+    if not endpoint.startswith(("http://", "https://")):
+        raise S3LocationInvalid(f"endpoint {endpoint!r} must be an http:// or https:// URL")
+    return endpoint.rstrip("/")
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """CoreOS's `path` "<bucket>/<key>" -> (bucket, key); raises S3LocationInvalid without both."""
+    bucket, _, key = path.strip().lstrip("/").partition("/")
+    if not bucket or not key:
+        raise S3LocationInvalid(f"path {path!r} must be \"<bucket>/<key>\"")
+    return bucket, key
+
+
+# ---------------------------------------------------------------------------------------------
+# The client
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    last_modified: datetime
+    etag: str = ""
+    metadata: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    bucket: str
+    key: str
+    size: int
+    etag: str
+
+
+class S3Storage:
+    """One S3 endpoint with one set of credentials; safe to share between threads (boto3 clients
+    are). Every method raises an `S3Error`, never a boto3 exception."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: str = "",
+        force_path_style: bool = False,
+        credentials: AwsCredentials | None = None,
+        region: str = "",
+        part_size_bytes: int = PART_SIZE_BYTES,
+        max_concurrency: int = MAX_CONCURRENCY,
+        connect_timeout_seconds: float = CONNECT_TIMEOUT_SECONDS,
+        read_timeout_seconds: float = READ_TIMEOUT_SECONDS,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.endpoint = normalize_endpoint(endpoint)
+        self.force_path_style = force_path_style
+        config = Config(
+            connect_timeout=connect_timeout_seconds,
+            read_timeout=read_timeout_seconds,
+            retries={"max_attempts": max_attempts, "mode": "standard"},
+            s3={"addressing_style": "path" if force_path_style else "auto"},
+            # S3-compatible servers do not all take the newer default checksums; S3 needs none.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        kwargs: dict[str, Any] = {
+            "region_name": region or (credentials.region if credentials else "") or DEFAULT_REGION,
+            "config": config,
+        }
+        if self.endpoint:
+            kwargs["endpoint_url"] = self.endpoint
+        if credentials is not None:
+            kwargs["aws_access_key_id"] = credentials.access_key_id
+            kwargs["aws_secret_access_key"] = credentials.secret_access_key
+            if credentials.session_token:
+                kwargs["aws_session_token"] = credentials.session_token
+        # A session of its own: boto3's default session is not thread-safe to create clients from.
+        self.client: Any = boto3.session.Session().client("s3", **kwargs)
+        self.transfer_config = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD_BYTES,
+            multipart_chunksize=part_size_bytes,
+            max_concurrency=max_concurrency,
+            use_threads=max_concurrency > 1,
+        )
+
+    def __repr__(self) -> str:
+        return f"S3Storage(endpoint={self.endpoint or 'AWS'!r}, force_path_style={self.force_path_style})"
+
+    @classmethod
+    def for_location(cls, location: S3Location, credentials: AwsCredentials | None, **options: Any) -> S3Storage:
+        return cls(endpoint=location.endpoint, force_path_style=location.force_path_style,
+                   credentials=credentials, **options)
+
+    # --- buckets
+
+    def check_bucket(self, bucket: str) -> None:
+        """Raises S3BucketNotFound, S3AccessDenied or S3Unreachable unless the bucket is there for us."""
+        try:
+            self.client.head_bucket(Bucket=bucket)
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, operation="check") from error
+
+    def create_bucket(self, bucket: str) -> None:
+        """Create a bucket (tests, demos); one that exists already is fine."""
+        try:
+            self.client.create_bucket(Bucket=bucket)
+        except botocore.exceptions.ClientError as error:
+            code = (error.response.get("Error") or {}).get("Code")
+            if code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                return
+            raise translate_error(error, bucket=bucket, operation="create") from error
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, operation="create") from error
+
+    # --- objects
+
+    def upload_file(self, bucket: str, key: str, path: str, *, metadata: Mapping[str, str] | None = None,
+                    progress: Callable[[int], None] | None = None) -> UploadResult:
+        """Upload the file at `path` (multipart above MULTIPART_THRESHOLD_BYTES, read part by
+        part from disk). `metadata` becomes x-amz-meta-* headers. The object appears only once
+        complete; a failed multipart upload is aborted."""
+        extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
+        try:
+            self.client.upload_file(path, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config,
+                                    Callback=progress)
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
+        info = self.head(bucket, key)
+        return UploadResult(bucket, key, info.size, info.etag)
+
+    def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
+                      metadata: Mapping[str, str] | None = None) -> UploadResult:
+        """Upload from a readable binary stream (need not be seekable); at most
+        max_concurrency parts are held in memory at once."""
+        extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
+        try:
+            self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config)
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
+        info = self.head(bucket, key)
+        return UploadResult(bucket, key, info.size, info.etag)
+
+    def download_file(self, bucket: str, key: str, path: str) -> int:
+        """Download an object to `path` (written beside it and renamed once complete: a failed
+        download leaves no partial file at `path`); returns its size."""
+        partial = f"{path}.part"
+        try:
+            self.client.download_file(bucket, key, partial, Config=self.transfer_config)
+            os.replace(partial, path)
+        except Exception as error:
+            _remove_quietly(partial)
+            if isinstance(error, OSError) and not isinstance(error, botocore.exceptions.BotoCoreError):
+                raise S3Error(f"download s3://{bucket}/{key} to {path}: {error}") from error
+            raise translate_error(error, bucket=bucket, key=key, operation="download") from error
+        return os.path.getsize(path)
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        """Size, time, ETag and user metadata of one object; S3ObjectNotFound if there is none."""
+        try:
+            answer = self.client.head_object(Bucket=bucket, Key=key)
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, key=key, operation="read") from error
+        return ObjectInfo(
+            key=key, size=int(answer.get("ContentLength", 0)),
+            last_modified=_utc(answer.get("LastModified")), etag=str(answer.get("ETag", "")).strip('"'),
+            metadata=dict(answer.get("Metadata") or {}),
+        )
+
+    def exists(self, bucket: str, key: str) -> bool:
+        try:
+            self.head(bucket, key)
+        except S3ObjectNotFound:
+            return False
+        return True
+
+    def list(self, bucket: str, prefix: str = "") -> list[ObjectInfo]:
+        """Every object whose key starts with `prefix` (all pages)."""
+        objects: list[ObjectInfo] = []
+        try:
+            paginator = self.client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for entry in page.get("Contents") or []:
+                    objects.append(ObjectInfo(
+                        key=str(entry["Key"]), size=int(entry.get("Size", 0)),
+                        last_modified=_utc(entry.get("LastModified")), etag=str(entry.get("ETag", "")).strip('"'),
+                    ))
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, operation=f"list {prefix!r} in") from error
+        return objects
+
+    def delete(self, bucket: str, key: str) -> None:
+        """Delete one object; one already gone is fine (S3 semantics)."""
+        try:
+            self.client.delete_object(Bucket=bucket, Key=key)
+        except Exception as error:
+            raise translate_error(error, bucket=bucket, key=key, operation="delete") from error
+
+
+def storage_for_location(location: S3Location, namespace: str, read_secret: SecretReader,
+                         **options: Any) -> S3Storage:
+    """The `S3Storage` for a spec's `s3` section, with the credentials of its awsSecret in
+    `namespace` (boto3's own chain when it names none). Raises S3SecretInvalid,
+    S3LocationInvalid, or KubeError when the secret cannot be read for another reason."""
+    credentials = (read_aws_credentials(read_secret, namespace, location.aws_secret)
+                   if location.aws_secret else None)
+    return S3Storage.for_location(location, credentials, **options)
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.fromtimestamp(0, tz=timezone.utc)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
