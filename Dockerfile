@@ -8,6 +8,7 @@ COPY kube_adapter ./kube_adapter
 COPY operator_runtime ./operator_runtime
 COPY etcd_common ./etcd_common
 COPY etcd_operator ./etcd_operator
+COPY restore_operator ./restore_operator
 # uid/gid 10001: what deploy/operator.yaml runs as (the `restricted` Pod Security Standard).
 RUN pip install --no-cache-dir . && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator
 USER 10001:10001
