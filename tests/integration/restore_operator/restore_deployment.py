@@ -1,0 +1,43 @@
+"""The restore operator's Deployment as tests handle it: deployed from this checkout's code (a
+sources hash on its pod template rolls a reused Deployment), its logs."""
+from __future__ import annotations
+
+import hashlib
+
+import yaml
+
+from kube_sandbox.config import CHECKOUT_DIR
+from kube_sandbox.testing import Sandbox
+
+NAMESPACE = "etcd-operator"
+DEPLOYMENT = "etcd-restore-operator"
+POD_SELECTOR = "app.kubernetes.io/name=etcd-restore-operator"
+SHIPPED_PACKAGES = ("restore_operator", "etcd_common", "operator_runtime", "kube_adapter")
+SOURCES_ANNOTATION = "etcd-operator-py.test/sources-sha256"
+START_TIMEOUT_SECONDS = 120.0
+
+
+def shipped_sources_hash() -> str:
+    digest = hashlib.sha256()
+    for package in SHIPPED_PACKAGES:
+        for path in sorted((CHECKOUT_DIR / package).rglob("*.py")):
+            digest.update(str(path.relative_to(CHECKOUT_DIR)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def deploy_restore_operator(sandbox: Sandbox) -> None:
+    """Apply deploy/restore-operator.yaml (every document) with this checkout's sources hash on
+    the Deployment's pod template; wait for the rollout."""
+    documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "restore-operator.yaml").read_text()))
+    for document in documents:
+        if document["kind"] == "Deployment":
+            template = document["spec"]["template"].setdefault("metadata", {})
+            template.setdefault("annotations", {})[SOURCES_ANNOTATION] = shipped_sources_hash()
+    sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
+    sandbox.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}",
+                    f"--timeout={START_TIMEOUT_SECONDS:.0f}s")
+
+
+def restore_operator_logs(sandbox: Sandbox) -> str:
+    return sandbox.kubectl("-n", NAMESPACE, "logs", f"deploy/{DEPLOYMENT}", "--tail=-1", check=False).stdout

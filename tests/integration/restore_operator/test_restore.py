@@ -1,0 +1,120 @@
+"""EtcdRestore end to end: real etcd made by the etcd operator, real S3 (SeaweedFS), both
+operators deployed as pods from this checkout."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kube_sandbox.config import CHECKOUT_DIR
+from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.restore_operator.conftest import Restores
+from tests.integration.restore_operator.snapshots import (
+    BUCKET,
+    create_aws_secret,
+    put_object,
+    snapshot_to_s3,
+    unique_key,
+)
+
+pytestmark = pytest.mark.sandbox
+RESTORE_TIMEOUT = 300
+
+
+def coreos_restore_cr(name: str, path: str, secret: str, endpoint: str) -> dict[str, Any]:
+    """examples/restore_cr.yaml (the CoreOS example) with its placeholders filled in, plus the
+    endpoint of the sandbox's S3 server (a CoreOS field)."""
+    text = (Path(CHECKOUT_DIR) / "examples" / "restore_cr.yaml").read_text()
+    text = text.replace("<full-s3-path>", path).replace("<aws-secret>", secret)
+    body: dict[str, Any] = yaml.safe_load(text)
+    body["metadata"]["name"] = name
+    body["spec"]["etcdCluster"]["name"] = name
+    body["spec"]["s3"].update({"endpoint": endpoint, "forcePathStyle": True})
+    return body
+
+
+def keys_of(clusters: Clusters, name: str) -> dict[str, str]:
+    lines = clusters.etcdctl(name, "get", "", "--prefix").splitlines()
+    return dict(zip(lines[0::2], lines[1::2]))
+
+
+def test_restore_replaces_a_cluster_with_the_backups_keys(clusters: Clusters, restores: Restores) -> None:
+    name = "lost"
+    clusters.create(etcd_cluster(name, 3))
+    clusters.wait_running(name, 3, timeout=180)
+    for index in range(5):
+        clusters.put(name, f"backed-up/{index}", f"value-{index}")
+    key = unique_key("lost")
+    snapshot_to_s3(clusters, name, key)
+    clusters.put(name, "after-backup", "must-not-come-back")
+    old_uid = clusters.get(name)["metadata"]["uid"]
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+
+    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint))
+    status = restores.wait_phase(name, "Completed", timeout=RESTORE_TIMEOUT)
+
+    assert status["succeeded"] is True
+    assert status["snapshot"]["revision"] >= 6 and len(status["snapshot"]["sha256"]) == 64
+    assert status["servedRevision"] >= status["snapshot"]["revision"]
+    restored = clusters.get(name)
+    assert restored["metadata"]["uid"] != old_uid
+    assert restored["status"]["phase"] == "Running" and restored["status"]["readyCount"] == 3
+    assert keys_of(clusters, name) == {f"backed-up/{i}": f"value-{i}" for i in range(5)}
+    reasons = [event.reason for event in restores.events(name)]
+    assert {"SnapshotVerified", "ReplacingCluster", "ClusterCreated", "RestoreSucceeded"} <= set(reasons)
+
+
+def test_restore_into_a_new_name(clusters: Clusters, restores: Restores) -> None:
+    source = "source"
+    clusters.create(etcd_cluster(source, 1))
+    clusters.wait_running(source, 1, timeout=120)
+    clusters.put(source, "greeting", "hello")
+    key = unique_key("new-name")
+    snapshot_to_s3(clusters, source, key)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+    body = coreos_restore_cr("copy", f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+    body["spec"]["clusterSpec"] = {"size": 2}
+
+    restores.create(body)
+    restores.wait_phase("copy", "Completed", timeout=RESTORE_TIMEOUT)
+
+    assert clusters.status("copy")["readyCount"] == 2
+    assert clusters.get_value("copy", "greeting") == "hello"
+    assert clusters.get_value(source, "greeting") == "hello"
+
+
+@pytest.mark.parametrize("problem", ["garbage", "truncated", "missing", "wrong-credentials"])
+def test_bad_snapshot_fails_and_leaves_the_cluster_serving(clusters: Clusters, restores: Restores,
+                                                           problem: str) -> None:
+    name = "kept"
+    clusters.create(etcd_cluster(name, 1))
+    clusters.wait_running(name, 1, timeout=120)
+    clusters.put(name, "still", "here")
+    uid = clusters.get(name)["metadata"]["uid"]
+    key = unique_key(problem)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+    if problem == "garbage":
+        put_object(clusters.sandbox, key, b"this is not an etcd snapshot\n" * 1000)
+    elif problem == "truncated":
+        content = snapshot_to_s3(clusters, name, key)
+        put_object(clusters.sandbox, key, content[: len(content) // 2])
+    elif problem == "wrong-credentials":
+        snapshot_to_s3(clusters, name, key)
+        secret = create_aws_secret(clusters.sandbox, clusters.namespace, "wrong-aws", secret_key="not-the-secret")
+    body = coreos_restore_cr(name, f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+
+    restores.create(body)
+    status = restores.wait_phase(name, "Failed", timeout=120)
+
+    expected = {"garbage": "SnapshotInvalid", "truncated": "SnapshotInvalid", "missing": "S3ObjectNotFound",
+                "wrong-credentials": "S3AccessDenied"}[problem]
+    assert status["reason"] == expected, status
+    assert status["succeeded"] is False and "snapshot" not in status
+    assert any(e.reason == "RestoreFailed" and e.type == "Warning" for e in restores.events(name))
+    cluster = clusters.get(name)
+    assert cluster["metadata"]["uid"] == uid and cluster["metadata"].get("deletionTimestamp") is None
+    assert clusters.get_value(name, "still") == "here"
+    assert wait_for(lambda: clusters.status(name).get("phase") == "Running", timeout=30, what="still Running")
