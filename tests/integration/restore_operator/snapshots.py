@@ -6,7 +6,7 @@ import base64
 import os
 import secrets
 import tempfile
-from typing import Any
+from typing import Any, Sequence
 
 import boto3
 from botocore.config import Config
@@ -50,12 +50,14 @@ def create_aws_secret(sandbox: Sandbox, namespace: str, name: str = AWS_SECRET, 
     return name
 
 
-def snapshot_to_s3(clusters: Clusters, cluster: str, key: str) -> bytes:
-    """`etcdctl snapshot save` from one member of `cluster`, uploaded as BUCKET/key; the bytes."""
-    member = clusters.member_urls(cluster)[0]
+def snapshot_to_s3(clusters: Clusters, cluster: str, key: str, *, member: str | None = None,
+                   flags: Sequence[str] = ()) -> bytes:
+    """`etcdctl snapshot save` from one member of `cluster` (its client URL, etcdctl `flags` such
+    as TLS files), uploaded as BUCKET/key; the bytes."""
+    member = member or clusters.member_urls(cluster)[0]
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "snapshot.db")
-        result = clusters.sandbox.etcdctl([member], "snapshot", "save", path, timeout=120)
+        result = clusters.sandbox.etcdctl([member], *flags, "snapshot", "save", path, timeout=120)
         assert result.returncode == 0, result.stderr
         with open(path, "rb") as stream:
             content = stream.read()

@@ -1,0 +1,86 @@
+"""EtcdRestore of a TLS cluster (its TLS secrets kept), and a restore operator killed mid-restore."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.tls_certs import coreos_static_tls
+from tests.integration.restore_operator.conftest import Restores
+from tests.integration.restore_operator.restore_deployment import DEPLOYMENT, NAMESPACE, POD_SELECTOR
+from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
+from tests.integration.restore_operator.test_restore import RESTORE_TIMEOUT, coreos_restore_cr, keys_of
+
+pytestmark = pytest.mark.sandbox
+
+
+def test_tls_cluster_restores_with_its_tls_secrets(clusters: Clusters, restores: Restores, tmp_path: Path) -> None:
+    name = "secure"
+    ns = clusters.namespace
+    tls = coreos_static_tls(tmp_path / "pki", name, ns)
+    for secret in tls.secrets():
+        clusters.core.create_namespaced_secret(ns, secret)
+    clusters.create(etcd_cluster(name, 3, TLS=tls.spec()))
+    clusters.wait_running(name, 3, timeout=240)
+    client_url = f"https://{name}-client.{ns}.svc:2379"
+
+    def etcdctl(*args: str) -> str:
+        result = clusters.sandbox.etcdctl([client_url], *tls.client_flags(), *args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    etcdctl("put", "secret/a", "1")
+    etcdctl("put", "secret/b", "2")
+    member = f"https://{clusters.live_pods(name)[0].metadata.name}.{name}.{ns}.svc:2379"
+    key = unique_key("tls")
+    snapshot_to_s3(clusters, name, key, member=member, flags=tls.client_flags())
+    etcdctl("put", "secret/c", "after backup")
+    old_uid = clusters.get(name)["metadata"]["uid"]
+
+    aws = create_aws_secret(clusters.sandbox, ns)
+    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", aws, clusters.sandbox.config.s3_endpoint))
+    restores.wait_phase(name, "Completed", timeout=RESTORE_TIMEOUT)
+
+    restored = clusters.get(name)
+    assert restored["metadata"]["uid"] != old_uid
+    assert restored["spec"]["TLS"] == tls.spec()
+    lines = etcdctl("get", "secret/", "--prefix").splitlines()
+    assert dict(zip(lines[0::2], lines[1::2])) == {"secret/a": "1", "secret/b": "2"}
+    # Plain http is refused: the restored members serve TLS only.
+    plain = clusters.sandbox.etcdctl([f"http://{name}-client.{ns}.svc:2379"], "get", "secret/a")
+    assert plain.returncode != 0
+
+
+def test_restore_operator_killed_mid_restore_restores_once(clusters: Clusters, restores: Restores) -> None:
+    name = "interrupted"
+    clusters.create(etcd_cluster(name, 3))
+    clusters.wait_running(name, 3, timeout=180)
+    for index in range(3):
+        clusters.put(name, f"k{index}", f"v{index}")
+    key = unique_key("interrupted")
+    snapshot_to_s3(clusters, name, key)
+    clusters.put(name, "late", "not in the backup")
+    aws = create_aws_secret(clusters.sandbox, clusters.namespace)
+
+    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", aws, clusters.sandbox.config.s3_endpoint))
+    # Kill it once it created the restored cluster, while the cluster is being seeded and grown.
+    wait_for(lambda: restores.status(name).get("phase") == "Restoring", timeout=120,
+             what="restored cluster created", interval=0.1)
+    created_uid = clusters.get(name)["metadata"]["uid"]
+    assert clusters.status(name).get("readyCount", 0) < 3, "too late: the restore had finished its work"
+    clusters.sandbox.kubectl("-n", NAMESPACE, "delete", "pod", "-l", POD_SELECTOR, "--grace-period=0", "--force")
+    clusters.sandbox.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=120s")
+
+    status = restores.wait_phase(name, "Completed", timeout=RESTORE_TIMEOUT)
+
+    assert keys_of(clusters, name) == {"k0": "v0", "k1": "v1", "k2": "v2"}
+    # One restore: the cluster created before the kill is the one serving (never replaced again).
+    cluster = clusters.get(name)
+    assert cluster["metadata"]["uid"] == created_uid
+    assert status["restoredCluster"] == {"name": name, "uid": created_uid}
+    events = restores.events(name)
+    assert sum(e.count or 1 for e in events if e.reason == "ReplacingCluster") == 1
+    assert sum(e.count or 1 for e in events if e.reason == "ClusterCreated") == 1
+    assert sum(e.count or 1 for e in events if e.reason == "RestoreSucceeded") == 1
