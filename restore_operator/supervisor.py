@@ -19,6 +19,7 @@ from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
 from kube_adapter.resources import ResourceClient
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.logs import object_logger
 from operator_runtime.worker import ObjectWorker, short_error
 from restore_operator import acting
 from restore_operator import planning as p
@@ -56,7 +57,7 @@ class RestoreSupervisor:
     def __init__(self, key: Key, context: RestoreContext) -> None:
         self.key = key
         self.context = context
-        self.log = logging.LoggerAdapter(logging.getLogger(__name__), {"object": f"{key[0]}/{key[1]}"})
+        self.log = object_logger(key[0], key[1], logging.getLogger(__name__), field="restore")
         self._started = time.monotonic()
         self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role="restore",
                                    on_pass=self._count_pass, expected_errors=(KubeError, S3Error, ctl.EtcdctlError))

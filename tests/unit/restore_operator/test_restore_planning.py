@@ -1,0 +1,100 @@
+"""plan_next_step: the restore operator's decision, table-driven. The safety rules: nothing is
+touched before the snapshot is verified; a cluster carrying this restore's uid is never deleted;
+done means served."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from etcd_common.etcd_restore import parse_etcd_restore
+from restore_operator import planning as p
+
+UID = "restore-uid-1"
+FACTS = p.SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
+
+
+def restore(spec: dict[str, Any] | None = None, generation: int = 1) -> Any:
+    body = {"metadata": {"name": "r", "namespace": "ns", "uid": UID, "generation": generation},
+            "spec": spec if spec is not None else {
+                "etcdCluster": {"name": "c"}, "backupStorageType": "S3",
+                "s3": {"path": "bucket/key", "awsSecret": "aws"}}}
+    return parse_etcd_restore(body)
+
+
+def cluster(*, ours: bool = False, deleting: bool = False, phase: str = "Running", ready: int = 3,
+            members: int = 3, size: int = 3) -> p.ObservedCluster:
+    return p.ObservedCluster(uid="cluster-uid", restore_uid=UID if ours else "", deleting=deleting,
+                             spec={"size": size, "version": "3.6.16"}, phase=phase, ready=ready, members=members)
+
+
+def observed(**fields: Any) -> p.ObservedRestore:
+    base = p.ObservedRestore(restore(), p.Recorded(snapshot=FACTS))
+    return replace(base, **fields)
+
+
+VERIFIED = p.Recorded(snapshot=FACTS)
+
+
+@pytest.mark.parametrize("case, seen, expected", [
+    ("rule 1: completed stays done", observed(recorded=p.Recorded(phase="Completed", snapshot=FACTS)), p.Done),
+    ("rule 1: failed for this generation stays done",
+     observed(recorded=p.Recorded(phase="Failed", observed_generation=1)), p.Done),
+    ("rule 1: failed, then the spec changed: tried again",
+     observed(restore=restore(generation=2), recorded=p.Recorded(phase="Failed", observed_generation=1)),
+     p.VerifySnapshot),
+    ("rule 2: unreadable spec", observed(restore=restore({"backupStorageType": "S3"})), p.Fail),
+    ("rule 2: storage other than S3",
+     observed(restore=restore({"etcdCluster": {"name": "c"}, "backupStorageType": "GCS", "gcs": {"path": "b/k"}})),
+     p.Fail),
+    ("rule 3: verify first, even with a cluster there", observed(recorded=p.Recorded(), cluster=cluster()),
+     p.VerifySnapshot),
+    ("rule 4: ours, being deleted", observed(cluster=cluster(ours=True, deleting=True)), p.Wait),
+    ("rule 4: ours, still growing", observed(cluster=cluster(ours=True, phase="Creating", ready=1, members=1)),
+     p.Wait),
+    ("rule 4: ours, running but revision not read", observed(cluster=cluster(ours=True)), p.Wait),
+    ("rule 4: ours, serving an older revision", observed(cluster=cluster(ours=True), served_revision=41), p.Wait),
+    ("rule 4: ours, all ready and serving", observed(cluster=cluster(ours=True), served_revision=1_000_000_042),
+     p.Succeed),
+    ("rule 5: someone else's cluster is replaced", observed(cluster=cluster()), p.ReplaceCluster),
+    ("rule 5: being deleted already", observed(cluster=cluster(deleting=True)), p.Wait),
+    ("rule 6: old pods still there", observed(cluster_pods=2), p.Wait),
+    ("rule 7: nothing there", observed(), p.CreateCluster),
+])
+def test_plan(case: str, seen: p.ObservedRestore, expected: type) -> None:
+    step = p.plan_next_step(seen)
+    assert isinstance(step, expected), f"{case}: {step}"
+
+
+def test_a_cluster_of_ours_is_never_replaced_whatever_its_state() -> None:
+    for phase in ("", "Creating", "Failed", "Running"):
+        for ready in (0, 1, 3):
+            step = p.plan_next_step(observed(cluster=cluster(ours=True, phase=phase, ready=ready)))
+            assert not isinstance(step, (p.ReplaceCluster, p.CreateCluster)), (phase, ready, step)
+
+
+def test_unverified_snapshot_never_touches_a_cluster() -> None:
+    for seen_cluster in (None, cluster(), cluster(ours=True), cluster(deleting=True)):
+        step = p.plan_next_step(observed(recorded=p.Recorded(), cluster=seen_cluster))
+        assert isinstance(step, p.VerifySnapshot)
+
+
+def test_replace_keeps_the_spec_recorded_before_the_delete() -> None:
+    recorded = p.Recorded(snapshot=FACTS, cluster_spec={"size": 5, "version": "3.5.35"})
+    step = p.plan_next_step(observed(recorded=recorded, cluster=cluster()))
+    assert isinstance(step, p.ReplaceCluster) and step.cluster_spec == {"size": 5, "version": "3.5.35"}
+
+
+@pytest.mark.parametrize("recorded_spec, template, expected", [
+    ({"size": 5, "version": "3.5.35", "restore": {"old": True}}, None, {"size": 5, "version": "3.5.35"}),
+    (None, {"size": 1, "version": "3.6.16"}, {"size": 1, "version": "3.6.16"}),
+    (None, None, {"size": 3}),
+    (None, {"version": "3.5.35"}, {"size": 3, "version": "3.5.35"}),
+])
+def test_new_cluster_spec(recorded_spec: Any, template: Any, expected: dict[str, Any]) -> None:
+    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": {"path": "b/k"}}
+    if template is not None:
+        spec["clusterSpec"] = template
+    step = p.plan_next_step(observed(restore=restore(spec), recorded=p.Recorded(snapshot=FACTS, cluster_spec=recorded_spec)))
+    assert isinstance(step, p.CreateCluster) and dict(step.cluster_spec) == expected

@@ -1,0 +1,119 @@
+"""spec.restore of an EtcdCluster and the seed pod it gives: init containers that fetch with the
+secret's credentials, restore with etcdutl for the seed's name, peer URL and new token, then
+install; later members and clusters without spec.restore get none."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from etcd_common.etcd_cluster import SpecError, parse_etcd_cluster
+from etcd_common.etcd_restore import parse_etcd_restore
+from etcd_common.restore_source import DEFAULT_BUMP_REVISION, parse_restore_source, restore_source_to_api
+from etcd_common.seed_restore_program import install
+from etcd_operator.manifests import build_member_pod, member_peer_url
+
+SHA = "0123456789abcdef" * 4
+RESTORE = {"backupStorageType": "S3", "s3": {"path": "bucket/dir/snap.db", "awsSecret": "aws",
+                                             "endpoint": "http://127.0.0.1:9000", "forcePathStyle": True},
+           "sha256": SHA, "revision": 42}
+
+
+def cluster(restore: dict[str, Any] | None = RESTORE, **spec: Any) -> Any:
+    body = {"metadata": {"name": "example", "namespace": "ns", "uid": "cluster-uid"},
+            "spec": {"size": 3, "version": "3.5.35", **({"restore": restore} if restore else {}), **spec}}
+    return parse_etcd_cluster(body)
+
+
+def test_restore_source_round_trips() -> None:
+    source = parse_restore_source(RESTORE)
+    assert source is not None and source.bump_revision == DEFAULT_BUMP_REVISION
+    assert parse_restore_source(restore_source_to_api(source)) == source
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({**RESTORE, "sha256": "nothex"}, "spec.restore.sha256"),
+    ({**RESTORE, "backupStorageType": "GCS", "gcs": {"path": "b/k"}}, "only S3"),
+    ({**RESTORE, "s3": {"path": "bucket-only"}}, "<bucket>/<key>"),
+    ({k: v for k, v in RESTORE.items() if k != "sha256"}, "spec.restore.sha256 is required"),
+])
+def test_bad_restore_source_is_a_spec_error(raw: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(SpecError, match=fragment):
+        parse_restore_source(raw)
+    assert fragment in (cluster(raw).spec_error or "")
+
+
+def seed_pod(parsed: Any) -> dict[str, Any]:
+    member = "example-abcde"
+    return build_member_pod(parsed, member, state="new", initial_cluster=[(member, member_peer_url(parsed, member))])
+
+
+def test_seed_pod_restores_before_etcd_starts() -> None:
+    pod = seed_pod(cluster())
+    fetch, restore, install_step = pod["spec"]["initContainers"]
+    assert [fetch["name"], restore["name"], install_step["name"]] == ["restore-fetch", "restore-snapshot", "restore-install"]
+    assert fetch["image"] == "etcd-operator-py:0.1.0" and fetch["command"] == ["etcd-restore-seed"]
+    assert "--s3-path=bucket/dir/snap.db" in fetch["args"] and f"--sha256={SHA}" in fetch["args"]
+    assert "--endpoint=http://127.0.0.1:9000" in fetch["args"] and "--force-path-style" in fetch["args"]
+    assert "--aws-dir=/etc/etcd-restore/aws" in fetch["args"]
+    assert {"name": "restore-aws-credentials", "secret": {"secretName": "aws"}} in pod["spec"]["volumes"]
+    # etcdutl of the cluster's own etcd image, for the seed's name, peer URL and the new token.
+    assert restore["image"] == "quay.io/coreos/etcd:v3.5.35"
+    command = restore["command"]
+    assert command[:4] == ["/usr/local/bin/etcdutl", "snapshot", "restore", "/var/etcd/restore/snapshot.db"]
+    peer = "http://example-abcde.example.ns.svc:2380"
+    assert "--name=example-abcde" in command and f"--initial-cluster=example-abcde={peer}" in command
+    assert f"--initial-advertise-peer-urls={peer}" in command
+    assert "--initial-cluster-token=cluster-uid" in command
+    assert f"--bump-revision={DEFAULT_BUMP_REVISION}" in command and "--mark-compacted" in command
+    assert "--data-dir=/var/etcd/data" in install_step["args"]
+    # etcd itself runs with the same token and data dir.
+    etcd_command = pod["spec"]["containers"][0]["command"]
+    assert "--initial-cluster-token=cluster-uid" in etcd_command and "--data-dir=/var/etcd/data" in etcd_command
+    for container in pod["spec"]["initContainers"]:
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_no_restore_containers_without_restore_or_for_joining_members() -> None:
+    assert "initContainers" not in seed_pod(cluster(None))
+    parsed = cluster()
+    member = "example-fghij"
+    pod = build_member_pod(parsed, member, state="existing", initial_cluster=[(member, member_peer_url(parsed, member))])
+    assert "initContainers" not in pod["spec"]
+
+
+def test_bump_revision_zero_leaves_revisions_alone() -> None:
+    pod = seed_pod(cluster({**RESTORE, "bumpRevision": 0}))
+    command = pod["spec"]["initContainers"][1]["command"]
+    assert not any(arg.startswith("--bump-revision") for arg in command) and "--mark-compacted" not in command
+
+
+def test_install_moves_restored_data_once(tmp_path: Path) -> None:
+    staging, data = tmp_path / "restore", tmp_path / "data"
+    (staging / "data" / "member").mkdir(parents=True)
+    (staging / "snapshot.db").write_text("snap")
+    assert "installed" in install(staging_dir=str(staging), staged_data_dir=str(staging / "data"), data_dir=str(data))
+    assert (data / "member").is_dir() and not staging.exists()
+    # A re-run (pod restarted) finds etcd's data in place and leaves it alone.
+    (data / "member" / "written-by-etcd").write_text("x")
+    (staging / "data" / "member").mkdir(parents=True)
+    assert "left as it is" in install(staging_dir=str(staging), staged_data_dir=str(staging / "data"), data_dir=str(data))
+    assert (data / "member" / "written-by-etcd").exists() and not staging.exists()
+
+
+def test_restore_cluster_spec_template_is_checked() -> None:
+    base = {"metadata": {"name": "r"}, "spec": {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
+                                                 "s3": {"path": "b/k"}}}
+    good = parse_etcd_restore({**base, "spec": {**base["spec"], "clusterSpec": {"size": 5}}})
+    assert good.spec is not None and good.spec.cluster_spec == {"size": 5}
+    bad = parse_etcd_restore({**base, "spec": {**base["spec"], "clusterSpec": {"size": 9}}})
+    assert bad.spec is None and "spec.clusterSpec" in (bad.spec_error or "")
+
+
+def test_coreos_restore_example_parses() -> None:
+    import yaml
+    text = (Path(__file__).resolve().parents[3] / "examples" / "restore_cr.yaml").read_text()
+    parsed = parse_etcd_restore(yaml.safe_load(text))
+    assert parsed.spec is not None and parsed.spec.etcd_cluster_name == "example-etcd-cluster"
+    assert parsed.spec.storage.s3 is not None and parsed.spec.storage.s3.aws_secret == "<aws-secret>"
