@@ -125,3 +125,8 @@ OPERATOR_MANAGED_ETCD_FLAGS: Final = (
     "cert-file",
     "key-file",
 )
+
+# --- the EtcdBackup API (CoreOS v1beta2, same group and version)
+BACKUP_KIND: Final = "EtcdBackup"
+BACKUP_PLURAL: Final = "etcdbackups"
+BACKUP_CRD_NAME: Final = f"{BACKUP_PLURAL}.{API_GROUP}"

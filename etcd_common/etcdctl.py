@@ -96,6 +96,8 @@ class EndpointStatus:
     db_size: int = 0
     is_learner: bool = False
     errors: tuple[str, ...] = ()
+    # The store revision the member answered with (its response header).
+    revision: int = 0
 
     @property
     def reachable(self) -> bool:
@@ -329,6 +331,7 @@ def parse_endpoint_status(output: str) -> list[EndpointStatus]:
                 db_size=int(status.get("dbSize", 0)),
                 is_learner=bool(status.get("isLearner", False)),
                 errors=_strings(status.get("errors")),
+                revision=int(header.get("revision", 0)),
             )
         )
     return statuses

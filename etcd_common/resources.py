@@ -5,3 +5,4 @@ from etcd_common import constants as c
 from kube_adapter.resources import Resource
 
 ETCD_CLUSTERS = Resource(c.API_GROUP, c.API_VERSION, c.PLURAL, c.KIND)
+ETCD_BACKUPS = Resource(c.API_GROUP, c.API_VERSION, c.BACKUP_PLURAL, c.BACKUP_KIND)
