@@ -126,6 +126,11 @@ OPERATOR_MANAGED_ETCD_FLAGS: Final = (
     "key-file",
 )
 
+# --- the EtcdBackup API (CoreOS v1beta2, same group and version)
+BACKUP_KIND: Final = "EtcdBackup"
+BACKUP_PLURAL: Final = "etcdbackups"
+BACKUP_CRD_NAME: Final = f"{BACKUP_PLURAL}.{API_GROUP}"
+
 # --- restores (EtcdRestore)
 RESTORE_KIND: Final = "EtcdRestore"
 RESTORE_PLURAL: Final = "etcdrestores"

@@ -94,6 +94,9 @@ class BackupSpec:
     policy: BackupPolicy = field(default_factory=BackupPolicy)
     # Secret with etcd-client.crt, etcd-client.key and etcd-client-ca.crt; "" = plain HTTP.
     client_tls_secret: str = ""
+    # Addition: `etcdCluster.name`, an EtcdCluster in the same namespace whose client endpoints
+    # and client certificate (`spec.TLS.static.operatorSecret`) are used; "" = `etcdEndpoints`.
+    etcd_cluster_name: str = ""
 
     @property
     def storage_type(self) -> str:
@@ -153,7 +156,13 @@ def parse_backup_spec(raw: Any) -> BackupSpec:
             max_backups=policy.integer("maxBackups"),
         ),
         client_tls_secret=spec.string("clientTLSSecret"),
+        etcd_cluster_name=_etcd_cluster_name(spec),
     )
+
+
+def _etcd_cluster_name(spec: FieldReader) -> str:
+    cluster = spec.child("etcdCluster")
+    return "" if cluster is None else cluster.string("name", required=True)
 
 
 def parse_storage_location(spec: FieldReader, type_field: str) -> StorageLocation:

@@ -96,7 +96,7 @@ class EndpointStatus:
     db_size: int = 0
     is_learner: bool = False
     errors: tuple[str, ...] = ()
-    # The key-value store's revision this member serves (response header).
+    # The store revision the member answered with (its response header).
     revision: int = 0
 
     @property

@@ -5,4 +5,5 @@ from etcd_common import constants as c
 from kube_adapter.resources import Resource
 
 ETCD_CLUSTERS = Resource(c.API_GROUP, c.API_VERSION, c.PLURAL, c.KIND)
-ETCD_RESTORES = Resource(c.API_GROUP, c.API_VERSION, "etcdrestores", "EtcdRestore")
+ETCD_BACKUPS = Resource(c.API_GROUP, c.API_VERSION, c.BACKUP_PLURAL, c.BACKUP_KIND)
+ETCD_RESTORES = Resource(c.API_GROUP, c.API_VERSION, c.RESTORE_PLURAL, c.RESTORE_KIND)

@@ -118,3 +118,10 @@ class ControlClient:
 
     def restart_apiserver(self) -> None:
         self.call("restart-apiserver")
+
+    def stop_s3(self) -> None:
+        """S3 outage: the S3 server stops and stays down until `start_s3`."""
+        self.call("stop-s3")
+
+    def start_s3(self) -> None:
+        self.call("start-s3")

@@ -62,6 +62,7 @@ def run(config: SandboxConfig) -> int:
     kubelet: ProcessKubelet | None = None
     server: ControlApiServer | None = None
     ready = threading.Event()
+    s3_stopped = threading.Event()  # set by the stop-s3 fault: the watchdog leaves S3 down
     try:
         control_plane.start()
         s3.start()
@@ -70,13 +71,15 @@ def run(config: SandboxConfig) -> int:
         if not kubelet.wait_until_registered(NODE_REGISTRATION_SECONDS):
             log.warning("not every node registered within %.0fs; going on", NODE_REGISTRATION_SECONDS)
         server = ControlApiServer(config.control_api_port, lambda: _status(ready, control_plane, s3),
-                                  _actions(kubelet, control_plane))
+                                  {**_actions(kubelet, control_plane), **_s3_actions(s3, s3_stopped, control_plane)})
         server.start()
         ready.set()
         log.info("sandbox ready in %.1fs", time.monotonic() - started)
         while not stop.wait(1.0):
             with control_plane.lock:
                 for process in (*control_plane.processes(), s3):
+                    if process is s3 and s3_stopped.is_set():
+                        continue
                     if not process.running() and not stop.is_set():
                         log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
                         process.start()
@@ -124,6 +127,22 @@ def _actions(kubelet: ProcessKubelet, control_plane: ControlPlane) -> dict[str, 
         "start-node": lambda b: kubelet.start_node(body_field(b, "node")),
         "restart-apiserver": lambda b: control_plane.restart_apiserver(),
     }
+
+
+def _s3_actions(s3: Any, s3_stopped: threading.Event, control_plane: ControlPlane) -> dict[str, Any]:
+    """The S3 outage fault: stop the S3 server (it stays down) and start it again."""
+    def stop_s3(_body: dict[str, Any]) -> None:
+        with control_plane.lock:
+            s3_stopped.set()
+            s3.stop()
+
+    def start_s3(_body: dict[str, Any]) -> None:
+        with control_plane.lock:
+            if not s3.running():
+                s3.start()
+            s3_stopped.clear()
+
+    return {"stop-s3": stop_s3, "start-s3": start_s3}
 
 
 def main() -> int:

@@ -1,0 +1,65 @@
+"""The backup operator's controller: EtcdBackups are the primary (and only) kind, one
+`BackupRunner` per EtcdBackup. Watching, caching and worker threads are
+`operator_runtime.controller.Controller`'s."""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from backup_operator.metrics import BackupMetrics
+from backup_operator.runner import BackupRunner, RunnerContext
+from backup_operator.settings import BackupOperatorSettings
+from backup_operator.taking import BackupEnvironment
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.resources import ETCD_BACKUPS, ETCD_CLUSTERS
+from kube_adapter.client import KubeApi
+from kube_adapter.events import EventRecorder
+from kube_adapter.resources import SECRETS, ResourceClient
+from operator_runtime import controller as runtime
+from operator_runtime.cache import Key, ObjectCache
+
+EVENT_COMPONENT = "etcd-backup-operator"
+
+
+def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | None,
+                       etcdutl_binary: str | None) -> BackupEnvironment:
+    """What taking a backup needs, with this API client (shared by the operator and `etcd-backup`)."""
+    secrets = ResourceClient(api, SECRETS)
+    return BackupEnvironment(
+        read_secret=secrets.get,
+        read_etcd_cluster=ResourceClient(api, ETCD_CLUSTERS).get,
+        etcd=EtcdAccess(secrets.get, binary=etcdctl_binary),
+        work_dir=work_dir,
+        etcdutl_binary=etcdutl_binary,
+    )
+
+
+class Controller:
+    def __init__(self, api: KubeApi, settings: BackupOperatorSettings, metrics: BackupMetrics,
+                 stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
+        backups = ResourceClient(api, ETCD_BACKUPS)
+        self.context = RunnerContext(
+            backups=ObjectCache(),
+            backup_api=backups,
+            environment=backup_environment(api, work_dir=settings.work_dir, etcdctl_binary=settings.etcdctl_binary,
+                                           etcdutl_binary=settings.etcdutl_binary),
+            events=EventRecorder(api, component=EVENT_COMPONENT),
+            metrics=metrics,
+            stop=stop,
+            may_act=may_act,
+        )
+        self._runtime = runtime.Controller(
+            backups, self.context.backups, [],
+            namespace=settings.namespace,
+            make_worker=self._make_worker,
+            resync_seconds=settings.resync_seconds,
+            stop=stop,
+            on_workers_changed=metrics.backups_managed.set,
+            on_deleted=lambda key: metrics.forget(*key),
+        )
+
+    def _make_worker(self, key: Key) -> runtime.Worker:
+        return BackupRunner(key, self.context).worker
+
+    def run(self) -> None:
+        self._runtime.run()

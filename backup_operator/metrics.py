@@ -1,0 +1,77 @@
+"""Every Prometheus metric the backup operator exports, defined in one place (`etcd_backup_`
+prefix), on a registry of its own. Labels: namespace and EtcdBackup name, a result, a reason from
+`backup_operator.reasons`."""
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from backup_operator import reasons
+
+logger = logging.getLogger(__name__)
+
+PREFIX: Final = "etcd_backup"
+RESULTS: Final = ("succeeded", "failed")
+# Seconds: a small database takes well under one, a multi-GB one minutes.
+DURATION_BUCKETS_SECONDS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+class BackupMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.backups_managed = Gauge(f"{PREFIX}_backups_managed", "EtcdBackups this operator currently runs.",
+                                     registry=r)
+        self.backups_total = Counter(f"{PREFIX}_backups", "Backup attempts by result.",
+                                     ["namespace", "backup", "result"], registry=r)
+        self.duration_seconds = Histogram(f"{PREFIX}_duration_seconds",
+                                          "Time one backup attempt took (snapshot, check, upload, retention).",
+                                          ["result"], buckets=DURATION_BUCKETS_SECONDS, registry=r)
+        self.last_success_timestamp_seconds = Gauge(
+            f"{PREFIX}_last_success_timestamp_seconds", "Unix time of the last successful backup.",
+            ["namespace", "backup"], registry=r)
+        self.last_size_bytes = Gauge(f"{PREFIX}_last_size_bytes", "Size of the last successful backup.",
+                                     ["namespace", "backup"], registry=r)
+        self.objects_retained = Gauge(f"{PREFIX}_objects_retained",
+                                      "Periodic backups of this EtcdBackup's path left in S3 after retention.",
+                                      ["namespace", "backup"], registry=r)
+        self.failures_total = Counter(f"{PREFIX}_failures", "Failed backups by reason.", ["reason"], registry=r)
+        self.is_leader = Gauge(f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.",
+                               registry=r)
+        for reason in reasons.FAILURE_REASONS:
+            self.failures_total.labels(reason=reason)
+        for result in RESULTS:
+            self.duration_seconds.labels(result=result)
+
+    def observe_success(self, namespace: str, backup: str, *, seconds: float, size: int, finished_at: float,
+                        retained: int | None) -> None:
+        self.backups_total.labels(namespace=namespace, backup=backup, result="succeeded").inc()
+        self.duration_seconds.labels(result="succeeded").observe(seconds)
+        self.last_success_timestamp_seconds.labels(namespace=namespace, backup=backup).set(finished_at)
+        self.last_size_bytes.labels(namespace=namespace, backup=backup).set(size)
+        if retained is not None:
+            self.objects_retained.labels(namespace=namespace, backup=backup).set(retained)
+
+    def observe_failure(self, namespace: str, backup: str, reason: str, *, seconds: float | None) -> None:
+        if reason not in reasons.FAILURE_REASONS:
+            logger.warning("unknown failure reason %r counted as %s", reason, reasons.INTERNAL_ERROR)
+            reason = reasons.INTERNAL_ERROR
+        self.backups_total.labels(namespace=namespace, backup=backup, result="failed").inc()
+        self.failures_total.labels(reason=reason).inc()
+        if seconds is not None:
+            self.duration_seconds.labels(result="failed").observe(seconds)
+
+    def forget(self, namespace: str, backup: str) -> None:
+        """Drop the series of a deleted EtcdBackup."""
+        for gauge in (self.last_success_timestamp_seconds, self.last_size_bytes, self.objects_retained):
+            try:
+                gauge.remove(namespace, backup)
+            except KeyError:
+                pass
+        for result in RESULTS:
+            try:
+                self.backups_total.remove(namespace, backup, result)
+            except KeyError:
+                pass

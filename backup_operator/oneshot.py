@@ -1,0 +1,143 @@
+"""`etcd-backup`: take one backup, apply retention, print what was done, exit; for a Kubernetes
+CronJob (scheduled backups without the operator's own schedule).
+
+What to back up comes from flags (each defaulting from an environment variable) or from an
+EtcdBackup used as a template (`--from-backup NAME`: its endpoints or cluster, s3 section,
+client TLS secret, maxBackups and timeout; flags given override it). Keys follow the periodic
+scheme `<path>_v<revision>_<UTC time>` unless `--exact-key`, so each run writes a new object and
+retention keeps the newest `--max-backups`. Exit status 0 on success, 1 when the backup failed (the
+reason on stderr), 2 for bad flags.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import replace
+from typing import Sequence
+
+from backup_operator import reasons
+from backup_operator.controller import backup_environment
+from backup_operator.reasons import BackupFailed
+from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS
+from backup_operator.settings import add_etcd_tool_flags
+from backup_operator.taking import BackupRequest, take_backup
+from etcd_common.etcd_backup import S3Location, parse_etcd_backup
+from etcd_common.resources import ETCD_BACKUPS
+from kube_adapter.client import load_api_client
+from kube_adapter.errors import KubeError
+from kube_adapter.resources import ResourceClient
+from operator_runtime.flags import env_bool, env_str, own_namespace
+from operator_runtime.logs import LOG_FORMATS, configure_logging
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+log = logging.getLogger("backup_operator.oneshot")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="etcd-backup",
+        description="Take one etcd snapshot, upload it to S3 and apply retention (for a CronJob). "
+                    "Every flag defaults from the environment variable named in its help.",
+    )
+    parser.add_argument("--namespace", default=env_str("BACKUP_NAMESPACE", own_namespace()),
+                        help="namespace of the EtcdBackup template, EtcdCluster and secrets [BACKUP_NAMESPACE, "
+                             "else POD_NAMESPACE]")
+    parser.add_argument("--from-backup", default=env_str("FROM_BACKUP", ""),
+                        help="an EtcdBackup whose spec is the template [FROM_BACKUP]")
+    parser.add_argument("--etcd-cluster", default=env_str("ETCD_CLUSTER", ""),
+                        help="an EtcdCluster to back up (its endpoints and client TLS) [ETCD_CLUSTER]")
+    parser.add_argument("--endpoints", default=env_str("ETCD_ENDPOINTS", ""),
+                        help="comma-separated etcd client URLs, instead of --etcd-cluster [ETCD_ENDPOINTS]")
+    parser.add_argument("--client-tls-secret", default=env_str("CLIENT_TLS_SECRET", ""),
+                        help="secret with etcd-client.crt/.key/-ca.crt [CLIENT_TLS_SECRET]")
+    parser.add_argument("--s3-path", default=env_str("S3_PATH", ""), help='"<bucket>/<key>" [S3_PATH]')
+    parser.add_argument("--aws-secret", default=env_str("AWS_SECRET", ""),
+                        help="secret with AWS `credentials`/`config` files; unset: the AWS_* environment "
+                             "[AWS_SECRET]")
+    parser.add_argument("--s3-endpoint", default=env_str("S3_ENDPOINT", ""),
+                        help="S3-compatible server URL; unset: AWS [S3_ENDPOINT]")
+    parser.add_argument("--force-path-style", action="store_true", default=env_bool("S3_FORCE_PATH_STYLE", False),
+                        help="path-style bucket addressing [S3_FORCE_PATH_STYLE]")
+    parser.add_argument("--max-backups", type=int, default=int(env_str("MAX_BACKUPS", "-1")),
+                        help="keep this many newest backups of the path (0: all) [MAX_BACKUPS]")
+    parser.add_argument("--timeout-seconds", type=float, default=float(env_str("TIMEOUT_SECONDS", "0")),
+                        help=f"give up after this long (default {DEFAULT_TIMEOUT_SECONDS}) [TIMEOUT_SECONDS]")
+    parser.add_argument("--exact-key", action="store_true", default=env_bool("EXACT_KEY", False),
+                        help="write the path as given (overwritten every run) instead of <path>_v<rev>_<time> "
+                             "[EXACT_KEY]")
+    parser.add_argument("--kubeconfig", default=env_str("KUBECONFIG", "") or None,
+                        help="kubeconfig; in-cluster config when unset [KUBECONFIG]")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=env_str("LOG_FORMAT", "text"),
+                        help="log line format [LOG_FORMAT]")
+    parser.add_argument("--log-level", default=env_str("LOG_LEVEL", "INFO"), help="log level [LOG_LEVEL]")
+    add_etcd_tool_flags(parser)
+    return parser
+
+
+def build_request(args: argparse.Namespace, template: dict[str, object] | None) -> BackupRequest:
+    """The request from the template (if any) with the flags given laid over it; raises
+    BackupFailed(InvalidSpec) when it names no source or no destination."""
+    owner = args.from_backup or "etcd-backup"
+    if template is not None:
+        backup = parse_etcd_backup(template)
+        if backup.spec is None:
+            raise BackupFailed(reasons.INVALID_SPEC, f"EtcdBackup {args.namespace}/{args.from_backup}: {backup.spec_error}")
+        request = BackupRequest.from_spec(args.namespace, owner, backup.spec, periodic=True,
+                                          timeout_seconds=backup.spec.policy.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
+    else:
+        request = BackupRequest(namespace=args.namespace, owner=owner, location=S3Location(path=""))
+    location = request.location
+    location = replace(location, path=args.s3_path or location.path, aws_secret=args.aws_secret or location.aws_secret,
+                       endpoint=args.s3_endpoint or location.endpoint,
+                       force_path_style=args.force_path_style or location.force_path_style)
+    endpoints = tuple(e.strip() for e in args.endpoints.split(",") if e.strip())
+    request = replace(
+        request, location=location,
+        endpoints=endpoints or (() if args.etcd_cluster else request.endpoints),
+        etcd_cluster_name=args.etcd_cluster or ("" if endpoints else request.etcd_cluster_name),
+        client_tls_secret=args.client_tls_secret or request.client_tls_secret,
+        periodic=not args.exact_key,
+        max_backups=args.max_backups if args.max_backups >= 0 else request.max_backups,
+        timeout_seconds=args.timeout_seconds or request.timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
+    )
+    if not request.location.path:
+        raise BackupFailed(reasons.INVALID_SPEC, "--s3-path (or a template's spec.s3.path) is required")
+    if not request.endpoints and not request.etcd_cluster_name:
+        raise BackupFailed(reasons.INVALID_SPEC, "--etcd-cluster or --endpoints (or a template) is required")
+    return request
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_format, args.log_level)
+    try:
+        api = load_api_client(args.kubeconfig)
+        template = None
+        if args.from_backup:
+            try:
+                template = ResourceClient(api, ETCD_BACKUPS).get(args.namespace, args.from_backup)
+            except KubeError as error:
+                raise BackupFailed(reasons.INVALID_SPEC,
+                                   f"cannot read EtcdBackup {args.namespace}/{args.from_backup}: {error}") from error
+        request = build_request(args, template)
+        environment = backup_environment(api, work_dir=args.work_dir, etcdctl_binary=args.etcdctl,
+                                         etcdutl_binary=args.etcdutl)
+        result = take_backup(request, environment, log)
+    except BackupFailed as failure:
+        print(f"etcd-backup: backup failed: {failure.reason}: {failure.message}", file=sys.stderr)
+        return EXIT_FAILED
+    bucket = request.location.path.split("/", 1)[0]
+    print(json.dumps({
+        "result": "succeeded", "object": f"s3://{bucket}/{result.key}", "size": result.size, "sha256": result.sha256,
+        "etcdRevision": result.etcd_revision, "etcdVersion": result.etcd_version, "endpoint": result.endpoint,
+        "durationSeconds": round(result.duration_seconds, 3), "retained": result.retained,
+        "retentionError": result.retention_error or None,
+    }))
+    return EXIT_FAILED if result.retention_error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

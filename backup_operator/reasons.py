@@ -1,0 +1,56 @@
+"""Why a backup failed: the reasons written to status (`conditions[Succeeded].reason`,
+`lastResult`), Warning events and the failures metric, and the one error class that carries them.
+
+A reason is either transient (the network, a server: retried as it is) or a problem a person
+must fix (a secret, a bucket, the spec: retried slowly, and recovered from by itself once fixed).
+"""
+from __future__ import annotations
+
+from typing import Final
+
+from etcd_common import s3_storage as s3
+
+SUCCEEDED: Final = "BackupSucceeded"
+INVALID_SPEC: Final = "InvalidSpec"
+UNSUPPORTED_STORAGE_TYPE: Final = "UnsupportedStorageType"
+ETCD_CLUSTER_NOT_FOUND: Final = "EtcdClusterNotFound"
+ETCD_CLIENT_TLS_UNAVAILABLE: Final = "EtcdClientTLSUnavailable"
+ETCD_UNREACHABLE: Final = "EtcdUnreachable"
+SNAPSHOT_FAILED: Final = "SnapshotFailed"
+SNAPSHOT_INVALID: Final = "SnapshotInvalid"
+TIMED_OUT: Final = "BackupTimedOut"
+KUBE_API_ERROR: Final = "KubeApiError"
+RETENTION_FAILED: Final = "RetentionFailed"
+INTERNAL_ERROR: Final = "InternalError"
+
+S3_REASONS: Final = (
+    s3.REASON_SECRET_INVALID, s3.REASON_ACCESS_DENIED, s3.REASON_BUCKET_NOT_FOUND, s3.REASON_OBJECT_NOT_FOUND,
+    s3.REASON_UNREACHABLE, s3.REASON_LOCATION_INVALID, s3.REASON_FAILED,
+)
+FAILURE_REASONS: Final = (
+    INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE, ETCD_UNREACHABLE,
+    SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR, *S3_REASONS,
+)
+TRANSIENT_REASONS: Final = frozenset({
+    ETCD_UNREACHABLE, SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, INTERNAL_ERROR,
+    s3.REASON_UNREACHABLE, s3.REASON_FAILED,
+})
+# Reasons about the spec itself: nothing is retried until the spec changes.
+SPEC_REASONS: Final = frozenset({INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, s3.REASON_LOCATION_INVALID})
+
+
+class BackupFailed(Exception):
+    """A backup attempt failed for `reason` (one of FAILURE_REASONS); the message is for people."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+    @property
+    def transient(self) -> bool:
+        return is_transient(self.reason)
+
+
+def is_transient(reason: str) -> bool:
+    return reason in TRANSIENT_REASONS

@@ -1,0 +1,160 @@
+"""The pass of one EtcdBackup's runner (its `operator_runtime.worker.ObjectWorker` thread):
+read the object, decide from its spec and status whether a backup is due (`schedule.next_backup`),
+take it, write status, record an event and metrics, and sleep until the next one is due.
+
+Deleting the EtcdBackup stops its worker (the controller does), so a periodic schedule ends with
+it; what is in S3 stays.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from backup_operator import reasons
+from backup_operator.backup_status import BackupResult, failure_status, recorded_backup, success_status
+from backup_operator.metrics import BackupMetrics
+from backup_operator.reasons import BackupFailed
+from backup_operator.schedule import IDLE_SECONDS, next_backup, timeout_seconds
+from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
+from etcd_common.etcd_backup import STORAGE_TYPE_S3, EtcdBackup, parse_etcd_backup
+from kube_adapter.errors import KubeError, NotFound
+from kube_adapter.events import NORMAL, WARNING, EventRecorder
+from kube_adapter.patching import status_merge_patch
+from kube_adapter.resources import ResourceClient
+from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.logs import object_logger
+from operator_runtime.worker import ObjectWorker, short_error
+
+RUNNER_LOGGER_NAME = "backup_operator.backup"
+# Never sleep less than this between passes (a schedule due "now" after a failure, clock skew).
+MIN_DELAY_SECONDS = 0.5
+NOT_LEADING_DELAY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RunnerContext:
+    """What every runner shares."""
+
+    backups: ObjectCache
+    backup_api: ResourceClient
+    environment: BackupEnvironment
+    events: EventRecorder
+    metrics: BackupMetrics
+    stop: threading.Event
+    may_act: Callable[[], bool] = lambda: True
+    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+
+
+class BackupRunner:
+    def __init__(self, key: Key, context: RunnerContext) -> None:
+        self.key = key
+        self.context = context
+        self.log = object_logger(*key, logging.getLogger(RUNNER_LOGGER_NAME), field="backup")
+        self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role="backup runner",
+                                   expected_errors=(KubeError,))
+
+    def reconcile_once(self) -> float:
+        ctx = self.context
+        raw = ctx.backups.get(self.key)
+        if raw is None:
+            return IDLE_SECONDS
+        backup = parse_etcd_backup(raw)
+        recorded = recorded_backup(raw.get("status"))
+        now = ctx.clock()
+        problem = _spec_problem(backup)
+        if problem is not None:
+            reason, message = problem
+            if not (recorded.observed_generation == backup.generation and recorded.last_reason == reason):
+                self.log.warning("cannot back up: %s: %s", reason, message)
+                self._write_failure(raw, backup, reason, message, now, seconds=None)
+            return IDLE_SECONDS
+        assert backup.spec is not None
+        plan = next_backup(backup.spec, backup.generation, recorded, now)
+        if plan.due_in_seconds is None:
+            return IDLE_SECONDS
+        if plan.due_in_seconds > 0:
+            return max(MIN_DELAY_SECONDS, plan.due_in_seconds)
+        if not ctx.may_act():
+            self.log.warning("not backing up: leadership not confirmed within the renew deadline")
+            return NOT_LEADING_DELAY_SECONDS
+        self.log.info("taking a backup (%s)", plan.why)
+        started = time.monotonic()
+        try:
+            request = BackupRequest.from_spec(backup.namespace, backup.name, backup.spec,
+                                              timeout_seconds=timeout_seconds(backup.spec))
+            result = take_backup(request, ctx.environment, self.log, now=ctx.clock)
+        except BackupFailed as failure:
+            self.log.warning("backup failed: %s: %s", failure.reason, failure.message)
+            updated = self._write_failure(raw, backup, failure.reason, failure.message, now,
+                                          seconds=time.monotonic() - started)
+        except Exception as error:  # a bug must show in status too, not only in the log
+            self.log.exception("backup crashed")
+            updated = self._write_failure(raw, backup, reasons.INTERNAL_ERROR, short_error(error), now,
+                                          seconds=time.monotonic() - started)
+        else:
+            updated = self._write_success(raw, backup, result)
+        return self._delay_after(updated or raw, backup)
+
+    def _delay_after(self, raw: dict[str, Any], backup: EtcdBackup) -> float:
+        assert backup.spec is not None
+        plan = next_backup(backup.spec, backup.generation, recorded_backup(raw.get("status")), self.context.clock())
+        if plan.due_in_seconds is None:
+            return IDLE_SECONDS
+        return max(MIN_DELAY_SECONDS, plan.due_in_seconds)
+
+    def _write_success(self, raw: dict[str, Any], backup: EtcdBackup, result: BackupResult) -> dict[str, Any] | None:
+        ctx = self.context
+        self.log.info("backup succeeded: %s (%d bytes, revision %d, %.1fs)", result.key, result.size,
+                      result.etcd_revision, result.duration_seconds)
+        ctx.metrics.observe_success(backup.namespace, backup.name, seconds=result.duration_seconds, size=result.size,
+                                    finished_at=time.time(), retained=result.retained)
+        ctx.events.record(raw, NORMAL, reasons.SUCCEEDED,
+                          f"backup {result.key} taken: {result.size} bytes, etcd revision {result.etcd_revision}, "
+                          f"{result.duration_seconds:.1f}s")
+        if result.retention_error:
+            ctx.events.record(raw, WARNING, reasons.RETENTION_FAILED, result.retention_error)
+            ctx.metrics.failures_total.labels(reason=reasons.RETENTION_FAILED).inc()
+        current = raw.get("status") or {}
+        return self._patch_status(raw, current, success_status(current, backup.generation, result, ctx.clock()))
+
+    def _write_failure(self, raw: dict[str, Any], backup: EtcdBackup, reason: str, message: str, attempt: datetime,
+                       *, seconds: float | None) -> dict[str, Any] | None:
+        ctx = self.context
+        ctx.metrics.observe_failure(backup.namespace, backup.name, reason, seconds=seconds)
+        ctx.events.record(raw, WARNING, reason, message)
+        current = raw.get("status") or {}
+        status = failure_status(current, backup.generation, recorded_backup(current), reason, message, attempt,
+                                ctx.clock())
+        return self._patch_status(raw, current, status)
+
+    def _patch_status(self, raw: dict[str, Any], current: dict[str, Any],
+                      status: dict[str, Any]) -> dict[str, Any] | None:
+        ctx = self.context
+        try:
+            updated = ctx.backup_api.patch_status(self.key[0], self.key[1], status_merge_patch(current, status))
+        except NotFound:
+            self.log.info("EtcdBackup deleted meanwhile; status not written")
+            return None
+        if updated:
+            # The next pass schedules from what we wrote, even before the watch brings it.
+            ctx.backups.upsert(updated)
+        return updated
+
+
+def _spec_problem(backup: EtcdBackup) -> tuple[str, str] | None:
+    """A reason and message when the spec cannot be acted on at all, else None."""
+    if backup.spec is None:
+        return reasons.INVALID_SPEC, backup.spec_error or "spec is invalid"
+    spec = backup.spec
+    if spec.storage_type != STORAGE_TYPE_S3:
+        return (reasons.UNSUPPORTED_STORAGE_TYPE,
+                f"storageType {spec.storage_type} is accepted for CoreOS compatibility but not supported: use S3")
+    if not spec.etcd_endpoints and not spec.etcd_cluster_name:
+        return reasons.INVALID_SPEC, "one of spec.etcdEndpoints or spec.etcdCluster.name is required"
+    if spec.etcd_endpoints and spec.etcd_cluster_name:
+        return reasons.INVALID_SPEC, "spec.etcdEndpoints and spec.etcdCluster.name are mutually exclusive"
+    return None

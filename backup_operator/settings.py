@@ -1,0 +1,56 @@
+"""The backup operator's effective configuration, from flags that default from environment variables."""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Sequence
+
+from operator_runtime.flags import RuntimeSettings, add_runtime_flags, env_bool, env_str, own_namespace, runtime_settings
+
+
+@dataclass(frozen=True)
+class BackupOperatorSettings:
+    namespace: str | None  # None: watch all namespaces
+    resync_seconds: float
+    work_dir: str
+    etcdctl_binary: str | None
+    etcdutl_binary: str | None
+    runtime: RuntimeSettings
+
+
+def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--work-dir", default=env_str("BACKUP_WORK_DIR", tempfile.gettempdir()),
+                        help="where snapshots are written before upload (an emptyDir with room for the "
+                             "largest database) [BACKUP_WORK_DIR, else TMPDIR]")
+    parser.add_argument("--etcdctl", default=os.environ.get("ETCDCTL_BINARY"),
+                        help="etcdctl binary; default: the one next to this Python, else PATH [ETCDCTL_BINARY]")
+    parser.add_argument("--etcdutl", default=os.environ.get("ETCDUTL_BINARY"),
+                        help="etcdutl binary; default: the one next to this Python, else PATH [ETCDUTL_BINARY]")
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
+    parser = argparse.ArgumentParser(
+        prog="etcd-backup-operator",
+        description="Takes etcd snapshots described by EtcdBackup resources (etcd.database.coreos.com/v1beta2) "
+                    "and streams them to S3. Every flag defaults from the environment variable named in its help.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", default=env_str("WATCH_NAMESPACE", own_namespace()),
+                       help="namespace to watch [WATCH_NAMESPACE, else POD_NAMESPACE, else default]")
+    scope.add_argument("--all-namespaces", action="store_true", default=env_bool("ALL_NAMESPACES", False),
+                       help="watch EtcdBackups in every namespace (needs the ClusterRole) [ALL_NAMESPACES]")
+    add_runtime_flags(parser, default_lease_name="etcd-backup-operator")
+    parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "30")),
+                        help="safety-net re-check of every EtcdBackup's schedule, in seconds [RESYNC_SECONDS]")
+    add_etcd_tool_flags(parser)
+    args = parser.parse_args(argv)
+    return BackupOperatorSettings(
+        namespace=None if args.all_namespaces else args.namespace,
+        resync_seconds=args.resync_seconds,
+        work_dir=args.work_dir,
+        etcdctl_binary=args.etcdctl,
+        etcdutl_binary=args.etcdutl,
+        runtime=runtime_settings(args),
+    )

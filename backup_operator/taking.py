@@ -1,0 +1,253 @@
+"""Taking one backup: the effects. Resolve the etcd endpoints (given, or from an EtcdCluster),
+pick the healthy member with the highest revision (members that fail are skipped), stream its
+snapshot into a file in the work directory, check its integrity, upload it to S3 part by part,
+then apply retention. Used by the operator's per-EtcdBackup runner and the one-shot command.
+
+Every failure is raised as `BackupFailed` with a reason from `backup_operator.reasons`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from backup_operator import reasons
+from backup_operator.backup_status import BackupResult
+from backup_operator.integrity import verify_snapshot_file
+from backup_operator.keys import keys_to_delete, our_backups, periodic_key
+from backup_operator.reasons import BackupFailed
+from etcd_common import etcdctl as ctl
+from etcd_common import s3_storage as s3
+from etcd_common.cluster_endpoints import cluster_client_access
+from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd_backup import STORAGE_TYPE_S3, BackupSpec, S3Location
+from etcd_common.etcd_cluster import SpecError, parse_etcd_cluster
+from kube_adapter.errors import KubeError, NotFound
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+ObjectReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> API dict
+
+SNAPSHOT_FILE = "snapshot.db"
+STATUS_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class BackupRequest:
+    """What to back up where, from an EtcdBackup spec (or the one-shot command's flags)."""
+
+    namespace: str
+    owner: str  # the EtcdBackup's name (logs, client-certificate cache)
+    location: S3Location
+    endpoints: tuple[str, ...] = ()
+    client_tls_secret: str = ""
+    etcd_cluster_name: str = ""
+    periodic: bool = False
+    max_backups: int = 0
+    timeout_seconds: float = 1800.0
+
+    @classmethod
+    def from_spec(cls, namespace: str, name: str, spec: BackupSpec, *, timeout_seconds: float,
+                  periodic: bool | None = None) -> BackupRequest:
+        if spec.storage_type != STORAGE_TYPE_S3 or spec.storage.s3 is None:
+            raise BackupFailed(reasons.UNSUPPORTED_STORAGE_TYPE,
+                               f"storageType {spec.storage_type} is not supported by this operator (only S3)")
+        return cls(
+            namespace=namespace, owner=name, location=spec.storage.s3, endpoints=spec.etcd_endpoints,
+            client_tls_secret=spec.client_tls_secret, etcd_cluster_name=spec.etcd_cluster_name,
+            periodic=spec.policy.periodic if periodic is None else periodic,
+            max_backups=spec.policy.max_backups, timeout_seconds=timeout_seconds,
+        )
+
+
+@dataclass
+class BackupEnvironment:
+    """What taking a backup needs from outside: API reads, etcd access, a directory on disk."""
+
+    read_secret: ObjectReader
+    read_etcd_cluster: ObjectReader
+    etcd: EtcdAccess
+    work_dir: str
+    etcdutl_binary: str | None = None
+    s3_options: dict[str, Any] = field(default_factory=dict)
+
+
+def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
+                *, now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> BackupResult:
+    started = now()
+    clock_start = time.monotonic()
+    deadline = clock_start + request.timeout_seconds
+
+    def remaining() -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BackupFailed(reasons.TIMED_OUT, f"the backup did not finish within {request.timeout_seconds:.0f}s "
+                                                  "(backupPolicy.timeoutInSecond)")
+        return left
+
+    bucket, base_key = _split(request.location)
+    storage = _storage(request, env)
+    _s3_call(lambda: storage.check_bucket(bucket))
+    endpoints, tls_secret = _target(request, env)
+    candidates, version = _members_by_revision(request, env, endpoints, tls_secret, log)
+    os.makedirs(env.work_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{request.namespace}_{request.owner}_", dir=env.work_dir) as directory:
+        path = os.path.join(directory, SNAPSHOT_FILE)
+        endpoint = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
+        try:
+            sha256 = verify_snapshot_file(path)
+            snapshot = ctl.snapshot_status(path, binary=env.etcdutl_binary, timeout_seconds=min(remaining(), 600.0))
+        except ctl.SnapshotInvalid as error:
+            raise BackupFailed(reasons.SNAPSHOT_INVALID, f"snapshot from {endpoint} not uploaded: {error.message}") from error
+        except ctl.EtcdctlError as error:
+            raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot from {endpoint}: {error.message}") from error
+        key = periodic_key(base_key, snapshot.revision, started) if request.periodic else base_key
+        size = os.path.getsize(path)
+        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading to s3://%s/%s",
+                 endpoint, snapshot.revision, size, sha256, bucket, key)
+
+        def check_deadline(_bytes: int) -> None:
+            remaining()
+
+        metadata = {"sha256": sha256, "etcd-revision": str(snapshot.revision), "etcd-version": version}
+        try:
+            upload = storage.upload_file(bucket, key, path, metadata=metadata, progress=check_deadline)
+        except s3.S3Error as error:
+            if isinstance(error.__cause__, BackupFailed):
+                raise error.__cause__ from None
+            raise BackupFailed(error.reason, error.message) from error
+        if upload.size != size:
+            raise BackupFailed(s3.REASON_FAILED, f"s3://{bucket}/{key} has {upload.size} bytes, uploaded {size}")
+    retained: int | None = None
+    retention_error = ""
+    if request.periodic:
+        retained, retention_error = _apply_retention(storage, bucket, base_key, request.max_backups, log)
+    return BackupResult(
+        key=key, size=size, sha256=sha256, etcd_revision=snapshot.revision, etcd_version=version,
+        started=started, duration_seconds=time.monotonic() - clock_start, endpoint=endpoint,
+        retained=retained, retention_error=retention_error,
+    )
+
+
+def _split(location: S3Location) -> tuple[str, str]:
+    try:
+        return s3.split_path(location.path)
+    except s3.S3LocationInvalid as error:
+        raise BackupFailed(error.reason, f"spec.s3.{error.message}") from error
+
+
+def _storage(request: BackupRequest, env: BackupEnvironment) -> s3.S3Storage:
+    try:
+        return s3.storage_for_location(request.location, request.namespace, env.read_secret, **env.s3_options)
+    except s3.S3Error as error:
+        raise BackupFailed(error.reason, error.message) from error
+    except KubeError as error:
+        raise BackupFailed(reasons.KUBE_API_ERROR, f"cannot read secret {request.location.aws_secret}: {error}") from error
+
+
+def _s3_call(call: Callable[[], None]) -> None:
+    try:
+        call()
+    except s3.S3Error as error:
+        raise BackupFailed(error.reason, error.message) from error
+
+
+def _target(request: BackupRequest, env: BackupEnvironment) -> tuple[tuple[str, ...], str]:
+    """The endpoints to ask and the client-certificate secret ("" = none)."""
+    if not request.etcd_cluster_name:
+        if not request.endpoints:
+            raise BackupFailed(reasons.INVALID_SPEC, "spec.etcdEndpoints or spec.etcdCluster.name is required")
+        return request.endpoints, request.client_tls_secret
+    name = request.etcd_cluster_name
+    try:
+        raw = env.read_etcd_cluster(request.namespace, name)
+    except NotFound as error:
+        raise BackupFailed(reasons.ETCD_CLUSTER_NOT_FOUND,
+                           f"EtcdCluster {request.namespace}/{name} (spec.etcdCluster.name) does not exist") from error
+    except KubeError as error:
+        raise BackupFailed(reasons.KUBE_API_ERROR, f"cannot read EtcdCluster {request.namespace}/{name}: {error}") from error
+    try:
+        access = cluster_client_access(parse_etcd_cluster(raw))
+    except SpecError as error:
+        raise BackupFailed(reasons.ETCD_UNREACHABLE,
+                           f"EtcdCluster {request.namespace}/{name} has an invalid spec: {error}") from error
+    return (access.url,), request.client_tls_secret or access.tls_secret
+
+
+def _client(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str, ...], tls_secret: str,
+            **options: Any) -> ctl.Etcdctl:
+    field_name = "spec.clientTLSSecret" if request.client_tls_secret else "spec.TLS.static.operatorSecret of the EtcdCluster"
+    try:
+        return env.etcd.client_with_secret(request.namespace, request.owner, endpoints, tls_secret or None,
+                                           secret_field=field_name, **options)
+    except ctl.ClientTLSUnavailable as error:
+        raise BackupFailed(reasons.ETCD_CLIENT_TLS_UNAVAILABLE, error.message) from error
+
+
+def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str, ...],
+                         tls_secret: str, log: Logger) -> tuple[list[str], str]:
+    """Every voting member that answers, highest revision first, and the etcd version. The given
+    endpoints may be a service; the members' own client URLs come from the member list. Members
+    that do not answer are skipped."""
+    client = _client(request, env, endpoints, tls_secret)
+    member_urls: list[str] = []
+    try:
+        members = client.member_list()
+        member_urls = [url for m in members if m.started and not m.is_learner for url in m.client_urls[:1]]
+    except ctl.EtcdctlError as error:
+        log.warning("member list through %s failed (%s); trying the given endpoints themselves",
+                    ",".join(endpoints), error.message)
+    candidates = tuple(dict.fromkeys(member_urls or endpoints))
+    try:
+        statuses = _client(request, env, candidates, tls_secret,
+                           command_timeout_seconds=STATUS_TIMEOUT_SECONDS).endpoint_status()
+    except ctl.EtcdctlError as error:
+        raise BackupFailed(reasons.ETCD_UNREACHABLE,
+                           f"no etcd member answers at {', '.join(candidates)}: {error.message}") from error
+    healthy = [s for s in statuses if s.reachable and not s.is_learner and not s.errors]
+    for status in statuses:
+        if status not in healthy:
+            log.warning("skipping etcd member %s: %s", status.endpoint,
+                        "; ".join(status.errors) or ("learner" if status.is_learner else "unhealthy"))
+    if not healthy:
+        raise BackupFailed(reasons.ETCD_UNREACHABLE, f"no healthy etcd member among {', '.join(candidates)}")
+    healthy.sort(key=lambda s: (s.revision, s.raft_index), reverse=True)
+    return [s.endpoint for s in healthy], healthy[0].version
+
+
+def _save_snapshot(request: BackupRequest, env: BackupEnvironment, candidates: list[str], tls_secret: str,
+                   path: str, remaining: Callable[[], float], log: Logger) -> str:
+    """Save a snapshot from the first candidate that delivers one; return its endpoint."""
+    client = _client(request, env, tuple(candidates), tls_secret)
+    failures: list[str] = []
+    for endpoint in candidates:
+        try:
+            client.snapshot_save(path, endpoint=endpoint, timeout_seconds=remaining())
+            return endpoint
+        except ctl.EtcdctlError as error:
+            failures.append(f"{endpoint}: {error.message}")
+            log.warning("snapshot from %s failed: %s; trying the next member", endpoint, error.message)
+            for leftover in (path, f"{path}.part"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+    raise BackupFailed(reasons.SNAPSHOT_FAILED, "no member delivered a snapshot: " + "; ".join(failures))
+
+
+def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, max_backups: int,
+                     log: Logger) -> tuple[int | None, str]:
+    """Delete the oldest periodic backups of `base_key` beyond `max_backups`; returns how many
+    remain and an error text ("" if none). A failure here does not undo the backup."""
+    try:
+        keys = [info.key for info in storage.list(bucket, base_key)]
+        doomed = keys_to_delete(base_key, keys, max_backups)
+        for key in doomed:
+            storage.delete(bucket, key)
+            log.info("retention (maxBackups %d): deleted s3://%s/%s", max_backups, bucket, key)
+    except s3.S3Error as error:
+        log.warning("retention failed: %s", error.message)
+        return None, error.message
+    return len(our_backups(base_key, keys)) - len(doomed), ""

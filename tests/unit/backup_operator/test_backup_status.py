@@ -1,0 +1,50 @@
+"""The status a success or a failure writes: CoreOS fields kept, a failure visible after successes."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from backup_operator.backup_status import BackupResult, failure_status, recorded_backup, success_status
+
+T = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+RESULT = BackupResult(key="k_v7_x", size=100, sha256="ab", etcd_revision=7, etcd_version="3.6.16", started=T,
+                      duration_seconds=1.25, endpoint="http://m:2379", retained=2)
+
+
+def test_success_status_has_coreos_and_added_fields() -> None:
+    status = success_status({}, 3, RESULT, T)
+    assert status["succeeded"] is True and status["etcdRevision"] == 7 and status["etcdVersion"] == "3.6.16"
+    assert status["lastSuccessDate"] == "2024-01-01T12:00:00Z" and status["observedGeneration"] == 3
+    assert status["lastBackup"] == {"key": "k_v7_x", "size": 100, "sha256": "ab", "durationSeconds": 1.25,
+                                    "time": "2024-01-01T12:00:00Z", "etcdRevision": 7, "endpoint": "http://m:2379"}
+    assert status["conditions"][0]["status"] == "True" and status["backupsRetained"] == 2
+    assert "Reason" not in status
+
+
+def test_failure_after_success_is_visible_and_keeps_the_last_success() -> None:
+    before = success_status({}, 1, RESULT, T)
+    later = T + timedelta(minutes=5)
+    status = failure_status(before, 1, recorded_backup(before), "S3Unreachable", "cannot reach", later, later)
+    assert status["succeeded"] is False and status["lastResult"] == "S3Unreachable"
+    assert status["Reason"] == "S3Unreachable: cannot reach"
+    assert status["lastSuccessDate"] == before["lastSuccessDate"] and status["lastBackup"] == before["lastBackup"]
+    condition = status["conditions"][0]
+    assert (condition["status"], condition["reason"], condition["lastTransitionTime"]) == (
+        "False", "S3Unreachable", "2024-01-01T12:05:00Z")
+    assert status["consecutiveFailures"] == 1 and status["firstAttemptTime"] == "2024-01-01T12:05:00Z"
+
+
+def test_failures_in_a_row_count_up_and_keep_the_first_attempt() -> None:
+    first = failure_status({}, 1, recorded_backup({}), "EtcdUnreachable", "x", T, T)
+    later = T + timedelta(seconds=10)
+    second = failure_status(first, 1, recorded_backup(first), "EtcdUnreachable", "x", later, later)
+    assert second["consecutiveFailures"] == 2 and second["firstAttemptTime"] == "2024-01-01T12:00:00Z"
+    assert second["conditions"][0]["lastTransitionTime"] == "2024-01-01T12:00:00Z"
+
+
+def test_recorded_backup_reads_what_was_written_and_survives_garbage() -> None:
+    status = failure_status({}, 4, recorded_backup({}), "S3AccessDenied", "x", T, T)
+    recorded = recorded_backup(status)
+    assert (recorded.observed_generation, recorded.consecutive_failures, recorded.last_reason) == (4, 1, "S3AccessDenied")
+    assert recorded.last_attempt_time == T
+    assert recorded_backup({"lastAttemptTime": 5, "consecutiveFailures": "x"}).last_attempt_time is None
+    assert recorded_backup(None).observed_generation == 0

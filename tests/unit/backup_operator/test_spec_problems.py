@@ -1,0 +1,71 @@
+"""Specs the runner cannot act on get a reason (and the one-shot command builds its request from a
+template plus flags)."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from backup_operator import reasons
+from backup_operator.oneshot import build_parser, build_request
+from backup_operator.reasons import BackupFailed
+from backup_operator.runner import _spec_problem
+from etcd_common.etcd_backup import parse_etcd_backup
+
+
+def backup(spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "b", "namespace": "ns", "generation": 1}, "spec": spec}
+
+
+S3 = {"path": "bucket/key", "awsSecret": "aws"}
+
+
+@pytest.mark.parametrize("spec, reason, fragment", [
+    (None, reasons.INVALID_SPEC, "spec is required"),
+    ({"storageType": "S3"}, reasons.INVALID_SPEC, "spec.s3 is missing"),
+    ({"storageType": "S3", "s3": S3}, reasons.INVALID_SPEC, "etcdEndpoints or spec.etcdCluster.name"),
+    ({"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e:2379"], "etcdCluster": {"name": "c"}},
+     reasons.INVALID_SPEC, "mutually exclusive"),
+    ({"storageType": "GCS", "gcs": {"path": "b/k"}, "etcdEndpoints": ["http://e:2379"]},
+     reasons.UNSUPPORTED_STORAGE_TYPE, "GCS"),
+    ({"storageType": "ABS", "abs": {"path": "b/k"}, "etcdEndpoints": ["http://e:2379"]},
+     reasons.UNSUPPORTED_STORAGE_TYPE, "use S3"),
+    ({"storageType": "S3", "s3": S3, "etcdCluster": {}}, reasons.INVALID_SPEC, "spec.etcdCluster.name is required"),
+])
+def test_specs_that_cannot_be_acted_on(spec: Any, reason: str, fragment: str) -> None:
+    problem = _spec_problem(parse_etcd_backup(backup(spec)))
+    assert problem is not None and problem[0] == reason and fragment in problem[1], problem
+
+
+@pytest.mark.parametrize("spec", [
+    {"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e:2379"]},
+    {"storageType": "S3", "s3": S3, "etcdCluster": {"name": "example"}},
+])
+def test_good_specs_have_no_problem(spec: Any) -> None:
+    parsed = parse_etcd_backup(backup(spec))
+    assert _spec_problem(parsed) is None
+    assert parsed.spec is not None and parsed.spec.etcd_cluster_name in ("", "example")
+
+
+def test_one_shot_command_lays_flags_over_a_template() -> None:
+    template = backup({"storageType": "S3", "s3": {**S3, "endpoint": "http://127.0.0.1:9000"},
+                       "etcdCluster": {"name": "example"}, "backupPolicy": {"maxBackups": 4, "timeoutInSecond": 60}})
+    args = build_parser().parse_args(["--namespace", "ns", "--from-backup", "b", "--max-backups", "2"])
+    request = build_request(args, template)
+    assert (request.etcd_cluster_name, request.location.path, request.location.endpoint) == (
+        "example", "bucket/key", "http://127.0.0.1:9000")
+    assert (request.max_backups, request.periodic, request.timeout_seconds) == (2, True, 60)
+
+
+def test_one_shot_command_from_flags_only() -> None:
+    args = build_parser().parse_args(["--namespace", "ns", "--endpoints", "http://a:2379,http://b:2379",
+                                      "--s3-path", "b/k", "--exact-key"])
+    request = build_request(args, None)
+    assert request.endpoints == ("http://a:2379", "http://b:2379") and not request.periodic
+
+
+@pytest.mark.parametrize("argv", [["--s3-path", "b/k"], ["--etcd-cluster", "c"]])
+def test_one_shot_command_needs_a_source_and_a_destination(argv: list[str]) -> None:
+    with pytest.raises(BackupFailed) as failed:
+        build_request(build_parser().parse_args(argv), None)
+    assert failed.value.reason == reasons.INVALID_SPEC
