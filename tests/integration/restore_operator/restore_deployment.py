@@ -41,3 +41,14 @@ def deploy_restore_operator(sandbox: Sandbox) -> None:
 
 def restore_operator_logs(sandbox: Sandbox) -> str:
     return sandbox.kubectl("-n", NAMESPACE, "logs", f"deploy/{DEPLOYMENT}", "--tail=-1", check=False).stdout
+
+
+def restore_metric(sandbox: Sandbox, name: str, labels: dict[str, str]) -> float | None:
+    """One sample of the (single, ready) restore operator pod's /metrics, or None."""
+    from kubernetes import client as k8s
+
+    from tests.integration.etcd_operator.operator_deployment import pod_metric, pod_ready
+
+    pods = k8s.CoreV1Api(sandbox.api_client()).list_namespaced_pod(NAMESPACE, label_selector=POD_SELECTOR).items
+    ready = [pod for pod in pods if pod.metadata.deletion_timestamp is None and pod_ready(pod)]
+    return pod_metric(ready[0], name, labels) if len(ready) == 1 else None
