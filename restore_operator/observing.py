@@ -3,7 +3,8 @@ from the API, not a cache: it decides what is deleted), leftover pods, and, once
 cluster reports all members ready, the revision its client service serves."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from etcd_common import constants as c
@@ -14,11 +15,14 @@ from etcd_common.etcd_restore import EtcdRestore
 from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error
-from restore_operator.planning import ObservedCluster, ObservedRestore, Recorded, SnapshotFacts
+from restore_operator.planning import TERMINAL_PHASES, ObservedCluster, ObservedRestore, Recorded, SnapshotFacts
 
 
 def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
-                    pods: ResourceClient, etcd: EtcdAccess) -> ObservedRestore:
+                    pods: ResourceClient, etcd: EtcdAccess,
+                    find_restore: Callable[[str, str], Mapping[str, Any] | None] = lambda ns, name: None,
+                    ) -> ObservedRestore:
+    """`find_restore(namespace, name)` gives another EtcdRestore as last seen (None if unknown)."""
     recorded = parse_recorded(raw.get("status"))
     if restore.spec is None or recorded.snapshot is None:
         return ObservedRestore(restore, recorded)
@@ -28,15 +32,47 @@ def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: R
     except NotFound:
         raw_cluster = None
     cluster = None if raw_cluster is None else observed_cluster(raw_cluster)
+    selector = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}={name}"
     leftover = 0
     if cluster is None:
-        selector = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}={name}"
         leftover = len(pods.list(restore.namespace, label_selector=selector))
     observed = ObservedRestore(restore, recorded, cluster, leftover)
-    if raw_cluster is not None and observed.cluster_is_ours() and observed.cluster_serves_all_members():
+    if raw_cluster is None or cluster is None:
+        return observed
+    if not observed.cluster_is_ours():
+        other = other_restore_in_progress(raw_cluster, cluster.restore_uid, find_restore)
+        return replace(observed, other_restore_in_progress=other)
+    if observed.cluster_serves_all_members():
         served, error = served_revision(raw_cluster, etcd)
-        return ObservedRestore(restore, recorded, cluster, leftover, served, error)
-    return observed
+        return replace(observed, served_revision=served, served_revision_error=error)
+    return replace(observed, seed_problem=seed_problem(pods.list(restore.namespace, label_selector=selector)))
+
+
+def other_restore_in_progress(raw_cluster: Mapping[str, Any], restore_uid: str,
+                              find_restore: Callable[[str, str], Mapping[str, Any] | None]) -> str:
+    """The name of the unfinished EtcdRestore whose uid the cluster carries, or ""."""
+    if not restore_uid:
+        return ""
+    metadata = raw_cluster.get("metadata") or {}
+    name = str((metadata.get("labels") or {}).get(c.LABEL_RESTORE) or "")
+    other = find_restore(str(metadata.get("namespace") or ""), name) if name else None
+    if other is None or (other.get("metadata") or {}).get("uid") != restore_uid:
+        return ""
+    phase = str((other.get("status") or {}).get("phase") or "")
+    return "" if phase in TERMINAL_PHASES else name
+
+
+def seed_problem(pods: list[dict[str, Any]]) -> str:
+    """A failing restore init container of the cluster's pods, said the way `kubectl` would."""
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name"))):
+        name = (pod.get("metadata") or {}).get("name")
+        for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+            last = (status.get("lastState") or {}).get("terminated") or (status.get("state") or {}).get("terminated") or {}
+            if last.get("exitCode", 0) != 0:
+                return (f"seed pod {name}: init container {status.get('name')} failed (exit code "
+                        f"{last.get('exitCode')}, {status.get('restartCount', 0)} restarts); see "
+                        f"`kubectl logs {name} -c {status.get('name')}`")
+    return ""
 
 
 def observed_cluster(raw: Mapping[str, Any]) -> ObservedCluster:

@@ -14,7 +14,8 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
  5. The EtcdCluster exists and is not ours -> ReplaceCluster: its spec is recorded in status
     first (so a restart after the delete can still recreate it), then it is deleted (foreground,
     uid precondition). Destructive by design, as in CoreOS; it happens only after rule 3.
-    Already being deleted -> Wait.
+    Already being deleted, or another EtcdRestore still restoring it -> Wait (two restores of
+    one cluster never replace each other's cluster in turn).
  6. No EtcdCluster, but pods of that name still exist -> Wait (a new seed must not meet them).
  7. No EtcdCluster -> CreateCluster from the recorded spec (the replaced cluster's), else the
     restore's `clusterSpec` template, else the defaults; with `spec.restore` and this restore's uid.
@@ -87,6 +88,10 @@ class ObservedRestore:
     # The revision the cluster's client service serves; observed only once it could be done.
     served_revision: int | None = None
     served_revision_error: str = ""
+    # Another EtcdRestore, not finished, whose uid the existing cluster carries.
+    other_restore_in_progress: str = ""
+    # Why the restored cluster's seed pod does not get going (a failing init container), if so.
+    seed_problem: str = ""
 
     def cluster_is_ours(self) -> bool:
         return self.cluster is not None and bool(self.restore.uid) and self.cluster.restore_uid == self.restore.uid
@@ -193,8 +198,9 @@ def plan_next_step(observed: ObservedRestore) -> Step:
         if cluster.deleting:
             return Wait("the restored EtcdCluster is being deleted", PHASE_RESTORING)
         if not observed.cluster_serves_all_members():
+            problem = f"; {observed.seed_problem}" if observed.seed_problem else ""
             return Wait(f"waiting for the restored cluster: phase {cluster.phase or '(none)'}, "
-                        f"{cluster.ready}/{cluster.size} members ready", PHASE_RESTORING)
+                        f"{cluster.ready}/{cluster.size} members ready{problem}", PHASE_RESTORING)
         served = observed.served_revision
         if served is None or served < recorded.snapshot.revision:
             detail = observed.served_revision_error or f"serves revision {served}"
@@ -204,6 +210,9 @@ def plan_next_step(observed: ObservedRestore) -> Step:
     if cluster is not None:
         if cluster.deleting:
             return Wait("the existing EtcdCluster is being deleted", PHASE_REPLACING)
+        if observed.other_restore_in_progress:
+            return Wait(f"EtcdRestore {observed.other_restore_in_progress} is restoring this cluster; "
+                        "waiting for it to finish before replacing it", PHASE_REPLACING)
         return ReplaceCluster(cluster.uid, recorded.cluster_spec or cluster.spec)
     if observed.cluster_pods:
         return Wait(f"{observed.cluster_pods} pod(s) of the deleted cluster still exist", PHASE_REPLACING)

@@ -72,7 +72,8 @@ class RestoreSupervisor:
         if raw is None:
             return ctx.settings.resync_seconds
         restore = parse_etcd_restore(raw)
-        observed = observe_restore(restore, raw, clusters=ctx.clusters, pods=ctx.pods, etcd=ctx.etcd)
+        observed = observe_restore(restore, raw, clusters=ctx.clusters, pods=ctx.pods, etcd=ctx.etcd,
+                                   find_restore=lambda ns, name: ctx.restores.get((ns, name)))
         step = p.plan_next_step(observed)
         if isinstance(step, p.Done):
             return ctx.settings.resync_seconds

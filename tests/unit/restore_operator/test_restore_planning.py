@@ -98,3 +98,14 @@ def test_new_cluster_spec(recorded_spec: Any, template: Any, expected: dict[str,
         spec["clusterSpec"] = template
     step = p.plan_next_step(observed(restore=restore(spec), recorded=p.Recorded(snapshot=FACTS, cluster_spec=recorded_spec)))
     assert isinstance(step, p.CreateCluster) and dict(step.cluster_spec) == expected
+
+
+def test_another_unfinished_restore_of_the_cluster_is_waited_for() -> None:
+    step = p.plan_next_step(observed(cluster=cluster(), other_restore_in_progress="first"))
+    assert isinstance(step, p.Wait) and "first" in step.message
+
+
+def test_a_failing_seed_is_said_in_the_wait_message() -> None:
+    step = p.plan_next_step(observed(cluster=cluster(ours=True, phase="Creating", ready=0, members=1),
+                                     seed_problem="seed pod c-abcde: init container restore-fetch failed"))
+    assert isinstance(step, p.Wait) and "restore-fetch failed" in step.message

@@ -1,0 +1,40 @@
+"""The pure parts of observing: another restore in progress, a failing seed init container, the
+recorded status read back."""
+from __future__ import annotations
+
+from typing import Any
+
+from restore_operator.observing import other_restore_in_progress, parse_recorded, seed_problem
+
+CLUSTER = {"metadata": {"name": "c", "namespace": "ns", "labels": {"etcd.database.coreos.com/restore": "first"}}}
+
+
+def restore_named(uid: str, phase: str) -> Any:
+    return lambda ns, name: {"metadata": {"name": name, "uid": uid}, "status": {"phase": phase}}
+
+
+def test_other_restore_in_progress_only_while_it_runs_and_only_if_it_is_that_one() -> None:
+    assert other_restore_in_progress(CLUSTER, "u1", restore_named("u1", "Restoring")) == "first"
+    assert other_restore_in_progress(CLUSTER, "u1", restore_named("u1", "Completed")) == ""
+    assert other_restore_in_progress(CLUSTER, "u1", restore_named("u2", "Restoring")) == ""  # recreated since
+    assert other_restore_in_progress(CLUSTER, "u1", lambda ns, name: None) == ""
+    assert other_restore_in_progress(CLUSTER, "", restore_named("u1", "Restoring")) == ""
+
+
+def test_seed_problem_names_the_failing_init_container() -> None:
+    pod = {"metadata": {"name": "c-abcde"}, "status": {"initContainerStatuses": [
+        {"name": "restore-fetch", "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1}}}]}}
+    problem = seed_problem([pod])
+    assert "c-abcde" in problem and "restore-fetch" in problem and "exit code 1" in problem
+    healthy = {"metadata": {"name": "c-abcde"}, "status": {"initContainerStatuses": [
+        {"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}}]}}
+    assert seed_problem([healthy]) == ""
+
+
+def test_recorded_status_round_trip() -> None:
+    recorded = parse_recorded({"phase": "Replacing", "observedGeneration": 2, "clusterSpec": {"size": 5},
+                               "snapshot": {"sha256": "ab", "size": 10, "revision": 7, "totalKeys": 3}})
+    assert recorded.phase == "Replacing" and recorded.cluster_spec == {"size": 5}
+    assert recorded.snapshot is not None and recorded.snapshot.revision == 7
+    assert parse_recorded({"snapshot": {}}).snapshot is None
