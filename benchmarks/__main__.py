@@ -13,13 +13,14 @@ from typing import Callable, Sequence, TypeVar
 from benchmarks.environment import OperatorDeployment, sandbox_session
 from benchmarks.idle_figures import measure_idle_fleet
 from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
+from benchmarks.restore_figures import measure_restore
 from benchmarks.results import Result, table, write_json
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger("benchmarks")
 
-FIGURES = ("bring-up", "scale", "recovery", "idle-requests", "resources")
+FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
@@ -96,6 +97,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
         steps.append(("scale", lambda s, o: measure_scaling(s, args.repeat)))
     if "recovery" in selected:
         steps.append(("recovery", lambda s, o: measure_recovery(s, args.repeat)))
+    if "restore" in selected:
+        steps.append(("restore", lambda s, o: measure_restore(s, args.repeat)))
     if selected & {"idle-requests", "resources"}:  # one fleet of idle clusters serves both
         name = "+".join(f for f in ("idle-requests", "resources") if f in selected)
         steps.append((name, lambda s, o: measure_idle_fleet(

@@ -126,7 +126,9 @@ def parse_recorded(raw: Any) -> Recorded:
             hash=_int(snapshot.get("hash")),
         )
     cluster_spec = raw.get("clusterSpec")
+    restored = raw.get("restoredCluster")
     return Recorded(
+        restored_cluster_uid=str(restored.get("uid") or "") if isinstance(restored, Mapping) else "",
         phase=str(raw.get("phase") or ""),
         observed_generation=_int(raw.get("observedGeneration")),
         snapshot=facts,

@@ -16,8 +16,11 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
     uid precondition). Destructive by design, as in CoreOS; it happens only after rule 3.
     Already being deleted, or another EtcdRestore still restoring it -> Wait (two restores of
     one cluster never replace each other's cluster in turn).
- 6. No EtcdCluster, but pods of that name still exist -> Wait (a new seed must not meet them).
- 7. No EtcdCluster -> CreateCluster from the recorded spec (the replaced cluster's), else the
+ 6. The cluster this restore created (uid recorded) is gone or replaced by another object ->
+    Fail: someone deleted it before the restore completed; restoring again would be a second
+    restore nobody asked for.
+ 7. No EtcdCluster, but pods of that name still exist -> Wait (a new seed must not meet them).
+ 8. No EtcdCluster -> CreateCluster from the recorded spec (the replaced cluster's), else the
     restore's `clusterSpec` template, else the defaults; with `spec.restore` and this restore's uid.
 """
 from __future__ import annotations
@@ -58,6 +61,8 @@ class Recorded:
     snapshot: SnapshotFacts | None = None
     # The spec of the replaced EtcdCluster, captured before it was deleted.
     cluster_spec: Mapping[str, Any] | None = None
+    # uid of the EtcdCluster this restore created ("" until known).
+    restored_cluster_uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,7 @@ class Succeed(Step):
 
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_UNSUPPORTED_STORAGE = "UnsupportedStorageType"
+REASON_CLUSTER_DELETED = "RestoredClusterDeleted"
 
 
 def plan_next_step(observed: ObservedRestore) -> Step:
@@ -207,6 +213,11 @@ def plan_next_step(observed: ObservedRestore) -> Step:
             return Wait(f"the restored cluster is Running but does not serve the snapshot's revision "
                         f"{recorded.snapshot.revision} yet ({detail})", PHASE_RESTORING)
         return Succeed(served)
+    created = recorded.restored_cluster_uid
+    if created and (cluster is None or cluster.uid != created):
+        return Fail(REASON_CLUSTER_DELETED,
+                    f"the EtcdCluster this restore created (uid {created}) was deleted before the restore "
+                    "completed; not restoring again (create a new EtcdRestore to restore once more)")
     if cluster is not None:
         if cluster.deleting:
             return Wait("the existing EtcdCluster is being deleted", PHASE_REPLACING)

@@ -118,3 +118,26 @@ def test_bad_snapshot_fails_and_leaves_the_cluster_serving(clusters: Clusters, r
     assert cluster["metadata"]["uid"] == uid and cluster["metadata"].get("deletionTimestamp") is None
     assert clusters.get_value(name, "still") == "here"
     assert wait_for(lambda: clusters.status(name).get("phase") == "Running", timeout=30, what="still Running")
+
+
+def test_restored_cluster_deleted_mid_restore_fails_and_is_not_restored_again(
+        clusters: Clusters, restores: Restores) -> None:
+    clusters.create(etcd_cluster("src", 1))
+    clusters.wait_running("src", 1)
+    key = unique_key("deleted")
+    snapshot_to_s3(clusters, "src", key)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+    body = coreos_restore_cr("victim", f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+    body["spec"]["clusterSpec"] = {"size": 3}
+    restores.create(body)
+    wait_for(lambda: restores.status("victim").get("restoredCluster", {}).get("uid"), timeout=120,
+             what="restored cluster created", interval=0.2)
+    clusters.delete("victim")
+
+    status = restores.wait_phase("victim", "Failed", timeout=120)
+
+    assert status["reason"] == "RestoredClusterDeleted", status
+    wait_for(lambda: not clusters.pods("victim"), timeout=120, what="the deleted cluster's pods gone")
+    names = [item["metadata"]["name"] for item in clusters.custom.list_namespaced_custom_object(
+        "etcd.database.coreos.com", "v1beta2", clusters.namespace, "etcdclusters")["items"]]
+    assert "victim" not in names

@@ -109,3 +109,17 @@ def test_a_failing_seed_is_said_in_the_wait_message() -> None:
     step = p.plan_next_step(observed(cluster=cluster(ours=True, phase="Creating", ready=0, members=1),
                                      seed_problem="seed pod c-abcde: init container restore-fetch failed"))
     assert isinstance(step, p.Wait) and "restore-fetch failed" in step.message
+
+
+@pytest.mark.parametrize("seen_cluster", [None, cluster(), cluster(deleting=True)])
+def test_the_created_cluster_deleted_before_completion_fails_instead_of_restoring_twice(
+        seen_cluster: p.ObservedCluster | None) -> None:
+    recorded = p.Recorded(phase="Restoring", snapshot=FACTS, restored_cluster_uid="created-uid")
+    step = p.plan_next_step(observed(recorded=recorded, cluster=seen_cluster))
+    assert isinstance(step, p.Fail) and step.reason == p.REASON_CLUSTER_DELETED
+
+
+def test_the_created_cluster_still_there_is_waited_for() -> None:
+    recorded = p.Recorded(phase="Restoring", snapshot=FACTS, restored_cluster_uid="cluster-uid")
+    step = p.plan_next_step(observed(recorded=recorded, cluster=cluster(ours=True, phase="Creating", ready=1)))
+    assert isinstance(step, p.Wait)
