@@ -1,4 +1,4 @@
-# The operator image. Its etcdctl and etcdutl come from the official etcd image of the default version.
+# The operators' image: etcd-operator (the default entry point), etcd-backup-operator and etcd-backup. Its etcdctl and etcdutl come from the official etcd image of the default version.
 FROM gcr.io/etcd-development/etcd:v3.6.16 AS etcd
 FROM python:3.11-slim-bookworm
 WORKDIR /app
@@ -8,6 +8,7 @@ COPY kube_adapter ./kube_adapter
 COPY operator_runtime ./operator_runtime
 COPY etcd_common ./etcd_common
 COPY etcd_operator ./etcd_operator
+COPY backup_operator ./backup_operator
 # uid/gid 10001: what deploy/operator.yaml runs as (the `restricted` Pod Security Standard).
 RUN pip install --no-cache-dir . && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator
 USER 10001:10001
