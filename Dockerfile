@@ -1,4 +1,5 @@
-# The operator image. Its etcdctl and etcdutl come from the official etcd image of the default version.
+# The operators' image: etcd-operator (the default entry point), etcd-backup-operator, etcd-backup,
+# etcd-restore-operator and etcd-restore-seed (the restore init containers of seed pods). Its etcdctl and etcdutl come from the official etcd image of the default version.
 FROM gcr.io/etcd-development/etcd:v3.6.16 AS etcd
 FROM python:3.11-slim-bookworm
 WORKDIR /app
@@ -8,6 +9,7 @@ COPY kube_adapter ./kube_adapter
 COPY operator_runtime ./operator_runtime
 COPY etcd_common ./etcd_common
 COPY etcd_operator ./etcd_operator
+COPY backup_operator ./backup_operator
 COPY restore_operator ./restore_operator
 # uid/gid 10001: what deploy/operator.yaml runs as (the `restricted` Pod Security Standard).
 RUN pip install --no-cache-dir . && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator

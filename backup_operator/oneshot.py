@@ -15,19 +15,21 @@ import json
 import logging
 import sys
 from dataclasses import replace
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from backup_operator import reasons
 from backup_operator.controller import backup_environment
+from backup_operator.keys import our_backups
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS
 from backup_operator.settings import add_etcd_tool_flags
 from backup_operator.taking import BackupRequest, take_backup
+from etcd_common import s3_storage as s3
 from etcd_common.etcd_backup import S3Location, parse_etcd_backup
 from etcd_common.resources import ETCD_BACKUPS
 from kube_adapter.client import load_api_client
 from kube_adapter.errors import KubeError
-from kube_adapter.resources import ResourceClient
+from kube_adapter.resources import SECRETS, ResourceClient
 from operator_runtime.flags import env_bool, env_str, own_namespace
 from operator_runtime.logs import LOG_FORMATS, configure_logging
 
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exact-key", action="store_true", default=env_bool("EXACT_KEY", False),
                         help="write the path as given (overwritten every run) instead of <path>_v<rev>_<time> "
                              "[EXACT_KEY]")
+    parser.add_argument("--list", action="store_true",
+                        help="list the backups under the path (one JSON line each) instead of taking one")
     parser.add_argument("--kubeconfig", default=env_str("KUBECONFIG", "") or None,
                         help="kubeconfig; in-cluster config when unset [KUBECONFIG]")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=env_str("LOG_FORMAT", "text"),
@@ -123,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BackupFailed(reasons.INVALID_SPEC,
                                    f"cannot read EtcdBackup {args.namespace}/{args.from_backup}: {error}") from error
         request = build_request(args, template)
+        if args.list:
+            return list_backups(request, ResourceClient(api, SECRETS).get)
         environment = backup_environment(api, work_dir=args.work_dir, etcdctl_binary=args.etcdctl,
                                          etcdutl_binary=args.etcdutl)
         result = take_backup(request, environment, log)
@@ -137,6 +143,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "retentionError": result.retention_error or None,
     }))
     return EXIT_FAILED if result.retention_error else 0
+
+
+def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[str, Any]]) -> int:
+    """Print every object under the request's path: the one-shot key and the periodic ones
+    (with their revision), oldest first."""
+    try:
+        storage = s3.storage_for_location(request.location, request.namespace, read_secret)
+        bucket, base_key = s3.split_path(request.location.path)
+        objects = storage.list(bucket, base_key)
+    except s3.S3Error as error:
+        print(f"etcd-backup: cannot list: {error.reason}: {error.message}", file=sys.stderr)
+        return EXIT_FAILED
+    periodic = {p.key: p for p in our_backups(base_key, (o.key for o in objects))}
+    for info in sorted(objects, key=lambda o: (periodic[o.key].revision, periodic[o.key].time)
+                       if o.key in periodic else (-1, o.last_modified)):
+        if info.key != base_key and info.key not in periodic:
+            continue  # foreign objects under the same prefix
+        entry = periodic.get(info.key)
+        print(json.dumps({"object": f"s3://{bucket}/{info.key}", "size": info.size,
+                          "lastModified": info.last_modified.isoformat(),
+                          "etcdRevision": entry.revision if entry else None}))
+    return 0
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     storage = _storage(request, env)
     _s3_call(lambda: storage.check_bucket(bucket))
     endpoints, tls_secret = _target(request, env)
-    candidates, version = _members_by_revision(request, env, endpoints, tls_secret, log)
+    candidates, version, member_revision = _members_by_revision(request, env, endpoints, tls_secret, log)
     os.makedirs(env.work_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{request.namespace}_{request.owner}_", dir=env.work_dir) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
@@ -105,15 +105,17 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
             raise BackupFailed(reasons.SNAPSHOT_INVALID, f"snapshot from {endpoint} not uploaded: {error.message}") from error
         except ctl.EtcdctlError as error:
             raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot from {endpoint}: {error.message}") from error
-        key = periodic_key(base_key, snapshot.revision, started) if request.periodic else base_key
+        # etcdutl reads the revision from the keys in the file: 0 while the key space is empty.
+        revision = max(snapshot.revision, member_revision)
+        key = periodic_key(base_key, revision, started) if request.periodic else base_key
         size = os.path.getsize(path)
         log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading to s3://%s/%s",
-                 endpoint, snapshot.revision, size, sha256, bucket, key)
+                 endpoint, revision, size, sha256, bucket, key)
 
         def check_deadline(_bytes: int) -> None:
             remaining()
 
-        metadata = {"sha256": sha256, "etcd-revision": str(snapshot.revision), "etcd-version": version}
+        metadata = {"sha256": sha256, "etcd-revision": str(revision), "etcd-version": version}
         try:
             upload = storage.upload_file(bucket, key, path, metadata=metadata, progress=check_deadline)
         except s3.S3Error as error:
@@ -127,7 +129,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     if request.periodic:
         retained, retention_error = _apply_retention(storage, bucket, base_key, request.max_backups, log)
     return BackupResult(
-        key=key, size=size, sha256=sha256, etcd_revision=snapshot.revision, etcd_version=version,
+        key=key, size=size, sha256=sha256, etcd_revision=revision, etcd_version=version,
         started=started, duration_seconds=time.monotonic() - clock_start, endpoint=endpoint,
         retained=retained, retention_error=retention_error,
     )
@@ -189,8 +191,9 @@ def _client(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str
 
 
 def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str, ...],
-                         tls_secret: str, log: Logger) -> tuple[list[str], str]:
-    """Every voting member that answers, highest revision first, and the etcd version. The given
+                         tls_secret: str, log: Logger) -> tuple[list[str], str, int]:
+    """Every voting member that answers, highest revision first, the etcd version and the highest
+    revision. The given
     endpoints may be a service; the members' own client URLs come from the member list. Members
     that do not answer are skipped."""
     client = _client(request, env, endpoints, tls_secret)
@@ -216,7 +219,7 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
     if not healthy:
         raise BackupFailed(reasons.ETCD_UNREACHABLE, f"no healthy etcd member among {', '.join(candidates)}")
     healthy.sort(key=lambda s: (s.revision, s.raft_index), reverse=True)
-    return [s.endpoint for s in healthy], healthy[0].version
+    return [s.endpoint for s in healthy], healthy[0].version, healthy[0].revision
 
 
 def _save_snapshot(request: BackupRequest, env: BackupEnvironment, candidates: list[str], tls_secret: str,

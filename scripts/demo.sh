@@ -31,6 +31,31 @@ done
 
 kubectl -n default get etcd
 kubectl -n default get pods,services -l etcd_cluster=example-etcd-cluster
+
+# The backup operator, and one backup of the example cluster into the sandbox's S3.
+kubectl apply -f deploy/backup-operator.yaml
+kubectl -n etcd-operator rollout status deployment/etcd-backup-operator --timeout=120s
+S3_ENDPOINT=$("$VENV/bin/python" -c 'from kube_sandbox.config import SandboxConfig; print(SandboxConfig.from_env().s3_endpoint)')
+"$VENV/bin/python" - "$S3_ENDPOINT" <<'PY'
+import sys
+from kube_sandbox.config import SandboxConfig
+from etcd_common.s3_storage import AwsCredentials, S3Storage
+config = SandboxConfig.from_env()
+S3Storage(endpoint=sys.argv[1], force_path_style=True,
+          credentials=AwsCredentials(config.s3_access_key, config.s3_secret_key)).create_bucket("etcd-backups")
+PY
+sed "s#http://127.0.0.1:16333#$S3_ENDPOINT#" examples/sandbox-backup.yaml | kubectl apply -n default -f -
+echo "waiting for the backup of example-etcd-cluster..."
+deadline=$(( $(date +%s) + TIMEOUT_SECONDS ))
+until [ "$(kubectl -n default get etcdbackup example-etcd-cluster-backup -o jsonpath='{.status.succeeded}' 2>/dev/null)" = true ]; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "no backup after ${TIMEOUT_SECONDS}s" >&2
+    kubectl -n default describe etcdbackup example-etcd-cluster-backup >&2 || true
+    exit 1
+  fi
+  sleep 1
+done
+kubectl -n default get etcdbackup
 cat <<MSG
 
 The sandbox is running with the operator and example-etcd-cluster. Try:
@@ -39,5 +64,7 @@ The sandbox is running with the operator and example-etcd-cluster. Try:
   $VENV/bin/python -m kube_sandbox kubectl -n default patch etcd example-etcd-cluster --type=merge -p '{"spec":{"size":5}}'
   $VENV/bin/python -m kube_sandbox exec -- etcdctl --endpoints=http://example-etcd-cluster-client.default.svc:2379 member list -w table
   $VENV/bin/python -m kube_sandbox kubectl -n etcd-operator logs deploy/etcd-operator
+  $VENV/bin/python -m kube_sandbox kubectl -n default get etcdbackup example-etcd-cluster-backup -o jsonpath='{.status.lastBackup}'
+  $VENV/bin/etcd-backup --kubeconfig .sandbox/kubeconfig --namespace default --from-backup example-etcd-cluster-backup --list
   make down                                                        # stop everything
 MSG

@@ -127,6 +127,7 @@ def keys_in_snapshot(snapshot: Path, workdir: Path) -> dict[str, str]:
     version = binaries.newest_etcd_version()
     etcd_dir = binaries.etcd_dir(version)
     client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    workdir.mkdir(parents=True, exist_ok=True)
     data_dir = workdir / "restored"
     snapshot_restore(str(snapshot), data_dir=str(data_dir), name="scratch", initial_cluster=f"scratch={peer}",
                      initial_advertise_peer_urls=[peer], initial_cluster_token="scratch",
