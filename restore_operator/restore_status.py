@@ -31,6 +31,8 @@ def next_status(current: Mapping[str, Any], *, generation: int, now: datetime, p
     status["phase"] = phase
     status["message"] = message
     status["reason"] = reason
+    if not reason:
+        del status["reason"]  # omitted when empty, as CoreOS did
     status["succeeded"] = succeeded
     status["observedGeneration"] = generation
     status.setdefault("startTime", timestamp(now))
