@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
@@ -141,3 +142,27 @@ def test_restored_cluster_deleted_mid_restore_fails_and_is_not_restored_again(
     names = [item["metadata"]["name"] for item in clusters.custom.list_namespaced_custom_object(
         "etcd.database.coreos.com", "v1beta2", clusters.namespace, "etcdclusters")["items"]]
     assert "victim" not in names
+
+
+def test_restore_into_an_etcd_35_cluster_on_persistent_volumes(clusters: Clusters, restores: Restores) -> None:
+    """etcdutl 3.5 restores the seed (with --bump-revision/--mark-compacted) onto the seed's PVC."""
+    version = newest_etcd_version("3.5")
+    pvc = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    clusters.create(etcd_cluster("old", 1, version=version))
+    clusters.wait_running("old", 1)
+    clusters.put("old", "from", "3.5")
+    key = unique_key("v35")
+    snapshot_to_s3(clusters, "old", key)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+    body = coreos_restore_cr("onpvc", f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+    body["spec"]["clusterSpec"] = {"size": 2, "version": version, "pod": {"persistentVolumeClaimSpec": pvc}}
+
+    restores.create(body)
+    status = restores.wait_phase("onpvc", "Completed", timeout=RESTORE_TIMEOUT)
+
+    assert status["servedRevision"] > 1_000_000_000
+    assert clusters.get_value("onpvc", "from") == "3.5"
+    assert clusters.status("onpvc")["currentVersion"] == version
+    claims = clusters.core.list_namespaced_persistent_volume_claim(
+        clusters.namespace, label_selector="etcd_cluster=onpvc").items
+    assert len(claims) == 2
