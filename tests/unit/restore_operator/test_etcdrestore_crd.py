@@ -1,0 +1,59 @@
+"""crds/etcdrestores.yaml accepts the CoreOS example and keeps every status field the restore
+operator writes; the EtcdCluster CRD keeps the `spec.restore` it writes (nothing pruned)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from etcd_common.etcd_backup import S3Location
+from etcd_common.restore_source import RestoreSource, restore_source_to_api
+from restore_operator import planning as p
+from restore_operator.restore_status import next_status, snapshot_to_api
+from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
+from tests.unit.etcd_operator.test_etcdcluster_crd import validate
+
+REPO = Path(__file__).resolve().parents[3]
+CRD = yaml.safe_load((REPO / "crds" / "etcdrestores.yaml").read_text())
+[VERSION] = CRD["spec"]["versions"]
+SCHEMA = VERSION["schema"]["openAPIV3Schema"]
+
+
+def test_crd_is_v1_with_status_subresource_and_printer_columns() -> None:
+    assert CRD["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert CRD["spec"]["group"] == "etcd.database.coreos.com" and VERSION["name"] == "v1beta2"
+    assert VERSION["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in VERSION["additionalPrinterColumns"]}
+    assert columns["Phase"] == ".status.phase" and columns["Succeeded"] == ".status.succeeded"
+
+
+def test_coreos_example_is_admitted() -> None:
+    example = yaml.safe_load((REPO / "examples" / "restore_cr.yaml").read_text())
+    assert validate(SCHEMA, example) == ([], [])
+    sandbox = yaml.safe_load((REPO / "examples" / "sandbox-restore.yaml").read_text())
+    assert validate(SCHEMA, sandbox) == ([], [])
+
+
+def test_missing_cluster_name_is_refused() -> None:
+    errors, _ = validate(SCHEMA, {"spec": {"etcdCluster": {}, "backupStorageType": "S3", "s3": {"path": "b/k"}}})
+    assert any("name is required" in e for e in errors)
+
+
+def test_every_status_field_written_is_kept() -> None:
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    facts = p.SnapshotFacts(sha256="a" * 64, size=10, revision=5, total_keys=2, hash=7)
+    status = next_status({}, generation=1, now=now, phase="Completed", message="done", reason="", succeeded=True,
+                         updates={"snapshot": snapshot_to_api(facts), "servedRevision": 1_000_000_005,
+                                  "restoredCluster": {"name": "c", "uid": "u"}, "clusterSpec": {"size": 3}},
+                         conditions={"SnapshotVerified": ("True", "Verified", "ok")})
+    assert validate(SCHEMA, {"spec": {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
+                                      "s3": {"path": "b/k"}}, "status": status}) == ([], [])
+
+
+def test_cluster_crd_keeps_spec_restore() -> None:
+    source = RestoreSource(s3=S3Location(path="b/k", aws_secret="aws", endpoint="http://127.0.0.1:9000",
+                                         force_path_style=True), sha256="b" * 64, revision=5, restore_uid="u")
+    manifest: dict[str, Any] = {"spec": {"size": 3, "restore": restore_source_to_api(source)}}
+    assert validate(CLUSTER_SCHEMA, manifest) == ([], [])
