@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, cast
 
 from kubernetes import client as k8s
 
@@ -71,8 +72,7 @@ def measure_restore(sandbox: Sandbox, repeat: int, size: int = 3) -> list[Result
                 started, lambda: clusters.running(name, size), f"{name} restored, Running {size}/{size}",
                 timeout=300))
             log.info("restore %d: operator %.2fs, floor %.2fs", size, operator_samples[-1], floor_samples[-1])
-            wait_for(lambda: (custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-                              .get("status") or {}).get("phase") == "Completed",
+            wait_for(lambda: _restore_phase(custom, namespace, name) == "Completed",
                      timeout=60, what=f"{namespace}/{name} restore Completed")
             custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
             clusters.delete(name)
@@ -80,6 +80,11 @@ def measure_restore(sandbox: Sandbox, repeat: int, size: int = 3) -> list[Result
             f"snapshot of {KEYS} keys x {VALUE_BYTES} B")
     return [Result.against_floor(f"restore, size {size}", "s", median(operator_samples), median(floor_samples),
                                  target=None, note=note)]
+
+
+def _restore_phase(custom: k8s.CustomObjectsApi, namespace: str, name: str) -> str:
+    restore = cast(dict[str, Any], custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+    return str((restore.get("status") or {}).get("phase") or "")
 
 
 def _create_aws_secret(core: k8s.CoreV1Api, sandbox: Sandbox, namespace: str) -> None:
