@@ -11,6 +11,7 @@ from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.backup_operator.conftest import backup_operator, backups  # noqa: F401 (fixtures)
 from tests.integration.etcd_operator.conftest import clusters, operator  # noqa: F401 (fixtures)
+from tests.integration.etcd_operator.operator_deployment import forbidden_lines
 from tests.integration.restore_operator.restore_deployment import deploy_restore_operator, restore_operator_logs
 
 GROUP, VERSION, PLURAL = "etcd.database.coreos.com", "v1beta2", "etcdrestores"
@@ -65,4 +66,9 @@ class Restores:
 
 @pytest.fixture
 def restores(restore_operator: Sandbox, namespace: str) -> Iterator[Restores]:
+    """EtcdRestores of this test's namespace; fails the test if the restore operator made a
+    request its RBAC refused meanwhile."""
+    before = set(forbidden_lines(restore_operator_logs(restore_operator)))
     yield Restores(restore_operator, namespace)
+    new = [line for line in forbidden_lines(restore_operator_logs(restore_operator)) if line not in before]
+    assert not new, "restore operator made forbidden requests:\n" + "\n".join(new[-5:])
