@@ -84,3 +84,41 @@ def test_restore_operator_killed_mid_restore_restores_once(clusters: Clusters, r
     assert sum(e.count or 1 for e in events if e.reason == "ReplacingCluster") == 1
     assert sum(e.count or 1 for e in events if e.reason == "ClusterCreated") == 1
     assert sum(e.count or 1 for e in events if e.reason == "RestoreSucceeded") == 1
+
+
+def test_restore_operator_killed_while_replacing_recreates_the_recorded_spec(
+        clusters: Clusters, restores: Restores) -> None:
+    """Killed after the old cluster's delete and before the new one's create: the restarted operator
+    recreates the cluster from the spec recorded in status (size 1 here, where the default is 3)."""
+    name = "held"
+    clusters.create(etcd_cluster(name, 1))
+    clusters.wait_running(name, 1)
+    clusters.put(name, "kept", "yes")
+    key = unique_key("held")
+    snapshot_to_s3(clusters, name, key)
+    clusters.put(name, "late", "not in the backup")
+    # A finalizer of the test's holds the old cluster in deletion, so the kill lands in Replacing.
+    hold = "restore-test.example/hold"
+    clusters.custom.patch_namespaced_custom_object(
+        "etcd.database.coreos.com", "v1beta2", clusters.namespace, "etcdclusters", name,
+        {"metadata": {"finalizers": [hold]}})
+    aws = create_aws_secret(clusters.sandbox, clusters.namespace)
+    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", aws, clusters.sandbox.config.s3_endpoint))
+    wait_for(lambda: clusters.get(name)["metadata"].get("deletionTimestamp"), timeout=120,
+             what="old cluster being deleted")
+    assert restores.status(name).get("phase") == "Replacing"
+    assert restores.status(name).get("clusterSpec", {}).get("size") == 1
+
+    clusters.sandbox.kubectl("-n", NAMESPACE, "delete", "pod", "-l", POD_SELECTOR, "--grace-period=0", "--force")
+    clusters.custom.patch_namespaced_custom_object(
+        "etcd.database.coreos.com", "v1beta2", clusters.namespace, "etcdclusters", name,
+        {"metadata": {"finalizers": None}})
+    clusters.sandbox.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=120s")
+    status = restores.wait_phase(name, "Completed", timeout=RESTORE_TIMEOUT)
+
+    restored = clusters.get(name)
+    assert restored["spec"]["size"] == 1 and clusters.status(name)["readyCount"] == 1
+    assert keys_of(clusters, name) == {"kept": "yes"}
+    assert status["restoredCluster"]["uid"] == restored["metadata"]["uid"]
+    events = restores.events(name)
+    assert sum(e.count or 1 for e in events if e.reason == "ClusterCreated") == 1
