@@ -15,11 +15,13 @@ command -v openssl >/dev/null || missing="$missing openssl"
 command -v unshare >/dev/null || missing="$missing util-linux"
 [ -x /usr/bin/etcd ] || missing="$missing etcd-server"
 [ -x /usr/bin/etcdctl ] || missing="$missing etcd-client"
+# prometheus: promtool for the alert-rule tests, and the real Prometheus of the monitoring test.
+[ -x /usr/bin/promtool ] || missing="$missing prometheus"
 if [ -n "$missing" ]; then
   echo "installing system packages:$missing" >&2
   as_root apt-get update -qq
   # etcd-server's post-install tries to start a service; there is none to start here.
-  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 as_root apt-get install -y -qq $missing >/dev/null
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
