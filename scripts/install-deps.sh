@@ -15,13 +15,11 @@ command -v openssl >/dev/null || missing="$missing openssl"
 command -v unshare >/dev/null || missing="$missing util-linux"
 [ -x /usr/bin/etcd ] || missing="$missing etcd-server"
 [ -x /usr/bin/etcdctl ] || missing="$missing etcd-client"
-# prometheus: promtool for the alert-rule tests, and the real Prometheus of the monitoring test.
-[ -x /usr/bin/promtool ] || missing="$missing prometheus"
 if [ -n "$missing" ]; then
   echo "installing system packages:$missing" >&2
   as_root apt-get update -qq
   # etcd-server's post-install tries to start a service; there is none to start here.
-  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 as_root apt-get install -y -qq $missing >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -39,3 +37,8 @@ etcd_builds=$(bash scripts/install-etcd-binaries.sh)
 # The operator runs the etcdctl beside its Python (etcd_common.etcdctl.default_binary): the newest build.
 newest_etcd_dir=$(echo "$etcd_builds" | sort -V | tail -n 1 | cut -d' ' -f2)
 for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
+# helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules.
+tool_builds=$(bash scripts/install-tool-binaries.sh)
+while read -r _tool _version dir; do
+  for program in "$dir"/*; do ln -sfn "$program" "$VENV/bin/$(basename "$program")"; done
+done <<< "$tool_builds"

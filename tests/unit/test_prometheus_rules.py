@@ -3,7 +3,6 @@ tests say (`promtool test rules`), and name only metrics the operators export.""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 import yaml
 
 from etcd_operator.metrics import OperatorMetrics
+from kube_sandbox.binaries import go_tool
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULE_FILES = sorted(p for p in RULES_DIR.glob("*-rules.yaml"))
@@ -20,9 +20,7 @@ OUR_METRIC = re.compile(r"\b(etcd_(?:operator|backup|restore)_[a-z_]+)")
 
 
 def _promtool() -> str:
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool not found: `make deps` installs Debian's prometheus package"
-    return promtool
+    return str(go_tool("promtool"))
 
 
 def _exported_metric_names() -> set[str]:
