@@ -12,7 +12,7 @@ deps:
 demo: deps
 	VENV=$(VENV) bash scripts/demo.sh
 
-## The whole suite (unit, integration against the sandbox, end-to-end). CI runs this.
+## The whole suite (unit tests, and integration tests against the sandbox). CI runs this.
 test: deps
 	$(PYTHON) -m pytest
 

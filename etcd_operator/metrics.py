@@ -30,6 +30,8 @@ MEMBERSHIP_CHANGE_KINDS: Final = (
     "services", "delete-pod", "delete-pvc",
 )
 RECONCILE_RESULTS: Final = ("ok", "error")
+# The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/cluster_status.py).
+CLUSTER_PHASES: Final = ("Creating", "Running", "Failed")
 RECONCILE_BUCKETS_SECONDS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -72,6 +74,18 @@ class OperatorMetrics:
             ["namespace", "cluster"],
             registry=self.registry,
         )
+        self.cluster_desired_members = Gauge(
+            f"{PREFIX}_cluster_desired_members",
+            "spec.size: the members the cluster should have.",
+            ["namespace", "cluster"],
+            registry=self.registry,
+        )
+        self.cluster_phase = Gauge(
+            f"{PREFIX}_cluster_phase",
+            "1 for the cluster's current status phase (" + ", ".join(CLUSTER_PHASES) + "), 0 for the others.",
+            ["namespace", "cluster", "phase"],
+            registry=self.registry,
+        )
         self.errors_total = Counter(
             f"{PREFIX}_errors",
             "Failures by reason (" + ", ".join(ERROR_REASONS) + ").",
@@ -106,9 +120,22 @@ class OperatorMetrics:
         self.cluster_ready_members.labels(namespace=namespace, cluster=cluster).set(ready)
         self.cluster_quorum.labels(namespace=namespace, cluster=cluster).set(1 if has_quorum else 0)
 
+    def set_cluster_phase(self, namespace: str, cluster: str, phase: str, *, desired_members: int | None) -> None:
+        """The phase just written to the cluster's status, and its spec.size (None: spec unreadable)."""
+        for known in CLUSTER_PHASES:
+            self.cluster_phase.labels(namespace=namespace, cluster=cluster, phase=known).set(1 if known == phase else 0)
+        if desired_members is not None:
+            self.cluster_desired_members.labels(namespace=namespace, cluster=cluster).set(desired_members)
+
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """Drop every series of a deleted cluster, so dashboards do not show it forever."""
-        for gauge in (self.cluster_members, self.cluster_ready_members, self.cluster_quorum):
+        for phase in CLUSTER_PHASES:
+            try:
+                self.cluster_phase.remove(namespace, cluster, phase)
+            except KeyError:
+                pass
+        for gauge in (self.cluster_members, self.cluster_ready_members, self.cluster_quorum,
+                      self.cluster_desired_members):
             try:
                 gauge.remove(namespace, cluster)
             except KeyError:

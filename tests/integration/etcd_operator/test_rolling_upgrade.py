@@ -1,7 +1,7 @@
 """Changing spec.version rolls the members one at a time while clients keep writing: every
 acknowledged write survives, writes never stall, and the only writes that fail are the few caught
 on a member at the instant it is removed or hands over leadership (etcd's own "raft: stopped",
-"raft proposal dropped")."""
+"raft proposal dropped", or gRPC's for a server that went away)."""
 from __future__ import annotations
 
 import time
@@ -19,9 +19,15 @@ IMAGE = "quay.io/coreos/etcd:v{}"
 PREFIX = "upgrade/"
 # Writes may slow down while leadership moves; never stall for longer than this.
 MAX_WRITE_GAP_SECONDS = 20.0
-# etcd's errors for a request caught on a member that is being removed or that hands over leadership.
+# What a client sees for a request caught on a member that is being removed or that hands over
+# leadership: etcd's own errors, or, when the removed member's process exits with the request in
+# flight, gRPC's for a server that went away (Unavailable: connection reset, EOF; DeadlineExceeded:
+# left unanswered until the client's deadline). Either way the outcome is unknown to the client.
+# Anything else (a refused connection to a member that should serve, an error of etcd's that is not
+# about membership) is a failure; so are more failures than the bound below, a long gap or a lost write.
 MEMBER_CHANGE_ERRORS = ("raft: stopped", "raft proposal dropped", "etcdserver: server stopped",
-                        "etcdserver: leader changed")
+                        "etcdserver: leader changed", "code = Unavailable desc = error reading from server",
+                        "code = DeadlineExceeded desc = stream terminated by RST_STREAM")
 # One step rolls three members (and moves leadership once): at most one caught put each.
 MAX_FAILED_WRITES_PER_STEP = 4
 

@@ -63,3 +63,21 @@ def test_cluster_gauges_and_forgetting_a_cluster() -> None:
     assert sample(metrics, "etcd_operator_cluster_members", namespace="ns", cluster="c1") is None
     assert sample(metrics, "etcd_operator_membership_changes_total", namespace="ns", cluster="c1", kind="remove") is None
     assert sample(metrics, "etcd_operator_cluster_quorum", namespace="ns", cluster="c2") == 0
+
+
+def test_cluster_phase_is_one_series_per_phase_with_the_current_one_at_1() -> None:
+    metrics = OperatorMetrics()
+    metrics.set_cluster_phase("ns", "c1", "Creating", desired_members=3)
+    metrics.set_cluster_phase("ns", "c1", "Failed", desired_members=5)
+    metrics.set_cluster_phase("ns", "c2", "Running", desired_members=None)  # spec unreadable: size unknown
+
+    assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c1", phase="Failed") == 1
+    assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c1", phase="Creating") == 0
+    assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c1", phase="Running") == 0
+    assert sample(metrics, "etcd_operator_cluster_desired_members", namespace="ns", cluster="c1") == 5
+    assert sample(metrics, "etcd_operator_cluster_desired_members", namespace="ns", cluster="c2") is None
+
+    metrics.forget_cluster("ns", "c1")
+    assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c1", phase="Failed") is None
+    assert sample(metrics, "etcd_operator_cluster_desired_members", namespace="ns", cluster="c1") is None
+    assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c2", phase="Running") == 1

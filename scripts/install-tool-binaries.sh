@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Provide the tools the tests drive that Debian does not ship usable: helm (the chart tests) and
+# Prometheus + promtool (the alert-rule tests and the monitoring test; Debian's prometheus is built
+# without Kubernetes service discovery). Each is built with `go build` from the Go module pinned in
+# scripts/tool-build/<tool>/go.mod and cached per version outside the checkout.
+# Prints one "<tool> <version> <directory>" line per tool.
+set -euo pipefail
+cd "$(dirname "$0")/tool-build"
+CACHE_DIR="${ETCD_OPERATOR_PY_CACHE:-$HOME/.cache/etcd-operator-py}"
+
+# build_tool <tool> <module> <version ldflags, %s = the version> <main packages...>
+build_tool() {
+  local tool=$1 module=$2 ldflag=$3; shift 3
+  local version bin_dir start
+  version=$(awk -v m="$module" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' "$tool/go.mod")
+  [ -n "$version" ] || { echo "no $module requirement in $tool/go.mod" >&2; exit 1; }
+  bin_dir="$CACHE_DIR/$tool-$version/bin"
+  local missing=0
+  for pkg in "$@"; do [ -x "$bin_dir/$(basename "$pkg")" ] || missing=1; done
+  if [ "$missing" = 1 ]; then
+    command -v go >/dev/null || { echo "go not found: $tool $version is built from Go modules" >&2; exit 1; }
+    echo "building $tool $version from the Go module proxy with $(go version) (one time)" >&2
+    start=$(date +%s)
+    rm -rf "$bin_dir.tmp" && mkdir -p "$bin_dir.tmp"
+    # shellcheck disable=SC2059
+    (cd "$tool" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build \
+      -ldflags "-s -w $(printf -- "$ldflag" "$version")" -o "$bin_dir.tmp/" "$@" >&2)
+    for pkg in "$@"; do
+      [ -x "$bin_dir.tmp/$(basename "$pkg")" ] || { echo "$tool build produced no $(basename "$pkg")" >&2; exit 1; }
+    done
+    rm -rf "$bin_dir" && mv "$bin_dir.tmp" "$bin_dir"
+    echo "built $tool $version in $(( $(date +%s) - start ))s" >&2
+  fi
+  echo "$tool $version $bin_dir"
+}
+
+build_tool helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=%s" \
+  helm.sh/helm/v4/cmd/helm
+# Prometheus' Go module v0.3XY.Z is Prometheus 3.XY.Z; the version ldflag shows the module's.
+build_tool prometheus github.com/prometheus/prometheus "-X github.com/prometheus/common/version.Version=%s" \
+  github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool

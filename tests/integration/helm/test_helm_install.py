@@ -1,0 +1,87 @@
+"""The Helm chart against the sandbox's API server: its rendered output passes a server-side dry
+run, `helm install` runs the operator, the CoreOS example cluster reaches Running through it, and
+`helm uninstall` leaves nothing of the release behind but the CRDs (which Helm never deletes)."""
+from __future__ import annotations
+
+import secrets
+import subprocess
+from pathlib import Path
+
+import yaml
+from kubernetes import client as k8s
+
+from kube_sandbox.binaries import go_tool
+from kube_sandbox.config import CHECKOUT_DIR
+from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.etcd_operator.operator_clusters import Clusters
+from tests.integration.etcd_operator.operator_deployment import operator_stopped
+
+CHART = CHECKOUT_DIR / "charts" / "etcd-operator"
+EXAMPLE = CHECKOUT_DIR / "examples" / "example-etcd-cluster.yaml"
+
+
+def helm(sandbox: Sandbox, *args: str, timeout: float = 300) -> str:
+    result = subprocess.run([str(go_tool("helm")), f"--kubeconfig={sandbox.config.kubeconfig}", *args],
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"helm {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def release_objects(sandbox: Sandbox, release: str, namespace: str) -> list[str]:
+    """What of the release exists: its namespaced objects and the cluster-wide RBAC named after it."""
+    api = sandbox.api_client()
+    core, apps, rbac = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    found = [f"deployment/{d.metadata.name}" for d in apps.list_namespaced_deployment(namespace).items]
+    found += [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(namespace).items]
+    found += [f"service/{s.metadata.name}" for s in core.list_namespaced_service(namespace).items]
+    found += [f"serviceaccount/{s.metadata.name}" for s in core.list_namespaced_service_account(namespace).items
+              if s.metadata.name != "default"]
+    found += [f"role/{r.metadata.name}" for r in rbac.list_namespaced_role(namespace).items]
+    found += [f"rolebinding/{r.metadata.name}" for r in rbac.list_namespaced_role_binding(namespace).items]
+    found += [f"clusterrole/{r.metadata.name}" for r in rbac.list_cluster_role().items
+              if r.metadata.name.startswith(f"{release}-")]
+    found += [f"clusterrolebinding/{r.metadata.name}" for r in rbac.list_cluster_role_binding().items
+              if r.metadata.name.startswith(f"{release}-")]
+    return sorted(found)
+
+
+def test_rendered_chart_passes_a_server_side_dry_run(operator: Sandbox, namespace: str) -> None:
+    for values in ([], ["--set=rbac.scope=namespace"]):
+        rendered = helm(operator, "template", "dryrun", str(CHART), f"--namespace={namespace}", *values)
+        documents = [d for d in yaml.safe_load_all(rendered) if d]
+        assert {d["kind"] for d in documents} >= {"Deployment", "ServiceAccount", "Service"}
+        result = operator.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
+        assert result.returncode == 0, result.stderr
+
+
+def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crds(
+        operator: Sandbox, namespace: str, tmp_path: Path) -> None:
+    release = f"helm{secrets.token_hex(2)}"
+    release_ns = f"{release}-system"
+    clusters = Clusters(operator, namespace)
+    core = k8s.CoreV1Api(operator.api_client())
+    # The operator the other tests use watches every namespace: stopped, so only the chart's acts.
+    with operator_stopped(operator):
+        core.create_namespace({"metadata": {"name": release_ns, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted", "sandbox-test": "true"}}})
+        try:
+            helm(operator, "install", release, str(CHART), f"--namespace={release_ns}", "--wait", "--timeout=3m")
+            assert f"deployment/{release}-etcd-operator" in release_objects(operator, release, release_ns)
+            operator.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
+            name = yaml.safe_load(EXAMPLE.read_text())["metadata"]["name"]
+            status = clusters.wait_running(name, ready=3, timeout=240)
+            assert status["size"] == 3
+            logs = operator.kubectl("-n", release_ns, "logs", f"deploy/{release}-etcd-operator", "--tail=-1").stdout
+            assert "became leader" in logs and "Forbidden" not in logs, logs[-2000:]
+
+            helm(operator, "uninstall", release, f"--namespace={release_ns}", "--wait", "--timeout=2m")
+            wait_for(lambda: not release_objects(operator, release, release_ns), timeout=90,
+                     what=f"nothing of release {release} left")
+            crds = operator.kubectl("get", "crd", "-o", "name").stdout
+            assert "etcdclusters.etcd.database.coreos.com" in crds
+        finally:
+            helm_result = subprocess.run([str(go_tool("helm")), f"--kubeconfig={operator.config.kubeconfig}",
+                                          "uninstall", release, f"--namespace={release_ns}", "--ignore-not-found"],
+                                         capture_output=True, text=True)
+            print(helm_result.stdout + helm_result.stderr)
+            core.delete_namespace(release_ns)
