@@ -3,13 +3,14 @@
 `operator_runtime.controller.Controller`'s."""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Callable
 
 from backup_operator.metrics import BackupMetrics
 from backup_operator.runner import BackupRunner, RunnerContext
 from backup_operator.settings import BackupOperatorSettings
-from backup_operator.taking import BackupEnvironment
+from backup_operator.taking import BackupEnvironment, remove_stale_snapshots
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.resources import ETCD_BACKUPS, ETCD_CLUSTERS
 from kube_adapter.client import KubeApi
@@ -17,6 +18,8 @@ from kube_adapter.events import EventRecorder
 from kube_adapter.resources import SECRETS, ResourceClient
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
+
+log = logging.getLogger(__name__)
 
 EVENT_COMPONENT = "etcd-backup-operator"
 
@@ -38,6 +41,7 @@ class Controller:
     def __init__(self, api: KubeApi, settings: BackupOperatorSettings, metrics: BackupMetrics,
                  stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
         backups = ResourceClient(api, ETCD_BACKUPS)
+        remove_stale_snapshots(settings.work_dir, log)
         self.context = RunnerContext(
             backups=ObjectCache(),
             backup_api=backups,

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
+from benchmarks.backup_figures import measure_backup
 from benchmarks.environment import OperatorDeployment, sandbox_session
 from benchmarks.idle_figures import measure_idle_fleet
 from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
@@ -20,7 +21,7 @@ from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger("benchmarks")
 
-FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources")
+FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
@@ -105,6 +106,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
             s, o, requests_at=IDLE_CLUSTERS if "idle-requests" in selected else None,
             window_seconds=args.idle_window,
             resources_at=resource_counts if "resources" in selected else ())))
+    if "backup" in selected:
+        steps.append(("backup", lambda s, o: measure_backup(s, args.repeat)))
     return steps
 
 

@@ -39,9 +39,11 @@ AWS_PROFILE: Final = "default"
 # S3-compatible servers ignore the region, but a request must be signed for one.
 DEFAULT_REGION: Final = "us-east-1"
 
-PART_SIZE_BYTES: Final = 16 * 1024 * 1024
-MULTIPART_THRESHOLD_BYTES: Final = 16 * 1024 * 1024
-MAX_CONCURRENCY: Final = 4
+# Parts of files are read from disk as they are sent, so more parts in flight cost little memory
+# (a stream's parts are buffered: at most MAX_CONCURRENCY of them).
+PART_SIZE_BYTES: Final = 8 * 1024 * 1024
+MULTIPART_THRESHOLD_BYTES: Final = 8 * 1024 * 1024
+MAX_CONCURRENCY: Final = 8
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 # botocore's own retries of throttling, 5xx and connection errors, per request.

@@ -23,6 +23,9 @@ ETCD_PROGRAMS = ("etcd", "etcdctl", "etcdutl")
 ETCD_IMAGE_BIN_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
 OPERATOR_REPOSITORY = "etcd-operator-py"
 OPERATOR_ENTRYPOINT = ("etcd-operator",)
+# The image's other programs (setup.cfg console scripts), run with `command:`; like the entry point they
+# resolve in the virtualenv's bin directory (on PATH, and /usr/local/bin rewritten to it).
+OPERATOR_PROGRAMS = (*OPERATOR_ENTRYPOINT, "etcd-backup-operator", "etcd-backup")
 GENERIC_REPOSITORIES = ("busybox", "debian", "python", "alpine", "ubuntu")
 POD_IP_ENV = "SANDBOX_POD_IP"
 # etcdctl's default endpoint, 127.0.0.1:2379, means "this pod's etcd"; here that is the pod IP.

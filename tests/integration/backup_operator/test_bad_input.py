@@ -55,6 +55,10 @@ def test_bad_inputs_are_reported_and_recover_once_fixed(
         wait_for(lambda: backups.has_event(name, "Warning", reason), timeout=30, what=f"{name}: {reason} event")
     assert (backup_metric(backups.sandbox, "etcd_backup_failures_total", {"reason": s3.REASON_ACCESS_DENIED})
             or 0) >= 1
+    # A transient failure of a one-shot backup is retried (with backoff) within timeoutInSecond.
+    retried = backups.wait_status("unreachable-etcd", lambda s: s.get("consecutiveFailures", 0) >= 2,
+                                  "a second attempt", timeout=60)
+    assert retried["firstAttemptTime"] != retried["lastAttemptTime"]
 
     # Fixing each cause recovers without touching the EtcdBackup.
     backups.create_aws_secret("absent")

@@ -9,6 +9,7 @@ import pytest
 
 from etcd_common import s3_storage as s3
 from kube_sandbox.config import CHECKOUT_DIR
+from tests.integration.backup_operator.backup_deployment import backup_metric
 from tests.integration.backup_operator.backups import AWS_SECRET, Backups, download, keys_in_snapshot
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
@@ -52,6 +53,10 @@ def test_coreos_one_shot_example_backs_up_and_restores(
     assert info.size == status["lastBackup"]["size"]
     assert info.metadata and info.metadata["sha256"] == status["lastBackup"]["sha256"]
     assert backups.has_event("example-etcd-cluster-backup", "Normal", "BackupSucceeded")
+    labels = {"namespace": backups.namespace, "backup": "example-etcd-cluster-backup"}
+    assert backup_metric(backups.sandbox, "etcd_backup_backups_total", {**labels, "result": "succeeded"}) == 1
+    assert backup_metric(backups.sandbox, "etcd_backup_last_size_bytes", labels) == info.size
+    assert (backup_metric(backups.sandbox, "etcd_backup_last_success_timestamp_seconds", labels) or 0) > 0
 
     restored = keys_in_snapshot(download(storage, bucket, "etcd.backup"), tmp_path)
     assert restored == written

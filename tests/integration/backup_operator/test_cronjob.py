@@ -42,6 +42,9 @@ def test_cronjob_example_backs_up_twice_and_applies_retention(
     backups: Backups, clusters: Clusters, storage: s3.S3Storage, bucket: str,
 ) -> None:
     ns = clusters.namespace
+    # The example's pods pass the `restricted` Pod Security Standard (enforced by the real admission plugin).
+    clusters.core.patch_namespace(ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
     clusters.create(etcd_cluster("example-etcd-cluster", 1))
     clusters.wait_running("example-etcd-cluster", 1, timeout=180)
     backups.create_aws_secret("sandbox-aws")

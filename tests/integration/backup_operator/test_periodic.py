@@ -2,10 +2,15 @@
 digit and never deletes foreign objects; an S3 outage is reported and the schedule goes on."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from etcd_common import s3_storage as s3
 from kube_sandbox.testing import wait_for
+from tests.integration.backup_operator.backup_deployment import backup_operator_logs
 from tests.integration.backup_operator.backups import Backups, etcd_backup
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
@@ -54,12 +59,28 @@ def test_retention_keeps_the_two_newest_across_a_new_digit_and_spares_foreign_ob
 
     # Deleting the EtcdBackup stops the schedule and keeps what is in S3.
     backups.delete("every-3s")
+    # A backup under way when it was deleted finishes; then its runner stops.
+    wait_for(lambda: f"{backups.namespace}/every-3s: backup runner stopped" in backup_operator_logs(backups.sandbox)
+             or None, timeout=60, what="the runner stopped")
     before = {o.key for o in storage.list(bucket)}
     clusters.put("periodic", "after-delete", "x")
     with pytest.raises(AssertionError):
         wait_for(lambda: {o.key for o in storage.list(bucket)} != before or None, timeout=10,
                  what="no backup after deletion")
     assert {o.key for o in storage.list(bucket)} == before
+
+    # `etcd-backup --list` (the schedule stopped) shows the path's backups, oldest first, and no foreign object.
+    listing = subprocess.run(
+        [sys.executable, "-m", "backup_operator.oneshot", f"--kubeconfig={backups.sandbox.config.kubeconfig}",
+         f"--namespace={backups.namespace}", f"--s3-path={bucket}/etcd.backup", "--aws-secret=aws",
+         f"--s3-endpoint={backups.sandbox.config.s3_endpoint}", "--force-path-style", "--etcd-cluster=periodic",
+         "--list"],
+        capture_output=True, text=True, timeout=60, check=True)
+    listed = [json.loads(line)["object"] for line in listing.stdout.splitlines()]
+    remaining = [key for key in before if key not in FOREIGN]
+    assert len(remaining) == 2
+    assert listed == [f"s3://{bucket}/etcd.backup"] + [f"s3://{bucket}/{key}" for key in
+                                                       sorted(remaining, key=lambda k: (int(k.split("_v")[1].split("_")[0]), k))]
 
 
 def test_s3_outage_is_reported_and_the_schedule_continues(

@@ -95,6 +95,11 @@ def test_endpoint_status_fields() -> None:
     assert status.reachable and status.is_leader and not status.is_learner and status.errors == ()
 
 
+def test_endpoint_status_revision_from_its_header() -> None:
+    [status] = parse_endpoint_status(ENDPOINT_STATUS)
+    assert status.revision == 1
+
+
 def test_endpoint_status_of_a_failed_endpoint_is_an_empty_list() -> None:
     assert parse_endpoint_status("[]") == []
 

@@ -146,3 +146,19 @@ def test_rewriter(text: str, expected: str) -> None:
 ])
 def test_rewriter_inside_the_pod_maps_loopback_to_the_pod_ip(text: str, expected: str) -> None:
     assert Rewriter(pod_ip="127.1.0.5", loopback=True).apply(text) == expected
+
+
+def test_operator_image_programs_are_this_checkouts_console_scripts(catalog: ImageCatalog) -> None:
+    import configparser
+
+    from kube_sandbox.config import CHECKOUT_DIR
+    from kube_sandbox.kubelet.images import OPERATOR_PROGRAMS
+
+    setup = configparser.ConfigParser()
+    setup.read(CHECKOUT_DIR / "setup.cfg")
+    scripts = {line.split("=")[0].strip() for line in setup["options.entry_points"]["console_scripts"].splitlines()
+               if line.strip()}
+    assert set(OPERATOR_PROGRAMS) <= scripts
+    runtime = catalog.resolve("etcd-operator-py:0.1.0")
+    for program in OPERATOR_PROGRAMS:
+        assert Rewriter(paths=runtime.rewrites).apply(f"/usr/local/bin/{program}") == f"{VENV}/{program}"
