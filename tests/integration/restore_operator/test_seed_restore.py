@@ -23,7 +23,7 @@ def restore_source(clusters: Clusters, key: str, sha256: str, secret: str) -> di
                    "forcePathStyle": True}}
 
 
-def test_spec_restore_seeds_the_cluster_then_it_grows(clusters: Clusters) -> None:
+def test_spec_restore_seeds_the_cluster_then_it_grows_in_a_restricted_namespace(clusters: Clusters) -> None:
     clusters.create(etcd_cluster("origin", 1))
     clusters.wait_running("origin", 1)
     clusters.put("origin", "seeded", "yes")
@@ -32,6 +32,8 @@ def test_spec_restore_seeds_the_cluster_then_it_grows(clusters: Clusters) -> Non
     secret = create_aws_secret(clusters.sandbox, clusters.namespace)
 
     source = restore_source(clusters, key, hashlib.sha256(content).hexdigest(), secret)
+    # The seed's init containers pass the `restricted` Pod Security Standard, as etcd's own container does.
+    clusters.sandbox.kubectl("label", "namespace", clusters.namespace, "pod-security.kubernetes.io/enforce=restricted")
     clusters.create(etcd_cluster("seeded", 3, restore=source))
     clusters.wait_running("seeded", 3, timeout=180)
 
