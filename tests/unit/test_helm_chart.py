@@ -15,7 +15,7 @@ from kube_sandbox.binaries import go_tool
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "etcd-operator"
 # The plain manifests the default values must reproduce (namespace.yaml is the user's, not the chart's).
-PLAIN_MANIFESTS = ("rbac.yaml", "operator.yaml")
+PLAIN_MANIFESTS = ("rbac.yaml", "operator.yaml", "backup-operator.yaml", "restore-operator.yaml")
 
 
 def helm(*args: str) -> str:
@@ -60,7 +60,8 @@ def test_namespaced_rbac_grants_nothing_cluster_wide_and_watches_one_namespace()
 
 def test_release_name_prefixes_every_name_so_releases_do_not_collide() -> None:
     names = {d["metadata"]["name"] for d in render(release="blue")}
-    assert names and all(n.startswith("blue-etcd-operator") for n in names), names
+    assert names and all(n.startswith("blue-etcd-") for n in names), names
+    assert {"blue-etcd-operator", "blue-etcd-backup-operator", "blue-etcd-restore-operator"} <= names
 
 
 def test_an_unknown_rbac_scope_is_refused() -> None:
@@ -70,7 +71,11 @@ def test_an_unknown_rbac_scope_is_refused() -> None:
 
 
 def test_operators_can_be_turned_off() -> None:
-    assert not [d for d in render("etcdOperator.enabled=false") if d["kind"] == "Deployment"]
+    def deployments(*values: str) -> set[str]:
+        return {d["metadata"]["name"] for d in render(*values) if d["kind"] == "Deployment"}
+    assert deployments() == {"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"}
+    assert deployments("backupOperator.enabled=false", "restoreOperator.enabled=false") == {"etcd-operator"}
+    assert not deployments("etcdOperator.enabled=false", "backupOperator.enabled=false", "restoreOperator.enabled=false")
 
 
 def test_prometheus_rule_carries_the_shipped_alert_rules() -> None:
@@ -79,8 +84,8 @@ def test_prometheus_rule_carries_the_shipped_alert_rules() -> None:
     shipped = [g for path in sorted((REPO / "deploy" / "prometheus").glob("*-rules.yaml"))
                for g in yaml.safe_load(path.read_text())["groups"]]
     assert rule["spec"]["groups"] == shipped
-    monitor = next(d for d in rendered if d["kind"] == "PodMonitor")
-    assert monitor["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "etcd-operator"}
+    monitors = {d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for d in rendered if d["kind"] == "PodMonitor"}
+    assert monitors == {"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"}
 
 
 @pytest.mark.parametrize("crd", sorted(p.name for p in (REPO / "crds").glob("*.yaml")))

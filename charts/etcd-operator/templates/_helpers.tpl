@@ -33,13 +33,13 @@ prometheus.io/port: "8080"
 prometheus.io/path: /metrics
 {{- end }}
 
-{{/* Names of the etcd operator's objects: "etcd-operator" for a release named etcd-operator (the
-     objects of deploy/), "<release>-etcd-operator" otherwise, so releases never share cluster-wide
-     names. */}}
-{{- define "etcd-operator.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
-{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{/* An operator's object names: `base` (e.g. etcd-backup-operator) for a release named
+     etcd-operator (the objects of deploy/), "<release>-<base>" otherwise, so releases never share
+     cluster-wide names. Called with (dict "root" . "base" "etcd-backup-operator"). */}}
+{{- define "etcd-operator.name" -}}
+{{- if eq .root.Release.Name "etcd-operator" -}}
+{{ .base }}
 {{- else -}}
-{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{ printf "%s-%s" .root.Release.Name .base | trunc 63 | trimSuffix "-" }}
 {{- end -}}
 {{- end }}

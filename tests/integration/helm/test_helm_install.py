@@ -1,5 +1,5 @@
 """The Helm chart against the sandbox's API server: its rendered output passes a server-side dry
-run, `helm install` runs the operator, the CoreOS example cluster reaches Running through it, and
+run, `helm install` runs the three operators, the CoreOS example cluster reaches Running through it, and
 `helm uninstall` leaves nothing of the release behind but the CRDs (which Helm never deletes)."""
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.integration.etcd_operator.operator_deployment import operator_stopped
 
 CHART = CHECKOUT_DIR / "charts" / "etcd-operator"
 EXAMPLE = CHECKOUT_DIR / "examples" / "example-etcd-cluster.yaml"
+OPERATORS = ("etcd-operator", "etcd-backup-operator", "etcd-restore-operator")
 
 
 def helm(sandbox: Sandbox, *args: str, timeout: float = 300) -> str:
@@ -66,13 +67,15 @@ def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crd
             "pod-security.kubernetes.io/enforce": "restricted", "sandbox-test": "true"}}})
         try:
             helm(operator, "install", release, str(CHART), f"--namespace={release_ns}", "--wait", "--timeout=3m")
-            assert f"deployment/{release}-etcd-operator" in release_objects(operator, release, release_ns)
+            deployments = {f"deployment/{release}-{base}" for base in OPERATORS}
+            assert deployments <= set(release_objects(operator, release, release_ns))
             operator.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
             name = yaml.safe_load(EXAMPLE.read_text())["metadata"]["name"]
             status = clusters.wait_running(name, ready=3, timeout=240)
             assert status["size"] == 3
-            logs = operator.kubectl("-n", release_ns, "logs", f"deploy/{release}-etcd-operator", "--tail=-1").stdout
-            assert "became leader" in logs and "Forbidden" not in logs, logs[-2000:]
+            for base in OPERATORS:  # each leads, and the chart's RBAC forbade it nothing
+                logs = operator.kubectl("-n", release_ns, "logs", f"deploy/{release}-{base}", "--tail=-1").stdout
+                assert "became leader" in logs and "Forbidden" not in logs, f"{base}: {logs[-2000:]}"
 
             helm(operator, "uninstall", release, f"--namespace={release_ns}", "--wait", "--timeout=2m")
             wait_for(lambda: not release_objects(operator, release, release_ns), timeout=90,
