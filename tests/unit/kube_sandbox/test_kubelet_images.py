@@ -1,6 +1,7 @@
 """Image -> local program mapping, and the rewrites that stand in for mounts and network namespaces."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ def test_operator_image_runs_this_checkouts_entry_points(catalog: ImageCatalog, 
 
 
 def test_generic_images(catalog: ImageCatalog) -> None:
-    assert catalog.resolve("busybox:1.36").path_dirs == ()
+    busybox = catalog.resolve("busybox:1.28.0-glibc")
+    assert [path.name for path, _ in busybox.scripts] == ["nslookup"]  # the CoreOS check-dns init container
+    assert busybox.path_dirs == (busybox.scripts[0][0].parent,)
     assert catalog.resolve("debian:bookworm").path_dirs == ()
     python = catalog.resolve("python:3.11-slim")
     assert python.path_dirs == (VENV,)
@@ -146,3 +149,13 @@ def test_rewriter(text: str, expected: str) -> None:
 ])
 def test_rewriter_inside_the_pod_maps_loopback_to_the_pod_ip(text: str, expected: str) -> None:
     assert Rewriter(pod_ip="127.1.0.5", loopback=True).apply(text) == expected
+
+
+def test_busybox_nslookup_answers_from_the_hosts_file_and_fails_for_unknown_names(catalog: ImageCatalog) -> None:
+    runtime = catalog.resolve("busybox:1.28.0-glibc")
+    ImageCatalog.materialize(runtime)
+    nslookup = str(runtime.scripts[0][0])
+    found = subprocess.run([nslookup, "localhost"], capture_output=True, text=True, check=False)
+    assert found.returncode == 0 and "Address: " in found.stdout, found
+    missing = subprocess.run([nslookup, "no-such-member.invalid"], capture_output=True, text=True, check=False)
+    assert missing.returncode == 1 and "can't resolve" in missing.stderr, missing
