@@ -11,6 +11,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     skipped minor, 3.5 -> 3.6 from a 3.5 patch older than etcd's guide allows); a TLS mode
     change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
+    A peer service that hides members that are not ready (a CoreOS-made one) ->
+    PublishNotReadyAddresses (adoption.py).
  4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
     (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
  5. No member answered `member list` (bootstrap, or everything down):
@@ -76,6 +78,7 @@ from etcd_operator.actions import (
     NoOp,
     Pause,
     PromoteMember,
+    PublishNotReadyAddresses,
     Purpose,
     RejectSpec,
     RemoveMember,
@@ -103,6 +106,8 @@ def plan_next_action(observed: ObservedCluster) -> Action:
     missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)
     if missing:
         return CreateServices(missing)
+    if observed.services_to_fix:
+        return PublishNotReadyAddresses(min(observed.services_to_fix))
     stuck = _pod_stuck_on_unpullable_image(observed, cluster.spec)
     if stuck is not None:
         return stuck

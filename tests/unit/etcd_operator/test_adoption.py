@@ -1,0 +1,102 @@
+"""Adopting clusters the CoreOS operator made: its pods are read as members and left alone, its
+peer service is fixed to publish members that are not ready yet."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from etcd_operator.acting import ActionExecutor
+from etcd_operator.actions import CreateServices, NoOp, PublishNotReadyAddresses
+from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_members
+from etcd_operator.manifests import build_client_service, build_peer_service
+from etcd_operator.observed import parse_pod
+from etcd_operator.observing import observe_cluster
+from etcd_operator.planning import outdated_reason, plan_next_action
+from operator_runtime.cache import ObjectCache
+from tests.integration.etcd_operator import coreos_pods
+from tests.unit.etcd_operator.etcd_cluster_builders import CLUSTER, NAMESPACE, UID, healthy_cluster, make_cluster
+
+COREOS_CLUSTER = {**coreos_pods.coreos_cluster(CLUSTER, 3, "3.6.16"),
+                  "metadata": {"name": CLUSTER, "namespace": NAMESPACE, "uid": UID}}
+
+
+def _coreos_peer_service() -> dict[str, Any]:
+    peer, _client = coreos_pods.coreos_services(COREOS_CLUSTER)
+    return peer
+
+
+@pytest.mark.parametrize("services, hiding", [
+    pytest.param(coreos_pods.coreos_services(COREOS_CLUSTER), {CLUSTER}, id="coreos-services"),
+    pytest.param([build_peer_service(make_cluster()), build_client_service(make_cluster())], set(), id="ours"),
+    pytest.param([{**_coreos_peer_service(), "spec": {**_coreos_peer_service()["spec"], "publishNotReadyAddresses": False}}],
+                 {CLUSTER}, id="explicitly-false"),
+    pytest.param([{**_coreos_peer_service(), "metadata": {"name": CLUSTER, "deletionTimestamp": "2024-05-01T12:00:00Z"}}],
+                 set(), id="being-deleted"),
+    pytest.param([{"metadata": {"name": "other"}, "spec": {}}], set(), id="not-this-clusters"),
+])
+def test_peer_service_without_publish_not_ready_addresses_is_found(services: list[dict[str, Any]], hiding: set[str]) -> None:
+    assert services_hiding_unready_members(CLUSTER, services) == hiding
+
+
+def test_the_fix_is_what_our_peer_service_has() -> None:
+    assert build_peer_service(make_cluster())["spec"]["publishNotReadyAddresses"] is PEER_SERVICE_PATCH["spec"]["publishNotReadyAddresses"]
+
+
+def test_peer_service_is_fixed_after_missing_services_are_created() -> None:
+    observed = dataclasses.replace(healthy_cluster(3), services_to_fix=frozenset({CLUSTER}))
+    assert plan_next_action(observed) == PublishNotReadyAddresses(CLUSTER)
+    missing = dataclasses.replace(observed, services=frozenset({CLUSTER}))
+    assert plan_next_action(missing) == CreateServices((f"{CLUSTER}-client",))
+
+
+@pytest.mark.parametrize("shell", [False, True], ids=["v0.9-argv", "older-sh-ec"])
+def test_coreos_member_pods_are_read_as_members_and_not_rolled(shell: bool) -> None:
+    observed = healthy_cluster(3)
+    coreos = []
+    for pod in observed.pods:
+        raw = coreos_pods.coreos_member_pod(
+            COREOS_CLUSTER, pod.member_name, version="3.6.16", state="existing", shell=shell,
+            initial_cluster=[(p.member_name, coreos_pods.peer_url(CLUSTER, NAMESPACE, p.member_name)) for p in observed.pods])
+        raw["status"] = {"phase": "Running", "podIP": pod.ip, "conditions": [{"type": "Ready", "status": "True"}],
+                         "containerStatuses": [{"name": "etcd", "restartCount": 0, "state": {"running": {}}}]}
+        coreos.append(dataclasses.replace(parse_pod(raw), created_at=pod.created_at))
+    adopted = dataclasses.replace(observed, pods=tuple(coreos))
+    for pod in adopted.pods:
+        assert pod.pod_policy_hash is None and str(pod.etcd_version) == "3.6.16" and pod.ready
+    assert all(outdated_reason(adopted, member) is None for member in adopted.members or ())
+    assert isinstance(plan_next_action(adopted), NoOp)
+
+
+def test_observation_names_the_coreos_peer_service_to_fix() -> None:
+    observed = observe_cluster(make_cluster(), pods=[], services=coreos_pods.coreos_services(COREOS_CLUSTER), pvcs=[],
+                               etcd=None)  # type: ignore[arg-type]  # no pod: etcd is never asked
+    assert observed.services == {CLUSTER, f"{CLUSTER}-client"}
+    assert observed.services_to_fix == {CLUSTER}
+
+
+class PatchingServices:
+    """Stands in for the Services facade: applies a merge patch of `spec` as the API would."""
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        self.stored = stored
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append((namespace, name, patch))
+        self.stored = {**self.stored, "spec": {**self.stored["spec"], **patch["spec"]}}
+        return self.stored
+
+
+def test_the_fixed_peer_service_is_seen_by_the_next_pass_before_any_watch_event() -> None:
+    peer = {**_coreos_peer_service(), "metadata": {**_coreos_peer_service()["metadata"], "namespace": NAMESPACE}}
+    services, cache = PatchingServices(peer), ObjectCache()
+    cache.upsert(peer)
+    executor = ActionExecutor(None, services, None, None,  # type: ignore[arg-type]
+                              pod_cache=ObjectCache(), service_cache=cache, pvc_cache=ObjectCache())
+    executor.execute(PublishNotReadyAddresses(CLUSTER), healthy_cluster(3))
+    assert services.patches == [(NAMESPACE, CLUSTER, {"spec": {"publishNotReadyAddresses": True}})]
+    cached = cache.select(NAMESPACE, {"etcd_cluster": CLUSTER})
+    assert services_hiding_unready_members(CLUSTER, cached) == frozenset()
+    assert cached[0]["metadata"]["annotations"] == peer["metadata"]["annotations"]  # nothing else changed
