@@ -1,5 +1,6 @@
 """Taking over clusters the CoreOS etcd-operator created: what of theirs must change before we run
-them like our own. Everything else of a CoreOS cluster (member names `<cluster>-<10 chars>`, its
+them like our own, and which of them we must not touch at all (members on etcd 3.2/3.3).
+Everything else of a CoreOS cluster (member names `<cluster>-<10 chars>`, its
 pods with `restartPolicy: Never`, their command line, its status) is read as it is.
 
 Its headless peer service asked for unready endpoints with the annotation
@@ -10,9 +11,11 @@ reached by the leader.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from etcd_common.etcd_version import EtcdVersion
+from etcd_operator import versions
 from etcd_operator.manifests import peer_service_name
 
 PEER_SERVICE_PATCH: Final = {"spec": {"publishNotReadyAddresses": True}}
@@ -29,3 +32,19 @@ def services_hiding_unready_members(cluster_name: str, services: Sequence[Mappin
             if metadata.get("deletionTimestamp") is None:
                 hiding.add(str(metadata["name"]))
     return frozenset(hiding)
+
+
+def unsupported_running_version_problem(running: Iterable[EtcdVersion]) -> str | None:
+    """Members still on an etcd this operator neither runs nor upgrades from (a CoreOS cluster on
+    3.2 or 3.3): nothing may be changed, whatever spec.version asks for; the way forward is the
+    CoreOS operator's own upgrade to 3.4, or a backup restored into a new cluster."""
+    unsupported = sorted(v for v in set(running) if versions.support_of(v) == "unsupported")
+    if not unsupported:
+        return None
+    oldest = unsupported[0]
+    return (
+        f"members run etcd {oldest}, which this operator neither runs nor upgrades (it accepts "
+        f"{versions.accepted_versions_text()}); changing nothing. Upgrade the cluster to "
+        f"{versions.recommended_version('3.4')} with the CoreOS operator first, or back it up and restore "
+        f"it into a new EtcdCluster"
+    )

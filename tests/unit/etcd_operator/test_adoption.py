@@ -8,15 +8,17 @@ from typing import Any
 import pytest
 
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.actions import CreateServices, NoOp, PublishNotReadyAddresses
+from etcd_common.etcd_version import EtcdVersion
+from etcd_operator.actions import CreateServices, NoOp, PublishNotReadyAddresses, RejectSpec
 from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_members
+from etcd_operator.cluster_status import compute_status
 from etcd_operator.manifests import build_client_service, build_peer_service
 from etcd_operator.observed import parse_pod
 from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import outdated_reason, plan_next_action
 from operator_runtime.cache import ObjectCache
 from tests.integration.etcd_operator import coreos_pods
-from tests.unit.etcd_operator.etcd_cluster_builders import CLUSTER, NAMESPACE, UID, healthy_cluster, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import CLUSTER, NAMESPACE, T0, UID, healthy_cluster, make_cluster
 
 COREOS_CLUSTER = {**coreos_pods.coreos_cluster(CLUSTER, 3, "3.6.16"),
                   "metadata": {"name": CLUSTER, "namespace": NAMESPACE, "uid": UID}}
@@ -100,3 +102,31 @@ def test_the_fixed_peer_service_is_seen_by_the_next_pass_before_any_watch_event(
     cached = cache.select(NAMESPACE, {"etcd_cluster": CLUSTER})
     assert services_hiding_unready_members(CLUSTER, cached) == frozenset()
     assert cached[0]["metadata"]["annotations"] == peer["metadata"]["annotations"]  # nothing else changed
+
+
+@pytest.mark.parametrize("spec_version, running", [
+    ("3.4.23", ["3.3.13"] * 3),
+    ("3.5.35", ["3.3.13"] * 3),
+    ("3.4.23", ["3.2.13"] * 3),
+    ("3.4.23", ["3.3.13", "3.4.23", "3.4.23"]),  # the CoreOS operator's upgrade to 3.4 half done
+])
+def test_a_coreos_cluster_on_etcd_3_2_or_3_3_is_not_touched_whatever_the_spec_says(spec_version: str, running: list[str]) -> None:
+    observed = healthy_cluster(3, version=spec_version)
+    pods = tuple(dataclasses.replace(pod, etcd_version=EtcdVersion.of(version), image=f"quay.io/coreos/etcd:v{version}",
+                                     pod_policy_hash=None)
+                 for pod, version in zip(observed.pods, running))
+    observed = dataclasses.replace(observed, pods=pods)
+    action = plan_next_action(observed)
+    assert isinstance(action, RejectSpec), action
+    assert f"members run etcd {min(running, key=EtcdVersion.of)}" in action.reason
+    assert "with the CoreOS operator first" in action.reason and "restore" in action.reason
+    status = compute_status(observed, action, now=T0)
+    assert status["phase"] == "Failed"
+    supported = next(c for c in status["conditions"] if c["type"] == "VersionSupported")
+    assert (supported["status"], supported["reason"]) == ("False", "UpgradeRefused")
+
+
+def test_a_coreos_cluster_on_etcd_3_4_is_run() -> None:
+    observed = healthy_cluster(3, version="3.4.23")
+    observed = dataclasses.replace(observed, pods=tuple(dataclasses.replace(p, pod_policy_hash=None) for p in observed.pods))
+    assert isinstance(plan_next_action(observed), NoOp)
