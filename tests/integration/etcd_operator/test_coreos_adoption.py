@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kube_sandbox.binaries import newest_etcd_version
+import pytest
+
+from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, newest_etcd_version
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.coreos_pods import (
     client_url,
@@ -30,8 +32,12 @@ from tests.integration.etcd_operator.operator_deployment import operator_stopped
 
 SIZE = 3
 KEYS = {f"/adopted/key-{i:02d}": f"value-{i}" for i in range(20)}
-COREOS_VERSION = newest_etcd_version("3.5")  # what a CoreOS cluster must run for us (>= 3.5.32 to go to 3.6)
-UPGRADE_VERSION = newest_etcd_version("3.6")
+# The etcd a CoreOS cluster runs when we take it over, and the versions it is then upgraded to,
+# one minor version at a time: 3.5, or 3.4 (supported only as an upgrade source).
+ADOPTED = [
+    pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), id="etcd-3.5"),
+    pytest.param(DEBIAN_ETCD_VERSION, (newest_etcd_version("3.5"), newest_etcd_version("3.6")), id="etcd-3.4"),
+]
 # Events our operator records when it changes membership or pods; none may follow the adoption.
 CHANGE_EVENTS = {"MemberAdded", "MemberRemoved", "MemberPromoted", "PodDeleted", "MemberPodCreated",
                  "SeedMemberCreated", "MemberUpgrading", "LeaderMoved", "ServicesCreated"}
@@ -64,12 +70,12 @@ def _member_add(clusters: Clusters, endpoints: list[str], member: str, url: str)
     wait_for(added, timeout=60, what=f"member add {member}")
 
 
-def _bootstrap_coreos_cluster(clusters: Clusters, name: str) -> list[str]:
+def _bootstrap_coreos_cluster(clusters: Clusters, name: str, version: str) -> list[str]:
     """The EtcdCluster, services, member pods and status the CoreOS operator would have left;
     returns the member names, seed first. The last member's pod has the `/bin/sh -ec` command of
     CoreOS releases before 0.9 (a cluster keeps such pods across operator upgrades)."""
     ns = clusters.namespace
-    cluster = clusters.create(coreos_cluster(name, SIZE, COREOS_VERSION))
+    cluster = clusters.create(coreos_cluster(name, SIZE, version))
     for service in coreos_services(cluster):
         clusters.core.create_namespaced_service(ns, service)
     token = new_cluster_token()
@@ -81,7 +87,7 @@ def _bootstrap_coreos_cluster(clusters: Clusters, name: str) -> list[str]:
         if index:
             _member_add(clusters, [client_url(name, ns, m) for m in members], member, url)
         initial.append((member, url))
-        pod = coreos_member_pod(cluster, member, version=COREOS_VERSION, initial_cluster=initial,
+        pod = coreos_member_pod(cluster, member, version=version, initial_cluster=initial,
                                 state="existing" if index else "new", token=token, shell=index == SIZE - 1)
         clusters.core.create_namespaced_pod(ns, pod)
         _wait_pod_ready(clusters, member)
@@ -92,7 +98,7 @@ def _bootstrap_coreos_cluster(clusters: Clusters, name: str) -> list[str]:
         assert result.returncode == 0, f"put {key} through {service_url}: {result.stderr}"
     clusters.custom.patch_namespaced_custom_object_status(
         GROUP, VERSION, ns, PLURAL, name,
-        {"status": coreos_status(size=SIZE, ready=members, version=COREOS_VERSION, service_name=f"{name}-client")})
+        {"status": coreos_status(size=SIZE, ready=members, version=version, service_name=f"{name}-client")})
     return members
 
 
@@ -131,28 +137,34 @@ def _wait_members(clusters: Clusters, name: str, count: int, version: str | None
                     what=f"{name}: Running with {count} ready members" + (f" at {version}" if version else ""))
 
 
-def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_upgraded(clusters: Clusters) -> None:
+@pytest.mark.parametrize("version, upgrades", ADOPTED)
+def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_upgraded(
+        clusters: Clusters, version: str, upgrades: tuple[str, ...]) -> None:
     name = "coreos-made"
     started_at = time.monotonic()
     with operator_stopped(clusters.sandbox):
-        coreos_members = _bootstrap_coreos_cluster(clusters, name)
+        coreos_members = _bootstrap_coreos_cluster(clusters, name, version)
         pods_before = _pods(clusters, name)
         ids_before = member_ids(clusters, name)
         assert sorted(pods_before) == sorted(coreos_members) == sorted(ids_before), (pods_before, ids_before)
         assert _keys(clusters, name) == KEYS
         assert clusters.status(name)["phase"] == "Running"  # the CoreOS status, before we ever wrote one
         print(f"\nCoreOS-shaped cluster bootstrapped in {time.monotonic() - started_at:.1f}s")
-    adoption_started = time.monotonic()
+        adoption_started = time.monotonic()  # our operator starts as the block ends
 
     # Adopted: our status (our fields and conditions), same pods, same members, same data.
     status = clusters.wait_status(
         name, lambda s: s.get("readyCount") == SIZE and s.get("phase") == "Running" and "observedGeneration" in s,
         "our status written: Running, 3 ready", timeout=120)
-    print(f"adopted (our status Running 3/3) {time.monotonic() - adoption_started:.1f}s after our operator was started")
+    print(f"adopted (our status Running 3/3) {time.monotonic() - adoption_started:.1f}s after our operator was scaled up")
     conditions = {c["type"]: (c["status"], c.get("reason", "")) for c in status["conditions"]}
-    assert conditions["Available"][0] == "True" and conditions["VersionSupported"][0] == "True", conditions
+    assert conditions["Available"][0] == "True", conditions
+    if version.startswith("3.4."):
+        assert conditions["VersionSupported"] == ("False", "UpgradeSourceOnly"), conditions
+    else:
+        assert conditions["VersionSupported"] == ("True", "Supported"), conditions
     assert all(conditions[t][0] == "False" for t in ("Scaling", "Upgrading", "Recovering", "Degraded")), conditions
-    assert status["currentVersion"] == COREOS_VERSION and status["bootstrapped"] is True, status
+    assert status["currentVersion"] == version and status["bootstrapped"] is True, status
     assert sorted(status["members"]["ready"]) == sorted(coreos_members), status
     # Upgrading=False: no member's pod counts as outdated (image or pod policy), so none is rolled.
     assert _pods(clusters, name) == pods_before, "a CoreOS member pod was restarted or replaced"
@@ -194,10 +206,12 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
         if member in survivors:
             assert (uid, restarts) == survivors[member], f"CoreOS member {member} was restarted"
 
-    # Upgraded 3.5 -> 3.6 member by member: every CoreOS pod is replaced by one of ours.
-    step = time.monotonic()
-    clusters.patch_spec(name, {"version": UPGRADE_VERSION})
-    _wait_members(clusters, name, 3, version=UPGRADE_VERSION, timeout=360)
-    print(f"{COREOS_VERSION} -> {UPGRADE_VERSION} in {time.monotonic() - step:.1f}s")
+    # Upgraded member by member, one minor version at a time: every CoreOS pod is replaced by one of ours.
+    for target in upgrades:
+        step = time.monotonic()
+        clusters.patch_spec(name, {"version": target})
+        _wait_members(clusters, name, 3, version=target, timeout=360)
+        print(f"upgraded to {target} in {time.monotonic() - step:.1f}s")
+        assert _keys(clusters, name) == KEYS
     assert not set(_pods(clusters, name)) & set(coreos_members)
     assert _keys(clusters, name) == KEYS
