@@ -9,16 +9,25 @@ import pytest
 
 from etcd_operator.acting import ActionExecutor
 from etcd_common.etcd_version import EtcdVersion
-from etcd_operator.actions import CreateServices, NoOp, PublishNotReadyAddresses, RejectSpec
+from etcd_operator.actions import CreateServices, NoOp, PublishNotReadyAddresses, RejectSpec, ReportMembersLost
 from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_members
 from etcd_operator.cluster_status import compute_status
 from etcd_operator.manifests import build_client_service, build_peer_service
-from etcd_operator.observed import parse_pod
+from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import outdated_reason, plan_next_action
+from etcd_operator.spec import parse_etcd_cluster
 from operator_runtime.cache import ObjectCache
 from tests.integration.etcd_operator import coreos_pods
-from tests.unit.etcd_operator.etcd_cluster_builders import CLUSTER, NAMESPACE, T0, UID, healthy_cluster, make_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import (
+    CLUSTER,
+    NAMESPACE,
+    T0,
+    UID,
+    healthy_cluster,
+    make_cluster,
+    raw_cluster,
+)
 
 COREOS_CLUSTER = {**coreos_pods.coreos_cluster(CLUSTER, 3, "3.6.16"),
                   "metadata": {"name": CLUSTER, "namespace": NAMESPACE, "uid": UID}}
@@ -130,3 +139,11 @@ def test_a_coreos_cluster_on_etcd_3_4_is_run() -> None:
     observed = healthy_cluster(3, version="3.4.23")
     observed = dataclasses.replace(observed, pods=tuple(dataclasses.replace(p, pod_policy_hash=None) for p in observed.pods))
     assert isinstance(plan_next_action(observed), NoOp)
+
+
+def test_a_coreos_status_counts_as_bootstrapped_so_losing_every_member_is_reported() -> None:
+    status = coreos_pods.coreos_status(size=3, ready=["a", "b", "c"], version="3.5.35", service_name=f"{CLUSTER}-client")
+    cluster = parse_etcd_cluster(raw_cluster({"version": "3.5.35"}, status=status))
+    assert cluster.recorded.bootstrapped and cluster.recorded.phase == "Running"
+    observed = ObservedCluster(cluster=cluster, services=frozenset({CLUSTER, f"{CLUSTER}-client"}))
+    assert isinstance(plan_next_action(observed), ReportMembersLost)
