@@ -17,7 +17,9 @@ What it made, from its sources (pkg/util/k8sutil: `newEtcdPod`, `NewSeedMemberPo
   token for the seed, `existing` for every member added after it (added as *voting* members by
   `member add`, before their pod existed);
 - liveness and readiness probes running `ETCDCTL_API=3 etcdctl endpoint status` in the container;
-- an emptyDir `etcd-data` at /var/etcd (data dir /var/etcd/data);
+- an emptyDir `etcd-data` at /var/etcd (data dir /var/etcd/data), or, with
+  `spec.pod.persistentVolumeClaimSpec`, a PVC named after the member (labels `app`, `etcd_cluster`
+  only; owned by the EtcdCluster) for every member but the seed, which stays on emptyDir;
 - services `<cluster>` (headless, client 2379 and peer 2380, tolerating unready endpoints) and
   `<cluster>-client` (2379), both selecting `app=etcd,etcd_cluster=<cluster>`;
 - a `status` with phase, size, members ready/unready, serviceName, clientPort, currentVersion,
@@ -39,11 +41,25 @@ RANDOM_SUFFIX_LENGTH = 10
 TOLERATE_UNREADY_ENDPOINTS = "service.alpha.kubernetes.io/tolerate-unready-endpoints"
 
 
-def coreos_cluster(name: str, size: int, version: str) -> dict[str, Any]:
+def coreos_cluster(name: str, size: int, version: str, *, pvc_spec: dict[str, Any] | None = None) -> dict[str, Any]:
     """A CoreOS EtcdCluster manifest after that operator's first pass, which wrote its defaults
     (repository) back into the spec."""
-    return {"apiVersion": GROUP_VERSION, "kind": "EtcdCluster", "metadata": {"name": name},
-            "spec": {"size": size, "version": version, "repository": REPOSITORY}}
+    spec: dict[str, Any] = {"size": size, "version": version, "repository": REPOSITORY}
+    if pvc_spec is not None:
+        spec["pod"] = {"persistentVolumeClaimSpec": pvc_spec}
+    return {"apiVersion": GROUP_VERSION, "kind": "EtcdCluster", "metadata": {"name": name}, "spec": spec}
+
+
+def uses_pvcs(cluster: dict[str, Any]) -> bool:
+    return bool((cluster["spec"].get("pod") or {}).get("persistentVolumeClaimSpec"))
+
+
+def coreos_member_pvc(cluster: dict[str, Any], member: str) -> dict[str, Any]:
+    """`NewEtcdPodPVC`: the member's data volume, for members added after the seed."""
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": member, "labels": cluster_labels(cluster["metadata"]["name"]),
+                         "ownerReferences": [owner_reference(cluster)]},
+            "spec": dict(cluster["spec"]["pod"]["persistentVolumeClaimSpec"])}
 
 
 def unique_member_name(cluster: str) -> str:
@@ -137,7 +153,8 @@ def _check_dns_script(host: str, timeout_seconds: int = 0) -> str:
 def coreos_member_pod(cluster: dict[str, Any], member: str, *, version: str, initial_cluster: Sequence[tuple[str, str]],
                       state: str, token: str = "", shell: bool = False) -> dict[str, Any]:
     """A member pod as `NewSeedMemberPod` (state "new") or `NewEtcdPod` (state "existing") made it;
-    `shell` wraps the command line in `/bin/sh -ec` as releases before 0.9 did."""
+    `shell` wraps the command line in `/bin/sh -ec` as releases before 0.9 did. A non-seed member of
+    a cluster with `persistentVolumeClaimSpec` mounts its PVC (`coreos_member_pvc`)."""
     name = cluster["metadata"]["name"]
     namespace = cluster["metadata"]["namespace"]
     line = etcd_command_line(name, namespace, member, initial_cluster=initial_cluster, state=state, token=token)
@@ -166,7 +183,8 @@ def coreos_member_pod(cluster: dict[str, Any], member: str, *, version: str, ini
                                 "command": ["/bin/sh", "-c", _check_dns_script(member_host(name, namespace, member))]}],
             "containers": [container],
             "restartPolicy": "Never",
-            "volumes": [{"name": "etcd-data", "emptyDir": {}}],
+            "volumes": [{"name": "etcd-data", "persistentVolumeClaim": {"claimName": member}}
+                        if state == "existing" and uses_pvcs(cluster) else {"name": "etcd-data", "emptyDir": {}}],
             "hostname": member,
             "subdomain": name,
             "automountServiceAccountToken": False,

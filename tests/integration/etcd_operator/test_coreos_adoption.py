@@ -20,6 +20,7 @@ from tests.integration.etcd_operator.coreos_pods import (
     client_url,
     coreos_cluster,
     coreos_member_pod,
+    coreos_member_pvc,
     coreos_services,
     coreos_status,
     new_cluster_token,
@@ -34,10 +35,14 @@ SIZE = 3
 KEYS = {f"/adopted/key-{i:02d}": f"value-{i}" for i in range(20)}
 # The etcd a CoreOS cluster runs when we take it over, and the versions it is then upgraded to,
 # one minor version at a time: 3.5, or 3.4 (supported only as an upgrade source).
+# With `pvc`, spec.pod.persistentVolumeClaimSpec: CoreOS gave every member but the seed a PVC.
 ADOPTED = [
-    pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), id="etcd-3.5"),
-    pytest.param(DEBIAN_ETCD_VERSION, (newest_etcd_version("3.5"), newest_etcd_version("3.6")), id="etcd-3.4"),
+    pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), False, id="etcd-3.5"),
+    pytest.param(DEBIAN_ETCD_VERSION, (newest_etcd_version("3.5"), newest_etcd_version("3.6")), False, id="etcd-3.4"),
+    pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), True, id="etcd-3.5-pvc"),
 ]
+PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+POD_POLICY_HASH = "etcd.database.coreos.com/pod-policy-hash"  # on every pod our operator makes
 # Events our operator records when it changes membership or pods; none may follow the adoption.
 CHANGE_EVENTS = {"MemberAdded", "MemberRemoved", "MemberPromoted", "PodDeleted", "MemberPodCreated",
                  "SeedMemberCreated", "MemberUpgrading", "LeaderMoved", "ServicesCreated"}
@@ -70,12 +75,12 @@ def _member_add(clusters: Clusters, endpoints: list[str], member: str, url: str)
     wait_for(added, timeout=60, what=f"member add {member}")
 
 
-def _bootstrap_coreos_cluster(clusters: Clusters, name: str, version: str) -> list[str]:
+def _bootstrap_coreos_cluster(clusters: Clusters, name: str, version: str, pvc: bool) -> list[str]:
     """The EtcdCluster, services, member pods and status the CoreOS operator would have left;
     returns the member names, seed first. The last member's pod has the `/bin/sh -ec` command of
     CoreOS releases before 0.9 (a cluster keeps such pods across operator upgrades)."""
     ns = clusters.namespace
-    cluster = clusters.create(coreos_cluster(name, SIZE, version))
+    cluster = clusters.create(coreos_cluster(name, SIZE, version, pvc_spec=PVC_SPEC if pvc else None))
     for service in coreos_services(cluster):
         clusters.core.create_namespaced_service(ns, service)
     token = new_cluster_token()
@@ -87,6 +92,8 @@ def _bootstrap_coreos_cluster(clusters: Clusters, name: str, version: str) -> li
         if index:
             _member_add(clusters, [client_url(name, ns, m) for m in members], member, url)
         initial.append((member, url))
+        if index and pvc:
+            clusters.core.create_namespaced_persistent_volume_claim(ns, coreos_member_pvc(cluster, member))
         pod = coreos_member_pod(cluster, member, version=version, initial_cluster=initial,
                                 state="existing" if index else "new", token=token, shell=index == SIZE - 1)
         clusters.core.create_namespaced_pod(ns, pod)
@@ -137,13 +144,13 @@ def _wait_members(clusters: Clusters, name: str, count: int, version: str | None
                     what=f"{name}: Running with {count} ready members" + (f" at {version}" if version else ""))
 
 
-@pytest.mark.parametrize("version, upgrades", ADOPTED)
+@pytest.mark.parametrize("version, upgrades, pvc", ADOPTED)
 def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_upgraded(
-        clusters: Clusters, version: str, upgrades: tuple[str, ...]) -> None:
+        clusters: Clusters, version: str, upgrades: tuple[str, ...], pvc: bool) -> None:
     name = "coreos-made"
     started_at = time.monotonic()
     with operator_stopped(clusters.sandbox):
-        coreos_members = _bootstrap_coreos_cluster(clusters, name, version)
+        coreos_members = _bootstrap_coreos_cluster(clusters, name, version, pvc)
         pods_before = _pods(clusters, name)
         ids_before = member_ids(clusters, name)
         assert sorted(pods_before) == sorted(coreos_members) == sorted(ids_before), (pods_before, ids_before)
@@ -178,16 +185,23 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
     assert peer.spec.cluster_ip == "None"
     assert any(e.reason == "ServiceUpdated" for e in clusters.events(name))
 
-    # A CoreOS pod never restarts (restartPolicy Never): when its etcd dies the pod fails, and the
-    # member is replaced by one of ours while the other two keep quorum.
-    victim = coreos_members[0]
+    # A CoreOS pod never restarts (restartPolicy Never): when its etcd dies the pod fails. On
+    # emptyDir its data goes with it: the member is replaced by one of ours while the other two keep
+    # quorum. On a PVC the member restarts, in a pod of ours, on its volume: same member, same data.
+    victim = coreos_members[1] if pvc else coreos_members[0]  # CoreOS's seed has no PVC
     clusters.sandbox.faults.crash_container(clusters.namespace, victim, "etcd")
     step = time.monotonic()
-    wait_for(lambda: victim not in member_ids(clusters, name) and victim not in _pods(clusters, name),
-             timeout=120, what=f"failed CoreOS member {victim} removed and its pod deleted")
+    if pvc:
+        def restarted_on_volume() -> bool:
+            pod = _pods(clusters, name).get(victim)
+            return pod is not None and pod[0] != pods_before[victim][0] and member_ids(clusters, name).get(victim) == ids_before[victim]
+        wait_for(restarted_on_volume, timeout=120, what=f"failed CoreOS member {victim} restarted on its volume")
+    else:
+        wait_for(lambda: victim not in member_ids(clusters, name) and victim not in _pods(clusters, name),
+                 timeout=120, what=f"failed CoreOS member {victim} removed and its pod deleted")
     _wait_members(clusters, name, SIZE)
-    print(f"failed CoreOS member replaced in {time.monotonic() - step:.1f}s")
-    survivors = {m: pods_before[m] for m in coreos_members[1:]}
+    print(f"failed CoreOS member {'restarted on its volume' if pvc else 'replaced'} in {time.monotonic() - step:.1f}s")
+    survivors = {m: pods_before[m] for m in coreos_members if m != victim}
     assert {m: _pods(clusters, name)[m] for m in survivors} == survivors
     assert _keys(clusters, name) == KEYS
 
@@ -213,5 +227,6 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
         _wait_members(clusters, name, 3, version=target, timeout=360)
         print(f"upgraded to {target} in {time.monotonic() - step:.1f}s")
         assert _keys(clusters, name) == KEYS
-    assert not set(_pods(clusters, name)) & set(coreos_members)
+    ours = {p.metadata.name: (p.metadata.annotations or {}).get(POD_POLICY_HASH) for p in clusters.live_pods(name)}
+    assert all(ours.values()), f"pods not made by our operator after the upgrade: {ours}"
     assert _keys(clusters, name) == KEYS
