@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from etcd_common import constants as c
 from etcd_common.etcd_version import EtcdVersion
 from etcd_operator import versions
 from etcd_operator.manifests import peer_service_name
@@ -35,10 +36,11 @@ def services_hiding_unready_members(cluster_name: str, services: Sequence[Mappin
 
 
 def unsupported_running_version_problem(running: Iterable[EtcdVersion]) -> str | None:
-    """Members still on an etcd this operator neither runs nor upgrades from (a CoreOS cluster on
-    3.2 or 3.3): nothing may be changed, whatever spec.version asks for; the way forward is the
+    """Members still on an etcd older than any this operator runs or upgrades from (a CoreOS
+    cluster on 3.2 or 3.3): nothing may be changed, whatever spec.version asks for; the way forward is the
     CoreOS operator's own upgrade to 3.4, or a backup restored into a new cluster."""
-    unsupported = sorted(v for v in set(running) if versions.support_of(v) == "unsupported")
+    oldest_accepted = min(EtcdVersion.of(f"{minor}.0") for minor in c.ACCEPTED_MINOR_VERSIONS)
+    unsupported = sorted(v for v in set(running) if versions.support_of(v) == "unsupported" and v < oldest_accepted)
     if not unsupported:
         return None
     oldest = unsupported[0]

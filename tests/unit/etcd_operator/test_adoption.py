@@ -147,3 +147,11 @@ def test_a_coreos_status_counts_as_bootstrapped_so_losing_every_member_is_report
     assert cluster.recorded.bootstrapped and cluster.recorded.phase == "Running"
     observed = ObservedCluster(cluster=cluster, services=frozenset({CLUSTER, f"{CLUSTER}-client"}))
     assert isinstance(plan_next_action(observed), ReportMembersLost)
+
+
+def test_members_on_a_newer_etcd_get_the_downgrade_refusal_not_the_coreos_advice() -> None:
+    observed = healthy_cluster(3, version="3.6.16")
+    newer = tuple(dataclasses.replace(p, etcd_version=EtcdVersion.of("3.7.0"), image="quay.io/coreos/etcd:v3.7.0")
+                  for p in observed.pods)
+    action = plan_next_action(dataclasses.replace(observed, pods=newer))
+    assert isinstance(action, RejectSpec) and "downgrade" in action.reason and "CoreOS" not in action.reason, action
