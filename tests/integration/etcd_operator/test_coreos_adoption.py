@@ -168,6 +168,8 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
     assert conditions["Available"][0] == "True", conditions
     if version.startswith("3.4."):
         assert conditions["VersionSupported"] == ("False", "UpgradeSourceOnly"), conditions
+        wait_for(lambda: any(e.reason == "UpgradeSourceOnly" and e.type == "Warning" for e in clusters.events(name)),
+                 timeout=30, what="UpgradeSourceOnly Warning event")
     else:
         assert conditions["VersionSupported"] == ("True", "Supported"), conditions
     assert all(conditions[t][0] == "False" for t in ("Scaling", "Upgrading", "Recovering", "Degraded")), conditions
