@@ -13,6 +13,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
 from etcd_operator import actions as a
+from etcd_operator.adoption import PEER_SERVICE_PATCH
 from etcd_operator.manifests import build_member_pod, build_member_pvc, build_service, member_client_url
 from etcd_operator.observed import ObservedCluster
 from kube_adapter.errors import AlreadyExists
@@ -42,6 +43,8 @@ class ActionExecutor:
         if isinstance(action, a.CreateServices):
             for name in action.names:
                 self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
+        elif isinstance(action, a.PublishNotReadyAddresses):
+            self.service_cache.upsert(self.services.patch(ns, action.service_name, PEER_SERVICE_PATCH))
         elif isinstance(action, a.CreateSeedMember):
             self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster)
         elif isinstance(action, a.CreateMemberPod):

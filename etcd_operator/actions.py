@@ -138,6 +138,21 @@ class CreateServices(_Action):
 
 
 @dataclass(frozen=True)
+class PublishNotReadyAddresses(_Action):
+    """Set `publishNotReadyAddresses: true` on the peer service `<cluster>`, which a CoreOS-made
+    cluster has without (it relied on an annotation Kubernetes no longer reads): without it a
+    member that is not ready yet, a joining learner, has no DNS name and cannot be reached."""
+
+    service_name: str
+
+    KIND: ClassVar[str] = "services"
+    event_reason: ClassVar[str | None] = "ServiceUpdated"
+
+    def describe(self) -> str:
+        return f"set publishNotReadyAddresses on service {self.service_name}, so members resolve before they are ready"
+
+
+@dataclass(frozen=True)
 class CreateSeedMember(_Action):
     """Bootstrap: (PVC and) pod of the first member, `--initial-cluster-state=new`."""
 
@@ -299,6 +314,7 @@ Action = Union[
     Wait,
     NoOp,
     CreateServices,
+    PublishNotReadyAddresses,
     CreateSeedMember,
     CreateMemberPod,
     DeletePod,

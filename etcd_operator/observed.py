@@ -186,6 +186,8 @@ class ObservedCluster:
     pods: tuple[ObservedPod, ...] = ()
     pvcs: tuple[ObservedPVC, ...] = ()
     services: frozenset[str] = frozenset()
+    # Services whose spec must change for members to find each other (adoption.py).
+    services_to_fix: frozenset[str] = frozenset()
     members: tuple[Member, ...] | None = None
     member_list_error: str | None = None
     health: Mapping[str, MemberHealth] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from etcd_common import etcdctl as ctl
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
+from etcd_operator.adoption import services_hiding_unready_members
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import MemberHealth, ObservedCluster, parse_pod, parse_pvc
 
@@ -46,6 +47,7 @@ def observe_cluster(
         pods=observed_pods,
         pvcs=tuple(parse_pvc(p) for p in pvcs),
         services=frozenset(str((s.get("metadata") or {}).get("name")) for s in services),
+        services_to_fix=services_hiding_unready_members(cluster.name, services),
         observed_at=now or datetime.now(timezone.utc),
     )
     if cluster.spec is None or cluster.paused:

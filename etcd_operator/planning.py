@@ -7,10 +7,13 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 
  1. spec.paused -> Pause.
  2. Spec problems the schema cannot catch -> RejectSpec: unsupported version, reserved labels,
+    members running an etcd we neither run nor upgrade (a CoreOS cluster on 3.2/3.3: adoption.py),
     ... (spec.py); a version change etcd cannot take (versions.py: a minor-version downgrade, a
     skipped minor, 3.5 -> 3.6 from a 3.5 patch older than etcd's guide allows); a TLS mode
     change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
+    A peer service that hides members that are not ready (a CoreOS-made one) ->
+    PublishNotReadyAddresses (adoption.py).
  4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
     (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
  5. No member answered `member list` (bootstrap, or everything down):
@@ -76,6 +79,7 @@ from etcd_operator.actions import (
     NoOp,
     Pause,
     PromoteMember,
+    PublishNotReadyAddresses,
     Purpose,
     RejectSpec,
     RemoveMember,
@@ -84,6 +88,7 @@ from etcd_operator.actions import (
     UpgradeMember,
     Wait,
 )
+from etcd_operator.adoption import unsupported_running_version_problem
 from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import ObservedCluster, ObservedPod
 
@@ -103,6 +108,8 @@ def plan_next_action(observed: ObservedCluster) -> Action:
     missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)
     if missing:
         return CreateServices(missing)
+    if observed.services_to_fix:
+        return PublishNotReadyAddresses(min(observed.services_to_fix))
     stuck = _pod_stuck_on_unpullable_image(observed, cluster.spec)
     if stuck is not None:
         return stuck
@@ -119,7 +126,8 @@ def version_change_problem(observed: ObservedCluster) -> str | None:
     """Why spec.version cannot be rolled out to the members running now, if it cannot (the
     policy is in versions.py)."""
     spec = observed.cluster.require_spec()
-    return versions.version_change_problem(running_member_versions(observed), spec.version)
+    running = running_member_versions(observed)
+    return unsupported_running_version_problem(running) or versions.version_change_problem(running, spec.version)
 
 
 def running_member_versions(observed: ObservedCluster) -> list[EtcdVersion]:

@@ -143,6 +143,11 @@ class ResourceClient:
                 raise
             # The UID precondition failed: the object we meant is gone and a new one has its name.
 
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge `patch` into the object (JSON merge patch)."""
+        fn, kwargs = self._method("patch", namespace)
+        return fetch_json(fn, name=name, body=patch, _content_type=MERGE_PATCH, **kwargs)
+
     def patch_status(
         self, namespace: str, name: str, status: dict[str, Any], *, resource_version: str | None = None
     ) -> dict[str, Any]:

@@ -37,6 +37,15 @@ if [ -n "$SANDBOX_POD_IP" ] && [ -z "$ETCDCTL_ENDPOINTS" ]; then
 fi
 exec {etcdctl} "$@"
 """
+# busybox's `nslookup` applet, which the host lacks: the CoreOS operator's `check-dns` init container
+# waits with it for a member's DNS name. Answers from the sandbox's hosts file (as DNS does here);
+# exit status 1 for a name that does not resolve, as busybox's does.
+BUSYBOX_NSLOOKUP = """#!/bin/sh
+[ -n "$1" ] || { echo "usage: nslookup HOST" >&2; exit 1; }
+address=$(getent hosts "$1" | awk '{print $1; exit}')
+[ -n "$address" ] || { echo "nslookup: can't resolve '$1'" >&2; exit 1; }
+printf 'Name:\t%s\nAddress: %s\n' "$1" "$address"
+"""
 _VERSION_TAG = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+)(?:-[0-9A-Za-z.]+)?$")
 
 
@@ -123,6 +132,11 @@ class ImageCatalog:
                     rewrites=(("/usr/local/bin/python3", python), ("/usr/local/bin/python", python)),
                     entrypoint=(), cmd=("python3",),
                 )
+            if reference.name == "busybox":
+                bin_dir = self.images_dir / "busybox" / "bin"
+                return ImageRuntime(image=image, image_id="sandbox://busybox@host", path_dirs=(bin_dir,),
+                                    rewrites=(), entrypoint=(), cmd=("sh",),
+                                    scripts=((bin_dir / "nslookup", BUSYBOX_NSLOOKUP),))
             return ImageRuntime(image=image, image_id=f"sandbox://{reference.name}@host",
                                 path_dirs=(), rewrites=(), entrypoint=(), cmd=("sh",))
         raise ImageNotAvailable(

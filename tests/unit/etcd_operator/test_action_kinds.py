@@ -15,6 +15,7 @@ SAMPLES: list[actions.Action] = [
     actions.Wait("learner catching up"),
     actions.NoOp(),
     actions.CreateServices(("example", "example-client")),
+    actions.PublishNotReadyAddresses("example"),
     actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
     actions.CreateMemberPod("example-abcde", (), "interrupted add"),
     actions.DeletePod("example-abcde", "orphan"),

@@ -145,7 +145,7 @@ CASES = [
                  id="reserved-label"),
     pytest.param(with_spec(healthy_cluster(), version="3.5.35"), expect(actions.RejectSpec, "downgrade"),
                  id="minor-downgrade"),
-    pytest.param(_pods_run(healthy_cluster(3), "quay.io/coreos/etcd:v3.3.25"),
+    pytest.param(_pods_run(healthy_cluster(3), "quay.io/coreos/etcd:v3.4.23"),
                  expect(actions.RejectSpec, "skips a minor version"), id="skipped-minor"),
     pytest.param(with_spec(healthy_cluster(), **_tls_spec()), expect(actions.RejectSpec, "peerSecret"),
                  id="tls-switched-on-running-cluster"),

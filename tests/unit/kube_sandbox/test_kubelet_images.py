@@ -1,6 +1,7 @@
 """Image -> local program mapping, and the rewrites that stand in for mounts and network namespaces."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ def test_operator_image_runs_this_checkouts_entry_points(catalog: ImageCatalog, 
 
 
 def test_generic_images(catalog: ImageCatalog) -> None:
-    assert catalog.resolve("busybox:1.36").path_dirs == ()
+    busybox = catalog.resolve("busybox:1.28.0-glibc")
+    assert [path.name for path, _ in busybox.scripts] == ["nslookup"]  # the CoreOS check-dns init container
+    assert busybox.path_dirs == (busybox.scripts[0][0].parent,)
     assert catalog.resolve("debian:bookworm").path_dirs == ()
     python = catalog.resolve("python:3.11-slim")
     assert python.path_dirs == (VENV,)
@@ -162,3 +165,11 @@ def test_operator_image_programs_are_this_checkouts_console_scripts(catalog: Ima
     runtime = catalog.resolve("etcd-operator-py:0.1.0")
     for program in OPERATOR_PROGRAMS:
         assert Rewriter(paths=runtime.rewrites).apply(f"/usr/local/bin/{program}") == f"{VENV}/{program}"
+def test_busybox_nslookup_answers_from_the_hosts_file_and_fails_for_unknown_names(catalog: ImageCatalog) -> None:
+    runtime = catalog.resolve("busybox:1.28.0-glibc")
+    ImageCatalog.materialize(runtime)
+    nslookup = str(runtime.scripts[0][0])
+    found = subprocess.run([nslookup, "localhost"], capture_output=True, text=True, check=False)
+    assert found.returncode == 0 and "Address: " in found.stdout, found
+    missing = subprocess.run([nslookup, "no-such-member.invalid"], capture_output=True, text=True, check=False)
+    assert missing.returncode == 1 and "can't resolve" in missing.stderr, missing
