@@ -15,7 +15,8 @@ from etcd_common.etcd_restore import EtcdRestore
 from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error
-from restore_operator.planning import TERMINAL_PHASES, ObservedCluster, ObservedRestore, Recorded, SnapshotFacts
+from restore_operator.planning import (PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES, ObservedCluster, ObservedRestore,
+                                       Recorded, SnapshotFacts)
 
 
 def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
@@ -23,7 +24,7 @@ def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: R
                     find_restore: Callable[[str, str], Mapping[str, Any] | None] = lambda ns, name: None,
                     ) -> ObservedRestore:
     """`find_restore(namespace, name)` gives another EtcdRestore as last seen (None if unknown)."""
-    recorded = parse_recorded(raw.get("status"))
+    recorded = parse_recorded(raw.get("status"), generation=restore.generation)
     if restore.spec is None or recorded.snapshot is None:
         return ObservedRestore(restore, recorded)
     name = restore.spec.etcd_cluster_name
@@ -114,9 +115,15 @@ def served_revision(raw_cluster: Mapping[str, Any], etcd: EtcdAccess) -> tuple[i
     return reachable[0].revision, ""
 
 
-def parse_recorded(raw: Any) -> Recorded:
+def parse_recorded(raw: Any, *, generation: int = 0) -> Recorded:
+    """What earlier passes recorded. A status the CoreOS restore operator left (no `phase`, its
+    `succeeded` or `reason` set) is a finished restore: Completed or Failed for this generation,
+    so a migrated EtcdRestore never restores (and replaces a live cluster) a second time."""
     if not isinstance(raw, Mapping):
         return Recorded()
+    if not raw.get("phase") and (raw.get("succeeded") is True or raw.get("reason")):
+        return Recorded(phase=PHASE_COMPLETED if raw.get("succeeded") is True else PHASE_FAILED,
+                        observed_generation=generation)
     snapshot = raw.get("snapshot")
     facts = None
     if isinstance(snapshot, Mapping) and snapshot.get("sha256"):

@@ -38,3 +38,15 @@ def test_recorded_status_round_trip() -> None:
     assert recorded.phase == "Replacing" and recorded.cluster_spec == {"size": 5}
     assert recorded.snapshot is not None and recorded.snapshot.revision == 7
     assert parse_recorded({"snapshot": {}}).snapshot is None
+
+
+def test_a_restore_the_coreos_operator_finished_is_never_run_again() -> None:
+    """A migrated EtcdRestore keeps CoreOS's status ({succeeded, reason}, no phase): re-running it
+    would replace the live cluster with the old snapshot."""
+    from restore_operator.planning import PHASE_COMPLETED, PHASE_FAILED
+
+    done = parse_recorded({"succeeded": True}, generation=3)
+    assert done.phase == PHASE_COMPLETED
+    failed = parse_recorded({"succeeded": False, "reason": "failed to restore the seed"}, generation=3)
+    assert (failed.phase, failed.observed_generation) == (PHASE_FAILED, 3)
+    assert parse_recorded({}, generation=3).phase == ""  # never reconciled: runs
