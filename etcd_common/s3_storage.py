@@ -375,6 +375,19 @@ class S3Storage:
         except Exception as error:
             raise translate_error(error, bucket=bucket, operation="create") from error
 
+    def delete_bucket(self, bucket: str) -> None:
+        """Delete a bucket and every object in it (tests, demos); one already gone is fine."""
+        try:
+            for info in self.list(bucket):
+                self.delete(bucket, info.key)
+            self.client.delete_bucket(Bucket=bucket)
+        except S3BucketNotFound:
+            return
+        except botocore.exceptions.ClientError as error:
+            if (error.response.get("Error") or {}).get("Code") == "NoSuchBucket":
+                return
+            raise translate_error(error, bucket=bucket, operation="delete") from error
+
     # --- objects
 
     def upload_file(self, bucket: str, key: str, path: str, *, metadata: Mapping[str, str] | None = None,
