@@ -43,7 +43,7 @@ DEFAULT_REGION: Final = "us-east-1"
 # (a stream's parts are buffered: at most MAX_CONCURRENCY of them).
 PART_SIZE_BYTES: Final = 8 * 1024 * 1024
 MULTIPART_THRESHOLD_BYTES: Final = 8 * 1024 * 1024
-MAX_CONCURRENCY: Final = 8
+MAX_CONCURRENCY: Final = 10  # boto3's own default
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 # botocore's own retries of throttling, 5xx and connection errors, per request.
