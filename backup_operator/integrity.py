@@ -1,41 +1,92 @@
 """Is a snapshot file whole? etcd appends the SHA-256 of the database to every snapshot it sends;
-a truncated or corrupted file does not match it. One pass over the file, a buffer at a time, also
-gives the SHA-256 of the whole file (written to status and to the object's metadata)."""
+a truncated or corrupted file does not match it. The same pass gives the SHA-256 of the whole file
+(written to status and to the object's metadata). The pass can follow the file while etcdctl is
+still writing it, so the check costs almost nothing once the snapshot is saved."""
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from typing import Final
 
 from etcd_common.etcdctl import SnapshotInvalid
 
 TRAILER_BYTES: Final = 32  # sha256 digest
 READ_BYTES: Final = 1024 * 1024
+FOLLOW_POLL_SECONDS: Final = 0.01
+
+
+class SnapshotDigest:
+    """Fed a snapshot's bytes in order; `finish` checks the trailer and returns the file's SHA-256."""
+
+    def __init__(self) -> None:
+        self._body = hashlib.sha256()
+        self._file = hashlib.sha256()
+        self._tail = b""  # the last TRAILER_BYTES seen: not yet known to be body or trailer
+        self.size = 0
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self._file.update(chunk)
+        self.size += len(chunk)
+        data = self._tail + chunk
+        if len(data) > TRAILER_BYTES:
+            self._body.update(data[:-TRAILER_BYTES])
+            self._tail = data[-TRAILER_BYTES:]
+        else:
+            self._tail = data
+
+    def finish(self, where: str) -> str:
+        if self.size <= TRAILER_BYTES:
+            raise SnapshotInvalid(f"snapshot {where} has {self.size} bytes: too short to be an etcd snapshot")
+        if self._tail != self._body.digest():
+            raise SnapshotInvalid(f"snapshot {where} failed its integrity check: the SHA-256 etcd appended "
+                                  "does not match the data (truncated or corrupt)")
+        return self._file.hexdigest()
 
 
 def verify_snapshot_file(path: str) -> str:
     """Check the file's SHA-256 trailer; return the SHA-256 (hex) of the whole file. Raises
     SnapshotInvalid when the trailer does not match (or the file is too short to have one)."""
-    size = os.path.getsize(path)
-    if size <= TRAILER_BYTES:
-        raise SnapshotInvalid(f"snapshot {path} has {size} bytes: too short to be an etcd snapshot")
-    body_hash = hashlib.sha256()
-    file_hash = hashlib.sha256()
-    body_left = size - TRAILER_BYTES
-    trailer = b""
+    digest = SnapshotDigest()
     with open(path, "rb") as snapshot:
+        while chunk := snapshot.read(READ_BYTES):
+            digest.feed(chunk)
+    return digest.finish(path)
+
+
+def follow_snapshot(partial_path: str, final_path: str, written: threading.Event) -> str | None:
+    """Digest a snapshot while it is written to `partial_path` (renamed to `final_path` when
+    complete; an open file survives the rename): read what is there, wait for more until `written`
+    is set, then read to the end. Returns the file's SHA-256, None if no file appeared; raises
+    SnapshotInvalid as `verify_snapshot_file` does."""
+    snapshot = None
+    while snapshot is None:
+        for candidate in (partial_path, final_path):
+            try:
+                snapshot = open(candidate, "rb")
+                break
+            except FileNotFoundError:
+                continue
+        if snapshot is None:
+            if written.is_set():
+                # etcdctl may have renamed between our two tries; a last look at the final name.
+                if os.path.exists(final_path):
+                    continue
+                return None
+            written.wait(FOLLOW_POLL_SECONDS)
+    digest = SnapshotDigest()
+    with snapshot:
         while True:
             chunk = snapshot.read(READ_BYTES)
-            if not chunk:
+            if chunk:
+                digest.feed(chunk)
+            elif written.is_set():
+                # Whatever was written before `written` was set is readable now: drain it.
+                while chunk := snapshot.read(READ_BYTES):
+                    digest.feed(chunk)
                 break
-            file_hash.update(chunk)
-            if body_left > 0:
-                body_part = chunk[:body_left]
-                body_hash.update(body_part)
-                body_left -= len(body_part)
-                chunk = chunk[len(body_part):]
-            trailer = (trailer + chunk)[-TRAILER_BYTES:]
-    if trailer != body_hash.digest():
-        raise SnapshotInvalid(f"snapshot {path} failed its integrity check: the SHA-256 etcd appended "
-                              "does not match the data (truncated or corrupt)")
-    return file_hash.hexdigest()
+            else:
+                written.wait(FOLLOW_POLL_SECONDS)
+    return digest.finish(final_path)

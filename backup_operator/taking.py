@@ -11,16 +11,17 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from backup_operator import reasons
 from backup_operator.backup_status import BackupResult
-from backup_operator.integrity import verify_snapshot_file
+from backup_operator.integrity import follow_snapshot
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.reasons import BackupFailed
 from etcd_common import etcdctl as ctl
@@ -102,35 +103,28 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
                                      dir=env.work_dir) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
-        endpoint = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
-        try:
-            # Both read the whole file: side by side, the check costs one pass, not two.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-status") as pool:
-                status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
-                                          timeout_seconds=min(remaining(), 600.0))
-                sha256 = verify_snapshot_file(path)
-                snapshot = status_call.result()
-        except ctl.SnapshotInvalid as error:
-            raise BackupFailed(reasons.SNAPSHOT_INVALID, f"snapshot from {endpoint} not uploaded: {error.message}") from error
-        except ctl.EtcdctlError as error:
-            raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot from {endpoint}: {error.message}") from error
-        # etcdutl reads the revision from the keys in the file: 0 while the key space is empty.
-        revision = max(snapshot.revision, member_revision)
-        key = periodic_key(base_key, revision, started) if request.periodic else base_key
+        endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
+        # The key and status carry the revision the member reported just before the snapshot (as
+        # CoreOS did); etcdutl's reading of the file runs during the upload, which cannot complete
+        # before it has passed.
+        key = periodic_key(base_key, member_revision, started) if request.periodic else base_key
         size = os.path.getsize(path)
         log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading to s3://%s/%s",
-                 endpoint, revision, size, sha256, bucket, key)
-
-        def check_deadline(_bytes: int) -> None:
-            remaining()
-
-        metadata = {"sha256": sha256, "etcd-revision": str(revision), "etcd-version": version}
-        try:
-            upload = storage.upload_file(bucket, key, path, metadata=metadata, progress=check_deadline)
-        except s3.S3Error as error:
-            if isinstance(error.__cause__, BackupFailed):
-                raise error.__cause__ from None
-            raise BackupFailed(error.reason, error.message) from error
+                 endpoint, member_revision, size, sha256, bucket, key)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-status") as pool:
+            status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
+                                      timeout_seconds=min(remaining(), 600.0))
+            gate = _CompletionGate(size, lambda: _snapshot_readable(status_call, endpoint), remaining)
+            if size < s3.MULTIPART_THRESHOLD_BYTES:
+                gate.wait_for_check()  # one request: checked before it is sent
+            metadata = {"sha256": sha256, "etcd-revision": str(member_revision), "etcd-version": version}
+            try:
+                upload = storage.upload_file(bucket, key, path, metadata=metadata, progress=gate)
+            except s3.S3Error as error:
+                if isinstance(error.__cause__, BackupFailed):
+                    raise error.__cause__ from None
+                raise BackupFailed(error.reason, error.message) from error
+            gate.wait_for_check()
         if upload.size != size:
             raise BackupFailed(s3.REASON_FAILED, f"s3://{bucket}/{key} has {upload.size} bytes, uploaded {size}")
     retained: int | None = None
@@ -138,7 +132,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     if request.periodic:
         retained, retention_error = _apply_retention(storage, bucket, base_key, request.max_backups, log)
     return BackupResult(
-        key=key, size=size, sha256=sha256, etcd_revision=revision, etcd_version=version,
+        key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
         started=started, duration_seconds=time.monotonic() - clock_start, endpoint=endpoint,
         retained=retained, retention_error=retention_error,
     )
@@ -243,21 +237,77 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
 
 
 def _save_snapshot(request: BackupRequest, env: BackupEnvironment, candidates: list[str], tls_secret: str,
-                   path: str, remaining: Callable[[], float], log: Logger) -> str:
-    """Save a snapshot from the first candidate that delivers one; return its endpoint."""
+                   path: str, remaining: Callable[[], float], log: Logger) -> tuple[str, str]:
+    """Save a snapshot from the first candidate that delivers a whole one; its endpoint and the
+    file's SHA-256. The file is digested while etcdctl writes it."""
     client = _client(request, env, tuple(candidates), tls_secret)
     failures: list[str] = []
+    reason = reasons.SNAPSHOT_FAILED
     for endpoint in candidates:
-        try:
-            client.snapshot_save(path, endpoint=endpoint, timeout_seconds=remaining())
-            return endpoint
-        except ctl.EtcdctlError as error:
-            failures.append(f"{endpoint}: {error.message}")
-            log.warning("snapshot from %s failed: %s; trying the next member", endpoint, error.message)
-            for leftover in (path, f"{path}.part"):
-                if os.path.exists(leftover):
-                    os.remove(leftover)
-    raise BackupFailed(reasons.SNAPSHOT_FAILED, "no member delivered a snapshot: " + "; ".join(failures))
+        written = threading.Event()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-digest") as pool:
+            digest = pool.submit(follow_snapshot, f"{path}.part", path, written)
+            try:
+                client.snapshot_save(path, endpoint=endpoint, timeout_seconds=remaining())
+                written.set()
+                sha256 = digest.result()
+                if sha256 is None:
+                    raise ctl.SnapshotInvalid("etcdctl reported success but wrote no snapshot file")
+                return endpoint, sha256
+            except ctl.SnapshotInvalid as error:
+                written.set()
+                failures.append(f"{endpoint}: {error.message}")
+                log.warning("snapshot from %s is not whole, not uploaded: %s; trying the next member",
+                            endpoint, error.message)
+                reason = reasons.SNAPSHOT_INVALID
+            except ctl.EtcdctlError as error:
+                written.set()
+                failures.append(f"{endpoint}: {error.message}")
+                log.warning("snapshot from %s failed: %s; trying the next member", endpoint, error.message)
+                reason = reasons.SNAPSHOT_FAILED
+            finally:
+                written.set()
+        for leftover in (path, f"{path}.part"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    raise BackupFailed(reason, "no member delivered a whole snapshot: " + "; ".join(failures))
+
+
+class _CompletionGate:
+    """An upload's progress callback that holds the upload's last bytes until `check` has passed
+    (or raises its BackupFailed, which aborts the upload: a multipart upload is completed only
+    after every part is sent), and that stops the upload when the backup's time is up."""
+
+    def __init__(self, size: int, check: Callable[[], None], remaining: Callable[[], float]) -> None:
+        self._size = size
+        self._check = check
+        self._remaining = remaining
+        self._sent = 0
+        self._lock = threading.Lock()
+        self._checked = False
+
+    def wait_for_check(self) -> None:
+        with self._lock:
+            if not self._checked:
+                self._check()
+                self._checked = True
+
+    def __call__(self, sent: int) -> None:
+        self._remaining()
+        with self._lock:
+            self._sent += sent  # negative when a part is retried
+            complete = self._sent >= self._size
+        if complete:
+            self.wait_for_check()
+
+
+def _snapshot_readable(status_call: Future[ctl.SnapshotStatus], endpoint: str) -> None:
+    try:
+        status_call.result()
+    except ctl.SnapshotInvalid as error:
+        raise BackupFailed(reasons.SNAPSHOT_INVALID, f"snapshot from {endpoint} not uploaded: {error.message}") from error
+    except ctl.EtcdctlError as error:
+        raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot from {endpoint}: {error.message}") from error
 
 
 def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, max_backups: int,

@@ -69,6 +69,16 @@ def _create_bucket(sandbox: Sandbox, bucket: str) -> None:
                  aws_secret_access_key=config.s3_secret_key).create_bucket(Bucket=bucket)
 
 
+def _delete_bucket(sandbox: Sandbox, bucket: str) -> None:
+    """Buckets are volumes of their own in SeaweedFS, which has only so many."""
+    config = sandbox.config
+    s3 = boto3.client("s3", endpoint_url=config.s3_endpoint, region_name="us-east-1",
+                      aws_access_key_id=config.s3_access_key, aws_secret_access_key=config.s3_secret_key)
+    for entry in s3.list_objects_v2(Bucket=bucket).get("Contents") or []:
+        s3.delete_object(Bucket=bucket, Key=entry["Key"])
+    s3.delete_bucket(Bucket=bucket)
+
+
 def _fill(client_url: str, mib: int, *, start: int) -> None:
     """Write `mib` MiB of incompressible values through etcd's JSON gateway (keys from `start` on)."""
     for index in range(start, start + mib):
@@ -187,6 +197,7 @@ def measure_backup(sandbox: Sandbox, repeat: int, database_mib: int = DATABASE_M
             runs.append(seconds)
             growths.append(peak - baseline)
         floor, seconds = median(floors), median(runs)
+        _delete_bucket(sandbox, bucket)
         mib = status["lastBackup"]["size"] / (1024 * 1024)
         return [
             Result.against_floor(

@@ -43,7 +43,7 @@ DEFAULT_REGION: Final = "us-east-1"
 # (a stream's parts are buffered: at most MAX_CONCURRENCY of them).
 PART_SIZE_BYTES: Final = 8 * 1024 * 1024
 MULTIPART_THRESHOLD_BYTES: Final = 8 * 1024 * 1024
-MAX_CONCURRENCY: Final = 8
+MAX_CONCURRENCY: Final = 10  # boto3's own default
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 # botocore's own retries of throttling, 5xx and connection errors, per request.
@@ -374,6 +374,19 @@ class S3Storage:
             raise translate_error(error, bucket=bucket, operation="create") from error
         except Exception as error:
             raise translate_error(error, bucket=bucket, operation="create") from error
+
+    def delete_bucket(self, bucket: str) -> None:
+        """Delete a bucket and every object in it (tests, demos); one already gone is fine."""
+        try:
+            for info in self.list(bucket):
+                self.delete(bucket, info.key)
+            self.client.delete_bucket(Bucket=bucket)
+        except S3BucketNotFound:
+            return
+        except botocore.exceptions.ClientError as error:
+            if (error.response.get("Error") or {}).get("Code") == "NoSuchBucket":
+                return
+            raise translate_error(error, bucket=bucket, operation="delete") from error
 
     # --- objects
 

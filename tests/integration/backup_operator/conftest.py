@@ -63,7 +63,11 @@ def storage(sandbox: Sandbox) -> s3.S3Storage:
 
 
 @pytest.fixture
-def bucket(storage: s3.S3Storage) -> str:
+def bucket(storage: s3.S3Storage) -> Iterator[str]:
+    """A bucket of the test's own, deleted afterwards (SeaweedFS gives each bucket volumes of its
+    own and runs out of them after a few dozen buckets)."""
     name = unique_bucket("backups")
     storage.create_bucket(name)
-    return name
+    yield name
+    for leftover in (name, f"{name}-later"):
+        storage.delete_bucket(leftover)

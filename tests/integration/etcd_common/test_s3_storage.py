@@ -45,6 +45,10 @@ def test_round_trip_of_a_multipart_object(sandbox: Sandbox, tmp_path: Path) -> N
     with pytest.raises(s3.S3ObjectNotFound):
         client.download_file(bucket, "dir/file", str(tmp_path / "missing"))
     assert not (tmp_path / "missing").exists() and not (tmp_path / "missing.part").exists()
+    client.delete_bucket(bucket)
+    client.delete_bucket(bucket)  # already gone: fine
+    with pytest.raises(s3.S3BucketNotFound):
+        client.check_bucket(bucket)
 
 
 def test_failures_are_typed(sandbox: Sandbox) -> None:
@@ -56,3 +60,24 @@ def test_failures_are_typed(sandbox: Sandbox) -> None:
     with pytest.raises(s3.S3Unreachable) as unreachable:
         storage(sandbox, endpoint="http://127.0.0.1:9").list("anything")
     assert unreachable.value.transient
+
+
+def test_an_upload_whose_progress_callback_refuses_leaves_no_object(sandbox: Sandbox, tmp_path: Path) -> None:
+    """What the backup's completion gate relies on: a multipart upload stopped at its last bytes
+    is never completed."""
+    client = storage(sandbox)
+    bucket = f"s3-storage-gate-{os.getpid()}"
+    client.create_bucket(bucket)
+    source = tmp_path / "source"
+    source.write_bytes(os.urandom(SIZE))
+    sent = [0]
+
+    def refuse_at_the_end(amount: int) -> None:
+        sent[0] += amount
+        if sent[0] >= SIZE:
+            raise RuntimeError("check failed")
+    with pytest.raises(s3.S3Error) as refused:
+        client.upload_file(bucket, "gated", str(source), progress=refuse_at_the_end)
+    assert isinstance(refused.value.__cause__, RuntimeError)
+    assert not client.exists(bucket, "gated")
+    client.delete_bucket(bucket)

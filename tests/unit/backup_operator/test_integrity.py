@@ -55,3 +55,82 @@ def test_stale_snapshot_directories_are_removed_and_nothing_else(tmp_path: Path)
     (tmp_path / "someone-elses").mkdir()
     remove_stale_snapshots(str(tmp_path), logging.getLogger("test"))
     assert [p.name for p in tmp_path.iterdir()] == ["someone-elses"]
+
+
+def test_digest_fed_in_any_chunking_matches_the_file(tmp_path: Path) -> None:
+    from backup_operator.integrity import SnapshotDigest
+
+    path = snapshot(tmp_path, bytes(range(256)) * 300)
+    data = path.read_bytes()
+    for chunk_size in (1, 7, 31, 32, 33, 1000, len(data)):
+        digest = SnapshotDigest()
+        for start in range(0, len(data), chunk_size):
+            digest.feed(data[start:start + chunk_size])
+        assert digest.finish("x") == hashlib.sha256(data).hexdigest()
+
+
+def test_follow_digests_a_snapshot_while_it_is_written_and_renamed(tmp_path: Path) -> None:
+    import threading
+
+    from backup_operator.integrity import follow_snapshot
+
+    body = bytes(range(256)) * 40_000
+    data = body + hashlib.sha256(body).digest()
+    final = tmp_path / "snapshot.db"
+    partial = tmp_path / "snapshot.db.part"
+    written = threading.Event()
+    result: list[str | None] = []
+    follower = threading.Thread(target=lambda: result.append(follow_snapshot(str(partial), str(final), written)))
+    follower.start()
+    with open(partial, "wb") as out:
+        out.write(data[: len(data) // 2])
+        out.flush()
+        out.write(data[len(data) // 2:])
+    partial.rename(final)
+    written.set()
+    follower.join(timeout=30)
+    assert result == [hashlib.sha256(data).hexdigest()]
+
+
+def test_follow_reports_a_truncated_snapshot(tmp_path: Path) -> None:
+    import threading
+
+    from backup_operator.integrity import follow_snapshot
+
+    path = snapshot(tmp_path, b"a" * 100_000)
+    path.write_bytes(path.read_bytes()[:-10])
+    written = threading.Event()
+    written.set()
+    with pytest.raises(SnapshotInvalid):
+        follow_snapshot(str(tmp_path / "absent.part"), str(path), written)
+
+
+def test_follow_without_any_file_is_none(tmp_path: Path) -> None:
+    import threading
+
+    from backup_operator.integrity import follow_snapshot
+
+    written = threading.Event()
+    written.set()
+    assert follow_snapshot(str(tmp_path / "a.part"), str(tmp_path / "a"), written) is None
+
+
+def test_completion_gate_holds_the_last_bytes_until_the_check_passed() -> None:
+    from backup_operator.reasons import BackupFailed
+    from backup_operator.taking import _CompletionGate
+
+    checks: list[int] = []
+    gate = _CompletionGate(100, lambda: checks.append(1), lambda: 1.0)
+    gate(60)
+    assert checks == []
+    gate(-10)  # a part retried
+    gate(50)
+    assert checks == [1]
+    gate(0)
+    assert checks == [1]  # checked once
+
+    def invalid() -> None:
+        raise BackupFailed("SnapshotInvalid", "corrupt")
+    failing = _CompletionGate(10, invalid, lambda: 1.0)
+    with pytest.raises(BackupFailed):
+        failing(10)
