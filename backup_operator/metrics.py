@@ -4,6 +4,7 @@ prefix), on a registry of its own. Labels: namespace and EtcdBackup name, a resu
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -37,6 +38,12 @@ class BackupMetrics:
         self.objects_retained = Gauge(f"{PREFIX}_objects_retained",
                                       "Periodic backups of this EtcdBackup's path left in S3 after retention.",
                                       ["namespace", "backup"], registry=r)
+        self.interval_seconds = Gauge(f"{PREFIX}_interval_seconds",
+                                      "backupIntervalInSecond of a periodic EtcdBackup (no series for a one-shot).",
+                                      ["namespace", "backup"], registry=r)
+        self.consecutive_failures = Gauge(f"{PREFIX}_consecutive_failures",
+                                          "Failed attempts since the last success, as the status records them.",
+                                          ["namespace", "backup"], registry=r)
         self.failures_total = Counter(f"{PREFIX}_failures", "Failed backups by reason.", ["reason"], registry=r)
         self.is_leader = Gauge(f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.",
                                registry=r)
@@ -63,9 +70,22 @@ class BackupMetrics:
         if seconds is not None:
             self.duration_seconds.labels(result="failed").observe(seconds)
 
+    def observe_recorded(self, namespace: str, backup: str, *, interval_seconds: int, consecutive_failures: int,
+                         last_success: datetime | None) -> None:
+        """Every pass, from spec and status: so the schedule's health survives an operator restart
+        (the alerts of deploy/prometheus/ compare the last success with the interval)."""
+        if interval_seconds > 0:
+            self.interval_seconds.labels(namespace=namespace, backup=backup).set(interval_seconds)
+        else:
+            _remove(self.interval_seconds, namespace, backup)
+        self.consecutive_failures.labels(namespace=namespace, backup=backup).set(consecutive_failures)
+        if last_success is not None:
+            self.last_success_timestamp_seconds.labels(namespace=namespace, backup=backup).set(last_success.timestamp())
+
     def forget(self, namespace: str, backup: str) -> None:
         """Drop the series of a deleted EtcdBackup."""
-        for gauge in (self.last_success_timestamp_seconds, self.last_size_bytes, self.objects_retained):
+        for gauge in (self.last_success_timestamp_seconds, self.last_size_bytes, self.objects_retained,
+                      self.interval_seconds, self.consecutive_failures):
             try:
                 gauge.remove(namespace, backup)
             except KeyError:
@@ -75,3 +95,10 @@ class BackupMetrics:
                 self.backups_total.remove(namespace, backup, result)
             except KeyError:
                 pass
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    try:
+        gauge.remove(*labels)
+    except KeyError:
+        pass

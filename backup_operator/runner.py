@@ -65,6 +65,10 @@ class BackupRunner:
         backup = parse_etcd_backup(raw)
         recorded = recorded_backup(raw.get("status"))
         now = ctx.clock()
+        ctx.metrics.observe_recorded(
+            backup.namespace, backup.name, consecutive_failures=recorded.consecutive_failures,
+            interval_seconds=backup.spec.policy.backup_interval_seconds if backup.spec is not None else 0,
+            last_success=backup.status.last_success_date)
         problem = _spec_problem(backup)
         if problem is not None:
             reason, message = problem

@@ -25,6 +25,9 @@ class RestoreMetrics:
                               registry=self.registry)
         self.is_leader = Gauge("etcd_restore_operator_is_leader", "1 while this replica holds the Lease",
                                registry=self.registry)
+        # Both results show as 0 from the start, so increase() and alerts see the first failure.
+        for result in ("succeeded", "failed"):
+            self.restores.labels(result=result)
 
     def count_restore(self, result: str, seconds: float | None) -> None:
         self.restores.labels(result=result).inc()

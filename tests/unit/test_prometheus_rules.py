@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from backup_operator.metrics import BackupMetrics
 from etcd_operator.metrics import OperatorMetrics
+from restore_operator.metrics import RestoreMetrics
 from kube_sandbox.binaries import go_tool
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
@@ -26,7 +28,7 @@ def _promtool() -> str:
 def _exported_metric_names() -> set[str]:
     """Every sample name the operators can export (counters as `_total`, histograms' series)."""
     names: set[str] = set()
-    for registry in (OperatorMetrics().registry,):
+    for registry in (OperatorMetrics().registry, BackupMetrics().registry, RestoreMetrics().registry):
         for family in registry.collect():
             names.add(family.name)
             if family.type == "counter":
