@@ -32,9 +32,10 @@ done
 kubectl -n default get etcd
 kubectl -n default get pods,services -l etcd_cluster=example-etcd-cluster
 
-# The backup operator, and one backup of the example cluster into the sandbox's S3.
-kubectl apply -f deploy/backup-operator.yaml
+# The backup and restore operators, and one backup of the example cluster into the sandbox's S3.
+kubectl apply -f deploy/backup-operator.yaml -f deploy/restore-operator.yaml
 kubectl -n etcd-operator rollout status deployment/etcd-backup-operator --timeout=120s
+kubectl -n etcd-operator rollout status deployment/etcd-restore-operator --timeout=120s
 S3_ENDPOINT=$("$VENV/bin/python" -c 'from kube_sandbox.config import SandboxConfig; print(SandboxConfig.from_env().s3_endpoint)')
 "$VENV/bin/python" - "$S3_ENDPOINT" <<'PY'
 import sys
@@ -58,7 +59,7 @@ done
 kubectl -n default get etcdbackup
 cat <<MSG
 
-The sandbox is running with the operator and example-etcd-cluster. Try:
+The sandbox is running with the three operators, example-etcd-cluster and one backup of it. Try:
   export KUBECONFIG=$PWD/.sandbox/kubeconfig
   $VENV/bin/python -m kube_sandbox kubectl get etcd -A            # the sandbox's kubectl with that kubeconfig
   $VENV/bin/python -m kube_sandbox kubectl -n default patch etcd example-etcd-cluster --type=merge -p '{"spec":{"size":5}}'
