@@ -205,6 +205,10 @@ def _window_results(window: IdleWindow, baseline: RequestRate, window_seconds: f
     per_cluster = max(window.requests.per_second - baseline.per_second, 0.0) / window.supervised
     cpu_percent = window.cpu_seconds_per_minute / 60.0 * 100.0
     lag = window.worst_lag_seconds
+    lag_results = [] if lag is None else [
+        Result.alone(f"fleet: worst re-check lag, {n} clusters", "s", lag, target=LAG_TARGET_SECONDS,
+                     note="etcd_operator_recheck_lag_max_seconds: the latest any scheduled re-check started since "
+                          f"the operator started; target 2x the {RESYNC_SECONDS:g}s resync period")]
     return [
         Result.alone(f"fleet: operator CPU, {n} idle clusters", "s/min", window.cpu_seconds_per_minute,
                      target=CPU_PERCENT_TARGET * 0.6,
@@ -212,10 +216,7 @@ def _window_results(window: IdleWindow, baseline: RequestRate, window_seconds: f
                           f"child processes included (/proc utime+stime+cutime+cstime); target {CPU_PERCENT_TARGET:g}% "
                           f"of a core = {CPU_PERCENT_TARGET * 0.6:g} s/min"),
         Result.alone(f"fleet: operator RSS, {n} idle clusters", "MiB", window.rss_mib, target=RSS_TARGET_MIB),
-        Result.alone(f"fleet: worst re-check lag, {n} clusters", "s", lag if lag is not None else float("nan"),
-                     target=LAG_TARGET_SECONDS,
-                     note="etcd_operator_recheck_lag_max_seconds: the latest any scheduled re-check started since "
-                          f"the operator started; target 2x the {RESYNC_SECONDS:g}s resync period"),
+        *lag_results,
         Result(f"fleet: idle API req/s per cluster ({n} clusters)", "req/s per cluster", per_cluster,
                floor=baseline.per_second, ratio=None, target=REQUESTS_TARGET_PER_SECOND, target_on="value",
                met=per_cluster <= REQUESTS_TARGET_PER_SECOND,
