@@ -9,6 +9,10 @@ periods; any pass that is not a quiet one (an action, a wait, an error) starts o
 from __future__ import annotations
 
 STABLE_RECHECK_MAX_MULTIPLE = 3.0
+# The controller's own resync (wake every supervisor, restart one whose thread died) is only a net
+# under the supervisors' schedules: were it every resync period, it would wake every cluster at
+# the same instant, and stretching a stable cluster's interval would change nothing.
+CONTROLLER_RESYNC_MULTIPLE = 6.0
 
 
 def stable_recheck_seconds(resync_seconds: float, quiet_passes: int) -> float:

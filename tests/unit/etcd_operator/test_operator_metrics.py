@@ -63,3 +63,11 @@ def test_cluster_gauges_and_forgetting_a_cluster() -> None:
     assert sample(metrics, "etcd_operator_cluster_members", namespace="ns", cluster="c1") is None
     assert sample(metrics, "etcd_operator_membership_changes_total", namespace="ns", cluster="c1", kind="remove") is None
     assert sample(metrics, "etcd_operator_cluster_quorum", namespace="ns", cluster="c2") == 0
+
+
+def test_recheck_lag_keeps_the_worst_seen() -> None:
+    metrics = OperatorMetrics()
+    for seconds in (0.002, 0.5, 0.01):
+        metrics.observe_recheck_lag(seconds)
+    assert sample(metrics, "etcd_operator_recheck_lag_seconds_count") == 3
+    assert sample(metrics, "etcd_operator_recheck_lag_max_seconds") == 0.5
