@@ -23,6 +23,9 @@ PROBE_TIMEOUT_SECONDS = 2.0
 # Endpoints that do not accept a TCP connection within this are not asked at all: a refused
 # connection is known at once, a black-holed one costs this instead of PROBE_TIMEOUT_SECONDS.
 CONNECT_TIMEOUT_SECONDS = 1.0
+# A learner that serves clients answers its status in milliseconds; one that does not yet (a new
+# etcd 3.6 member before it published itself) costs each pass this instead of PROBE_TIMEOUT_SECONDS.
+LEARNER_PROBE_TIMEOUT_SECONDS = 0.5
 NOT_LISTENING = "no member pod accepts connections on its client port"
 
 Connectable = Callable[[Sequence[str]], set[str]]  # URLs -> those accepting a connection now
@@ -91,12 +94,13 @@ def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) 
 def _member_health(
     cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
 ) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus]]:
-    """Health of voting members and status of the healthy ones, each asked at its own URL.
+    """Health of voting members and status of the healthy ones and of learners, each asked at
+    its own URL.
 
-    Learners are asked nothing: they refuse the linearizable read of a health check, and a new
-    etcd 3.6 learner may serve no client request at all for seconds (until it has published its
-    attributes), so asking would stall every pass while it joins. Whether a learner caught up is
-    etcd's own check at `member promote`, which needs no answer from the learner.
+    Learners are left out of the health check (they refuse its linearizable read) and asked
+    their status with a short timeout: one that serves clients answers in milliseconds, and a new
+    etcd 3.6 learner may serve none for seconds (until it has published itself), which with the
+    usual timeout would stall every pass while it joins.
     """
     by_endpoint = {member_client_url(cluster, m.member_name): m for m in members if m.started}
     if not by_endpoint:
@@ -116,20 +120,28 @@ def _member_health(
     # was deleted mid-pass) would make this call wait out a second timeout.
     asked = {m.member_name: url for url, m in by_endpoint.items()
              if not m.is_learner and m.member_name in health and health[m.member_name].healthy}
-    return health, _endpoint_status(cluster, asked, etcd) if asked else {}
+    statuses = _endpoint_status(cluster, asked, etcd) if asked else {}
+    learners = {m.member_name: url for url, m in by_endpoint.items() if m.is_learner}
+    if learners:
+        statuses = {**statuses, **_endpoint_status(cluster, learners, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
+                                                   failure_level=logging.DEBUG)}
+    return health, statuses
 
 
-def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:
-    """`endpoint status` of the reachable members (name -> client URL), by member name."""
+def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess,
+                     timeout_seconds: float = PROBE_TIMEOUT_SECONDS,
+                     failure_level: int = logging.WARNING) -> dict[str, ctl.EndpointStatus]:
+    """`endpoint status` of the reachable members (name -> client URL), by member name
+    (a joining learner that answers nothing yet is expected: `failure_level` DEBUG)."""
     by_endpoint = {url: name for name, url in reachable.items()}
     statuses: dict[str, ctl.EndpointStatus] = {}
     try:
-        probe = etcd.probe(cluster, list(by_endpoint), timeout_seconds=PROBE_TIMEOUT_SECONDS)
+        probe = etcd.probe(cluster, list(by_endpoint), timeout_seconds=timeout_seconds)
         for status in probe.endpoint_status():
             name = by_endpoint.get(status.endpoint)
             if name and status.reachable:
                 statuses[name] = status
     except (ctl.EtcdctlError, ValueError) as e:
-        log.warning("%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
+        log.log(failure_level, "%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
     return statuses
 

@@ -11,7 +11,12 @@ from etcd_common import etcdctl as ctl
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.manifests import build_member_pod, member_client_url
-from etcd_operator.observing import NOT_LISTENING, observe_cluster
+from etcd_operator.observing import (
+    LEARNER_PROBE_TIMEOUT_SECONDS,
+    NOT_LISTENING,
+    PROBE_TIMEOUT_SECONDS,
+    observe_cluster,
+)
 
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
@@ -142,20 +147,26 @@ class LearnerClient(FakeClient):
 
 
 class LearnerEtcd(FakeEtcd):
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float] = []
+
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
+        self.timeouts.append(timeout_seconds)
         return LearnerClient(self, endpoints)
 
 
-def test_a_learner_is_asked_nothing_but_counts_as_a_member() -> None:
-    # A joining etcd 3.6 learner may answer nothing for seconds: asking would stall the pass.
+def test_a_learner_is_asked_only_its_status_with_a_short_timeout() -> None:
+    # A joining etcd 3.6 learner may answer nothing for seconds: the usual timeout would stall passes.
     cluster = make_cluster()
     urls = [member_client_url(cluster, m) for m in MEMBERS]
     etcd = LearnerEtcd()
     observed = observe(cluster, etcd, set(urls))
     assert [q for q in etcd.asked if q[0] != "member list"] == [
-        ("endpoint health", urls[:2]), ("endpoint status", urls[:2])]
+        ("endpoint health", urls[:2]), ("endpoint status", urls[:2]), ("endpoint status", urls[2:])]
+    assert etcd.timeouts[-1] == LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
     assert [m.member_name for m in observed.learners] == [MEMBERS[2]]
-    assert MEMBERS[2] not in observed.endpoint_status and MEMBERS[2] not in observed.health
+    assert MEMBERS[2] in observed.endpoint_status and MEMBERS[2] not in observed.health
 
 
 def test_the_member_list_is_asked_of_ready_pods_first() -> None:
