@@ -1,6 +1,7 @@
 """Read-only questions to etcd over its own HTTP endpoints, from this process: member list and
 member status through etcd's gRPC gateway (`POST /v3/cluster/member/list`,
-`POST /v3/maintenance/status`), health through a linearizable read (`POST /v3/kv/range`) and the alarm list, as etcdctl checks it.
+`POST /v3/maintenance/status`), health through a linearizable read (`POST /v3/kv/range`) and the alarms a member's status
+reports, as etcdctl checks it (but without the alarm API, which writes to the raft log).
 
 Every supervisor pass asks these; an etcdctl process per question would cost a Go program's
 start-up each time (tens of milliseconds of CPU) and make an idle operator's CPU grow with its
@@ -35,10 +36,8 @@ log = logging.getLogger(__name__)
 MEMBER_LIST_PATH = "/v3/cluster/member/list"
 STATUS_PATH = "/v3/maintenance/status"
 RANGE_PATH = "/v3/kv/range"
-ALARM_PATH = "/v3/maintenance/alarm"
 # etcdctl's health check reads the key "health" (base64 below), linearizable (the default).
 HEALTH_READ_REQUEST = {"key": "aGVhbHRo"}
-ALARM_LIST_REQUEST = {"action": "GET"}
 # etcd answers `member list` from its local view unless asked for a linearizable one; etcdctl
 # (clientv3) asks for a linearizable list since 3.5, and so do we: a member cut off from the
 # leader must not be believed.
@@ -106,7 +105,13 @@ class EtcdProbe:
     def endpoint_health(self) -> list[EndpointHealth]:
         """Health of every endpoint, in endpoint order, as `etcdctl endpoint health` judges it: a
         linearizable read answers (through the leader), and no alarm is raised (alarms are the
-        cluster's: asked once, they make every endpoint unhealthy, as etcdctl reports them).
+        cluster's: they make every endpoint unhealthy, as etcdctl reports them).
+
+        Alarms come from the `errors` of one member's status, a local read: not from the alarm
+        API, whose every call (even a list) is a raft proposal. One log entry per health check
+        soon has the leader send each new member a snapshot instead of log entries, and a new
+        etcd 3.6 member that receives one right after it started loses its first attempt to
+        publish itself and serves no client until etcd's 7 s request timeout retries it.
 
         Not etcd's `/health`: etcd 3.4 serves it with a v2 QGET through the raft log, which an
         etcd 3.6 member replaying that log refuses (see tests/integration/etcdctl)."""
@@ -114,14 +119,10 @@ class EtcdProbe:
         answering = [health.endpoint for health in results if health.healthy]
         if not answering:
             return results
-        try:
-            alarms = self._request(answering[0], "POST", ALARM_PATH, ALARM_LIST_REQUEST).get("alarms") or []
-        except EtcdctlError as e:
-            log.debug("alarm list from %s failed: %s", answering[0], e)
-            return results
-        if not alarms:
-            return results
-        described = ", ".join(sorted({str(_as_dict(a, "alarm").get("alarm", "?")) for a in alarms}))
+        status = self._status_of(answering[0])
+        if isinstance(status, EtcdctlError) or not status.errors:
+            return results  # the read just went through; an unanswered status is no alarm
+        described = "; ".join(status.errors)
         return [EndpointHealth(endpoint=h.endpoint, healthy=False, error=f"Active Alarm(s): {described}")
                 for h in results]
 

@@ -3,7 +3,9 @@ etcd 3.4.23, 3.5.35 and 3.6.16 processes: it answers what etcdctl answers (membe
 health), skips a learner and a dead endpoint, and sees a learner etcdctl has not promoted yet."""
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 
 import pytest
 
@@ -72,3 +74,35 @@ def test_learner_refuses_the_member_list_and_the_next_endpoint_answers(etcd_clus
     learner_status, seed_status = probe.endpoint_status()
     assert learner_status.is_learner and learner_status.member_id == added.id
     assert not seed_status.is_learner and learner_status.leader_id == seed_status.member_id
+
+
+def _post(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        document: dict[str, object] = json.loads(response.read())
+        return document
+
+
+def test_health_checks_write_nothing_to_the_raft_log(etcd_cluster: EtcdCluster) -> None:
+    # Each alarm-API call is a raft proposal (even a list): a health check per pass through it
+    # would grow the log until new members get a snapshot, which costs a new 3.6 member 7 s.
+    seed = etcd_cluster.start_seed()
+    probe = EtcdProbe([seed.client_url])
+    [before] = probe.endpoint_status()
+    for _ in range(20):
+        assert [h.healthy for h in probe.endpoint_health()] == [True]
+    [after] = probe.endpoint_status()
+    assert after.raft_index == before.raft_index
+
+
+def test_an_alarm_makes_every_endpoint_unhealthy(etcd_cluster: EtcdCluster, etcd_version: str) -> None:
+    seed = etcd_cluster.start_seed()
+    [status] = EtcdProbe([seed.client_url]).endpoint_status()
+    alarm = {"memberID": str(status.member_id), "alarm": "NOSPACE"}
+    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "ACTIVATE", **alarm})
+    [health] = EtcdProbe([seed.client_url]).endpoint_health()
+    assert not health.healthy and "NOSPACE" in health.error, health
+    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
+    [health] = EtcdProbe([seed.client_url]).endpoint_health()
+    assert health.healthy, health
