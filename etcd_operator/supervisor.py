@@ -70,6 +70,7 @@ class ClusterSupervisor:
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
+            on_lag=context.metrics.observe_recheck_lag,
         )
 
     def _count_pass(self, seconds: float, error: Exception | None) -> None:
