@@ -12,6 +12,7 @@ from typing import Callable, Sequence, TypeVar
 
 from benchmarks.backup_figures import measure_backup
 from benchmarks.environment import OperatorDeployment, sandbox_session
+from benchmarks.fleet_figures import measure_fleet
 from benchmarks.idle_figures import measure_idle_fleet
 from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
 from benchmarks.restore_figures import measure_restore
@@ -21,12 +22,14 @@ from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger("benchmarks")
 
-FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup")
+FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "fleet")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
 RESOURCE_CLUSTER_COUNTS = (10, 30)
 QUICK_RESOURCE_CLUSTER_COUNTS = (10,)
+FLEET_COUNTS = (10, 50, 100)
+QUICK_FLEET_COUNTS = (10,)
 DEFAULT_REPEAT = 2
 DEFAULT_IDLE_WINDOW_SECONDS = 60.0
 QUICK_IDLE_WINDOW_SECONDS = 20.0
@@ -66,6 +69,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds of each idle API-request window (with and without the operator) "
                              f"[BENCH_IDLE_WINDOW_SECONDS, {DEFAULT_IDLE_WINDOW_SECONDS:.0f}; "
                              f"{QUICK_IDLE_WINDOW_SECONDS:.0f} with --quick]")
+    parser.add_argument("--fleet-counts", type=_counts, default=_optional_env("BENCH_FLEET_COUNTS", _counts),
+                        help="cluster counts the fleet figure grows through, comma-separated "
+                             f"[BENCH_FLEET_COUNTS, {','.join(map(str, FLEET_COUNTS))}; "
+                             f"{','.join(map(str, QUICK_FLEET_COUNTS))} with --quick]")
     parser.add_argument("--restart-operator", action="store_true",
                         default=_env("BENCH_RESTART_OPERATOR", "") == "1",
                         help="rollout-restart the operator first so it runs this checkout's code "
@@ -77,6 +84,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.repeat is None:
         args.repeat = 1 if args.quick else DEFAULT_REPEAT
+    if args.fleet_counts is None:
+        args.fleet_counts = QUICK_FLEET_COUNTS if args.quick else FLEET_COUNTS
     if args.idle_window is None:
         args.idle_window = QUICK_IDLE_WINDOW_SECONDS if args.quick else DEFAULT_IDLE_WINDOW_SECONDS
     if args.repeat < 1:
@@ -108,7 +117,16 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
             resources_at=resource_counts if "resources" in selected else ())))
     if "backup" in selected:
         steps.append(("backup", lambda s, o: measure_backup(s, args.repeat)))
+    if "fleet" in selected:
+        steps.append(("fleet", lambda s, o: measure_fleet(s, o, args.fleet_counts, args.idle_window)))
     return steps
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    counts = tuple(int(part) for part in text.split(",") if part.strip())
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive counts like 10,50,100, got {text!r}")
+    return counts
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """The floors: the same membership changes the operator makes, done with raw etcdctl against plain
-local etcd processes (no Kubernetes, no pods), one change at a time, on loopback addresses.
+local etcd processes (no Kubernetes, no pods), one change at a time, on loopback addresses, until
+the same end state the operator's figures wait for: every member serving clients.
 
 This is the fastest any operator could do them on this machine, today, with these binaries.
 Every `measure_*` function starts a fresh cluster on 127.0.70.x and stops it before returning.
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from etcd_common.etcd_probe import EtcdProbe
 from etcd_common.tcp_probe import accepting_connections
 from kube_sandbox import binaries
 
@@ -22,6 +24,7 @@ POLL_SECONDS = 0.05
 STEP_TIMEOUT_SECONDS = 60.0
 EXIT_TIMEOUT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 0.5
+SERVING_CHECK_TIMEOUT_SECONDS = 0.5
 FLOOR_IP_PREFIX = "127.0.70."  # loopback addresses nothing else in the project uses
 # etcd refuses membership changes ("unhealthy cluster") until every voting member has been
 # connected for its HealthInterval (5 s). A cluster that has run this long since its last change
@@ -70,6 +73,7 @@ class RawCluster:
         seed.member_id = self._member_ids()[seed.name]
         for _ in range(1, size):
             self._add_one()
+        self._until_all_serve()
         self.changed_at = time.monotonic()
         return self.changed_at - started
 
@@ -78,6 +82,7 @@ class RawCluster:
         started = time.monotonic()
         for _ in range(count):
             self._add_one()
+        self._until_all_serve()
         self.changed_at = time.monotonic()
         return self.changed_at - started
 
@@ -107,6 +112,7 @@ class RawCluster:
         del self.members[member.index]
         self._remove(member)
         self._add_one()
+        self._until_all_serve()
         member.process.wait(EXIT_TIMEOUT_SECONDS)
         self.changed_at = time.monotonic()
         return self.changed_at - started
@@ -188,6 +194,16 @@ class RawCluster:
         self._until(f"promote m{index}",
                     lambda: self._etcdctl("member", "promote", f"{added['id']:x}", output="simple").returncode == 0)
         return member
+
+    def _until_all_serve(self) -> None:
+        """Every member answers a health check (a linearizable read): the end state the operator's
+        figures wait for (status Running with readyCount == size counts healthy members only). A
+        new etcd 3.6 member serves clients only once it has published its attributes, which a
+        snapshot arriving at its start can delay by etcd's 7 s request timeout; etcd lets the next
+        learner be added and promoted meanwhile, so this is checked once, after the last step."""
+        probe = EtcdProbe([self._client(i) for i in sorted(self.members)],
+                          timeout_seconds=SERVING_CHECK_TIMEOUT_SECONDS)
+        self._until("every member serving clients", lambda: all(h.healthy for h in probe.endpoint_health()))
 
     def _remove(self, member: RawMember) -> None:
         assert member.member_id is not None

@@ -15,7 +15,7 @@ from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger(__name__)
 
-IDLE_REQUESTS_TARGET_PER_SECOND = 0.1  # per cluster
+IDLE_REQUESTS_TARGET_PER_SECOND = 0.05  # per cluster (issue "Speed and scale")
 IDLE_CLUSTER_SIZE = 1
 CREATE_BATCH_SIZE = 5
 FLEET_RUNNING_TIMEOUT_SECONDS = 180.0

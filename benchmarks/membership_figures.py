@@ -15,8 +15,10 @@ from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger(__name__)
 
-RATIO_TARGET = 1.3
-RECOVERY_EXCESS_TARGET_SECONDS = 2.0
+# Targets of issue "Speed and scale": each figure within 1.15x its floor; a shrink and the
+# replacement of a deleted member within half a second of theirs.
+RATIO_TARGET = 1.15
+EXCESS_TARGET_SECONDS = 0.5
 CHEAP_RUNS = 5  # a size-1 bring-up takes about a second: always take the median of at least 5
 
 
@@ -77,7 +79,8 @@ def measure_scaling(sandbox: Sandbox, repeat: int, small: int = 3, large: int = 
                      small, large, up_operator[-1], up_floor[-1], large, small, down_operator[-1], down_floor[-1])
             clusters.delete(name)
     return [_compare(f"scale {small}->{large}", up_operator, up_floor, target=RATIO_TARGET),
-            _compare(f"scale {large}->{small}", down_operator, down_floor, target=RATIO_TARGET)]
+            _compare(f"scale {large}->{small}", down_operator, down_floor, target=EXCESS_TARGET_SECONDS,
+                     target_on="excess")]
 
 
 def measure_recovery(sandbox: Sandbox, repeat: int, size: int = 3) -> list[Result]:
@@ -112,7 +115,7 @@ def measure_recovery(sandbox: Sandbox, repeat: int, size: int = 3) -> list[Resul
             log.info("recovery: operator %.2fs, floor %.2fs", operator_samples[-1], floor_samples[-1])
             clusters.delete(name)
     return [_compare(f"recover deleted member ({size})", operator_samples, floor_samples,
-                     target=RECOVERY_EXCESS_TARGET_SECONDS, target_on="excess")]
+                     target=EXCESS_TARGET_SECONDS, target_on="excess")]
 
 
 def _bind(condition: Callable[[str, int, int], Status | None], name: str, size: int,

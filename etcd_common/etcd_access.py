@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from etcd_common import constants as c
 from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.etcd_probe import EtcdProbe
 from etcd_common.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
 from kube_adapter.errors import KubeError, Transient
 
@@ -59,6 +60,15 @@ class EtcdAccess:
             cluster.namespace, cluster.name, endpoints, spec.tls.operator_secret if spec.tls.client_tls else None,
             secret_field="spec.TLS.static.operatorSecret", command_timeout_seconds=command_timeout_seconds,
         )
+
+    def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> EtcdProbe:
+        """Read-only questions (member list, status, health) over etcd's HTTP endpoints, with the
+        same client certificate as `client`; raises `ClientTLSUnavailable` as `client` does."""
+        spec = cluster.require_spec()
+        secret_name = spec.tls.operator_secret if spec.tls.client_tls else None
+        tls = (self._client_tls(cluster.namespace, cluster.name, secret_name, "spec.TLS.static.operatorSecret")
+               if secret_name else None)
+        return EtcdProbe(endpoints, tls=tls, timeout_seconds=timeout_seconds)
 
     def client_with_secret(self, namespace: str, owner: str, endpoints: Sequence[str], secret_name: str | None, *,
                            secret_field: str = "client TLS secret", command_timeout_seconds: float = 5.0) -> Etcdctl:

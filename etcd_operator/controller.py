@@ -12,6 +12,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_common.resources import ETCD_CLUSTERS
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.metrics import OperatorMetrics
+from etcd_operator.rechecking import CONTROLLER_RESYNC_MULTIPLE
 from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.client import KubeApi
@@ -59,7 +60,7 @@ class Controller:
              for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache))],
             namespace=settings.namespace,
             make_worker=self._make_worker,
-            resync_seconds=settings.resync_seconds,
+            resync_seconds=settings.resync_seconds * CONTROLLER_RESYNC_MULTIPLE,
             stop=stop,
             on_workers_changed=metrics.clusters_managed.set,
             on_deleted=lambda key: metrics.forget_cluster(*key),

@@ -33,6 +33,7 @@ RECONCILE_RESULTS: Final = ("ok", "error")
 # The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/cluster_status.py).
 CLUSTER_PHASES: Final = ("Creating", "Running", "Failed")
 RECONCILE_BUCKETS_SECONDS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+RECHECK_LAG_BUCKETS_SECONDS: Final = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)
 
 
 class OperatorMetrics:
@@ -40,6 +41,7 @@ class OperatorMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._worst_lag_seconds = 0.0
         self.clusters_managed = Gauge(
             f"{PREFIX}_clusters_managed", "EtcdClusters this operator currently supervises.", registry=self.registry
         )
@@ -92,6 +94,18 @@ class OperatorMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.recheck_lag_seconds = Histogram(
+            f"{PREFIX}_recheck_lag_seconds",
+            "How late a cluster's scheduled re-check started against its schedule (not counting "
+            "passes woken by an event).",
+            buckets=RECHECK_LAG_BUCKETS_SECONDS,
+            registry=self.registry,
+        )
+        self.recheck_lag_max_seconds = Gauge(
+            f"{PREFIX}_recheck_lag_max_seconds",
+            "The latest any cluster's scheduled re-check started since this process started.",
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.", registry=self.registry
         )
@@ -103,6 +117,12 @@ class OperatorMetrics:
 
     def observe_reconcile(self, seconds: float, *, ok: bool) -> None:
         self.reconcile_duration_seconds.labels(result="ok" if ok else "error").observe(seconds)
+
+    def observe_recheck_lag(self, seconds: float) -> None:
+        self.recheck_lag_seconds.observe(seconds)
+        if seconds > self._worst_lag_seconds:  # max(): a race loses only a near-equal value
+            self._worst_lag_seconds = seconds
+            self.recheck_lag_max_seconds.set(seconds)
 
     def count_membership_change(self, namespace: str, cluster: str, kind: str) -> None:
         if kind not in MEMBERSHIP_CHANGE_KINDS:

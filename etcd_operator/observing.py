@@ -1,8 +1,10 @@
 """One pass's observation: the cluster's Kubernetes objects (from the watch caches) and etcd's own
-view (member list, endpoint status and health through etcdctl), as an `ObservedCluster`."""
+view (member list, endpoint status and health over etcd's HTTP endpoints, `EtcdAccess.probe`: no
+process per question), as an `ObservedCluster`."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
@@ -22,6 +24,9 @@ PROBE_TIMEOUT_SECONDS = 2.0
 # Endpoints that do not accept a TCP connection within this are not asked at all: a refused
 # connection is known at once, a black-holed one costs this instead of PROBE_TIMEOUT_SECONDS.
 CONNECT_TIMEOUT_SECONDS = 1.0
+# A learner that serves clients answers its status in milliseconds; one that does not yet (a new
+# etcd 3.6 member before it published itself) costs each pass this instead of PROBE_TIMEOUT_SECONDS.
+LEARNER_PROBE_TIMEOUT_SECONDS = 0.5
 NOT_LISTENING = "no member pod accepts connections on its client port"
 
 Connectable = Callable[[Sequence[str]], set[str]]  # URLs -> those accepting a connection now
@@ -55,35 +60,49 @@ def observe_cluster(
     # Ask every member whose pod has an address and whose etcd accepts connections; any one that
     # answers gives the member list. A member whose pod is gone, terminating or not listening is
     # left out of every probe (asking it would only cost a timeout), so it counts as unhealthy.
-    candidates = {member_client_url(cluster, pod.member_name): pod.member_name for pod in observed_pods
+    # Ready pods first: `member list` goes to the first that answers, and a member still joining
+    # (a learner refuses it; a new one may not serve yet) would cost a refusal or a timeout.
+    candidates = {member_client_url(cluster, pod.member_name): pod.member_name
+                  for pod in sorted(observed_pods, key=lambda p: (not p.ready, p.name))
                   if pod.ip and not pod.deleting and not pod.terminal}
     if not candidates:
         return base
+    started = time.monotonic()
     listening = connectable(list(candidates))
     reachable = {name: url for url, name in candidates.items() if url in listening}
     if not reachable:
         return replace(base, member_list_error=NOT_LISTENING)
     try:
-        client = etcd.client(cluster, list(reachable.values()), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
-        members = client.member_list()
+        members = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).member_list()
     except (ctl.EtcdctlError, ValueError) as e:
         # etcd 3.5+ answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
         statuses = _endpoint_status(cluster, reachable, etcd)
+        _log_timing(cluster, started, len(reachable), "no member list")
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
     observed_members = tuple(members)
     health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
+    _log_timing(cluster, started, len(reachable), f"{len(observed_members)} member(s), {len(health)} health-checked")
     return replace(base, members=observed_members, health=health, endpoint_status=statuses)
+
+
+def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) -> None:
+    """Per-pass timing of the etcd side (DEBUG): where a slow pass spends its time."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s/%s: etcd observed in %.3fs (%d endpoint(s) asked): %s", cluster.namespace, cluster.name,
+                  time.monotonic() - started, asked, outcome)
 
 
 def _member_health(
     cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
 ) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus]]:
-    """Health of voting members and status of every started member, each asked at its own URL.
+    """Health of voting members and status of the healthy ones and of learners, each asked at
+    its own URL.
 
-    Learners are left out of the health check: they refuse the linearizable read it makes, and
-    the client retries until its timeout, which would stall every pass while a learner exists.
-    Their progress comes from endpoint status (raft index) instead.
+    Learners are left out of the health check (they refuse its linearizable read) and asked
+    their status with a short timeout: one that serves clients answers in milliseconds, and a new
+    etcd 3.6 learner may serve none for seconds (until it has published itself), which with the
+    usual timeout would stall every pass while it joins.
     """
     by_endpoint = {member_client_url(cluster, m.member_name): m for m in members if m.started}
     if not by_endpoint:
@@ -92,31 +111,39 @@ def _member_health(
     voters = [url for url, m in by_endpoint.items() if not m.is_learner]
     if voters:
         try:
-            for result in etcd.client(cluster, voters, command_timeout_seconds=PROBE_TIMEOUT_SECONDS).endpoint_health():
+            for result in etcd.probe(cluster, voters, timeout_seconds=PROBE_TIMEOUT_SECONDS).endpoint_health():
                 member = by_endpoint.get(result.endpoint)
                 if member:
                     health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
         except ctl.EtcdctlError as e:
             log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
             return health, {}
-    # Status of learners and healthy voters only: a voter that just failed its health check
-    # (say, its pod was deleted mid-pass) would make this call wait out a second timeout.
+    # Status of healthy voters only: a voter that just failed its health check (say, its pod
+    # was deleted mid-pass) would make this call wait out a second timeout.
     asked = {m.member_name: url for url, m in by_endpoint.items()
-             if m.is_learner or (m.member_name in health and health[m.member_name].healthy)}
-    return health, _endpoint_status(cluster, asked, etcd) if asked else {}
+             if not m.is_learner and m.member_name in health and health[m.member_name].healthy}
+    statuses = _endpoint_status(cluster, asked, etcd) if asked else {}
+    learners = {m.member_name: url for url, m in by_endpoint.items() if m.is_learner}
+    if learners:
+        statuses = {**statuses, **_endpoint_status(cluster, learners, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
+                                                   failure_level=logging.DEBUG)}
+    return health, statuses
 
 
-def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:
-    """`endpoint status` of the reachable members (name -> client URL), by member name."""
+def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess,
+                     timeout_seconds: float = PROBE_TIMEOUT_SECONDS,
+                     failure_level: int = logging.WARNING) -> dict[str, ctl.EndpointStatus]:
+    """`endpoint status` of the reachable members (name -> client URL), by member name
+    (a joining learner that answers nothing yet is expected: `failure_level` DEBUG)."""
     by_endpoint = {url: name for name, url in reachable.items()}
     statuses: dict[str, ctl.EndpointStatus] = {}
     try:
-        client = etcd.client(cluster, list(by_endpoint), command_timeout_seconds=PROBE_TIMEOUT_SECONDS)
-        for status in client.endpoint_status():
+        probe = etcd.probe(cluster, list(by_endpoint), timeout_seconds=timeout_seconds)
+        for status in probe.endpoint_status():
             name = by_endpoint.get(status.endpoint)
             if name and status.reachable:
                 statuses[name] = status
     except (ctl.EtcdctlError, ValueError) as e:
-        log.warning("%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
+        log.log(failure_level, "%s/%s: endpoint status failed: %s", cluster.namespace, cluster.name, e)
     return statuses
 

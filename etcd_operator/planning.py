@@ -42,8 +42,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
-12. Learners: remove one no longer needed (spec.size shrank); promote one that caught up while
-    every voting member is healthy; else Wait (etcd allows one learner; nothing else changes
+12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
+    and caught up while every voting member is healthy (etcd's own in-sync check decides; a
+    refused promote is retried); else Wait (etcd allows one learner; nothing else changes
     meanwhile).
 13. Unhealthy voting member -> remove it if over spec.size and quorum allows; otherwise Wait for
     it (its pod restarts in place; membership changes wait for a fully healthy cluster).
@@ -426,6 +427,15 @@ def _rule_16_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dic
 
 
 def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voters: int) -> Action:
+    """Remove a learner no longer needed; else promote one that serves clients and reports a
+    raft index near the leader's, while every voting member is healthy (etcd's own in-sync check
+    at `member promote` has the last word; the supervisor asks again shortly when it refuses).
+
+    Not before the learner serves clients: a voter that serves none counts as unhealthy, so in a
+    two-voter cluster it would read as a quorum loss, and every further change waits for it
+    anyway. A new etcd 3.6 member may serve no client for etcd's 7 s request timeout: its first
+    attempt to publish itself is lost when the leader's snapshot resets its peer connections,
+    though etcd may already list its name (a member list cannot tell)."""
     voters = len(observed.voting_members)
     waiting: list[str] = []
     for learner in sorted(observed.learners, key=lambda m: m.member_name):
@@ -439,11 +449,11 @@ def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voter
             names = ", ".join(m.member_name for m in observed.unhealthy_voters)
             waiting.append(f"{learner.member_name} is promoted once unhealthy member(s) {names} recover")
         elif progress is None:
-            waiting.append(f"{learner.member_name} is starting")
-        elif progress[0] >= progress[1] * c.LEARNER_CATCH_UP_RATIO:
-            return PromoteMember(learner.member_name, learner.id)
-        else:
+            waiting.append(f"{learner.member_name} is starting (it serves no client yet)")
+        elif progress[0] < progress[1] * c.LEARNER_CATCH_UP_RATIO:
             waiting.append(f"{learner.member_name} is catching up (raft index {progress[0]} of {progress[1]})")
+        else:
+            return PromoteMember(learner.member_name, learner.id)
     return Wait("learner " + "; ".join(waiting))
 
 

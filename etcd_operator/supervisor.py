@@ -24,6 +24,7 @@ from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import plan_next_action
+from etcd_operator.rechecking import stable_recheck_seconds
 from etcd_operator.spec import parse_etcd_cluster
 from kube_adapter.errors import Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
@@ -33,6 +34,9 @@ from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.worker import ObjectWorker, short_error
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
+# A change etcd refused for now ("unhealthy cluster" for its 5 s after a change, "learner not in
+# sync") is asked again this soon: each poll's wait is time added to the change.
+POSTPONED_RETRY_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -62,9 +66,11 @@ class ClusterSupervisor:
         self.log = cluster_logger(*key)
         self._last_error: str | None = None
         self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
+        self._quiet_passes = 0  # converged passes in a row (they stretch the re-check interval)
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
+            on_lag=context.metrics.observe_recheck_lag,
         )
 
     def _count_pass(self, seconds: float, error: Exception | None) -> None:
@@ -82,6 +88,14 @@ class ClusterSupervisor:
 
     def reconcile_once(self) -> float:
         """One pass; returns how long to wait before the next one unless woken earlier."""
+        delay = self._reconcile_once()
+        if delay != self.context.resync_seconds:
+            self._quiet_passes = 0
+            return delay
+        self._quiet_passes += 1
+        return stable_recheck_seconds(delay, self._quiet_passes)
+
+    def _reconcile_once(self) -> float:
         ctx = self.context
         if not all(cache.is_synced() for cache in (ctx.pods, ctx.services, ctx.pvcs)):
             # Until every watch has listed once, a missing pod may just be unlisted: acting now
@@ -117,10 +131,10 @@ class ClusterSupervisor:
                 # and a promotion until the learner caught up.
                 if not retrying:
                     self.log.info("%s postponed: %s; retrying every %.1fs until etcd accepts it",
-                                  action.kind, short_error(e), WAIT_POLL_SECONDS)
+                                  action.kind, short_error(e), POSTPONED_RETRY_SECONDS)
                 self._postponed = action.kind
                 self._write_status(raw, observed, action, None)
-                return WAIT_POLL_SECONDS
+                return POSTPONED_RETRY_SECONDS
             except (ctl.EtcdctlError, KubeError) as e:
                 self._postponed = None
                 error = short_error(e)

@@ -39,6 +39,8 @@ class ObjectWorker:
       namespace is being deleted): the worker waits that long, with no backoff and no `on_pass`.
     - Failures in `expected_errors` are logged as one warning line; anything else with its
       traceback, as a crash.
+    - `on_lag(seconds)`: after a pass that ran because its delay ran out (not woken), how late
+      it started against that schedule (a busy machine or too many threads show here).
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class ObjectWorker:
         on_pass: Callable[[float, Exception | None], None] = lambda seconds, error: None,
         pause_on: Callable[[Exception], float | None] = lambda error: None,
         expected_errors: tuple[type[Exception], ...] = (),
+        on_lag: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self.key = key
         self.log = log
@@ -61,6 +64,7 @@ class ObjectWorker:
         self._on_pass = on_pass
         self._pause_on = pause_on
         self._expected_errors = expected_errors
+        self._on_lag = on_lag
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{role} {key[0]}/{key[1]}", daemon=True)
@@ -106,5 +110,7 @@ class ObjectWorker:
                     self.log.warning("pass failed: %s; retrying in %.1fs", short_error(e), delay)
                 else:
                     self.log.exception("pass crashed; retrying in %.1fs", delay)
-            self._wake.wait(delay)
+            due = time.monotonic() + delay
+            if not self._wake.wait(delay) and not self._should_stop():
+                self._on_lag(max(0.0, time.monotonic() - due))
         self.log.info("%s stopped", self._role)

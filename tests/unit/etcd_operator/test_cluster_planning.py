@@ -53,12 +53,14 @@ def expect(action_type: type, says: str = "", **fields: Any) -> Expect:
 # --- observations used by several cases
 
 
-def _learner_joining(*, raft_index: int | None, size: int = 4, started: bool = True) -> ObservedCluster:
-    """3 voters plus NEW_MEMBER added as a learner whose pod exists."""
+def _learner_joining(*, raft_index: int | None, size: int = 4, started: bool = True,
+                     **pod_fields: Any) -> ObservedCluster:
+    """3 voters plus NEW_MEMBER added as a learner whose pod exists (running, unless `pod_fields`
+    say otherwise)."""
     observed = healthy_cluster(3, size=size)
     learner = make_member(observed.cluster, NEW_MEMBER, 0x9999, learner=True, started=started)
     observed = add_member(observed, learner, healthy=False, raft_index=raft_index)
-    return add_pod(observed, make_pod(observed.cluster, NEW_MEMBER, index=9, ready=False))
+    return add_pod(observed, make_pod(observed.cluster, NEW_MEMBER, index=9, ready=False, **pod_fields))
 
 
 def _surge_upgrade_learner() -> ObservedCluster:
@@ -240,8 +242,14 @@ CASES = [
         *healthy_cluster(3, pvc=True).pvcs, ObservedPVC(name(7), name(7)))),
         expect(actions.DeletePVC, pvc_name=name(7)), id="orphan-pvc-deleted"),
     # 12. learners
-    pytest.param(_learner_joining(raft_index=None, started=False), expect(actions.Wait, "starting"),
-                 id="learner-pod-starting"),
+    pytest.param(_learner_joining(raft_index=None, started=False, phase="Pending", ip=None),
+                 expect(actions.Wait, "starting"), id="learner-pod-starting"),
+    pytest.param(_learner_joining(raft_index=None, started=False, deleting=True),
+                 expect(actions.Wait, "terminating"), id="learner-pod-terminating"),
+    # etcd may list a learner's name before the learner serves clients: without its own status
+    # (it serves none yet) it is not promoted; a voter serving no client would count as unhealthy.
+    pytest.param(_learner_joining(raft_index=None), expect(actions.Wait, "serves no client"),
+                 id="learner-listed-but-not-serving-waits"),
     pytest.param(_learner_joining(raft_index=10), expect(actions.Wait, "catching up"), id="learner-catching-up"),
     pytest.param(_learner_joining(raft_index=95), expect(actions.PromoteMember, member_name=NEW_MEMBER,
                                                          member_id=0x9999), id="learner-promoted"),

@@ -1,6 +1,7 @@
 """One pass's observation: which endpoints etcdctl is asked about, and what a pass makes of it."""
 from __future__ import annotations
 
+import dataclasses
 import socket
 from typing import Any, Iterator, Sequence
 
@@ -10,7 +11,12 @@ from etcd_common import etcdctl as ctl
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.manifests import build_member_pod, member_client_url
-from etcd_operator.observing import NOT_LISTENING, observe_cluster
+from etcd_operator.observing import (
+    LEARNER_PROBE_TIMEOUT_SECONDS,
+    NOT_LISTENING,
+    PROBE_TIMEOUT_SECONDS,
+    observe_cluster,
+)
 
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
@@ -50,7 +56,7 @@ class FakeEtcd:
         self.member_list_error = member_list_error
         self.dying: set[str] = set()  # endpoints that accept connections but answer nothing
 
-    def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *, command_timeout_seconds: float = 5.0) -> Any:
+    def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         return FakeClient(self, endpoints)
 
 
@@ -131,3 +137,44 @@ def test_accepting_connections_tells_listening_from_closed_and_malformed(listene
     malformed = "http://127.0.0.1:not-a-port"
     assert accepting_connections([open_url, closed_url, malformed, open_url], 2.0) == {open_url}
     assert accepting_connections([], 2.0) == set()
+
+
+class LearnerClient(FakeClient):
+    """The last of MEMBERS is a learner."""
+
+    def member_list(self) -> list[ctl.Member]:
+        return [dataclasses.replace(m, is_learner=m.name == MEMBERS[2]) for m in super().member_list()]
+
+
+class LearnerEtcd(FakeEtcd):
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float] = []
+
+    def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
+        self.timeouts.append(timeout_seconds)
+        return LearnerClient(self, endpoints)
+
+
+def test_a_learner_is_asked_only_its_status_with_a_short_timeout() -> None:
+    # A joining etcd 3.6 learner may answer nothing for seconds: the usual timeout would stall passes.
+    cluster = make_cluster()
+    urls = [member_client_url(cluster, m) for m in MEMBERS]
+    etcd = LearnerEtcd()
+    observed = observe(cluster, etcd, set(urls))
+    assert [q for q in etcd.asked if q[0] != "member list"] == [
+        ("endpoint health", urls[:2]), ("endpoint status", urls[:2]), ("endpoint status", urls[2:])]
+    assert etcd.timeouts[-1] == LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
+    assert [m.member_name for m in observed.learners] == [MEMBERS[2]]
+    assert MEMBERS[2] in observed.endpoint_status and MEMBERS[2] not in observed.health
+
+
+def test_the_member_list_is_asked_of_ready_pods_first() -> None:
+    cluster = make_cluster()
+    raw = pods(cluster)
+    raw[0] = {**raw[0], "status": {**LIVE_POD_STATUS, "conditions": [{"type": "Ready", "status": "False"}]}}
+    urls = [member_client_url(cluster, m) for m in MEMBERS]
+    etcd = FakeEtcd()
+    observe_cluster(cluster, pods=raw, services=[], pvcs=[], etcd=etcd,  # type: ignore[arg-type]
+                    connectable=lambda asked: set(asked))
+    assert etcd.asked[0] == ("member list", [urls[1], urls[2], urls[0]])

@@ -81,3 +81,9 @@ def test_cluster_phase_is_one_series_per_phase_with_the_current_one_at_1() -> No
     assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c1", phase="Failed") is None
     assert sample(metrics, "etcd_operator_cluster_desired_members", namespace="ns", cluster="c1") is None
     assert sample(metrics, "etcd_operator_cluster_phase", namespace="ns", cluster="c2", phase="Running") == 1
+def test_recheck_lag_keeps_the_worst_seen() -> None:
+    metrics = OperatorMetrics()
+    for seconds in (0.002, 0.5, 0.01):
+        metrics.observe_recheck_lag(seconds)
+    assert sample(metrics, "etcd_operator_recheck_lag_seconds_count") == 3
+    assert sample(metrics, "etcd_operator_recheck_lag_max_seconds") == 0.5

@@ -113,3 +113,15 @@ def test_retry_delays_double_up_to_the_maximum(failures: int, seconds: float) ->
 def test_short_errors_keep_the_type_and_first_line() -> None:
     assert short_error(ValueError("first\nsecond")) == "ValueError: first"
     assert len(short_error(ValueError("x" * 1000))) == 300
+
+
+def test_lag_is_reported_for_scheduled_passes_only(stop: threading.Event) -> None:
+    lags: list[float] = []
+    passes: list[float] = []
+    worker = start(stop, lambda: passes.append(time.monotonic()) or (0.05 if len(passes) < 3 else 60.0),
+                   on_lag=lags.append)
+    wait_for(lambda: len(passes) == 3)
+    assert len(lags) == 2 and all(0.0 <= lag < 1.0 for lag in lags), "one per pass that ran when due"
+    worker.notify()  # woken early: not late against any schedule
+    wait_for(lambda: len(passes) == 4)
+    assert len(lags) == 2

@@ -1,0 +1,225 @@
+"""Read-only questions to etcd over its own HTTP endpoints, from this process: member list and
+member status through etcd's gRPC gateway (`POST /v3/cluster/member/list`,
+`POST /v3/maintenance/status`), health through a linearizable read (`POST /v3/kv/range`) and the alarms a member's status
+reports, as etcdctl checks it (but without the alarm API, which writes to the raft log).
+
+Every supervisor pass asks these; an etcdctl process per question would cost a Go program's
+start-up each time (tens of milliseconds of CPU) and make an idle operator's CPU grow with its
+clusters. Answers are the etcdctl wrapper's result types and failures its error classes, so
+callers treat both alike. Membership changes stay with etcdctl (`etcd_common.etcdctl`).
+"""
+from __future__ import annotations
+
+import functools
+import http.client
+import json
+import logging
+import socket
+import ssl
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence, TypeVar
+from urllib.parse import urlsplit
+
+from etcd_common.etcdctl import (
+    ClientTLS,
+    EndpointHealth,
+    EndpointStatus,
+    EtcdctlError,
+    Member,
+    classify_error,
+    parse_member,
+    unreachable_status,
+)
+
+log = logging.getLogger(__name__)
+
+MEMBER_LIST_PATH = "/v3/cluster/member/list"
+STATUS_PATH = "/v3/maintenance/status"
+RANGE_PATH = "/v3/kv/range"
+# etcdctl's health check reads the key "health" (base64 below), linearizable (the default).
+HEALTH_READ_REQUEST = {"key": "aGVhbHRo"}
+# etcd answers `member list` from its local view unless asked for a linearizable one; etcdctl
+# (clientv3) asks for a linearizable list since 3.5, and so do we: a member cut off from the
+# leader must not be believed.
+MEMBER_LIST_REQUEST = {"linearizable": True}
+T = TypeVar("T")
+
+
+class PermissionDenied(EtcdctlError):
+    """The request was refused for want of permission (etcd auth is on)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _ssl_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContext:
+    """One context per certificate set (loading certificates costs more than a request).
+    A rotated certificate is written to a new directory, so it gets a context of its own."""
+    context = ssl.create_default_context(cafile=ca_file)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+class EtcdProbe:
+    """Member list, status and health of a cluster's client endpoints, over HTTP(S)."""
+
+    def __init__(self, endpoints: Sequence[str], *, tls: ClientTLS | None = None,
+                 timeout_seconds: float = 2.0) -> None:
+        if isinstance(endpoints, str):
+            raise TypeError("endpoints must be a sequence of URLs, not one string")
+        self.endpoints: tuple[str, ...] = tuple(dict.fromkeys(endpoints))
+        if not self.endpoints:
+            raise ValueError("a probe needs at least one endpoint")
+        self.tls = tls
+        self.timeout_seconds = timeout_seconds
+
+    def __repr__(self) -> str:
+        return f"EtcdProbe(endpoints={list(self.endpoints)!r})"
+
+    # --- the questions
+
+    def member_list(self) -> list[Member]:
+        """The member list from the first endpoint that gives one (a learner, or a member
+        without a leader, refuses); raises the last endpoint's error if none does."""
+        error: EtcdctlError | None = None
+        for endpoint in self.endpoints:
+            try:
+                document = self._request(endpoint, "POST", MEMBER_LIST_PATH, MEMBER_LIST_REQUEST)
+                return [parse_member(_as_dict(raw, "member")) for raw in document.get("members") or []]
+            except EtcdctlError as e:
+                error = e
+            except (ValueError, KeyError) as e:
+                error = EtcdctlError(f"{endpoint}: unreadable member list: {e}")
+        assert error is not None
+        raise error
+
+    def endpoint_status(self) -> list[EndpointStatus]:
+        """Status of every endpoint, in endpoint order; one that does not answer is reported
+        (member_id 0, the failure in `errors`). Raises only if none answered."""
+        outcomes = self._each(self._status_of)
+        if all(isinstance(outcome, EtcdctlError) for outcome in outcomes):
+            first = outcomes[0]
+            assert isinstance(first, EtcdctlError)
+            raise first
+        return [outcome if isinstance(outcome, EndpointStatus) else unreachable_status(endpoint, outcome.message)
+                for endpoint, outcome in zip(self.endpoints, outcomes)]
+
+    def endpoint_health(self) -> list[EndpointHealth]:
+        """Health of every endpoint, in endpoint order, as `etcdctl endpoint health` judges it: a
+        linearizable read answers (through the leader), and no alarm is raised (alarms are the
+        cluster's: they make every endpoint unhealthy, as etcdctl reports them).
+
+        Alarms come from the `errors` of one member's status, a local read: not from the alarm
+        API, whose every call (even a list) is a raft proposal. One log entry per health check
+        soon has the leader send each new member a snapshot instead of log entries, and a new
+        etcd 3.6 member that receives one right after it started loses its first attempt to
+        publish itself and serves no client until etcd's 7 s request timeout retries it.
+
+        Not etcd's `/health`: etcd 3.4 serves it with a v2 QGET through the raft log, which an
+        etcd 3.6 member replaying that log refuses (see tests/integration/etcdctl)."""
+        results = self._each(self._read_of)
+        answering = [health.endpoint for health in results if health.healthy]
+        if not answering:
+            return results
+        status = self._status_of(answering[0])
+        if isinstance(status, EtcdctlError) or not status.errors:
+            return results  # the read just went through; an unanswered status is no alarm
+        described = "; ".join(status.errors)
+        return [EndpointHealth(endpoint=h.endpoint, healthy=False, error=f"Active Alarm(s): {described}")
+                for h in results]
+
+    # --- one endpoint
+
+    def _status_of(self, endpoint: str) -> EndpointStatus | EtcdctlError:
+        try:
+            return parse_status(endpoint, self._request(endpoint, "POST", STATUS_PATH, {}))
+        except EtcdctlError as e:
+            return e
+        except (ValueError, KeyError) as e:
+            return EtcdctlError(f"{endpoint}: unreadable status: {e}")
+
+    def _read_of(self, endpoint: str) -> EndpointHealth:
+        try:
+            self._request(endpoint, "POST", RANGE_PATH, HEALTH_READ_REQUEST)
+        except PermissionDenied:
+            pass  # with auth on, a refused read still went through raft (etcdctl counts it healthy)
+        except EtcdctlError as e:
+            return EndpointHealth(endpoint=endpoint, healthy=False, error=e.message)
+        return EndpointHealth(endpoint=endpoint, healthy=True, error="")
+
+    def _each(self, ask: Callable[[str], T]) -> list[T]:
+        """`ask` each endpoint, all at once: a member that does not answer costs one timeout."""
+        if len(self.endpoints) == 1:
+            return [ask(self.endpoints[0])]
+        with ThreadPoolExecutor(max_workers=len(self.endpoints), thread_name_prefix="etcd-probe") as pool:
+            return list(pool.map(ask, self.endpoints))
+
+    def _request(self, endpoint: str, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        parts = urlsplit(endpoint)
+        if not parts.hostname:
+            raise EtcdctlError(f"not an endpoint URL: {endpoint!r}")
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            if self.tls is None:
+                context = ssl.create_default_context()
+            else:
+                context = _ssl_context(self.tls.ca_file, self.tls.cert_file, self.tls.key_file)
+            connection = http.client.HTTPSConnection(parts.hostname, parts.port or 2379,
+                                                     timeout=self.timeout_seconds, context=context)
+        else:
+            connection = http.client.HTTPConnection(parts.hostname, parts.port or 2379, timeout=self.timeout_seconds)
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        try:
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            text = response.read().decode("utf-8", errors="replace")
+            status = response.status
+        except socket.timeout as e:
+            raise classify_error(f"Error: {endpoint}: context deadline exceeded ({e})") from e
+        except (OSError, http.client.HTTPException) as e:
+            raise classify_error(f"Error: {endpoint}: {_connection_error(e)}") from e
+        finally:
+            connection.close()
+        try:
+            document = json.loads(text) if text.strip() else {}
+        except ValueError:
+            document = None
+        if status != 200 or not isinstance(document, dict):
+            # The gateway's error body: {"error": "...", "code": <gRPC code>, "message": "..."}.
+            message = (document.get("message") or document.get("error")) if isinstance(document, dict) else None
+            described = message or f"HTTP {status}: {text.strip()[:200]}"
+            if "permission denied" in described.lower():
+                raise PermissionDenied(described)
+            raise classify_error(f"Error: {described}")
+        return document
+
+
+def _connection_error(error: BaseException) -> str:
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, ConnectionResetError):
+        return f"connection reset ({error})"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS handshake failed ({error})"
+    return str(error) or type(error).__name__
+
+
+def _as_dict(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def parse_status(endpoint: str, document: dict[str, Any]) -> EndpointStatus:
+    """The gateway's `StatusResponse` (uint64 fields as JSON strings, zero values left out)."""
+    header = _as_dict(document.get("header") or {}, "status: header")
+    return EndpointStatus(
+        endpoint=endpoint,
+        member_id=int(header.get("member_id", 0)),
+        leader_id=int(document.get("leader", 0)),
+        version=str(document.get("version", "")),
+        raft_index=int(document.get("raftIndex", 0)),
+        raft_term=int(document.get("raftTerm", 0)),
+        db_size=int(document.get("dbSize", 0)),
+        is_learner=bool(document.get("isLearner", False)),
+        errors=tuple(str(e) for e in document.get("errors") or ()),
+    )

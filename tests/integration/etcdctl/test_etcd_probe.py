@@ -1,0 +1,108 @@
+"""The operator's per-pass probe over etcd's HTTP endpoints (etcd_common.etcd_probe) against real
+etcd 3.4.23, 3.5.35 and 3.6.16 processes: it answers what etcdctl answers (member list, status,
+health), skips a learner and a dead endpoint, and sees a learner etcdctl has not promoted yet."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from etcd_common.etcd_probe import EtcdProbe
+from etcd_common.etcdctl import Unreachable
+
+from tests.integration.etcdctl.etcd_processes import EtcdCluster, wait_for
+
+DEAD_ENDPOINT = "http://127.0.49.251:23790"  # nothing listens there (same block as the etcdctl tests')
+
+
+def test_probe_answers_what_etcdctl_answers(etcd_cluster: EtcdCluster, etcd_version: str) -> None:
+    seed = etcd_cluster.start_seed()
+    etcdctl = etcd_cluster.etcdctl()
+    probe = EtcdProbe([seed.client_url])
+
+    assert probe.member_list() == etcdctl.member_list()
+    [status] = probe.endpoint_status()
+    [expected] = etcdctl.endpoint_status()
+    assert status.version == etcd_version
+    assert (status.endpoint, status.member_id, status.leader_id, status.is_learner) == (
+        expected.endpoint, expected.member_id, expected.leader_id, expected.is_learner)
+    assert status.is_leader and status.raft_index >= 1 and status.db_size > 0
+    [health] = probe.endpoint_health()
+    assert (health.endpoint, health.healthy, health.error) == (seed.client_url, True, "")
+
+
+def test_dead_endpoint_is_reported_and_skipped(etcd_cluster: EtcdCluster) -> None:
+    seed = etcd_cluster.start_seed()
+    probe = EtcdProbe([DEAD_ENDPOINT, seed.client_url], timeout_seconds=1.0)
+
+    assert [m.name for m in probe.member_list()] == ["m1"], "the dead first endpoint is skipped"
+    dead, live = probe.endpoint_status()
+    assert (dead.endpoint, dead.reachable) == (DEAD_ENDPOINT, False) and dead.errors
+    assert (live.endpoint, live.is_leader) == (seed.client_url, True)
+    dead_health, live_health = probe.endpoint_health()
+    assert not dead_health.healthy and "refused" in dead_health.error
+    assert live_health.healthy
+
+    started = time.monotonic()
+    with pytest.raises(Unreachable):
+        EtcdProbe([DEAD_ENDPOINT], timeout_seconds=1.0).member_list()
+    with pytest.raises(Unreachable):
+        EtcdProbe([DEAD_ENDPOINT], timeout_seconds=1.0).endpoint_status()
+    assert time.monotonic() - started < 5.0
+
+
+def test_learner_refuses_the_member_list_and_the_next_endpoint_answers(etcd_cluster: EtcdCluster) -> None:
+    seed = etcd_cluster.start_seed()
+    etcdctl = etcd_cluster.etcdctl()
+    learner = etcd_cluster.new_member("m2")
+    added = etcdctl.member_add("m2", [learner.peer_url], learner=True)
+    etcd_cluster.start_added_member(learner, etcdctl.member_list())
+
+    def learner_status_answers() -> bool:
+        try:
+            [status] = EtcdProbe([learner.client_url], timeout_seconds=1.0).endpoint_status()
+        except Unreachable:
+            return False  # not listening yet
+        return status.reachable
+
+    wait_for(learner_status_answers, timeout=30, what="learner answers status", describe=etcd_cluster.describe)
+    probe = EtcdProbe([learner.client_url, seed.client_url])
+    members = probe.member_list()
+    assert {m.id for m in members if m.is_learner} == {added.id}
+    learner_status, seed_status = probe.endpoint_status()
+    assert learner_status.is_learner and learner_status.member_id == added.id
+    assert not seed_status.is_learner and learner_status.leader_id == seed_status.member_id
+
+
+def _post(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        document: dict[str, object] = json.loads(response.read())
+        return document
+
+
+def test_health_checks_write_nothing_to_the_raft_log(etcd_cluster: EtcdCluster) -> None:
+    # Each alarm-API call is a raft proposal (even a list): a health check per pass through it
+    # would grow the log until new members get a snapshot, which costs a new 3.6 member 7 s.
+    seed = etcd_cluster.start_seed()
+    probe = EtcdProbe([seed.client_url])
+    [before] = probe.endpoint_status()
+    for _ in range(20):
+        assert [h.healthy for h in probe.endpoint_health()] == [True]
+    [after] = probe.endpoint_status()
+    assert after.raft_index == before.raft_index
+
+
+def test_an_alarm_makes_every_endpoint_unhealthy(etcd_cluster: EtcdCluster, etcd_version: str) -> None:
+    seed = etcd_cluster.start_seed()
+    [status] = EtcdProbe([seed.client_url]).endpoint_status()
+    alarm = {"memberID": str(status.member_id), "alarm": "NOSPACE"}
+    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "ACTIVATE", **alarm})
+    [health] = EtcdProbe([seed.client_url]).endpoint_health()
+    assert not health.healthy and "NOSPACE" in health.error, health
+    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
+    [health] = EtcdProbe([seed.client_url]).endpoint_health()
+    assert health.healthy, health
