@@ -47,9 +47,10 @@ class ActionExecutor:
         elif isinstance(action, a.CreateMemberPod):
             self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
         elif isinstance(action, (a.DeletePod, a.UpgradeMember)):
-            self.pods.delete(ns, action.pod_name)
+            # The UID precondition: only the pod the pass saw, never a newer one with its name.
+            self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
         elif isinstance(action, a.DeletePVC):
-            self.pvcs.delete(ns, action.pvc_name)
+            self.pvcs.delete(ns, action.pvc_name, uid_precondition=action.pvc_uid or None)
         elif isinstance(action, a.AddMember):
             # member add first: a crash before the pod exists leaves an unstarted member, which the
             # next pass finishes with CreateMemberPod (never a ghost).
@@ -64,7 +65,7 @@ class ActionExecutor:
                 # A removed member's etcd exits and would crash-loop in its pod; until the pod is
                 # gone, every probe that reaches it waits out a timeout. (If we die before this,
                 # a later pass deletes the orphan.)
-                self.pods.delete(ns, pod.name)
+                self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
         elif isinstance(action, a.MoveLeader):
             self._etcd(observed).move_leader(action.to_member_id)
         elif action.has_effect:

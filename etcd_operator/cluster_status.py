@@ -24,6 +24,7 @@ from etcd_operator.actions import (
     AddMember,
     CreateMemberPod,
     NoOp,
+    RefuseNames,
     RejectSpec,
     RemoveMember,
     ReportMembersLost,
@@ -43,6 +44,8 @@ CONDITION_RECOVERING = "Recovering"
 CONDITION_DEGRADED = "Degraded"
 # Is the etcd version run and asked for one this operator supports? Reasons in versions.py.
 CONDITION_VERSION_SUPPORTED = "VersionSupported"
+# Failed phases that say nothing about etcd's health (the spec or the names are the problem).
+FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict")
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,
     CONDITION_SCALING,
@@ -75,7 +78,7 @@ def compute_status(
     availability = _availability(observed, bootstrapped)
     phase, reason, summary = _phase(observed, action, availability, bootstrapped)
     message = summary
-    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost)):
+    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
         message = f"{summary}; {action.describe()}"
     if last_error:
         message = f"{message}; last error: {last_error}"
@@ -180,6 +183,8 @@ def _phase(
         return PHASE_FAILED, "InvalidSpec", cluster.spec_error or "spec is invalid"
     if isinstance(action, RejectSpec):
         return PHASE_FAILED, "InvalidSpec", action.reason
+    if isinstance(action, RefuseNames):
+        return PHASE_FAILED, action.reason, action.message
     if isinstance(action, ReportMembersLost):
         return PHASE_FAILED, "MembersLost", action.reason
     available, reason, message = availability
@@ -237,7 +242,7 @@ def _recovering(observed: ObservedCluster, action: Action | None) -> Verdict:
 
 
 def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: str, summary: str) -> Verdict:
-    if observed.cluster.spec is None or phase_reason in ("InvalidSpec", "MembersLost"):
+    if observed.cluster.spec is None or phase_reason in FAILED_WITHOUT_ETCD_REASONS:
         return "True", phase_reason, summary
     available, reason, message = availability
     if available != "True" or reason == "PodsReady":

@@ -20,6 +20,7 @@ from etcd_common import constants as c
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcd_version import EtcdVersion
 from etcd_common.etcdctl import EndpointStatus, Member
+from etcd_operator.ownership import NameProblem
 
 JsonDict = Mapping[str, Any]
 
@@ -56,6 +57,8 @@ class ObservedPod:
     waiting_reason: str | None = None
     waiting_message: str | None = None
     last_termination_reason: str | None = None
+    last_termination_message: str | None = None
+    uid: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -89,6 +92,7 @@ class ObservedPVC:
     name: str
     member_name: str
     deleting: bool = False
+    uid: str = ""
 
 
 def parse_pod(pod: JsonDict) -> ObservedPod:
@@ -128,6 +132,8 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         waiting_reason=waiting.get("reason") or None,
         waiting_message=waiting.get("message") or None,
         last_termination_reason=last_terminated.get("reason") or None,
+        last_termination_message=last_terminated.get("message") or None,
+        uid=str(metadata.get("uid") or ""),
     )
 
 
@@ -139,6 +145,7 @@ def parse_pvc(pvc: JsonDict) -> ObservedPVC:
         name=name,
         member_name=str(labels.get(c.LABEL_MEMBER) or name),
         deleting=metadata.get("deletionTimestamp") is not None,
+        uid=str(metadata.get("uid") or ""),
     )
 
 
@@ -193,6 +200,8 @@ class ObservedCluster:
     # Randomness and time are inputs, so the planner stays a pure function.
     name_suffix: str = field(default_factory=new_name_suffix)  # the name a new member gets
     observed_at: datetime | None = None  # when the pass observed (None: ages are not checked)
+    # A name the cluster needs that is someone else's (ownership.py); nothing is created then.
+    name_problem: NameProblem | None = None
 
     # --- pods and volumes
 

@@ -10,6 +10,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     ... (spec.py); a version change etcd cannot take (versions.py: a minor-version downgrade, a
     skipped minor, 3.5 -> 3.6 from a 3.5 patch older than etcd's guide allows); a TLS mode
     change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
+ 2b. A Service name it needs is someone else's (a Service it does not own, or an older
+    EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
  4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
     (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
@@ -77,6 +79,7 @@ from etcd_operator.actions import (
     Pause,
     PromoteMember,
     Purpose,
+    RefuseNames,
     RejectSpec,
     RemoveMember,
     ReportMembersLost,
@@ -97,6 +100,8 @@ def plan_next_action(observed: ObservedCluster) -> Action:
         return Pause()
     if cluster.spec is None:
         return RejectSpec(cluster.spec_error or "spec is invalid")
+    if observed.name_problem is not None:
+        return RefuseNames(observed.name_problem.reason, observed.name_problem.message)
     problem = version_change_problem(observed) or tls_change_problem(observed)
     if problem:
         return RejectSpec(problem)
@@ -179,6 +184,7 @@ def _pod_stuck_on_unpullable_image(observed: ObservedCluster, spec: ClusterSpec)
                 pod.name,
                 f"its image {pod.image} cannot be pulled ({pod.waiting_reason}) and the spec now "
                 f"asks for {spec.image}; it is recreated with that",
+                pod.uid,
             )
     return None
 
@@ -197,7 +203,7 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
                 )
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
         if pod.terminal and (spec.uses_persistent_volumes or not bootstrapped):
-            return DeletePod(pod.name, f"its phase is {pod.phase} and its containers will not run again")
+            return DeletePod(pod.name, f"its phase is {pod.phase} and its containers will not run again", pod.uid)
     live = observed.live_pods
     leaderless = observed.leaderless_answers
     if live and bootstrapped and leaderless:
@@ -309,7 +315,7 @@ def _rule_7_terminal_pod_on_volume(
     for pod in terminal:
         if spec.uses_persistent_volumes and observed.volume(pod.member_name) is not None:
             return DeletePod(
-                pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member"
+                pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member", pod.uid
             )
     return None
 
@@ -332,7 +338,7 @@ def _rule_9_dead_members(
     if dead:
         return _quorum_loss(observed, list(dead))
     for pod in terminal:
-        return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced")
+        return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced", pod.uid)
     return None
 
 
@@ -342,14 +348,15 @@ def _rule_10_leftovers(observed: ObservedCluster) -> Action | None:
         if pod.member_name not in observed.member_names:
             age = observed.pod_age_seconds(pod)
             if age is None or age >= ORPHAN_POD_GRACE_SECONDS:
-                return DeletePod(pod.name, "it is not a member of the etcd cluster (left over from a removed member)")
+                return DeletePod(pod.name, "it is not a member of the etcd cluster (left over from a removed member)",
+                                 pod.uid)
     for pvc in sorted(observed.pvcs, key=lambda v: v.name):
         if (
             not pvc.deleting
             and pvc.member_name not in observed.member_names
             and observed.pod(pvc.member_name) is None
         ):
-            return DeletePVC(pvc.name, "its member is no longer in the etcd cluster")
+            return DeletePVC(pvc.name, "its member is no longer in the etcd cluster", pvc.uid)
     return None
 
 
@@ -477,7 +484,7 @@ def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[s
     reason = outdated[member.member_name]
     pod = observed.pod(member.member_name)
     if spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None:
-        return UpgradeMember(member.member_name, pod.name, reason)
+        return UpgradeMember(member.member_name, pod.name, reason, pod.uid)
     return _add_member(
         observed, spec, "upgrade",
         f"replaces {member.member_name} ({reason}); its data is not on a volume, so a new member "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -22,7 +22,9 @@ from etcd_operator.acting import ActionExecutor
 from etcd_operator.cluster_status import compute_status, upgrade_source_event
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
+from etcd_operator.manifests import service_names
 from etcd_operator.observing import observe_cluster
+from etcd_operator.ownership import NameProblem, cluster_name_conflict, is_being_deleted, owned_by, service_name_problem
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 from kube_adapter.errors import Forbidden, KubeError, NotFound
@@ -62,6 +64,8 @@ class ClusterSupervisor:
         self.log = cluster_logger(*key)
         self._last_error: str | None = None
         self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
+        self._reported: tuple[str, str] | None = None  # (reason, message) of the last report's event
+        self._deleting = False
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
@@ -90,15 +94,28 @@ class ClusterSupervisor:
         raw = ctx.clusters.get(self.key)
         if raw is None:
             return ctx.resync_seconds
+        if is_being_deleted(raw):
+            # The garbage collector removes what the cluster owns (first, with foreground
+            # propagation): recreating it, or reporting its members lost, would fight it.
+            if not self._deleting:
+                self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
+            self._deleting = True
+            return ctx.resync_seconds
+        self._deleting = False
         cluster = parse_etcd_cluster(raw)
         selector = {c.LABEL_CLUSTER: cluster.name, c.LABEL_APP: c.LABEL_APP_VALUE}
+        # Only what this EtcdCluster owns (owner reference UID) is its to count, change or delete.
+        services = owned_by(ctx.services.select(cluster.namespace, selector), cluster.uid)
         observed = observe_cluster(
             cluster,
-            pods=ctx.pods.select(cluster.namespace, selector),
-            services=ctx.services.select(cluster.namespace, selector),
-            pvcs=ctx.pvcs.select(cluster.namespace, selector),
+            pods=owned_by(ctx.pods.select(cluster.namespace, selector), cluster.uid),
+            services=services,
+            pvcs=owned_by(ctx.pvcs.select(cluster.namespace, selector), cluster.uid),
             etcd=ctx.etcd,
         )
+        name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services)
+        if name_problem is not None:
+            observed = replace(observed, name_problem=name_problem)
         action = plan_next_action(observed)
         error: str | None = None
         if action.has_effect and not ctx.may_act():
@@ -134,7 +151,9 @@ class ClusterSupervisor:
             ctx.metrics.count_membership_change(cluster.namespace, cluster.name, action.kind)
         else:
             self._postponed = None
-        if action.event_reason:
+            if not action.event_reason:
+                self._reported = None
+        if action.event_reason and self._new_incident(raw, action):
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
         if isinstance(action, a.ReportQuorumLoss):
             ctx.metrics.count_error("quorum_lost")
@@ -146,6 +165,43 @@ class ClusterSupervisor:
         if isinstance(action, (a.Wait, a.ReportQuorumLoss)):
             return WAIT_POLL_SECONDS
         return ctx.resync_seconds
+
+    def _name_problem(self, raw: dict[str, Any], namespace: str, name: str,
+                      owned_services: list[dict[str, Any]]) -> NameProblem | None:
+        """A colliding EtcdCluster name, or a Service with one of our names that is not ours."""
+        ctx = self.context
+        conflict = cluster_name_conflict(raw, ctx.clusters.select(namespace, {}))
+        if conflict is not None:
+            return conflict
+        ours = {str((s.get("metadata") or {}).get("name")) for s in owned_services}
+        foreign: dict[str, dict[str, Any]] = {}
+        for service_name in service_names(name):
+            if service_name in ours:
+                continue
+            # The watch sees only labelled services: ask the API about the name itself (only
+            # while the service is missing, so a running cluster makes no extra request).
+            existing = ctx.services.get((namespace, service_name))
+            if existing is None:
+                try:
+                    existing = ctx.executor.services.get(namespace, service_name)
+                except NotFound:
+                    continue
+            if not is_being_deleted(existing):
+                foreign[service_name] = existing
+        return service_name_problem(name, foreign)
+
+    def _new_incident(self, raw: dict[str, Any], action: a.Action) -> bool:
+        """Is the event of this action news? An action with an effect always is; a report (quorum
+        lost, spec rejected, names refused) is one incident for as long as it stays the same,
+        however many passes see it, and one the status already shows when we (re)started."""
+        if action.has_effect:
+            self._reported = None
+            return True
+        incident = (str(action.event_reason), action.describe())
+        previous, self._reported = self._reported, incident
+        if previous is None:
+            return (raw.get("status") or {}).get("reason") != action.event_reason
+        return previous != incident
 
     def _write_status(self, raw: dict[str, Any], observed: Any, action: a.Action, error: str | None) -> None:
         ctx = self.context
