@@ -6,14 +6,20 @@ already exists counts as created, a pod or member already gone counts as deleted
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
 from etcd_operator import actions as a
-from etcd_operator.manifests import build_member_pod, build_member_pvc, build_service, member_client_url
+from etcd_operator.manifests import (
+    build_disruption_budget,
+    build_member_pod,
+    build_member_pvc,
+    build_service,
+    member_client_url,
+)
 from etcd_operator.observed import ObservedCluster
 from kube_adapter.errors import AlreadyExists
 from kube_adapter.resources import ResourceClient
@@ -35,6 +41,8 @@ class ActionExecutor:
     pod_cache: ObjectCache
     service_cache: ObjectCache
     pvc_cache: ObjectCache
+    pdbs: ResourceClient | None = None
+    pdb_cache: ObjectCache = field(default_factory=ObjectCache)
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
         cluster = observed.cluster
@@ -42,6 +50,14 @@ class ActionExecutor:
         if isinstance(action, a.CreateServices):
             for name in action.names:
                 self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
+        elif isinstance(action, a.SetDisruptionBudget):
+            assert self.pdbs is not None, "no PodDisruptionBudget client"
+            pdbs = self.pdbs
+            if action.create:
+                body = build_disruption_budget(cluster, action.min_available)
+                self._create(self.pdb_cache, lambda: pdbs.create(ns, body))
+            else:
+                self.pdb_cache.upsert(pdbs.patch(ns, action.name, {"spec": {"minAvailable": action.min_available}}))
         elif isinstance(action, a.CreateSeedMember):
             self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster)
         elif isinstance(action, a.CreateMemberPod):

@@ -159,6 +159,27 @@ class CreateServices(_Action):
 
 
 @dataclass(frozen=True)
+class SetDisruptionBudget(_Action):
+    """Create (`create`) or update the cluster's PodDisruptionBudget to `min_available` ready
+    members: a quorum, so no voluntary disruption (drain, eviction) ever takes it away."""
+
+    name: str
+    min_available: int
+    create: bool
+    reason: str
+
+    KIND: ClassVar[str] = "disruption-budget"
+
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return "DisruptionBudgetCreated" if self.create else "DisruptionBudgetUpdated"
+
+    def describe(self) -> str:
+        verb = "create" if self.create else "update"
+        return f"{verb} PodDisruptionBudget {self.name} with minAvailable {self.min_available}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class CreateSeedMember(_Action):
     """Bootstrap: (PVC and) pod of the first member, `--initial-cluster-state=new`."""
 
@@ -327,6 +348,7 @@ Action = Union[
     Wait,
     NoOp,
     CreateServices,
+    SetDisruptionBudget,
     CreateSeedMember,
     CreateMemberPod,
     DeletePod,

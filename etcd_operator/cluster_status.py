@@ -45,7 +45,8 @@ CONDITION_DEGRADED = "Degraded"
 # Is the etcd version run and asked for one this operator supports? Reasons in versions.py.
 CONDITION_VERSION_SUPPORTED = "VersionSupported"
 # Failed phases that say nothing about etcd's health (the spec or the names are the problem).
-FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict")
+FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict",
+                               "DisruptionBudgetNameTaken")
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,
     CONDITION_SCALING,

@@ -16,7 +16,14 @@ from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
-from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, SERVICES, ResourceClient
+from kube_adapter.resources import (
+    PERSISTENT_VOLUME_CLAIMS,
+    POD_DISRUPTION_BUDGETS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    ResourceClient,
+)
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
 
@@ -39,24 +46,28 @@ class Controller:
         pods = ResourceClient(api, PODS)
         services = ResourceClient(api, SERVICES)
         pvcs = ResourceClient(api, PERSISTENT_VOLUME_CLAIMS)
-        pod_cache, service_cache, pvc_cache = ObjectCache(), ObjectCache(), ObjectCache()
+        pdbs = ResourceClient(api, POD_DISRUPTION_BUDGETS)
+        pod_cache, service_cache, pvc_cache, pdb_cache = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
         etcd = EtcdAccess(ResourceClient(api, SECRETS).get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
             clusters=ObjectCache(), pods=pod_cache, services=service_cache, pvcs=pvc_cache,
             cluster_api=clusters,
             executor=ActionExecutor(pods, services, pvcs, etcd,
-                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache),
+                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache,
+                                    pdbs=pdbs, pdb_cache=pdb_cache),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             resync_seconds=settings.resync_seconds,
             stop=stop,
             may_act=may_act,
+            pdbs=pdb_cache,
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,
             [runtime.OwnedKind(client, cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
-             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache))],
+             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache),
+                                   (pdbs, pdb_cache))],
             namespace=settings.namespace,
             make_worker=self._make_worker,
             resync_seconds=settings.resync_seconds,

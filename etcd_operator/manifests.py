@@ -36,6 +36,10 @@ def service_names(cluster_name: str) -> tuple[str, str]:
     return peer_service_name(cluster_name), client_service_name(cluster_name)
 
 
+def disruption_budget_name(cluster_name: str) -> str:
+    return cluster_name
+
+
 def member_name(cluster_name: str, suffix: str) -> str:
     return f"{cluster_name}-{suffix}"
 
@@ -191,6 +195,22 @@ def build_service(cluster: EtcdCluster, name: str) -> dict[str, Any]:
     if name == client_service_name(cluster.name):
         return build_client_service(cluster)
     raise ValueError(f"{name!r} is not a service of cluster {cluster.name!r}")
+
+
+def build_disruption_budget(cluster: EtcdCluster, min_available: int) -> dict[str, Any]:
+    """policy/v1 PodDisruptionBudget over the member pods: evictions (drains) may take members
+    only while `min_available` (a quorum) stay ready. The default unhealthy-pod policy
+    (`IfHealthyBudget`) is kept on purpose: with quorum lost every pod is unready, and evicting
+    them then would throw away the members' data."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(cluster, disruption_budget_name(cluster.name), cluster_labels(cluster.name)),
+        "spec": {
+            "minAvailable": min_available,
+            "selector": {"matchLabels": cluster_labels(cluster.name)},
+        },
+    }
 
 
 # ---------------------------------------------------------------------------------------------

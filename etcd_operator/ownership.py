@@ -12,6 +12,7 @@ from etcd_operator.manifests import client_service_name, service_names
 
 REASON_SERVICE_NAME_TAKEN = "ServiceNameTaken"
 REASON_NAME_CONFLICT = "NameConflict"
+REASON_DISRUPTION_BUDGET_NAME_TAKEN = "DisruptionBudgetNameTaken"
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,19 @@ def service_name_problem(cluster_name: str, foreign: Mapping[str, Mapping[str, A
         REASON_SERVICE_NAME_TAKEN,
         f"{'; '.join(parts)}; cluster {cluster_name} needs the names {', '.join(service_names(cluster_name))} "
         f"and does not take over objects it does not own: delete or rename that Service, or rename the cluster",
+    )
+
+
+def disruption_budget_name_problem(cluster_name: str, foreign: Mapping[str, Any] | None) -> NameProblem | None:
+    """`foreign`: a PodDisruptionBudget with the cluster's budget name that it does not own."""
+    if foreign is None:
+        return None
+    name = (foreign.get("metadata") or {}).get("name")
+    return NameProblem(
+        REASON_DISRUPTION_BUDGET_NAME_TAKEN,
+        f"PodDisruptionBudget {name} exists and is {describe_owner(foreign)}; cluster {cluster_name} "
+        f"keeps its own budget under that name and does not take over objects it does not own: "
+        f"delete that PodDisruptionBudget, or rename the cluster",
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -22,9 +22,17 @@ from etcd_operator.acting import ActionExecutor
 from etcd_operator.cluster_status import compute_status, upgrade_source_event
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
-from etcd_operator.manifests import service_names
+from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget
+from etcd_operator.manifests import disruption_budget_name, service_names
 from etcd_operator.observing import observe_cluster
-from etcd_operator.ownership import NameProblem, cluster_name_conflict, is_being_deleted, owned_by, service_name_problem
+from etcd_operator.ownership import (
+    NameProblem,
+    cluster_name_conflict,
+    disruption_budget_name_problem,
+    is_being_deleted,
+    owned_by,
+    service_name_problem,
+)
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 from kube_adapter.errors import Forbidden, KubeError, NotFound
@@ -53,6 +61,7 @@ class SupervisorContext:
     resync_seconds: float
     stop: threading.Event
     may_act: Callable[[], bool] = lambda: True  # asked before every action (leader election)
+    pdbs: ObjectCache = field(default_factory=ObjectCache)
 
 
 class ClusterSupervisor:
@@ -87,7 +96,7 @@ class ClusterSupervisor:
     def reconcile_once(self) -> float:
         """One pass; returns how long to wait before the next one unless woken earlier."""
         ctx = self.context
-        if not all(cache.is_synced() for cache in (ctx.pods, ctx.services, ctx.pvcs)):
+        if not all(cache.is_synced() for cache in (ctx.pods, ctx.services, ctx.pvcs, ctx.pdbs)):
             # Until every watch has listed once, a missing pod may just be unlisted: acting now
             # could bootstrap a second seed next to a running cluster.
             return WAIT_POLL_SECONDS
@@ -113,9 +122,16 @@ class ClusterSupervisor:
             pvcs=owned_by(ctx.pvcs.select(cluster.namespace, selector), cluster.uid),
             etcd=ctx.etcd,
         )
-        name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services)
+        budgets = owned_by(ctx.pdbs.select(cluster.namespace, selector), cluster.uid)
+        budget = parse_disruption_budget(budgets[0]) if budgets else None
+        name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services, budget)
         if name_problem is not None:
             observed = replace(observed, name_problem=name_problem)
+        budget_action = plan_disruption_budget(observed, budget)
+        if budget_action is not None and ctx.may_act():
+            self.log.info("%s", budget_action.describe())
+            ctx.executor.execute(budget_action, observed)
+            ctx.events.record(raw, budget_action.event_type, budget_action.event_reason, budget_action.describe())
         action = plan_next_action(observed)
         error: str | None = None
         if action.has_effect and not ctx.may_act():
@@ -167,8 +183,10 @@ class ClusterSupervisor:
         return ctx.resync_seconds
 
     def _name_problem(self, raw: dict[str, Any], namespace: str, name: str,
-                      owned_services: list[dict[str, Any]]) -> NameProblem | None:
-        """A colliding EtcdCluster name, or a Service with one of our names that is not ours."""
+                      owned_services: list[dict[str, Any]], budget: ObservedDisruptionBudget | None,
+                      ) -> NameProblem | None:
+        """A colliding EtcdCluster name, or a Service or PodDisruptionBudget with one of our
+        names that is not ours."""
         ctx = self.context
         conflict = cluster_name_conflict(raw, ctx.clusters.select(namespace, {}))
         if conflict is not None:
@@ -188,7 +206,17 @@ class ClusterSupervisor:
                     continue
             if not is_being_deleted(existing):
                 foreign[service_name] = existing
-        return service_name_problem(name, foreign)
+        problem = service_name_problem(name, foreign)
+        if problem is not None or budget is not None or ctx.executor.pdbs is None:
+            return problem
+        budget_name = disruption_budget_name(name)
+        other = ctx.pdbs.get((namespace, budget_name))
+        if other is None:
+            try:
+                other = ctx.executor.pdbs.get(namespace, budget_name)
+            except NotFound:
+                return None
+        return disruption_budget_name_problem(name, None if is_being_deleted(other) else other)
 
     def _new_incident(self, raw: dict[str, Any], action: a.Action) -> bool:
         """Is the event of this action news? An action with an effect always is; a report (quorum

@@ -44,6 +44,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 
 def _snake_case(kind: str) -> str:
@@ -142,6 +143,11 @@ class ResourceClient:
             if uid_precondition is None:
                 raise
             # The UID precondition failed: the object we meant is gone and a new one has its name.
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge `patch` into the object (JSON merge patch: maps merge, lists are replaced)."""
+        fn, kwargs = self._method("patch", namespace)
+        return fetch_json(fn, name=name, body=patch, _content_type=MERGE_PATCH, **kwargs)
 
     def patch_status(
         self, namespace: str, name: str, status: dict[str, Any], *, resource_version: str | None = None

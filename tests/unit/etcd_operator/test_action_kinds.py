@@ -16,6 +16,7 @@ SAMPLES: list[actions.Action] = [
     actions.Wait("learner catching up"),
     actions.NoOp(),
     actions.CreateServices(("example", "example-client")),
+    actions.SetDisruptionBudget("example", 2, True, "a quorum of 3 voting members stays available"),
     actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
     actions.CreateMemberPod("example-abcde", (), "interrupted add"),
     actions.DeletePod("example-abcde", "orphan"),
@@ -27,7 +28,7 @@ SAMPLES: list[actions.Action] = [
     actions.UpgradeMember("example-abcde", "example-abcde", "runs 3.4.23"),
 ]
 KINDS = {
-    "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "seed", "recreate",
+    "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader",
 }
 

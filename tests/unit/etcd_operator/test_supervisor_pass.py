@@ -34,6 +34,7 @@ class FakeServices:
 class FakeExecutor:
     def __init__(self, services: FakeServices) -> None:
         self.services = services
+        self.pdbs = FakeServices()
         self.executed: list[a.Action] = []
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
@@ -62,8 +63,8 @@ class FakeEvents:
 
 def _supervisor(raw: dict[str, Any], *, services: dict[str, dict[str, Any]] | None = None,
                 objects: list[dict[str, Any]] | None = None) -> tuple[ClusterSupervisor, FakeExecutor, FakeEvents]:
-    clusters, pods, service_cache, pvcs = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
-    for cache in (clusters, pods, service_cache, pvcs):
+    clusters, pods, service_cache, pvcs, pdbs = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
+    for cache in (clusters, pods, service_cache, pvcs, pdbs):
         cache.mark_synced()
     clusters.upsert(raw)
     for obj in objects or ():
@@ -79,6 +80,7 @@ def _supervisor(raw: dict[str, Any], *, services: dict[str, dict[str, Any]] | No
         metrics=OperatorMetrics(CollectorRegistry()),
         resync_seconds=10.0,
         stop=threading.Event(),
+        pdbs=pdbs,
     )
     return ClusterSupervisor(("default", raw["metadata"]["name"]), context), executor, events
 
@@ -122,4 +124,4 @@ def test_services_of_ours_are_not_looked_up() -> None:
     ours = [build_service(cluster, "example"), build_service(cluster, "example-client")]
     supervisor, executor, events = _supervisor(raw, objects=ours)
     supervisor.reconcile_once()
-    assert [type(action) for action in executor.executed] == [a.CreateSeedMember]
+    assert [type(action) for action in executor.executed] == [a.SetDisruptionBudget, a.CreateSeedMember]
