@@ -30,6 +30,7 @@ from etcd_operator.actions import (
     ReportMembersLost,
 )
 from etcd_operator.manifests import client_service_name
+from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import outdated_reason, running_member_versions, version_change_problem
 
@@ -47,6 +48,8 @@ CONDITION_VERSION_SUPPORTED = "VersionSupported"
 # Failed phases that say nothing about etcd's health (the spec or the names are the problem).
 FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict",
                                "DisruptionBudgetNameTaken")
+# Is a member pod kept from starting (image, volume, crash loop)? Reasons are the pod's own.
+CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,
     CONDITION_SCALING,
@@ -54,6 +57,7 @@ CONDITION_TYPES = (
     CONDITION_RECOVERING,
     CONDITION_DEGRADED,
     CONDITION_VERSION_SUPPORTED,
+    CONDITION_MEMBER_START_BLOCKED,
 )
 
 
@@ -79,8 +83,11 @@ def compute_status(
     availability = _availability(observed, bootstrapped)
     phase, reason, summary = _phase(observed, action, availability, bootstrapped)
     message = summary
+    problems = start_problems(observed)
+    if problems:
+        message = f"{message}; {'; '.join(p.describe() for p in problems)}"
     if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
-        message = f"{summary}; {action.describe()}"
+        message = f"{message}; {action.describe()}"
     if last_error:
         message = f"{message}; last error: {last_error}"
 
@@ -91,6 +98,7 @@ def compute_status(
         _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
         _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary), now=now),
         _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
+        _condition(observed, CONDITION_MEMBER_START_BLOCKED, *_start_blocked(problems), now=now),
     ]
     return {
         "observedGeneration": cluster.generation,
@@ -252,6 +260,12 @@ def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: st
     if unhealthy:
         return "True", "MembersUnhealthy", f"unhealthy voting member(s): {', '.join(unhealthy)}"
     return "False", "AllMembersHealthy", "every voting member is healthy"
+
+
+def _start_blocked(problems: tuple[StartProblem, ...]) -> Verdict:
+    if not problems:
+        return "False", "MembersStarting", "no member pod is kept from starting"
+    return "True", problems[0].reason, "; ".join(p.describe() for p in problems)
 
 
 def _version_supported(observed: ObservedCluster) -> Verdict:

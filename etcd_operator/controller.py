@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from etcd_common import constants as c
 from etcd_common.etcd_access import EtcdAccess
@@ -17,6 +17,7 @@ from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
 from kube_adapter.resources import (
+    EVENTS,
     PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
     PODS,
@@ -33,6 +34,14 @@ MEMBER_SELECTOR = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}"  # ever
 EVENT_COMPONENT = "etcd-operator"
 # operator_runtime's failures, as the metric's error reasons.
 ERROR_REASONS = {runtime.WATCH_FAILED: "kube_api", runtime.WORKER_DIED: "supervisor_crash"}
+
+
+def _failed_mount_events(events: ResourceClient) -> Callable[[str, str], list[dict[str, Any]]]:
+    """(namespace, pod UID) -> the FailedMount events the kubelet recorded about that pod, oldest first."""
+    def lookup(namespace: str, pod_uid: str) -> list[dict[str, Any]]:
+        found = events.list(namespace, field_selector=f"involvedObject.uid={pod_uid},reason=FailedMount")
+        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return lookup
 
 
 class Controller:
@@ -62,6 +71,7 @@ class Controller:
             stop=stop,
             may_act=may_act,
             pdbs=pdb_cache,
+            mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,

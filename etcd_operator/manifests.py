@@ -271,6 +271,9 @@ def build_member_pod(
         "readinessProbe": _readiness_probe(cluster, member),
         "livenessProbe": _liveness_probe(),
         "securityContext": etcd_container_security_context(),
+        # etcd writes no termination-message file: a failed run's last log lines say why it
+        # exited (shown in the pod's lastState and the cluster's status).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if policy.resources:
         container["resources"] = _plain(policy.resources)

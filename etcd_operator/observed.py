@@ -58,6 +58,7 @@ class ObservedPod:
     waiting_message: str | None = None
     last_termination_reason: str | None = None
     last_termination_message: str | None = None
+    last_exit_code: int | None = None
     uid: str = ""
 
     @property
@@ -133,6 +134,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         waiting_message=waiting.get("message") or None,
         last_termination_reason=last_terminated.get("reason") or None,
         last_termination_message=last_terminated.get("message") or None,
+        last_exit_code=last_terminated.get("exitCode") if isinstance(last_terminated.get("exitCode"), int) else None,
         uid=str(metadata.get("uid") or ""),
     )
 
@@ -202,6 +204,8 @@ class ObservedCluster:
     observed_at: datetime | None = None  # when the pass observed (None: ages are not checked)
     # A name the cluster needs that is someone else's (ownership.py); nothing is created then.
     name_problem: NameProblem | None = None
+    # Pod name -> message of the latest FailedMount event about it (a pod stuck setting up volumes).
+    mount_failures: Mapping[str, str] = field(default_factory=dict)
 
     # --- pods and volumes
 

@@ -19,11 +19,13 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cluster_status import compute_status, upgrade_source_event
+from etcd_operator.cluster_status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget
 from etcd_operator.manifests import disruption_budget_name, service_names
+from etcd_operator.member_start import SETTING_UP, StartProblem, start_problems
+from etcd_operator.observed import ObservedCluster
 from etcd_operator.observing import observe_cluster
 from etcd_operator.ownership import (
     NameProblem,
@@ -43,6 +45,8 @@ from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.worker import ObjectWorker, short_error
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
+MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
+REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class SupervisorContext:
     stop: threading.Event
     may_act: Callable[[], bool] = lambda: True  # asked before every action (leader election)
     pdbs: ObjectCache = field(default_factory=ObjectCache)
+    # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
+    mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
 
 
 class ClusterSupervisor:
@@ -75,6 +81,7 @@ class ClusterSupervisor:
         self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
         self._reported: tuple[str, str] | None = None  # (reason, message) of the last report's event
         self._deleting = False
+        self._start_incidents: set[tuple[str, str]] | None = None  # None: not yet compared with status
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
@@ -127,6 +134,9 @@ class ClusterSupervisor:
         name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services, budget)
         if name_problem is not None:
             observed = replace(observed, name_problem=name_problem)
+        mount_failures = self._mount_failures(observed)
+        if mount_failures:
+            observed = replace(observed, mount_failures=mount_failures)
         budget_action = plan_disruption_budget(observed, budget)
         if budget_action is not None and ctx.may_act():
             self.log.info("%s", budget_action.describe())
@@ -171,6 +181,8 @@ class ClusterSupervisor:
                 self._reported = None
         if action.event_reason and self._new_incident(raw, action):
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
+        for problem in self._new_start_problems(observed):
+            ctx.events.record(raw, "Warning", REASON_MEMBER_NOT_STARTING, problem.describe())
         if isinstance(action, a.ReportQuorumLoss):
             ctx.metrics.count_error("quorum_lost")
         elif isinstance(action, a.RejectSpec):
@@ -217,6 +229,36 @@ class ClusterSupervisor:
             except NotFound:
                 return None
         return disruption_budget_name_problem(name, None if is_being_deleted(other) else other)
+
+    def _mount_failures(self, observed: ObservedCluster) -> dict[str, str]:
+        """Latest FailedMount message of each member pod still setting up its volumes after
+        MOUNT_CHECK_AFTER_SECONDS (the kubelet reports those only as events)."""
+        lookup = self.context.mount_events
+        if lookup is None:
+            return {}
+        failures: dict[str, str] = {}
+        for pod in observed.live_pods:
+            age = observed.pod_age_seconds(pod)
+            if (pod.phase != "Pending" or not pod.uid or pod.waiting_reason not in (None, *SETTING_UP)
+                    or age is None or age < MOUNT_CHECK_AFTER_SECONDS or pod.restart_count):
+                continue
+            events = lookup(observed.cluster.namespace, pod.uid)
+            if events:
+                failures[pod.name] = str(events[-1].get("message") or "")
+        return failures
+
+    def _new_start_problems(self, observed: ObservedCluster) -> list[StartProblem]:
+        """Member start problems not reported yet: one Warning event per incident, and one again
+        only once it went away and came back. After a restart, those the status names already
+        count as reported."""
+        problems = start_problems(observed)
+        known = self._start_incidents
+        if known is None:
+            recorded = observed.cluster.recorded.condition(CONDITION_MEMBER_START_BLOCKED)
+            shown = recorded.message if recorded is not None and recorded.status == "True" else ""
+            known = {p.incident for p in problems if f"pod {p.pod} " in shown}
+        self._start_incidents = {p.incident for p in problems}
+        return [p for p in problems if p.incident not in known]
 
     def _new_incident(self, raw: dict[str, Any], action: a.Action) -> bool:
         """Is the event of this action news? An action with an effect always is; a report (quorum

@@ -44,6 +44,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+EVENTS = Resource("", "v1", "events", "Event")
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 
@@ -103,11 +104,14 @@ class ResourceClient:
 
     # --- reading and writing
 
-    def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Objects in `namespace` (None: every namespace) matching `label_selector`."""
+    def list(self, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
+        """Objects in `namespace` (None: every namespace) matching `label_selector` and `field_selector`."""
         fn, kwargs = self._method("list", namespace)
         if label_selector is not None:
             kwargs["label_selector"] = label_selector
+        if field_selector is not None:
+            kwargs["field_selector"] = field_selector
         return list_items(fetch_json(fn, **kwargs))
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import UID, raw_cluster
 
 from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
@@ -125,3 +125,37 @@ def test_services_of_ours_are_not_looked_up() -> None:
     supervisor, executor, events = _supervisor(raw, objects=ours)
     supervisor.reconcile_once()
     assert [type(action) for action in executor.executed] == [a.SetDisruptionBudget, a.CreateSeedMember]
+
+
+def _seed_pod(waiting: str | None) -> dict[str, Any]:
+    state = {"waiting": {"reason": waiting, "message": "image not found"}} if waiting else {"running": {}}
+    return {
+        "metadata": {"name": "example-abcde", "namespace": "default", "uid": "pod-uid",
+                     "labels": {"app": "etcd", "etcd_cluster": "example", "etcd_node": "example-abcde"},
+                     "ownerReferences": [{"kind": "EtcdCluster", "name": "example", "uid": UID}]},
+        "spec": {"containers": [{"name": "etcd", "image": "quay.io/coreos/etcd:v3.6.16"}]},
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "etcd", "state": state}]},
+    }
+
+
+def test_a_member_that_does_not_start_is_one_warning_per_incident() -> None:
+    raw = raw_cluster(status={})
+    cluster = parse_etcd_cluster(raw)
+    services = [build_service(cluster, "example"), build_service(cluster, "example-client")]
+    supervisor, executor, events = _supervisor(raw, objects=services)
+    pods = supervisor.context.pods
+    for waiting in ("ErrImagePull", "ErrImagePull", "ImagePullBackOff", "ImagePullBackOff"):
+        pods.upsert(_seed_pod(waiting))
+        supervisor.reconcile_once()
+    assert [r for r in events.recorded if r[1] == "MemberNotStarting"] == [("Warning", "MemberNotStarting")]
+    status = supervisor.context.clusters.get(("default", "example"))["status"]  # type: ignore[index]
+    blocked = next(c for c in status["conditions"] if c["type"] == "MemberStartBlocked")
+    assert (blocked["status"], blocked["reason"]) == ("True", "ImagePullBackOff")
+    pods.upsert(_seed_pod(None))  # pulled after all
+    supervisor.reconcile_once()
+    status = supervisor.context.clusters.get(("default", "example"))["status"]  # type: ignore[index]
+    blocked = next(c for c in status["conditions"] if c["type"] == "MemberStartBlocked")
+    assert blocked["status"] == "False"
+    pods.upsert(_seed_pod("ImagePullBackOff"))  # and lost again: a new incident
+    supervisor.reconcile_once()
+    assert len([r for r in events.recorded if r[1] == "MemberNotStarting"]) == 2
