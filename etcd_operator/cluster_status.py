@@ -156,6 +156,8 @@ Verdict = tuple[str, str, str]
 
 
 def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
+    if observed.members is not None and observed.health_error is not None:
+        return "Unknown", "HealthUnknown", f"the members' health check failed: {observed.health_error}"
     if observed.members is not None:
         voters, healthy = len(observed.voting_members), len(observed.healthy_voters)
         leader = observed.leader
@@ -199,6 +201,9 @@ def _phase(
     available, reason, message = availability
     if available == "True":
         return PHASE_RUNNING, reason, message
+    if available == "Unknown":
+        # Not knowing is no news: the phase stays what it was.
+        return cluster.recorded.phase or (PHASE_RUNNING if bootstrapped else PHASE_CREATING), reason, message
     if not bootstrapped:
         return PHASE_CREATING, reason, message
     return PHASE_FAILED, reason, message
@@ -254,6 +259,8 @@ def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: st
     if observed.cluster.spec is None or phase_reason in FAILED_WITHOUT_ETCD_REASONS:
         return "True", phase_reason, summary
     available, reason, message = availability
+    if available == "Unknown":
+        return "Unknown", reason, message
     if available != "True" or reason == "PodsReady":
         return "True", "EtcdUnreachable" if reason == "PodsReady" else reason, message
     unhealthy = sorted(m.member_name for m in observed.unhealthy_voters)

@@ -198,6 +198,8 @@ class ObservedCluster:
     members: tuple[Member, ...] | None = None
     member_list_error: str | None = None
     health: Mapping[str, MemberHealth] = field(default_factory=dict)
+    # The health call itself failed (timed out, refused): health is unknown, not bad.
+    health_error: str | None = None
     endpoint_status: Mapping[str, EndpointStatus] = field(default_factory=dict)
     # Randomness and time are inputs, so the planner stays a pure function.
     name_suffix: str = field(default_factory=new_name_suffix)  # the name a new member gets

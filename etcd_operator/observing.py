@@ -70,14 +70,16 @@ def observe_cluster(
         statuses = _endpoint_status(cluster, reachable, etcd)
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
     observed_members = tuple(members)
-    health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
-    return replace(base, members=observed_members, health=health, endpoint_status=statuses)
+    health, statuses, health_error = _member_health(
+        cluster, [m for m in observed_members if m.member_name in reachable], etcd)
+    return replace(base, members=observed_members, health=health, endpoint_status=statuses, health_error=health_error)
 
 
 def _member_health(
     cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
-) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus]]:
-    """Health of voting members and status of every started member, each asked at its own URL.
+) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus], str | None]:
+    """Health of voting members and status of every started member, each asked at its own URL,
+    and why the health call failed, if it did (then health is unknown, not bad).
 
     Learners are left out of the health check: they refuse the linearizable read it makes, and
     the client retries until its timeout, which would stall every pass while a learner exists.
@@ -85,7 +87,7 @@ def _member_health(
     """
     by_endpoint = {member_client_url(cluster, m.member_name): m for m in members if m.started}
     if not by_endpoint:
-        return {}, {}
+        return {}, {}, None
     health: dict[str, MemberHealth] = {}
     voters = [url for url, m in by_endpoint.items() if not m.is_learner]
     if voters:
@@ -96,12 +98,12 @@ def _member_health(
                     health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
         except ctl.EtcdctlError as e:
             log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
-            return health, {}
+            return health, {}, str(e) or type(e).__name__
     # Status of learners and healthy voters only: a voter that just failed its health check
     # (say, its pod was deleted mid-pass) would make this call wait out a second timeout.
     asked = {m.member_name: url for url, m in by_endpoint.items()
              if m.is_learner or (m.member_name in health and health[m.member_name].healthy)}
-    return health, _endpoint_status(cluster, asked, etcd) if asked else {}
+    return health, _endpoint_status(cluster, asked, etcd) if asked else {}, None
 
 
 def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:

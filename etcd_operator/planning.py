@@ -33,7 +33,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     A started member whose emptyDir pod is being deleted is dead too (its data goes with the
     pod); one on a volume waits for its pod to go (rule 11), then restarts on the volume.
  7. A terminal (Failed/Succeeded) member pod with a volume -> DeletePod, recreated by rule 6.
- 8. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
+ 8. The health call itself failed (timeout) -> Wait: health unknown, never reported as quorum
+    loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
     added by rule 14. A terminal member pod without a volume -> DeletePod (then it is dead).
@@ -263,6 +264,7 @@ def _plan_with_member_list(
     )
     return (
         _rule_7_terminal_pod_on_volume(observed, spec, terminal)
+        or _rule_8_health_unknown(observed)
         or _rule_8_no_quorum(observed, found.dead)
         or _rule_9_dead_members(observed, found.dead, terminal)
         or _rule_10_leftovers(observed)
@@ -317,6 +319,14 @@ def _rule_7_terminal_pod_on_volume(
             return DeletePod(
                 pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member", pod.uid
             )
+    return None
+
+
+def _rule_8_health_unknown(observed: ObservedCluster) -> Action | None:
+    """A failed health call says nothing about the members: change nothing until one answers."""
+    if observed.health_error is not None:
+        return Wait(f"member health unknown (the health check failed: {observed.health_error}); "
+                    f"changing nothing until it is known")
     return None
 
 

@@ -37,7 +37,7 @@ from etcd_operator.ownership import (
 )
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
-from kube_adapter.errors import Forbidden, KubeError, NotFound
+from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
 from kube_adapter.resources import ResourceClient
@@ -45,6 +45,8 @@ from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.worker import ObjectWorker, short_error
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
+WAIT_MAX_SECONDS = 5.0  # the bound of the back-off while the same wait (or report) repeats
+WAIT_FAST_PASSES = 4  # passes at WAIT_POLL_SECONDS before the same wait starts backing off
 MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
@@ -82,6 +84,9 @@ class ClusterSupervisor:
         self._reported: tuple[str, str] | None = None  # (reason, message) of the last report's event
         self._deleting = False
         self._start_incidents: set[tuple[str, str]] | None = None  # None: not yet compared with status
+        self._failing_with: str | None = None  # the failure of the last pass, if it failed
+        self._waiting_on: tuple[str, str] | None = None  # what the last passes waited on ...
+        self._waits = 0  # ... and how many passes in a row
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
@@ -89,9 +94,15 @@ class ClusterSupervisor:
 
     def _count_pass(self, seconds: float, error: Exception | None) -> None:
         self.context.metrics.observe_reconcile(seconds, ok=error is None)
-        if error is not None:
-            self._last_error = short_error(error)
+        if error is None:
+            self._failing_with = None
+            return
+        self._last_error = short_error(error)
+        # The same failure pass after pass is one incident: counted once, until a pass succeeds
+        # or the failure changes.
+        if self._last_error != self._failing_with:
             self.context.metrics.count_error(_error_reason(error))
+        self._failing_with = self._last_error
 
     def _pause_on(self, error: Exception) -> float | None:
         if isinstance(error, Forbidden) and _namespace_terminating(error):
@@ -159,11 +170,11 @@ class ClusterSupervisor:
                 # etcd refuses membership changes until every member has been connected a while,
                 # and a promotion until the learner caught up.
                 if not retrying:
-                    self.log.info("%s postponed: %s; retrying every %.1fs until etcd accepts it",
-                                  action.kind, short_error(e), WAIT_POLL_SECONDS)
+                    self.log.info("%s postponed: %s; retrying (every %.1f-%.1fs) until etcd accepts it",
+                                  action.kind, short_error(e), WAIT_POLL_SECONDS, WAIT_MAX_SECONDS)
                 self._postponed = action.kind
                 self._write_status(raw, observed, action, None)
-                return WAIT_POLL_SECONDS
+                return self._wait_delay((action.kind, "postponed"))
             except (ctl.EtcdctlError, KubeError) as e:
                 self._postponed = None
                 error = short_error(e)
@@ -179,20 +190,31 @@ class ClusterSupervisor:
             self._postponed = None
             if not action.event_reason:
                 self._reported = None
-        if action.event_reason and self._new_incident(raw, action):
+        news = bool(action.event_reason) and self._new_incident(raw, action)
+        if news and action.event_reason:
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
         for problem in self._new_start_problems(observed):
             ctx.events.record(raw, "Warning", REASON_MEMBER_NOT_STARTING, problem.describe())
-        if isinstance(action, a.ReportQuorumLoss):
+        if news and isinstance(action, a.ReportQuorumLoss):
             ctx.metrics.count_error("quorum_lost")
-        elif isinstance(action, a.RejectSpec):
+        elif news and isinstance(action, a.RejectSpec):
             ctx.metrics.count_error("invalid_spec")
         self._write_status(raw, observed, action, self._last_error)
         if action.has_effect:
+            self._waiting_on, self._waits = None, 0
             return 0.0
         if isinstance(action, (a.Wait, a.ReportQuorumLoss)):
-            return WAIT_POLL_SECONDS
+            return self._wait_delay((action.kind, action.describe()))
+        self._waiting_on, self._waits = None, 0
         return ctx.resync_seconds
+
+    def _wait_delay(self, waiting_on: tuple[str, str]) -> float:
+        """WAIT_POLL_SECONDS while the wait is new or changing (a learner's raft index moves on);
+        the same wait again and again backs off, doubling up to WAIT_MAX_SECONDS. Watches still
+        wake the pass at once when anything in Kubernetes changes."""
+        self._waits = self._waits + 1 if waiting_on == self._waiting_on else 1
+        self._waiting_on = waiting_on
+        return wait_delay_seconds(self._waits)
 
     def _name_problem(self, raw: dict[str, Any], namespace: str, name: str,
                       owned_services: list[dict[str, Any]], budget: ObservedDisruptionBudget | None,
@@ -284,11 +306,20 @@ class ClusterSupervisor:
         current = raw.get("status") or {}
         if status == current:
             return
+        version = (raw.get("metadata") or {}).get("resourceVersion")
         try:
+            # Against the version this pass read: a writer holding an older copy (a deposed
+            # leader, a stale cache) is refused instead of overwriting a newer status.
             updated = ctx.cluster_api.patch_status(observed.cluster.namespace, observed.cluster.name,
-                                                   status_merge_patch(current, status))
+                                                   status_merge_patch(current, status),
+                                                   resource_version=str(version) if version else None)
         except NotFound:
             return  # the cluster was deleted meanwhile
+        except Conflict:
+            # The cluster changed since this pass read it; its watch event wakes the next pass,
+            # which writes the status from the newer copy.
+            self.log.debug("status not written: the cluster changed since this pass read it")
+            return
         # Keep the cache's copy current so the next pass compares against what we wrote.
         if updated:
             ctx.clusters.upsert(updated)
@@ -298,6 +329,13 @@ class ClusterSupervisor:
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
+
+
+def wait_delay_seconds(same_waits: int) -> float:
+    """After `same_waits` passes in a row waiting on the same thing: WAIT_FAST_PASSES at
+    WAIT_POLL_SECONDS, then doubling, at most WAIT_MAX_SECONDS."""
+    doublings = max(0, same_waits - WAIT_FAST_PASSES)
+    return min(WAIT_MAX_SECONDS, WAIT_POLL_SECONDS * 2.0 ** min(doublings, 16))
 
 
 def _namespace_terminating(e: Forbidden) -> bool:

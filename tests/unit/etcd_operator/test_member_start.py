@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
@@ -29,8 +30,8 @@ def _seed_pod(**status: object) -> ObservedCluster:
     return dataclasses.replace(observed, pods=(pod,))
 
 
-def _condition(status: dict[str, object], kind: str) -> tuple[str, str, str]:
-    cond = next(c for c in status["conditions"] if c["type"] == kind)  # type: ignore[union-attr, index]
+def _condition(status: dict[str, Any], kind: str) -> tuple[str, str, str]:
+    cond = next(c for c in status["conditions"] if c["type"] == kind)
     return cond["status"], cond["reason"], cond.get("message", "")
 
 

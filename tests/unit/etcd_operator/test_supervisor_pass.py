@@ -2,87 +2,16 @@
 executes, which events it records and when it writes status."""
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from tests.unit.etcd_operator.etcd_cluster_builders import UID, raw_cluster
+from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes as _supervisor
 
-from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.manifests import build_service
-from etcd_operator.metrics import OperatorMetrics
-from etcd_operator.observed import ObservedCluster
 from etcd_operator.spec import parse_etcd_cluster
-from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
-from kube_adapter.errors import NotFound
-from operator_runtime.cache import ObjectCache
-
-
-class FakeServices:
-    def __init__(self, existing: dict[str, dict[str, Any]] | None = None) -> None:
-        self.existing = existing or {}
-
-    def get(self, namespace: str, name: str) -> dict[str, Any]:
-        if name not in self.existing:
-            raise NotFound(f"services {name!r} not found")
-        return self.existing[name]
-
-
-class FakeExecutor:
-    def __init__(self, services: FakeServices) -> None:
-        self.services = services
-        self.pdbs = FakeServices()
-        self.executed: list[a.Action] = []
-
-    def execute(self, action: a.Action, observed: ObservedCluster) -> None:
-        self.executed.append(action)
-
-
-class FakeClusterApi:
-    def __init__(self, cache: ObjectCache) -> None:
-        self.cache = cache
-        self.patches: list[dict[str, Any]] = []
-
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        self.patches.append(status)
-        current = self.cache.get((namespace, name)) or {}
-        merged = {**current, "status": {**(current.get("status") or {}), **status}}
-        return merged
-
-
-class FakeEvents:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str]] = []
-
-    def record(self, involved: dict[str, Any], type: str, reason: str, message: str) -> None:
-        self.recorded.append((type, reason))
-
-
-def _supervisor(raw: dict[str, Any], *, services: dict[str, dict[str, Any]] | None = None,
-                objects: list[dict[str, Any]] | None = None) -> tuple[ClusterSupervisor, FakeExecutor, FakeEvents]:
-    clusters, pods, service_cache, pvcs, pdbs = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
-    for cache in (clusters, pods, service_cache, pvcs, pdbs):
-        cache.mark_synced()
-    clusters.upsert(raw)
-    for obj in objects or ():
-        service_cache.upsert(obj)
-    executor = FakeExecutor(FakeServices(services))
-    events = FakeEvents()
-    context = SupervisorContext(
-        clusters=clusters, pods=pods, services=service_cache, pvcs=pvcs,
-        cluster_api=FakeClusterApi(clusters),  # type: ignore[arg-type]
-        executor=executor,  # type: ignore[arg-type]
-        etcd=EtcdAccess(lambda ns, name: {}),
-        events=events,  # type: ignore[arg-type]
-        metrics=OperatorMetrics(CollectorRegistry()),
-        resync_seconds=10.0,
-        stop=threading.Event(),
-        pdbs=pdbs,
-    )
-    return ClusterSupervisor(("default", raw["metadata"]["name"]), context), executor, events
 
 
 @pytest.mark.parametrize("deleted_with", ["Foreground", "Background"])
