@@ -149,12 +149,14 @@ class ClusterSupervisor:
         if mount_failures:
             observed = replace(observed, mount_failures=mount_failures)
         budget_action = plan_disruption_budget(observed, budget)
-        if budget_action is not None and ctx.may_act():
+        if budget_action is not None and ctx.may_act() and not self._deletion_started():
             self.log.info("%s", budget_action.describe())
             ctx.executor.execute(budget_action, observed)
             ctx.events.record(raw, budget_action.event_type, budget_action.event_reason, budget_action.describe())
         action = plan_next_action(observed)
         error: str | None = None
+        if (action.has_effect or self._is_news(action)) and self._deletion_started():
+            return ctx.resync_seconds
         if action.has_effect and not ctx.may_act():
             # Our lease may have expired (a frozen process, a cut network): a successor may be
             # acting. The elector ends this process once it notices; until then, change nothing.
@@ -281,6 +283,26 @@ class ClusterSupervisor:
             known = {p.incident for p in problems if f"pod {p.pod} " in shown}
         self._start_incidents = {p.incident for p in problems}
         return [p for p in problems if p.incident not in known]
+
+    def _deletion_started(self) -> bool:
+        """Asked of the API itself before a change or a new warning: the cache may show pods
+        the garbage collector is deleting before it shows the cluster's own deletionTimestamp
+        (separate watches), and a pass then would see members lost that are merely being deleted."""
+        try:
+            fresh = self.context.cluster_api.get(*self.key)
+        except NotFound:
+            return True
+        self.context.clusters.upsert(fresh)
+        if is_being_deleted(fresh):
+            self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
+            self._deleting = True
+            return True
+        return False
+
+    def _is_news(self, action: a.Action) -> bool:
+        """Would this report's event be new (see `_new_incident`, which also records it)?"""
+        return bool(action.event_reason) and action.event_type == "Warning" and \
+            self._reported != (str(action.event_reason), action.describe())
 
     def _new_incident(self, raw: dict[str, Any], action: a.Action) -> bool:
         """Is the event of this action news? An action with an effect always is; a report (quorum

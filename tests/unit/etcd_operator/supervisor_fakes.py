@@ -43,6 +43,15 @@ class FakeClusterApi:
         self.cache = cache
         self.patches: list[tuple[dict[str, Any], str | None]] = []
         self.server_version: str | None = None  # set by a test: the object changed elsewhere
+        self.server_metadata: dict[str, Any] = {}  # set by a test: what the API has beyond the cache
+        self.gets = 0
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        self.gets += 1
+        current = self.cache.get((namespace, name))
+        if current is None:
+            raise NotFound(f"etcdclusters {name!r} not found")
+        return {**current, "metadata": {**current.get("metadata", {}), **self.server_metadata}}
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any], *,
                      resource_version: str | None = None) -> dict[str, Any]:

@@ -27,6 +27,20 @@ def test_a_cluster_being_deleted_is_left_to_the_garbage_collector(deleted_with: 
     assert executor.executed == [] and events.recorded == []
 
 
+def test_a_deletion_the_cache_has_not_seen_yet_stops_a_report() -> None:
+    """The garbage collector deleted the pods (foreground) and the pod watch told us before the
+    cluster watch did: the API itself is asked before reporting members lost."""
+    raw = raw_cluster(status={"bootstrapped": True, "phase": "Running"})
+    cluster = parse_etcd_cluster(raw)
+    services = [build_service(cluster, "example"), build_service(cluster, "example-client")]
+    supervisor, executor, events = _supervisor(raw, objects=services)
+    supervisor.context.cluster_api.server_metadata = {  # type: ignore[attr-defined]
+        "deletionTimestamp": "2024-05-01T12:00:00Z", "finalizers": ["foregroundDeletion"]}
+    supervisor.reconcile_once()
+    supervisor.reconcile_once()
+    assert events.recorded == [] and executor.executed == []
+
+
 def test_a_report_is_one_event_however_many_passes_see_it() -> None:
     raw = raw_cluster({"version": "9.9.9"}, status={})
     supervisor, executor, events = _supervisor(raw)
