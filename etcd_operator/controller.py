@@ -72,6 +72,7 @@ class Controller:
             may_act=may_act,
             pdbs=pdb_cache,
             mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
+            trusted_repositories=settings.trusted_repositories,
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,

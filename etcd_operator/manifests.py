@@ -18,6 +18,7 @@ from etcd_common import constants as c
 from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster
 
 InitialClusterState = Literal["new", "existing"]
+SECRET_FILE_MODE = 0o440
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +285,8 @@ def build_member_pod(
         else {"name": c.DATA_VOLUME_NAME, "emptyDir": {}}
     ]
     for volume_name, secret, mount_path in _tls_secrets(spec):
-        volumes.append({"name": volume_name, "secret": {"secretName": secret}})
+        # Owner-and-group readable (the group is fsGroup, which etcd runs with), never world.
+        volumes.append({"name": volume_name, "secret": {"secretName": secret, "defaultMode": SECRET_FILE_MODE}})
         container["volumeMounts"].append({"name": volume_name, "mountPath": mount_path, "readOnly": True})
 
     pod_spec: dict[str, Any] = {

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
+from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES
 from operator_runtime.flags import RuntimeSettings, add_runtime_flags, env_bool, env_str, own_namespace, runtime_settings
 
 
@@ -15,6 +16,7 @@ class OperatorSettings:
     resync_seconds: float
     etcdctl_binary: str | None
     runtime: RuntimeSettings
+    trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
@@ -34,10 +36,16 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
                         help="safety-net re-check of every cluster's etcd health, in seconds [RESYNC_SECONDS]")
     parser.add_argument("--etcdctl", default=os.environ.get("ETCDCTL_BINARY"),
                         help="etcdctl binary; default: the one next to this Python, else PATH [ETCDCTL_BINARY]")
+    parser.add_argument(
+        "--trusted-repositories", default=env_str("TRUSTED_REPOSITORIES", ",".join(DEFAULT_TRUSTED_REPOSITORIES)),
+        help="comma-separated image repositories EtcdClusters may use in spec.repository (an entry "
+             "ending in / trusts every repository under it); others are refused "
+             f"[TRUSTED_REPOSITORIES, default {','.join(DEFAULT_TRUSTED_REPOSITORIES)}]")
     args = parser.parse_args(argv)
     return OperatorSettings(
         namespace=None if args.all_namespaces else args.namespace,
         resync_seconds=args.resync_seconds,
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),
+        trusted_repositories=tuple(r.strip() for r in args.trusted_repositories.split(",") if r.strip()),
     )

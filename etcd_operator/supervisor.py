@@ -36,7 +36,7 @@ from etcd_operator.ownership import (
     service_name_problem,
 )
 from etcd_operator.planning import plan_next_action
-from etcd_operator.spec import parse_etcd_cluster
+from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -70,6 +70,7 @@ class SupervisorContext:
     pdbs: ObjectCache = field(default_factory=ObjectCache)
     # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
     mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
+    trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
 
 
 class ClusterSupervisor:
@@ -129,7 +130,7 @@ class ClusterSupervisor:
             self._deleting = True
             return ctx.resync_seconds
         self._deleting = False
-        cluster = parse_etcd_cluster(raw)
+        cluster = check_trusted_repository(parse_etcd_cluster(raw), ctx.trusted_repositories)
         selector = {c.LABEL_CLUSTER: cluster.name, c.LABEL_APP: c.LABEL_APP_VALUE}
         # Only what this EtcdCluster owns (owner reference UID) is its to count, change or delete.
         services = owned_by(ctx.services.select(cluster.namespace, selector), cluster.uid)
