@@ -19,6 +19,10 @@ from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster
 
 InitialClusterState = Literal["new", "existing"]
 SECRET_FILE_MODE = 0o440
+# Plain-HTTP listener for /health and /metrics of client-TLS members: readiness is probed there,
+# so member pods need no client certificate (the operator's stays out of them).
+METRICS_PORT = 2381
+METRICS_PORT_NAME = "metrics"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,6 +280,8 @@ def build_member_pod(
         # exited (shown in the pod's lastState and the cluster's status).
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if _probes_metrics_listener(spec):
+        container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"})
     if policy.resources:
         container["resources"] = _plain(policy.resources)
 
@@ -343,6 +349,8 @@ def etcd_command(
             f"--peer-cert-file={c.PEER_TLS_DIR}/{c.PEER_CERT_FILE}",
             f"--peer-key-file={c.PEER_TLS_DIR}/{c.PEER_KEY_FILE}",
         ]
+    if _probes_metrics_listener(spec):
+        command.append(f"--listen-metrics-urls=http://{pod_ip}:{METRICS_PORT}")
     if spec.tls.client_tls:
         command += [
             "--client-cert-auth=true",
@@ -363,6 +371,8 @@ def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
     with `etcdctl endpoint health`, a v3 read that leaves nothing in the log."""
     timing = {"initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3}
     spec = cluster.require_spec()
+    if _probes_metrics_listener(spec):
+        return {"httpGet": {"path": "/health", "port": METRICS_PORT, "scheme": "HTTP"}, **timing}
     if spec.tls.client_tls or spec.version.minor_version in c.UPGRADE_SOURCE_MINOR_VERSIONS:
         return {"exec": {"command": _etcdctl_probe(cluster, member, ["endpoint", "health"])}, **timing}
     return {"httpGet": {"path": "/health", "port": c.CLIENT_PORT, "scheme": "HTTP"}, **timing}
@@ -401,14 +411,23 @@ def _etcdctl_probe(cluster: EtcdCluster, member: str, arguments: list[str]) -> l
     ]
 
 
+def _probes_metrics_listener(spec: ClusterSpec) -> bool:
+    """Client-TLS members (but those of an upgrade-source version, see `_readiness_probe`) are
+    probed on a plain metrics listener instead of with etcdctl and a client certificate."""
+    return spec.tls.client_tls and spec.version.minor_version not in c.UPGRADE_SOURCE_MINOR_VERSIONS
+
+
 def _tls_secrets(spec: ClusterSpec) -> list[tuple[str, str, str]]:
-    """(volume name, secret name, mount path) for each TLS secret the spec names."""
+    """(volume name, secret name, mount path) for each TLS secret a member pod needs. The
+    operator's client certificate is mounted only where etcdctl probes need it (client-TLS
+    members of an upgrade-source version); everywhere else it stays out of member pods."""
     tls = spec.tls
     secrets = [
         (c.PEER_TLS_VOLUME, tls.member_peer_secret, c.PEER_TLS_DIR),
         (c.SERVER_TLS_VOLUME, tls.member_server_secret, c.SERVER_TLS_DIR),
-        (c.OPERATOR_TLS_VOLUME, tls.operator_secret, c.OPERATOR_TLS_DIR),
     ]
+    if tls.client_tls and not _probes_metrics_listener(spec):
+        secrets.append((c.OPERATOR_TLS_VOLUME, tls.operator_secret, c.OPERATOR_TLS_DIR))
     return [entry for entry in secrets if entry[1]]
 
 

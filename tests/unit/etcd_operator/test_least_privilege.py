@@ -102,3 +102,22 @@ def test_the_namespaced_variant_grants_the_same_in_one_namespace_only() -> None:
     assert namespaced == cluster_wide
     binding = next(d for d in documents if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == "etcd-operator")
     assert binding["roleRef"]["kind"] == "Role"
+
+
+def test_the_operators_client_certificate_is_not_mounted_into_member_pods() -> None:
+    pod = _tls_pod()
+    secrets = {v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v}
+    assert secrets == {"p", "s"}, secrets
+    container = pod["spec"]["containers"][0]
+    # Readiness: etcd's /health on its plain-HTTP metrics listener, which needs no client certificate.
+    probe = container["readinessProbe"]
+    assert probe.get("httpGet", {}).get("port") == 2381 and probe["httpGet"]["scheme"] == "HTTP", probe
+    assert "--listen-metrics-urls=http://$(POD_IP):2381" in container["command"]
+    assert not any("--cert=" in arg for arg in str(probe))
+
+
+def test_upgrade_source_tls_members_keep_the_client_certificate_for_their_etcdctl_probe() -> None:
+    tls = {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}
+    cluster = parse_etcd_cluster(raw_cluster({"TLS": tls, "version": "3.4.23"}))
+    pod = build_member_pod(cluster, "example-abcde", state="new", initial_cluster=[])
+    assert {v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v} == {"p", "s", "o"}
