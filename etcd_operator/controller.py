@@ -84,9 +84,14 @@ class Controller:
             resync_seconds=settings.resync_seconds,
             stop=stop,
             on_workers_changed=metrics.clusters_managed.set,
-            on_deleted=lambda key: metrics.forget_cluster(*key),
+            on_deleted=self._forget,
             on_error=lambda what: metrics.count_error(ERROR_REASONS.get(what, "other")),
         )
+
+    def _forget(self, key: Key) -> None:
+        """The cluster is gone: its metrics series and the client keys written for it go too."""
+        self.metrics.forget_cluster(*key)
+        self.context.etcd.forget(*key)
 
     def _make_worker(self, key: Key) -> runtime.Worker:
         return ClusterSupervisor(key, self.context).worker
