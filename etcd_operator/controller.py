@@ -27,6 +27,7 @@ from kube_adapter.resources import (
 )
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.running import MayAct, always_may_act
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _failed_mount_events(events: ResourceClient) -> Callable[[str, str], list[di
 
 class Controller:
     def __init__(self, api: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics,
-                 stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
+                 stop: threading.Event, *, may_act: MayAct = always_may_act) -> None:
         """`may_act` is asked before every action (leader election: is the lease surely ours?)."""
         self.settings = settings
         self.stop = stop

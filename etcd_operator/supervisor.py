@@ -42,10 +42,14 @@ from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
 from kube_adapter.resources import ResourceClient
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.running import MayAct, always_may_act
 from operator_runtime.worker import ObjectWorker, short_error
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
 WAIT_MAX_SECONDS = 5.0  # the bound of the back-off while the same wait (or report) repeats
+# The longest one action may take (etcdctl's command timeout plus API writes with their retries):
+# it is started only while the lease stays surely ours at least that long.
+ACTION_MAX_SECONDS = 10.0
 WAIT_FAST_PASSES = 4  # passes at WAIT_POLL_SECONDS before the same wait starts backing off
 MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
@@ -66,7 +70,7 @@ class SupervisorContext:
     metrics: OperatorMetrics
     resync_seconds: float
     stop: threading.Event
-    may_act: Callable[[], bool] = lambda: True  # asked before every action (leader election)
+    may_act: MayAct = always_may_act  # asked before every action, status write and event (leader election)
     pdbs: ObjectCache = field(default_factory=ObjectCache)
     # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
     mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
@@ -150,7 +154,7 @@ class ClusterSupervisor:
         if mount_failures:
             observed = replace(observed, mount_failures=mount_failures)
         budget_action = plan_disruption_budget(observed, budget)
-        if budget_action is not None and ctx.may_act() and not self._deletion_started():
+        if budget_action is not None and ctx.may_act(ACTION_MAX_SECONDS) and not self._deletion_started():
             self.log.info("%s", budget_action.describe())
             ctx.executor.execute(budget_action, observed)
             ctx.events.record(raw, budget_action.event_type, budget_action.event_reason, budget_action.describe())
@@ -158,10 +162,12 @@ class ClusterSupervisor:
         error: str | None = None
         if (action.has_effect or self._is_news(action)) and self._deletion_started():
             return ctx.resync_seconds
-        if action.has_effect and not ctx.may_act():
-            # Our lease may have expired (a frozen process, a cut network): a successor may be
-            # acting. The elector ends this process once it notices; until then, change nothing.
-            self.log.warning("not acting (%s): leadership not confirmed within the renew deadline", action.kind)
+        if not ctx.may_act(ACTION_MAX_SECONDS if action.has_effect else 0.0):
+            # Our lease may have expired (a frozen process, a cut network), or may before the
+            # action could end: a successor may be acting. The elector ends this process once it
+            # notices; until then, change nothing: no action, no status, no event.
+            self.log.warning("not acting (%s): leadership not confirmed for the next %.0fs",
+                             action.kind, ACTION_MAX_SECONDS if action.has_effect else 0.0)
             return WAIT_POLL_SECONDS
         if action.has_effect:
             # A change etcd keeps refusing is retried every WAIT_POLL_SECONDS: say so once, not each time.

@@ -74,7 +74,8 @@ class FakeEvents:
 
 
 def supervisor_with_fakes(raw: dict[str, Any], *, services: dict[str, dict[str, Any]] | None = None,
-                objects: list[dict[str, Any]] | None = None) -> tuple[ClusterSupervisor, FakeExecutor, FakeEvents]:
+                          objects: list[dict[str, Any]] | None = None, may_act: Any = None,
+                          ) -> tuple[ClusterSupervisor, FakeExecutor, FakeEvents]:
     clusters, pods, service_cache, pvcs, pdbs = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
     for cache in (clusters, pods, service_cache, pvcs, pdbs):
         cache.mark_synced()
@@ -93,5 +94,6 @@ def supervisor_with_fakes(raw: dict[str, Any], *, services: dict[str, dict[str, 
         resync_seconds=10.0,
         stop=threading.Event(),
         pdbs=pdbs,
+        **({"may_act": may_act} if may_act is not None else {}),
     )
     return ClusterSupervisor(("default", raw["metadata"]["name"]), context), executor, events
