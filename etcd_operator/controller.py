@@ -74,6 +74,7 @@ class Controller:
             pdbs=pdb_cache,
             mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
             trusted_repositories=settings.trusted_repositories,
+            unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,

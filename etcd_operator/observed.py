@@ -60,6 +60,8 @@ class ObservedPod:
     last_termination_message: str | None = None
     last_exit_code: int | None = None
     uid: str = ""
+    # When its Ready condition last turned False (None while ready, or never reported).
+    unready_since: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -136,6 +138,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         last_termination_message=last_terminated.get("message") or None,
         last_exit_code=last_terminated.get("exitCode") if isinstance(last_terminated.get("exitCode"), int) else None,
         uid=str(metadata.get("uid") or ""),
+        unready_since=_unready_since(status.get("conditions")),
     )
 
 
@@ -208,6 +211,8 @@ class ObservedCluster:
     name_problem: NameProblem | None = None
     # Pod name -> message of the latest FailedMount event about it (a pod stuck setting up volumes).
     mount_failures: Mapping[str, str] = field(default_factory=dict)
+    # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
+    unhealthy_member_timeout_seconds: float | None = None
 
     # --- pods and volumes
 
@@ -325,6 +330,13 @@ def _etcd_container(containers: Any) -> JsonDict:
         if isinstance(container, Mapping) and container.get("name") == c.ETCD_CONTAINER_NAME:
             return container
     return _dict(containers[0])
+
+
+def _unready_since(conditions: Any) -> datetime | None:
+    for condition in conditions or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready" and condition.get("status") == "False":
+            return parse_timestamp(condition.get("lastTransitionTime"))
+    return None
 
 
 def _condition_true(conditions: Any, condition_type: str) -> bool:

@@ -42,6 +42,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
+11b. A learner that never answered within the bound (--unhealthy-member-timeout-seconds), or a
+    voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
+    first); rule 14 adds its replacement.
 12. Learners: remove one no longer needed (spec.size shrank); promote one that caught up while
     every voting member is healthy; else Wait (etcd allows one learner; nothing else changes
     meanwhile).
@@ -381,12 +384,54 @@ def _plan_membership(observed: ObservedCluster, spec: ClusterSpec) -> Action:
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
     return (
-        _rule_12_learners(observed, spec, outdated)
+        _rule_11b_stuck_members(observed, outdated)
+        or _rule_12_learners(observed, spec, outdated)
         or _rule_13_unhealthy_voters(observed, spec, outdated)
         or _rules_14_15_size(observed, spec, outdated)
         or _rule_16_upgrade(observed, spec, outdated)
         or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
     )
+
+
+def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str]) -> Action | None:
+    """A learner that never answered within the bound (a pod started with a stale
+    --initial-cluster, a crash loop), or a voter unhealthy for longer, is replaced while quorum
+    allows (leadership moved off it first): waiting for it would block every later change."""
+    limit = observed.unhealthy_member_timeout_seconds
+    if limit is None or observed.observed_at is None:
+        return None
+    for learner in sorted(observed.learners, key=lambda m: m.member_name):
+        pod = observed.pod(learner.member_name)
+        age = observed.pod_age_seconds(pod) if pod is not None else None
+        if learner.member_name not in observed.endpoint_status and age is not None and age >= limit:
+            detail = f" ({pod.problem})" if pod is not None and pod.problem else ""
+            return RemoveMember(
+                learner.member_name, learner.id, "replace",
+                f"learner did not answer within {limit:.0f}s of its pod's start{detail}; a new member replaces it",
+            )
+    for member in sorted(observed.unhealthy_voters, key=lambda m: m.member_name):
+        unhealthy_for = _unhealthy_seconds(observed, member)
+        if unhealthy_for is None or unhealthy_for < limit or not _removal_keeps_quorum(observed, member):
+            continue
+        return _remove_or_move_leader(
+            observed, member, "replace",
+            f"unhealthy for {unhealthy_for:.0f}s (bound {limit:.0f}s): {_unhealthy_detail(observed, member)}; "
+            f"a new member replaces it",
+            outdated,
+        )
+    return None
+
+
+def _unhealthy_seconds(observed: ObservedCluster, member: Member) -> float | None:
+    """How long the member's pod has been unready (its readiness is etcd's own health)."""
+    pod = observed.pod(member.member_name)
+    if pod is None or pod.ready or observed.observed_at is None:
+        return None
+    since = pod.unready_since or pod.created_at
+    if since is None:
+        return None
+    since = since if since.tzinfo is not None else since.replace(tzinfo=timezone.utc)
+    return (observed.observed_at - since).total_seconds()
 
 
 def _rule_12_learners(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:

@@ -75,6 +75,7 @@ class SupervisorContext:
     # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
     mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
+    unhealthy_member_timeout_seconds: float | None = None  # None: unhealthy members are waited for
 
 
 class ClusterSupervisor:
@@ -150,6 +151,8 @@ class ClusterSupervisor:
         name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services, budget)
         if name_problem is not None:
             observed = replace(observed, name_problem=name_problem)
+        if ctx.unhealthy_member_timeout_seconds is not None:
+            observed = replace(observed, unhealthy_member_timeout_seconds=ctx.unhealthy_member_timeout_seconds)
         mount_failures = self._mount_failures(observed)
         if mount_failures:
             observed = replace(observed, mount_failures=mount_failures)
