@@ -159,8 +159,14 @@ class ClusterSupervisor:
         budget_action = plan_disruption_budget(observed, budget)
         if budget_action is not None and ctx.may_act(ACTION_MAX_SECONDS) and not self._deletion_started():
             self.log.info("%s", budget_action.describe())
-            ctx.executor.execute(budget_action, observed)
-            ctx.events.record(raw, budget_action.event_type, budget_action.event_reason, budget_action.describe())
+            try:
+                ctx.executor.execute(budget_action, observed)
+            except KubeError as e:
+                # The budget protects the members; failing to keep it must not stop their care.
+                self.log.warning("%s failed: %s; retried next pass", budget_action.kind, short_error(e))
+            else:
+                ctx.events.record(raw, budget_action.event_type, budget_action.event_reason,
+                                  budget_action.describe())
         action = plan_next_action(observed)
         error: str | None = None
         if (action.has_effect or self._is_news(action)) and self._deletion_started():
