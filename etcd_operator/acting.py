@@ -59,9 +59,9 @@ class ActionExecutor:
             else:
                 self.pdb_cache.upsert(pdbs.patch(ns, action.name, {"spec": {"minAvailable": action.min_available}}))
         elif isinstance(action, a.CreateSeedMember):
-            self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster)
+            self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster, observed)
         elif isinstance(action, a.CreateMemberPod):
-            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
+            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, (a.DeletePod, a.UpgradeMember)):
             # The UID precondition: only the pod the pass saw, never a newer one with its name.
             self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
@@ -71,7 +71,7 @@ class ActionExecutor:
             # member add first: a crash before the pod exists leaves an unstarted member, which the
             # next pass finishes with CreateMemberPod (never a ghost).
             self._etcd(observed).member_add(action.member_name, [action.peer_url], learner=action.as_learner)
-            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
+            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, a.PromoteMember):
             self._etcd(observed).member_promote(action.member_id)
         elif isinstance(action, a.RemoveMember):
@@ -88,10 +88,11 @@ class ActionExecutor:
             raise NotImplementedError(f"no executor for {type(action).__name__}")
 
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
-                           initial_cluster: a.InitialCluster) -> None:
+                           initial_cluster: a.InitialCluster, observed: ObservedCluster) -> None:
         if cluster.require_spec().uses_persistent_volumes:
             self._create(self.pvc_cache, lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
-        pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster)
+        pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster,
+                               ipv6=observed.ip_family == "IPv6")
         self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:

@@ -238,12 +238,24 @@ def build_member_pvc(cluster: EtcdCluster, member: str) -> dict[str, Any]:
     }
 
 
+def ip_family_of_services(services: Sequence[dict[str, Any]]) -> str:
+    """"IPv6" when the cluster's Services are IPv6 first (single-stack IPv6, or dual stack with
+    IPv6 primary, as the apiserver assigned them), else "IPv4": pods get their primary IP from
+    the same family, and etcd needs an IPv6 listen address in brackets."""
+    for service in services:
+        families = (service.get("spec") or {}).get("ipFamilies") or []
+        if families:
+            return "IPv6" if families[0] == "IPv6" else "IPv4"
+    return "IPv4"
+
+
 def build_member_pod(
     cluster: EtcdCluster,
     member: str,
     *,
     state: InitialClusterState,
     initial_cluster: Sequence[tuple[str, str]],
+    ipv6: bool = False,
 ) -> dict[str, Any]:
     """Pod `<member>` running etcd at spec.version. `initial_cluster` is (name, peer URL) pairs:
     just this member for the seed (`state="new"`), every member for a joining one."""
@@ -263,7 +275,7 @@ def build_member_pod(
         "name": c.ETCD_CONTAINER_NAME,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": etcd_command(cluster, member, state=state, initial_cluster=initial_cluster),
+        "command": etcd_command(cluster, member, state=state, initial_cluster=initial_cluster, ipv6=ipv6),
         "env": [
             {"name": c.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
             *(_plain(variable) for variable in policy.etcd_env),
@@ -323,11 +335,14 @@ def etcd_command(
     *,
     state: InitialClusterState,
     initial_cluster: Sequence[tuple[str, str]],
+    ipv6: bool = False,
 ) -> list[str]:
     spec = cluster.require_spec()
     client_scheme = "https" if spec.tls.client_tls else "http"
     peer_scheme = "https" if spec.tls.peer_tls else "http"
     pod_ip = f"$({c.POD_IP_ENV})"  # expanded by the kubelet from the env var
+    if ipv6:
+        pod_ip = f"[{pod_ip}]"  # an IPv6 address in a URL goes in brackets
     command = [
         c.ETCD_BINARY,
         f"--name={member}",

@@ -213,6 +213,8 @@ class ObservedCluster:
     mount_failures: Mapping[str, str] = field(default_factory=dict)
     # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
     unhealthy_member_timeout_seconds: float | None = None
+    # The primary IP family of the cluster's Services (and so of its pods): "IPv4" or "IPv6".
+    ip_family: str = "IPv4"
 
     # --- pods and volumes
 

@@ -23,7 +23,7 @@ from etcd_operator.cluster_status import CONDITION_MEMBER_START_BLOCKED, compute
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget
-from etcd_operator.manifests import disruption_budget_name, service_names
+from etcd_operator.manifests import disruption_budget_name, ip_family_of_services, service_names
 from etcd_operator.member_start import SETTING_UP, StartProblem, start_problems
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.observing import observe_cluster
@@ -151,6 +151,8 @@ class ClusterSupervisor:
         name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services, budget)
         if name_problem is not None:
             observed = replace(observed, name_problem=name_problem)
+        if ip_family_of_services(services) != observed.ip_family:
+            observed = replace(observed, ip_family=ip_family_of_services(services))
         if ctx.unhealthy_member_timeout_seconds is not None:
             observed = replace(observed, unhealthy_member_timeout_seconds=ctx.unhealthy_member_timeout_seconds)
         mount_failures = self._mount_failures(observed)
