@@ -50,7 +50,9 @@ WAIT_MAX_SECONDS = 5.0  # the bound of the back-off while the same wait (or repo
 # The longest one action may take (etcdctl's command timeout plus API writes with their retries):
 # it is started only while the lease stays surely ours at least that long.
 ACTION_MAX_SECONDS = 10.0
-WAIT_FAST_PASSES = 4  # passes at WAIT_POLL_SECONDS before the same wait starts backing off
+# Passes at WAIT_POLL_SECONDS before the same wait starts backing off: 10 s, longer than a new
+# learner may take to answer (etcd 3.6: up to ~7 s), which no Kubernetes event announces.
+WAIT_FAST_PASSES = 20
 MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 

@@ -18,7 +18,7 @@ from etcd_operator.cluster_status import compute_status
 from etcd_operator.manifests import build_service, member_client_url
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
-from etcd_operator.supervisor import WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
+from etcd_operator.supervisor import WAIT_FAST_PASSES, WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
 from kube_adapter.errors import Forbidden
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -67,7 +67,8 @@ def _waiting_supervisor() -> Any:
 
 def test_the_same_wait_backs_off_up_to_a_bound() -> None:
     supervisor = _waiting_supervisor()
-    delays = [supervisor.reconcile_once() for _ in range(12)]
+    delays = [supervisor.reconcile_once() for _ in range(WAIT_FAST_PASSES + 8)]
+    assert delays[:WAIT_FAST_PASSES] == [WAIT_POLL_SECONDS] * WAIT_FAST_PASSES
     assert delays[0] == WAIT_POLL_SECONDS
     assert delays == sorted(delays), delays
     assert delays[-1] == WAIT_MAX_SECONDS > WAIT_POLL_SECONDS, delays
