@@ -11,6 +11,7 @@ import base64
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -50,6 +51,18 @@ class EtcdAccess:
         self._cache: dict[tuple[str, str, str], _CachedTLS] = {}
         self._tls_root = Path(tempfile.mkdtemp(prefix="etcd-operator-tls-"))
         os.chmod(self._tls_root, 0o700)
+        # Key directories per (namespace, owner), oldest first: the current one and the one
+        # before (calls started before a rotation may still read it); older ones are removed.
+        self._directories: dict[tuple[str, str], list[Path]] = {}
+
+    def forget(self, namespace: str, owner: str) -> None:
+        """The object is gone: remove the client keys written for it (and forget the secret)."""
+        with self._lock:
+            for key in [k for k in self._cache if k[:2] == (namespace, owner)]:
+                del self._cache[key]
+            directories = self._directories.pop((namespace, owner), [])
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *,
                command_timeout_seconds: float = 5.0) -> Etcdctl:
@@ -109,6 +122,7 @@ class EtcdAccess:
             raise ClientTLSUnavailable(f"{where} lacks {', '.join(missing)}")
         digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
         directory = self._tls_root / f"{namespace}_{owner}_{digest}"
+        superseded: list[Path] = []
         with self._lock:
             if not directory.exists():
                 staging = Path(tempfile.mkdtemp(dir=self._tls_root))
@@ -116,6 +130,14 @@ class EtcdAccess:
                     (staging / name).write_bytes(content)
                     os.chmod(staging / name, 0o600)
                 staging.rename(directory)
+            kept = self._directories.setdefault((namespace, owner), [])
+            if directory in kept:
+                kept.remove(directory)
+            kept.append(directory)
+            while len(kept) > 2:
+                superseded.append(kept.pop(0))
+        for old in superseded:
+            shutil.rmtree(old, ignore_errors=True)
         return ClientTLS(ca_file=str(directory / c.OPERATOR_CA_FILE),
                          cert_file=str(directory / c.OPERATOR_CERT_FILE),
                          key_file=str(directory / c.OPERATOR_KEY_FILE))

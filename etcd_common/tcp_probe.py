@@ -9,10 +9,18 @@ import errno
 import selectors
 import socket
 import time
-from typing import Sequence
+from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 IN_PROGRESS = (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN)
+
+
+def resolve(url: str) -> tuple[int, Any]:
+    """(address family, socket address) of the URL's host and port: IPv4 or IPv6, whichever the
+    name resolves to first (bracketed IPv6 literals included)."""
+    parts = urlsplit(url)
+    info = socket.getaddrinfo(parts.hostname, parts.port, socket.AF_UNSPEC, socket.SOCK_STREAM)[0]
+    return info[0], info[4]
 
 
 def accepting_connections(urls: Sequence[str], timeout_seconds: float) -> set[str]:
@@ -21,12 +29,11 @@ def accepting_connections(urls: Sequence[str], timeout_seconds: float) -> set[st
     accepted: set[str] = set()
     pending: dict[socket.socket, str] = {}
     for url in dict.fromkeys(urls):
-        parts = urlsplit(url)
         try:
-            address = socket.getaddrinfo(parts.hostname, parts.port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+            family, address = resolve(url)
         except (OSError, ValueError):
             continue
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         result = sock.connect_ex(address)
         if result in IN_PROGRESS:

@@ -6,7 +6,7 @@ already exists counts as created, a pod or member already gone counts as deleted
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from etcd_common.etcd_access import EtcdAccess
@@ -14,7 +14,13 @@ from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
 from etcd_operator import actions as a
 from etcd_operator.adoption import PEER_SERVICE_PATCH
-from etcd_operator.manifests import build_member_pod, build_member_pvc, build_service, member_client_url
+from etcd_operator.manifests import (
+    build_disruption_budget,
+    build_member_pod,
+    build_member_pvc,
+    build_service,
+    member_client_url,
+)
 from etcd_operator.observed import ObservedCluster
 from kube_adapter.errors import AlreadyExists
 from kube_adapter.resources import ResourceClient
@@ -36,6 +42,8 @@ class ActionExecutor:
     pod_cache: ObjectCache
     service_cache: ObjectCache
     pvc_cache: ObjectCache
+    pdbs: ResourceClient | None = None
+    pdb_cache: ObjectCache = field(default_factory=ObjectCache)
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
         cluster = observed.cluster
@@ -45,19 +53,28 @@ class ActionExecutor:
                 self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
         elif isinstance(action, a.PublishNotReadyAddresses):
             self.service_cache.upsert(self.services.patch(ns, action.service_name, PEER_SERVICE_PATCH))
+        elif isinstance(action, a.SetDisruptionBudget):
+            assert self.pdbs is not None, "no PodDisruptionBudget client"
+            pdbs = self.pdbs
+            if action.create:
+                body = build_disruption_budget(cluster, action.min_available)
+                self._create(self.pdb_cache, lambda: pdbs.create(ns, body))
+            else:
+                self.pdb_cache.upsert(pdbs.patch(ns, action.name, {"spec": {"minAvailable": action.min_available}}))
         elif isinstance(action, a.CreateSeedMember):
-            self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster)
+            self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster, observed)
         elif isinstance(action, a.CreateMemberPod):
-            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
+            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, (a.DeletePod, a.UpgradeMember)):
-            self.pods.delete(ns, action.pod_name)
+            # The UID precondition: only the pod the pass saw, never a newer one with its name.
+            self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
         elif isinstance(action, a.DeletePVC):
-            self.pvcs.delete(ns, action.pvc_name)
+            self.pvcs.delete(ns, action.pvc_name, uid_precondition=action.pvc_uid or None)
         elif isinstance(action, a.AddMember):
             # member add first: a crash before the pod exists leaves an unstarted member, which the
             # next pass finishes with CreateMemberPod (never a ghost).
             self._etcd(observed).member_add(action.member_name, [action.peer_url], learner=action.as_learner)
-            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster)
+            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, a.PromoteMember):
             self._etcd(observed).member_promote(action.member_id)
         elif isinstance(action, a.RemoveMember):
@@ -67,17 +84,18 @@ class ActionExecutor:
                 # A removed member's etcd exits and would crash-loop in its pod; until the pod is
                 # gone, every probe that reaches it waits out a timeout. (If we die before this,
                 # a later pass deletes the orphan.)
-                self.pods.delete(ns, pod.name)
+                self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
         elif isinstance(action, a.MoveLeader):
             self._etcd(observed).move_leader(action.to_member_id)
         elif action.has_effect:
             raise NotImplementedError(f"no executor for {type(action).__name__}")
 
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
-                           initial_cluster: a.InitialCluster) -> None:
+                           initial_cluster: a.InitialCluster, observed: ObservedCluster) -> None:
         if cluster.require_spec().uses_persistent_volumes:
             self._create(self.pvc_cache, lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
-        pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster)
+        pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster,
+                               ipv6=observed.ip_family == "IPv6")
         self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:

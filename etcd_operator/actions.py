@@ -96,6 +96,27 @@ class ReportMembersLost(_Action):
 
 
 @dataclass(frozen=True)
+class RefuseNames(_Action):
+    """A name the cluster needs belongs to someone else (a Service it does not own, or another
+    EtcdCluster whose service names collide with its own): nothing is created or taken over.
+    `reason` is ownership.REASON_SERVICE_NAME_TAKEN or REASON_NAME_CONFLICT."""
+
+    reason: str
+    message: str
+
+    KIND: ClassVar[str] = "refuse-names"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return self.reason
+
+    def describe(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
 class Wait(_Action):
     """Something is in progress (a pod starting, a learner catching up); observe again soon."""
 
@@ -153,6 +174,27 @@ class PublishNotReadyAddresses(_Action):
 
 
 @dataclass(frozen=True)
+class SetDisruptionBudget(_Action):
+    """Create (`create`) or update the cluster's PodDisruptionBudget to `min_available` ready
+    members: a quorum, so no voluntary disruption (drain, eviction) ever takes it away."""
+
+    name: str
+    min_available: int
+    create: bool
+    reason: str
+
+    KIND: ClassVar[str] = "disruption-budget"
+
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return "DisruptionBudgetCreated" if self.create else "DisruptionBudgetUpdated"
+
+    def describe(self) -> str:
+        verb = "create" if self.create else "update"
+        return f"{verb} PodDisruptionBudget {self.name} with minAvailable {self.min_available}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class CreateSeedMember(_Action):
     """Bootstrap: (PVC and) pod of the first member, `--initial-cluster-state=new`."""
 
@@ -188,8 +230,12 @@ class CreateMemberPod(_Action):
 
 @dataclass(frozen=True)
 class DeletePod(_Action):
+    """Deleted with a UID precondition when `pod_uid` is known: a newer pod that took the
+    name is never deleted in its place."""
+
     pod_name: str
     reason: str
+    pod_uid: str = ""
 
     KIND: ClassVar[str] = "delete-pod"
     event_reason: ClassVar[str | None] = "PodDeleted"
@@ -204,6 +250,7 @@ class DeletePVC(_Action):
 
     pvc_name: str
     reason: str
+    pvc_uid: str = ""
 
     KIND: ClassVar[str] = "delete-pvc"
     event_reason: ClassVar[str | None] = "PVCDeleted"
@@ -298,6 +345,7 @@ class UpgradeMember(_Action):
     member_name: str
     pod_name: str
     reason: str
+    pod_uid: str = ""
 
     KIND: ClassVar[str] = "upgrade"
     event_reason: ClassVar[str | None] = "MemberUpgrading"
@@ -311,10 +359,12 @@ Action = Union[
     RejectSpec,
     ReportQuorumLoss,
     ReportMembersLost,
+    RefuseNames,
     Wait,
     NoOp,
     CreateServices,
     PublishNotReadyAddresses,
+    SetDisruptionBudget,
     CreateSeedMember,
     CreateMemberPod,
     DeletePod,

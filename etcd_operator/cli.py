@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Sequence
 
 from etcd_operator.controller import Controller
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.settings import parse_settings
 from kube_adapter.client import KubeApi
-from operator_runtime.running import LeaseTiming, run_operator
+from operator_runtime.running import LeaseTiming, MayAct, run_operator
 
 # A renewal every 5 s keeps an idle operator's API load low (each renewal is a get and an update);
 # a clean shutdown releases the lease at once, so only a crashed leader costs up to 30 s of failover.
@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(argv)
     metrics = OperatorMetrics()
 
-    def make_controller(api: KubeApi, stop: threading.Event, may_act: Callable[[], bool]) -> Controller:
+    def make_controller(api: KubeApi, stop: threading.Event, may_act: MayAct) -> Controller:
         return Controller(api, settings, metrics, stop, may_act=may_act)
 
     return run_operator(

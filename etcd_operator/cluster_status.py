@@ -24,11 +24,13 @@ from etcd_operator.actions import (
     AddMember,
     CreateMemberPod,
     NoOp,
+    RefuseNames,
     RejectSpec,
     RemoveMember,
     ReportMembersLost,
 )
 from etcd_operator.manifests import client_service_name
+from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import outdated_reason, running_member_versions, version_change_problem
 
@@ -43,6 +45,11 @@ CONDITION_RECOVERING = "Recovering"
 CONDITION_DEGRADED = "Degraded"
 # Is the etcd version run and asked for one this operator supports? Reasons in versions.py.
 CONDITION_VERSION_SUPPORTED = "VersionSupported"
+# Failed phases that say nothing about etcd's health (the spec or the names are the problem).
+FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict",
+                               "DisruptionBudgetNameTaken")
+# Is a member pod kept from starting (image, volume, crash loop)? Reasons are the pod's own.
+CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,
     CONDITION_SCALING,
@@ -50,6 +57,7 @@ CONDITION_TYPES = (
     CONDITION_RECOVERING,
     CONDITION_DEGRADED,
     CONDITION_VERSION_SUPPORTED,
+    CONDITION_MEMBER_START_BLOCKED,
 )
 
 
@@ -75,8 +83,11 @@ def compute_status(
     availability = _availability(observed, bootstrapped)
     phase, reason, summary = _phase(observed, action, availability, bootstrapped)
     message = summary
-    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost)):
-        message = f"{summary}; {action.describe()}"
+    problems = start_problems(observed)
+    if problems:
+        message = f"{message}; {'; '.join(p.describe() for p in problems)}"
+    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
+        message = f"{message}; {action.describe()}"
     if last_error:
         message = f"{message}; last error: {last_error}"
 
@@ -87,6 +98,7 @@ def compute_status(
         _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
         _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary), now=now),
         _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
+        _condition(observed, CONDITION_MEMBER_START_BLOCKED, *_start_blocked(problems), now=now),
     ]
     return {
         "observedGeneration": cluster.generation,
@@ -144,6 +156,8 @@ Verdict = tuple[str, str, str]
 
 
 def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
+    if observed.members is not None and observed.health_error is not None:
+        return "Unknown", "HealthUnknown", f"the members' health check failed: {observed.health_error}"
     if observed.members is not None:
         voters, healthy = len(observed.voting_members), len(observed.healthy_voters)
         leader = observed.leader
@@ -180,11 +194,16 @@ def _phase(
         return PHASE_FAILED, "InvalidSpec", cluster.spec_error or "spec is invalid"
     if isinstance(action, RejectSpec):
         return PHASE_FAILED, "InvalidSpec", action.reason
+    if isinstance(action, RefuseNames):
+        return PHASE_FAILED, action.reason, action.message
     if isinstance(action, ReportMembersLost):
         return PHASE_FAILED, "MembersLost", action.reason
     available, reason, message = availability
     if available == "True":
         return PHASE_RUNNING, reason, message
+    if available == "Unknown":
+        # Not knowing is no news: the phase stays what it was.
+        return cluster.recorded.phase or (PHASE_RUNNING if bootstrapped else PHASE_CREATING), reason, message
     if not bootstrapped:
         return PHASE_CREATING, reason, message
     return PHASE_FAILED, reason, message
@@ -237,15 +256,23 @@ def _recovering(observed: ObservedCluster, action: Action | None) -> Verdict:
 
 
 def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: str, summary: str) -> Verdict:
-    if observed.cluster.spec is None or phase_reason in ("InvalidSpec", "MembersLost"):
+    if observed.cluster.spec is None or phase_reason in FAILED_WITHOUT_ETCD_REASONS:
         return "True", phase_reason, summary
     available, reason, message = availability
+    if available == "Unknown":
+        return "Unknown", reason, message
     if available != "True" or reason == "PodsReady":
         return "True", "EtcdUnreachable" if reason == "PodsReady" else reason, message
     unhealthy = sorted(m.member_name for m in observed.unhealthy_voters)
     if unhealthy:
         return "True", "MembersUnhealthy", f"unhealthy voting member(s): {', '.join(unhealthy)}"
     return "False", "AllMembersHealthy", "every voting member is healthy"
+
+
+def _start_blocked(problems: tuple[StartProblem, ...]) -> Verdict:
+    if not problems:
+        return "False", "MembersStarting", "no member pod is kept from starting"
+    return "True", problems[0].reason, "; ".join(p.describe() for p in problems)
 
 
 def _version_supported(observed: ObservedCluster) -> Verdict:

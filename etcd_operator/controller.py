@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from etcd_common import constants as c
 from etcd_common.etcd_access import EtcdAccess
@@ -17,9 +17,18 @@ from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
-from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, SERVICES, ResourceClient
+from kube_adapter.resources import (
+    EVENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    POD_DISRUPTION_BUDGETS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    ResourceClient,
+)
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.running import MayAct, always_may_act
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +38,17 @@ EVENT_COMPONENT = "etcd-operator"
 ERROR_REASONS = {runtime.WATCH_FAILED: "kube_api", runtime.WORKER_DIED: "supervisor_crash"}
 
 
+def _failed_mount_events(events: ResourceClient) -> Callable[[str, str], list[dict[str, Any]]]:
+    """(namespace, pod UID) -> the FailedMount events the kubelet recorded about that pod, oldest first."""
+    def lookup(namespace: str, pod_uid: str) -> list[dict[str, Any]]:
+        found = events.list(namespace, field_selector=f"involvedObject.uid={pod_uid},reason=FailedMount")
+        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return lookup
+
+
 class Controller:
     def __init__(self, api: KubeApi, settings: OperatorSettings, metrics: OperatorMetrics,
-                 stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
+                 stop: threading.Event, *, may_act: MayAct = always_may_act) -> None:
         """`may_act` is asked before every action (leader election: is the lease surely ours?)."""
         self.settings = settings
         self.stop = stop
@@ -40,32 +57,44 @@ class Controller:
         pods = ResourceClient(api, PODS)
         services = ResourceClient(api, SERVICES)
         pvcs = ResourceClient(api, PERSISTENT_VOLUME_CLAIMS)
-        pod_cache, service_cache, pvc_cache = ObjectCache(), ObjectCache(), ObjectCache()
+        pdbs = ResourceClient(api, POD_DISRUPTION_BUDGETS)
+        pod_cache, service_cache, pvc_cache, pdb_cache = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
         etcd = EtcdAccess(ResourceClient(api, SECRETS).get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
             clusters=ObjectCache(), pods=pod_cache, services=service_cache, pvcs=pvc_cache,
             cluster_api=clusters,
             executor=ActionExecutor(pods, services, pvcs, etcd,
-                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache),
+                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache,
+                                    pdbs=pdbs, pdb_cache=pdb_cache),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             resync_seconds=settings.resync_seconds,
             stop=stop,
             may_act=may_act,
+            pdbs=pdb_cache,
+            mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
+            trusted_repositories=settings.trusted_repositories,
+            unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,
             [runtime.OwnedKind(client, cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
-             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache))],
+             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache),
+                                   (pdbs, pdb_cache))],
             namespace=settings.namespace,
             make_worker=self._make_worker,
             resync_seconds=settings.resync_seconds * CONTROLLER_RESYNC_MULTIPLE,
             stop=stop,
             on_workers_changed=metrics.clusters_managed.set,
-            on_deleted=lambda key: metrics.forget_cluster(*key),
+            on_deleted=self._forget,
             on_error=lambda what: metrics.count_error(ERROR_REASONS.get(what, "other")),
         )
+
+    def _forget(self, key: Key) -> None:
+        """The cluster is gone: its metrics series and the client keys written for it go too."""
+        self.metrics.forget_cluster(*key)
+        self.context.etcd.forget(*key)
 
     def _make_worker(self, key: Key) -> runtime.Worker:
         return ClusterSupervisor(key, self.context).worker

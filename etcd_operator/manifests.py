@@ -19,6 +19,11 @@ from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster
 from etcd_common.seed_restore_pod import seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
+SECRET_FILE_MODE = 0o440
+# Plain-HTTP listener for /health and /metrics of client-TLS members: readiness is probed there,
+# so member pods need no client certificate (the operator's stays out of them).
+METRICS_PORT = 2381
+METRICS_PORT_NAME = "metrics"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -35,6 +40,10 @@ def peer_service_name(cluster_name: str) -> str:
 
 def service_names(cluster_name: str) -> tuple[str, str]:
     return peer_service_name(cluster_name), client_service_name(cluster_name)
+
+
+def disruption_budget_name(cluster_name: str) -> str:
+    return cluster_name
 
 
 def member_name(cluster_name: str, suffix: str) -> str:
@@ -194,6 +203,22 @@ def build_service(cluster: EtcdCluster, name: str) -> dict[str, Any]:
     raise ValueError(f"{name!r} is not a service of cluster {cluster.name!r}")
 
 
+def build_disruption_budget(cluster: EtcdCluster, min_available: int) -> dict[str, Any]:
+    """policy/v1 PodDisruptionBudget over the member pods: evictions (drains) may take members
+    only while `min_available` (a quorum) stay ready. The default unhealthy-pod policy
+    (`IfHealthyBudget`) is kept on purpose: with quorum lost every pod is unready, and evicting
+    them then would throw away the members' data."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(cluster, disruption_budget_name(cluster.name), cluster_labels(cluster.name)),
+        "spec": {
+            "minAvailable": min_available,
+            "selector": {"matchLabels": cluster_labels(cluster.name)},
+        },
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Member PVC and pod
 
@@ -214,12 +239,24 @@ def build_member_pvc(cluster: EtcdCluster, member: str) -> dict[str, Any]:
     }
 
 
+def ip_family_of_services(services: Sequence[dict[str, Any]]) -> str:
+    """"IPv6" when the cluster's Services are IPv6 first (single-stack IPv6, or dual stack with
+    IPv6 primary, as the apiserver assigned them), else "IPv4": pods get their primary IP from
+    the same family, and etcd needs an IPv6 listen address in brackets."""
+    for service in services:
+        families = (service.get("spec") or {}).get("ipFamilies") or []
+        if families:
+            return "IPv6" if families[0] == "IPv6" else "IPv4"
+    return "IPv4"
+
+
 def build_member_pod(
     cluster: EtcdCluster,
     member: str,
     *,
     state: InitialClusterState,
     initial_cluster: Sequence[tuple[str, str]],
+    ipv6: bool = False,
 ) -> dict[str, Any]:
     """Pod `<member>` running etcd at spec.version. `initial_cluster` is (name, peer URL) pairs:
     just this member for the seed (`state="new"`), every member for a joining one."""
@@ -239,7 +276,7 @@ def build_member_pod(
         "name": c.ETCD_CONTAINER_NAME,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": etcd_command(cluster, member, state=state, initial_cluster=initial_cluster),
+        "command": etcd_command(cluster, member, state=state, initial_cluster=initial_cluster, ipv6=ipv6),
         "env": [
             {"name": c.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
             *(_plain(variable) for variable in policy.etcd_env),
@@ -252,7 +289,12 @@ def build_member_pod(
         "readinessProbe": _readiness_probe(cluster, member),
         "livenessProbe": _liveness_probe(),
         "securityContext": etcd_container_security_context(),
+        # etcd writes no termination-message file: a failed run's last log lines say why it
+        # exited (shown in the pod's lastState and the cluster's status).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if _probes_metrics_listener(spec):
+        container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"})
     if policy.resources:
         container["resources"] = _plain(policy.resources)
 
@@ -262,7 +304,8 @@ def build_member_pod(
         else {"name": c.DATA_VOLUME_NAME, "emptyDir": {}}
     ]
     for volume_name, secret, mount_path in _tls_secrets(spec):
-        volumes.append({"name": volume_name, "secret": {"secretName": secret}})
+        # Owner-and-group readable (the group is fsGroup, which etcd runs with), never world.
+        volumes.append({"name": volume_name, "secret": {"secretName": secret, "defaultMode": SECRET_FILE_MODE}})
         container["volumeMounts"].append({"name": volume_name, "mountPath": mount_path, "readOnly": True})
 
     pod_spec: dict[str, Any] = {
@@ -306,11 +349,14 @@ def etcd_command(
     *,
     state: InitialClusterState,
     initial_cluster: Sequence[tuple[str, str]],
+    ipv6: bool = False,
 ) -> list[str]:
     spec = cluster.require_spec()
     client_scheme = "https" if spec.tls.client_tls else "http"
     peer_scheme = "https" if spec.tls.peer_tls else "http"
     pod_ip = f"$({c.POD_IP_ENV})"  # expanded by the kubelet from the env var
+    if ipv6:
+        pod_ip = f"[{pod_ip}]"  # an IPv6 address in a URL goes in brackets
     command = [
         c.ETCD_BINARY,
         f"--name={member}",
@@ -331,6 +377,8 @@ def etcd_command(
             f"--peer-cert-file={c.PEER_TLS_DIR}/{c.PEER_CERT_FILE}",
             f"--peer-key-file={c.PEER_TLS_DIR}/{c.PEER_KEY_FILE}",
         ]
+    if _probes_metrics_listener(spec):
+        command.append(f"--listen-metrics-urls=http://{pod_ip}:{METRICS_PORT}")
     if spec.tls.client_tls:
         command += [
             "--client-cert-auth=true",
@@ -351,6 +399,8 @@ def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
     with `etcdctl endpoint health`, a v3 read that leaves nothing in the log."""
     timing = {"initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3}
     spec = cluster.require_spec()
+    if _probes_metrics_listener(spec):
+        return {"httpGet": {"path": "/health", "port": METRICS_PORT, "scheme": "HTTP"}, **timing}
     if spec.tls.client_tls or spec.version.minor_version in c.UPGRADE_SOURCE_MINOR_VERSIONS:
         return {"exec": {"command": _etcdctl_probe(cluster, member, ["endpoint", "health"])}, **timing}
     return {"httpGet": {"path": "/health", "port": c.CLIENT_PORT, "scheme": "HTTP"}, **timing}
@@ -389,14 +439,23 @@ def _etcdctl_probe(cluster: EtcdCluster, member: str, arguments: list[str]) -> l
     ]
 
 
+def _probes_metrics_listener(spec: ClusterSpec) -> bool:
+    """Client-TLS members (but those of an upgrade-source version, see `_readiness_probe`) are
+    probed on a plain metrics listener instead of with etcdctl and a client certificate."""
+    return spec.tls.client_tls and spec.version.minor_version not in c.UPGRADE_SOURCE_MINOR_VERSIONS
+
+
 def _tls_secrets(spec: ClusterSpec) -> list[tuple[str, str, str]]:
-    """(volume name, secret name, mount path) for each TLS secret the spec names."""
+    """(volume name, secret name, mount path) for each TLS secret a member pod needs. The
+    operator's client certificate is mounted only where etcdctl probes need it (client-TLS
+    members of an upgrade-source version); everywhere else it stays out of member pods."""
     tls = spec.tls
     secrets = [
         (c.PEER_TLS_VOLUME, tls.member_peer_secret, c.PEER_TLS_DIR),
         (c.SERVER_TLS_VOLUME, tls.member_server_secret, c.SERVER_TLS_DIR),
-        (c.OPERATOR_TLS_VOLUME, tls.operator_secret, c.OPERATOR_TLS_DIR),
     ]
+    if tls.client_tls and not _probes_metrics_listener(spec):
+        secrets.append((c.OPERATOR_TLS_VOLUME, tls.operator_secret, c.OPERATOR_TLS_DIR))
     return [entry for entry in secrets if entry[1]]
 
 

@@ -20,6 +20,7 @@ from etcd_common import constants as c
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcd_version import EtcdVersion
 from etcd_common.etcdctl import EndpointStatus, Member
+from etcd_operator.ownership import NameProblem
 
 JsonDict = Mapping[str, Any]
 
@@ -56,6 +57,11 @@ class ObservedPod:
     waiting_reason: str | None = None
     waiting_message: str | None = None
     last_termination_reason: str | None = None
+    last_termination_message: str | None = None
+    last_exit_code: int | None = None
+    uid: str = ""
+    # When its Ready condition last turned False (None while ready, or never reported).
+    unready_since: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -89,6 +95,7 @@ class ObservedPVC:
     name: str
     member_name: str
     deleting: bool = False
+    uid: str = ""
 
 
 def parse_pod(pod: JsonDict) -> ObservedPod:
@@ -128,6 +135,10 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         waiting_reason=waiting.get("reason") or None,
         waiting_message=waiting.get("message") or None,
         last_termination_reason=last_terminated.get("reason") or None,
+        last_termination_message=last_terminated.get("message") or None,
+        last_exit_code=last_terminated.get("exitCode") if isinstance(last_terminated.get("exitCode"), int) else None,
+        uid=str(metadata.get("uid") or ""),
+        unready_since=_unready_since(status.get("conditions")),
     )
 
 
@@ -139,6 +150,7 @@ def parse_pvc(pvc: JsonDict) -> ObservedPVC:
         name=name,
         member_name=str(labels.get(c.LABEL_MEMBER) or name),
         deleting=metadata.get("deletionTimestamp") is not None,
+        uid=str(metadata.get("uid") or ""),
     )
 
 
@@ -191,10 +203,20 @@ class ObservedCluster:
     members: tuple[Member, ...] | None = None
     member_list_error: str | None = None
     health: Mapping[str, MemberHealth] = field(default_factory=dict)
+    # The health call itself failed (timed out, refused): health is unknown, not bad.
+    health_error: str | None = None
     endpoint_status: Mapping[str, EndpointStatus] = field(default_factory=dict)
     # Randomness and time are inputs, so the planner stays a pure function.
     name_suffix: str = field(default_factory=new_name_suffix)  # the name a new member gets
     observed_at: datetime | None = None  # when the pass observed (None: ages are not checked)
+    # A name the cluster needs that is someone else's (ownership.py); nothing is created then.
+    name_problem: NameProblem | None = None
+    # Pod name -> message of the latest FailedMount event about it (a pod stuck setting up volumes).
+    mount_failures: Mapping[str, str] = field(default_factory=dict)
+    # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
+    unhealthy_member_timeout_seconds: float | None = None
+    # The primary IP family of the cluster's Services (and so of its pods): "IPv4" or "IPv6".
+    ip_family: str = "IPv4"
 
     # --- pods and volumes
 
@@ -312,6 +334,13 @@ def _etcd_container(containers: Any) -> JsonDict:
         if isinstance(container, Mapping) and container.get("name") == c.ETCD_CONTAINER_NAME:
             return container
     return _dict(containers[0])
+
+
+def _unready_since(conditions: Any) -> datetime | None:
+    for condition in conditions or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready" and condition.get("status") == "False":
+            return parse_timestamp(condition.get("lastTransitionTime"))
+    return None
 
 
 def _condition_true(conditions: Any, condition_type: str) -> bool:

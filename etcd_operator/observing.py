@@ -81,9 +81,10 @@ def observe_cluster(
         _log_timing(cluster, started, len(reachable), "no member list")
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
     observed_members = tuple(members)
-    health, statuses = _member_health(cluster, [m for m in observed_members if m.member_name in reachable], etcd)
+    health, statuses, health_error = _member_health(
+        cluster, [m for m in observed_members if m.member_name in reachable], etcd)
     _log_timing(cluster, started, len(reachable), f"{len(observed_members)} member(s), {len(health)} health-checked")
-    return replace(base, members=observed_members, health=health, endpoint_status=statuses)
+    return replace(base, members=observed_members, health=health, endpoint_status=statuses, health_error=health_error)
 
 
 def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) -> None:
@@ -95,9 +96,9 @@ def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) 
 
 def _member_health(
     cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
-) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus]]:
+) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus], str | None]:
     """Health of voting members and status of the healthy ones and of learners, each asked at
-    its own URL.
+    its own URL, and why the health call failed, if it did (then health is unknown, not bad).
 
     Learners are left out of the health check (they refuse its linearizable read) and asked
     their status with a short timeout: one that serves clients answers in milliseconds, and a new
@@ -106,7 +107,7 @@ def _member_health(
     """
     by_endpoint = {member_client_url(cluster, m.member_name): m for m in members if m.started}
     if not by_endpoint:
-        return {}, {}
+        return {}, {}, None
     health: dict[str, MemberHealth] = {}
     voters = [url for url, m in by_endpoint.items() if not m.is_learner]
     if voters:
@@ -117,7 +118,7 @@ def _member_health(
                     health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
         except ctl.EtcdctlError as e:
             log.warning("%s/%s: health check failed: %s", cluster.namespace, cluster.name, e)
-            return health, {}
+            return health, {}, str(e) or type(e).__name__
     # Status of healthy voters only: a voter that just failed its health check (say, its pod
     # was deleted mid-pass) would make this call wait out a second timeout.
     asked = {m.member_name: url for url, m in by_endpoint.items()
@@ -127,7 +128,7 @@ def _member_health(
     if learners:
         statuses = {**statuses, **_endpoint_status(cluster, learners, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
                                                    failure_level=logging.DEBUG)}
-    return health, statuses
+    return health, statuses, None
 
 
 def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess,

@@ -11,6 +11,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     ... (spec.py); a version change etcd cannot take (versions.py: a minor-version downgrade, a
     skipped minor, 3.5 -> 3.6 from a 3.5 patch older than etcd's guide allows); a TLS mode
     change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
+ 2b. A Service name it needs is someone else's (a Service it does not own, or an older
+    EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
     A peer service that hides members that are not ready (a CoreOS-made one) ->
     PublishNotReadyAddresses (adoption.py).
@@ -34,7 +36,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     A started member whose emptyDir pod is being deleted is dead too (its data goes with the
     pod); one on a volume waits for its pod to go (rule 11), then restarts on the volume.
  7. A terminal (Failed/Succeeded) member pod with a volume -> DeletePod, recreated by rule 6.
- 8. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
+ 8. The health call itself failed (timeout) -> Wait: health unknown, never reported as quorum
+    loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
     added by rule 14. A terminal member pod without a volume -> DeletePod (then it is dead).
@@ -42,6 +45,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
+11b. A learner that never answered within the bound (--unhealthy-member-timeout-seconds), or a
+    voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
+    first); rule 14 adds its replacement.
 12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
     and caught up while every voting member is healthy (etcd's own in-sync check decides; a
     refused promote is retried); else Wait (etcd allows one learner; nothing else changes
@@ -82,6 +88,7 @@ from etcd_operator.actions import (
     PromoteMember,
     PublishNotReadyAddresses,
     Purpose,
+    RefuseNames,
     RejectSpec,
     RemoveMember,
     ReportMembersLost,
@@ -103,6 +110,8 @@ def plan_next_action(observed: ObservedCluster) -> Action:
         return Pause()
     if cluster.spec is None:
         return RejectSpec(cluster.spec_error or "spec is invalid")
+    if observed.name_problem is not None:
+        return RefuseNames(observed.name_problem.reason, observed.name_problem.message)
     problem = version_change_problem(observed) or tls_change_problem(observed)
     if problem:
         return RejectSpec(problem)
@@ -188,6 +197,7 @@ def _pod_stuck_on_unpullable_image(observed: ObservedCluster, spec: ClusterSpec)
                 pod.name,
                 f"its image {pod.image} cannot be pulled ({pod.waiting_reason}) and the spec now "
                 f"asks for {spec.image}; it is recreated with that",
+                pod.uid,
             )
     return None
 
@@ -206,7 +216,7 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
                 )
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
         if pod.terminal and (spec.uses_persistent_volumes or not bootstrapped):
-            return DeletePod(pod.name, f"its phase is {pod.phase} and its containers will not run again")
+            return DeletePod(pod.name, f"its phase is {pod.phase} and its containers will not run again", pod.uid)
     live = observed.live_pods
     leaderless = observed.leaderless_answers
     if live and bootstrapped and leaderless:
@@ -266,6 +276,7 @@ def _plan_with_member_list(
     )
     return (
         _rule_7_terminal_pod_on_volume(observed, spec, terminal)
+        or _rule_8_health_unknown(observed)
         or _rule_8_no_quorum(observed, found.dead)
         or _rule_9_dead_members(observed, found.dead, terminal)
         or _rule_10_leftovers(observed)
@@ -318,8 +329,16 @@ def _rule_7_terminal_pod_on_volume(
     for pod in terminal:
         if spec.uses_persistent_volumes and observed.volume(pod.member_name) is not None:
             return DeletePod(
-                pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member"
+                pod.name, f"its phase is {pod.phase}; it is recreated on its volume with the same member", pod.uid
             )
+    return None
+
+
+def _rule_8_health_unknown(observed: ObservedCluster) -> Action | None:
+    """A failed health call says nothing about the members: change nothing until one answers."""
+    if observed.health_error is not None:
+        return Wait(f"member health unknown (the health check failed: {observed.health_error}); "
+                    f"changing nothing until it is known")
     return None
 
 
@@ -341,7 +360,7 @@ def _rule_9_dead_members(
     if dead:
         return _quorum_loss(observed, list(dead))
     for pod in terminal:
-        return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced")
+        return DeletePod(pod.name, f"its phase is {pod.phase}; its member is then replaced", pod.uid)
     return None
 
 
@@ -351,14 +370,15 @@ def _rule_10_leftovers(observed: ObservedCluster) -> Action | None:
         if pod.member_name not in observed.member_names:
             age = observed.pod_age_seconds(pod)
             if age is None or age >= ORPHAN_POD_GRACE_SECONDS:
-                return DeletePod(pod.name, "it is not a member of the etcd cluster (left over from a removed member)")
+                return DeletePod(pod.name, "it is not a member of the etcd cluster (left over from a removed member)",
+                                 pod.uid)
     for pvc in sorted(observed.pvcs, key=lambda v: v.name):
         if (
             not pvc.deleting
             and pvc.member_name not in observed.member_names
             and observed.pod(pvc.member_name) is None
         ):
-            return DeletePVC(pvc.name, "its member is no longer in the etcd cluster")
+            return DeletePVC(pvc.name, "its member is no longer in the etcd cluster", pvc.uid)
     return None
 
 
@@ -373,12 +393,54 @@ def _plan_membership(observed: ObservedCluster, spec: ClusterSpec) -> Action:
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
     return (
-        _rule_12_learners(observed, spec, outdated)
+        _rule_11b_stuck_members(observed, outdated)
+        or _rule_12_learners(observed, spec, outdated)
         or _rule_13_unhealthy_voters(observed, spec, outdated)
         or _rules_14_15_size(observed, spec, outdated)
         or _rule_16_upgrade(observed, spec, outdated)
         or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
     )
+
+
+def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str]) -> Action | None:
+    """A learner that never answered within the bound (a pod started with a stale
+    --initial-cluster, a crash loop), or a voter unhealthy for longer, is replaced while quorum
+    allows (leadership moved off it first): waiting for it would block every later change."""
+    limit = observed.unhealthy_member_timeout_seconds
+    if limit is None or observed.observed_at is None:
+        return None
+    for learner in sorted(observed.learners, key=lambda m: m.member_name):
+        pod = observed.pod(learner.member_name)
+        age = observed.pod_age_seconds(pod) if pod is not None else None
+        if learner.member_name not in observed.endpoint_status and age is not None and age >= limit:
+            detail = f" ({pod.problem})" if pod is not None and pod.problem else ""
+            return RemoveMember(
+                learner.member_name, learner.id, "replace",
+                f"learner did not answer within {limit:.0f}s of its pod's start{detail}; a new member replaces it",
+            )
+    for member in sorted(observed.unhealthy_voters, key=lambda m: m.member_name):
+        unhealthy_for = _unhealthy_seconds(observed, member)
+        if unhealthy_for is None or unhealthy_for < limit or not _removal_keeps_quorum(observed, member):
+            continue
+        return _remove_or_move_leader(
+            observed, member, "replace",
+            f"unhealthy for {unhealthy_for:.0f}s (bound {limit:.0f}s): {_unhealthy_detail(observed, member)}; "
+            f"a new member replaces it",
+            outdated,
+        )
+    return None
+
+
+def _unhealthy_seconds(observed: ObservedCluster, member: Member) -> float | None:
+    """How long the member's pod has been unready (its readiness is etcd's own health)."""
+    pod = observed.pod(member.member_name)
+    if pod is None or pod.ready or observed.observed_at is None:
+        return None
+    since = pod.unready_since or pod.created_at
+    if since is None:
+        return None
+    since = since if since.tzinfo is not None else since.replace(tzinfo=timezone.utc)
+    return (observed.observed_at - since).total_seconds()
 
 
 def _rule_12_learners(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
@@ -495,7 +557,7 @@ def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[s
     reason = outdated[member.member_name]
     pod = observed.pod(member.member_name)
     if spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None:
-        return UpgradeMember(member.member_name, pod.name, reason)
+        return UpgradeMember(member.member_name, pod.name, reason, pod.uid)
     return _add_member(
         observed, spec, "upgrade",
         f"replaces {member.member_name} ({reason}); its data is not on a volume, so a new member "

@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
+from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES
+
+DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS = 300.0
 from operator_runtime.flags import RuntimeSettings, add_runtime_flags, env_bool, env_str, own_namespace, runtime_settings
 
 
@@ -15,6 +18,8 @@ class OperatorSettings:
     resync_seconds: float
     etcdctl_binary: str | None
     runtime: RuntimeSettings
+    trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
+    unhealthy_member_timeout_seconds: float | None = DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
@@ -36,10 +41,23 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
                              "(events still wake it at once) [RESYNC_SECONDS]")
     parser.add_argument("--etcdctl", default=os.environ.get("ETCDCTL_BINARY"),
                         help="etcdctl binary; default: the one next to this Python, else PATH [ETCDCTL_BINARY]")
+    parser.add_argument(
+        "--trusted-repositories", default=env_str("TRUSTED_REPOSITORIES", ",".join(DEFAULT_TRUSTED_REPOSITORIES)),
+        help="comma-separated image repositories EtcdClusters may use in spec.repository (an entry "
+             "ending in / trusts every repository under it); others are refused "
+             f"[TRUSTED_REPOSITORIES, default {','.join(DEFAULT_TRUSTED_REPOSITORIES)}]")
+    parser.add_argument(
+        "--unhealthy-member-timeout-seconds", type=float,
+        default=float(env_str("UNHEALTHY_MEMBER_TIMEOUT_SECONDS", str(DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS))),
+        help="a voting member unhealthy this long, or a learner that did not answer this long after its pod "
+             "started, is replaced while quorum allows; 0: wait for it forever "
+             f"[UNHEALTHY_MEMBER_TIMEOUT_SECONDS, default {DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS:.0f}]")
     args = parser.parse_args(argv)
     return OperatorSettings(
         namespace=None if args.all_namespaces else args.namespace,
         resync_seconds=args.resync_seconds,
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),
+        unhealthy_member_timeout_seconds=args.unhealthy_member_timeout_seconds or None,
+        trusted_repositories=tuple(r.strip() for r in args.trusted_repositories.split(",") if r.strip()),
     )

@@ -21,6 +21,47 @@ from etcd_operator.versions import (
 )
 
 
+# The repositories the official etcd images are published to (`<repository>:v<version>`).
+DEFAULT_TRUSTED_REPOSITORIES = ("quay.io/coreos/etcd", "gcr.io/etcd-development/etcd")
+# etcd environment variables that would override what the operator manages, besides the
+# ETCD_<FLAG> of each flag it sets: a config file replaces every flag, force-new-cluster and
+# discovery rewrite membership, strict-reconfig-check off lets unsafe member changes through,
+# auto-TLS replaces the cluster's certificates.
+DENIED_ETCD_ENV = frozenset({
+    "ETCD_CONFIG_FILE",
+    "ETCD_FORCE_NEW_CLUSTER",
+    "ETCD_STRICT_RECONFIG_CHECK",
+    "ETCD_DISCOVERY",
+    "ETCD_DISCOVERY_SRV",
+    "ETCD_DISCOVERY_SRV_NAME",
+    "ETCD_DISCOVERY_PROXY",
+    "ETCD_DISCOVERY_FALLBACK",
+    "ETCD_DISCOVERY_TOKEN",
+    "ETCD_DISCOVERY_ENDPOINTS",
+    "ETCD_AUTO_TLS",
+    "ETCD_PEER_AUTO_TLS",
+    "ETCD_LISTEN_METRICS_URLS",  # client-TLS members are probed on the metrics listener it sets
+})
+
+
+def check_trusted_repository(cluster: EtcdCluster, trusted: tuple[str, ...]) -> EtcdCluster:
+    """The cluster, or a copy whose spec is refused because spec.repository is not one of
+    `trusted` (an entry ending in "/" trusts every repository under it): the operator starts
+    pods for whoever can write an EtcdCluster, and must not run just any image for them."""
+    spec = cluster.spec
+    if spec is None or repository_trusted(spec.repository, trusted):
+        return cluster
+    return dataclasses.replace(cluster, spec=None, spec_error=(
+        f"spec.repository {spec.repository} is not a repository this operator trusts "
+        f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with "
+        f"--trusted-repositories / TRUSTED_REPOSITORIES)"
+    ))
+
+
+def repository_trusted(repository: str, trusted: tuple[str, ...]) -> bool:
+    return any(repository == entry or (entry.endswith("/") and repository.startswith(entry)) for entry in trusted)
+
+
 def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
     """Parse a whole EtcdCluster object and check its spec. Spec problems do not raise: they
     become `spec_error`, so the supervisor can still report them in status."""
@@ -69,6 +110,7 @@ def _check_pod_policy(pod: PodPolicy) -> list[str]:
         )
     managed = {"ETCD_" + flag.upper().replace("-", "_") for flag in c.OPERATOR_MANAGED_ETCD_FLAGS}
     managed.add(c.POD_IP_ENV)
+    managed |= DENIED_ETCD_ENV
     for variable in pod.etcd_env:
         name = variable.get("name")
         if name in managed:

@@ -158,11 +158,14 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self._leading.is_set()
 
-    def holds_lease(self) -> bool:
-        """Leading, and the lease surely still ours: the last renewal began less than the renew
-        deadline ago. Asked before every action, so a leader that was frozen (a paused process, a
-        cut network) and wakes up does not act on before its elector notices the loss."""
-        return self._leading.is_set() and time.monotonic() < self._renewal_started_at + self.renew_deadline_seconds
+    def holds_lease(self, for_seconds: float = 0.0) -> bool:
+        """Leading, and the lease surely still ours `for_seconds` from now: the last renewal began
+        less than the renew deadline before then. Asked before every action (with how long the
+        action may take), so a leader that was frozen (a paused process, a cut network) and wakes
+        up does not act on before its elector notices the loss, and an action is not started that
+        could still run when another replica may lead."""
+        return self._leading.is_set() and \
+            time.monotonic() + for_seconds < self._renewal_started_at + self.renew_deadline_seconds
 
     def run(
         self,

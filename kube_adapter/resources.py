@@ -44,6 +44,8 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+EVENTS = Resource("", "v1", "events", "Event")
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 
 def _snake_case(kind: str) -> str:
@@ -102,11 +104,14 @@ class ResourceClient:
 
     # --- reading and writing
 
-    def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Objects in `namespace` (None: every namespace) matching `label_selector`."""
+    def list(self, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
+        """Objects in `namespace` (None: every namespace) matching `label_selector` and `field_selector`."""
         fn, kwargs = self._method("list", namespace)
         if label_selector is not None:
             kwargs["label_selector"] = label_selector
+        if field_selector is not None:
+            kwargs["field_selector"] = field_selector
         return list_items(fetch_json(fn, **kwargs))
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
@@ -144,7 +149,7 @@ class ResourceClient:
             # The UID precondition failed: the object we meant is gone and a new one has its name.
 
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """Merge `patch` into the object (JSON merge patch)."""
+        """Merge `patch` into the object (JSON merge patch: maps merge, lists are replaced)."""
         fn, kwargs = self._method("patch", namespace)
         return fetch_json(fn, name=name, body=patch, _content_type=MERGE_PATCH, **kwargs)
 

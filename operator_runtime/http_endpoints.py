@@ -3,6 +3,7 @@ served from a daemon thread so it answers even while every supervisor is busy.""
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,19 +14,33 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 logger = logging.getLogger(__name__)
 
 
+class _IPv6HTTPServer(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def server_class_for(host: str) -> type[ThreadingHTTPServer]:
+    """An IPv6 address (`::`, `fd00::1`) needs an IPv6 socket; `::` on a dual-stack host also
+    accepts IPv4 (unless the host sets IPV6_V6ONLY)."""
+    return _IPv6HTTPServer if ":" in host else ThreadingHTTPServer
+
+
+def url_for(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class HttpEndpoints:
     """A running /metrics + /healthz server; `port` is the bound port (useful with port 0)."""
 
     def __init__(self, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
                  *, server_name: str = "operator") -> None:
         handler = _handler_class(registry, healthy, server_name)
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = server_class_for(host)((host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="http-endpoints", daemon=True
         )
         self._thread.start()
-        logger.info("serving /metrics and /healthz on http://%s:%d", host, self.port)
+        logger.info("serving /metrics and /healthz on %s", url_for(host, self.port))
 
     @property
     def host(self) -> str:
@@ -37,7 +52,7 @@ class HttpEndpoints:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return url_for(self.host, self.port)
 
     def shutdown(self) -> None:
         self._server.shutdown()

@@ -26,8 +26,20 @@ class Runnable(Protocol):
         """Work until the stop event it was built with is set."""
 
 
+class MayAct(Protocol):
+    """Is the lease surely ours now, and still `for_seconds` from now? Asked before every action
+    (and status write or event) with how long it may take."""
+
+    def __call__(self, for_seconds: float = 0.0) -> bool: ...
+
+
+def always_may_act(for_seconds: float = 0.0) -> bool:
+    """Without leader election: this replica is the only one."""
+    return True
+
+
 # (api, stop, may_act) -> the controller; `may_act()` is asked before every action.
-ControllerFactory = Callable[[KubeApi, threading.Event, Callable[[], bool]], Runnable]
+ControllerFactory = Callable[[KubeApi, threading.Event, MayAct], Runnable]
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,7 @@ def run_operator(
     log.info("serving /metrics and /healthz on %s", endpoints.url)
     try:
         if not settings.leader_elect:
-            make_controller(api, stop, lambda: True).run()
+            make_controller(api, stop, always_may_act).run()
             return 0
         elector = LeaderElector(api, settings.lease_namespace, settings.lease_name, settings.identity,
                                 lease_duration_seconds=lease.duration_seconds,

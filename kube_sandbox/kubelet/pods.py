@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -89,6 +90,25 @@ class Terminated:
         if self.message:
             state["message"] = self.message
         return {"terminated": state}
+
+
+TERMINATION_MESSAGE_MAX_LINES = 80  # what the kubelet takes from the log for FallbackToLogsOnError
+TERMINATION_MESSAGE_MAX_BYTES = 2048
+
+
+def termination_message_from_log(log_path: Path) -> str:
+    """The tail of a failed container's log, as the kubelet's `FallbackToLogsOnError` reports it
+    (no termination-message file exists here, so the log is always the fallback)."""
+    try:
+        with open(log_path, "rb") as log_file:
+            log_file.seek(0, os.SEEK_END)
+            size = log_file.tell()
+            log_file.seek(max(0, size - 64 * 1024))
+            tail = log_file.read()
+    except OSError:
+        return ""
+    lines = tail.decode("utf-8", "replace").splitlines()[-TERMINATION_MESSAGE_MAX_LINES:]
+    return "\n".join(lines).encode()[-TERMINATION_MESSAGE_MAX_BYTES:].decode("utf-8", "ignore")
 
 
 @dataclass
@@ -461,8 +481,11 @@ class PodWorker:
         st.run = None
         code = run.process.exit_code if run.process.exit_code is not None else 137
         reason = "Completed" if code == 0 else "Error"
+        message = run.kill_message
+        if not message and code != 0 and st.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            message = termination_message_from_log(run.process.spec.log_path)
         term = Terminated(code, reason, run.process.started_at, run.process.finished_at, run.process.container_id,
-                          run.kill_message)
+                          message)
         self.log.info("container %s exited with %d%s", st.name, code, f" ({run.kill_message})" if run.kill_message else "")
         self._after_termination(st, term, time.monotonic() - run.began)
 

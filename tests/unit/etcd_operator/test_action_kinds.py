@@ -12,10 +12,12 @@ SAMPLES: list[actions.Action] = [
     actions.RejectSpec("bad"),
     actions.ReportQuorumLoss(1, 3, ("a", "b")),
     actions.ReportMembersLost("all members lost; restore from backup"),
+    actions.RefuseNames("ServiceNameTaken", "Service example-client exists and is not owned by any object"),
     actions.Wait("learner catching up"),
     actions.NoOp(),
     actions.CreateServices(("example", "example-client")),
     actions.PublishNotReadyAddresses("example"),
+    actions.SetDisruptionBudget("example", 2, True, "a quorum of 3 voting members stays available"),
     actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
     actions.CreateMemberPod("example-abcde", (), "interrupted add"),
     actions.DeletePod("example-abcde", "orphan"),
@@ -27,7 +29,7 @@ SAMPLES: list[actions.Action] = [
     actions.UpgradeMember("example-abcde", "example-abcde", "runs 3.4.23"),
 ]
 KINDS = {
-    "pause", "reject", "quorum-lost", "members-lost", "wait", "noop", "services", "seed", "recreate",
+    "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader",
 }
 
@@ -55,4 +57,4 @@ def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str
 
 def test_warnings_for_what_needs_a_human() -> None:
     warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
-    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost"}
+    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames"}

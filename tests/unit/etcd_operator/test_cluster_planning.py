@@ -1,15 +1,17 @@
 """plan_next_action, table-driven: one observation in, the one expected action out."""
 from __future__ import annotations
 
+import copy
 import dataclasses
+import secrets
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from etcd_common.etcdctl import EndpointStatus
-from etcd_operator import actions
+from etcd_operator import actions, planning
 from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, version_from_image
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action
 
@@ -327,9 +329,29 @@ def test_plan_next_action(observed: ObservedCluster, expected: Expect) -> None:
     assert expected.says in action.describe(), action.describe()
 
 
+class _NoClock(datetime):
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        raise AssertionError("the planner read the clock: time must come in the observation")
+
+    @classmethod
+    def utcnow(cls) -> Any:
+        raise AssertionError("the planner read the clock: time must come in the observation")
+
+
 @pytest.mark.parametrize("observed, expected", CASES)
-def test_plan_is_pure(observed: ObservedCluster, expected: Expect) -> None:
-    assert plan_next_action(observed) == plan_next_action(observed)
+def test_plan_depends_only_on_the_observation(observed: ObservedCluster, expected: Expect,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pure: no clock, no randomness of its own, nothing kept between calls, the observation left
+    as it was. An equal observation rebuilt from scratch gets the same plan, also after the
+    planner already saw a different one."""
+    before = copy.deepcopy(observed)
+    monkeypatch.setattr(planning, "datetime", _NoClock)
+    monkeypatch.setattr(secrets, "choice", lambda seq: (_ for _ in ()).throw(AssertionError("randomness")))
+    first = plan_next_action(observed)
+    plan_next_action(nothing_yet())  # anything remembered from this would change the next plan
+    assert plan_next_action(copy.deepcopy(before)) == first
+    assert observed == before, "the planner changed its input"
 
 
 def test_learner_progress_falls_back_to_voters_without_leader_status() -> None:

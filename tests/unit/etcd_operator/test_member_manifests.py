@@ -113,12 +113,13 @@ def test_tls_member() -> None:
     ):
         assert flag in command
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v}
-    assert secrets == {"member-peer-tls": "peer-s", "member-server-tls": "server-s", "etcd-client-tls": "op-s"}
+    # The operator's client certificate stays out of member pods (issue 12, least privilege):
+    # readiness is etcd's /health on a plain-HTTP metrics listener instead of etcdctl with it.
+    assert secrets == {"member-peer-tls": "peer-s", "member-server-tls": "server-s"}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts["etcd-client-tls"] == "/etc/etcdtls/operator/etcd-tls"
-    probe = container["readinessProbe"]["exec"]["command"]
-    assert probe[0] == "/usr/local/bin/etcdctl" and f"--endpoints=https://{HOST}:2379" in probe
-    assert "--cert=/etc/etcdtls/operator/etcd-tls/etcd-client.crt" in probe and probe[-2:] == ["endpoint", "health"]
+    assert mounts["member-peer-tls"] == "/etc/etcdtls/member/peer-tls" and "etcd-client-tls" not in mounts
+    assert "--listen-metrics-urls=http://$(POD_IP):2381" in command
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 2381, "scheme": "HTTP"}
 
 
 def test_3_4_members_are_probed_without_v2_requests() -> None:

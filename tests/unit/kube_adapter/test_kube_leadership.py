@@ -343,3 +343,19 @@ def test_holds_lease_only_within_the_renew_deadline_of_the_last_renewal(
     woke_at = time.monotonic() + leader.elector.renew_deadline_seconds + 0.5
     monkeypatch.setattr(leadership, "time", types.SimpleNamespace(monotonic=lambda: woke_at))
     assert leader.elector.is_leader and not leader.elector.holds_lease()
+
+
+def test_holds_lease_for_an_action_only_if_it_ends_within_the_renew_deadline(
+    store: LeaseStore, candidates: list[Candidate], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An action that would outlast the renew deadline is not started: the lease must surely
+    stay ours until it ends."""
+    leader = candidates[0]
+    leader.thread.start()
+    assert leader.next_transition() == "started"
+    deadline = leader.elector.renew_deadline_seconds
+    store.broken = True  # no renewal from now on
+    renewed_at = leader.elector._renewal_started_at
+    monkeypatch.setattr(leadership, "time", types.SimpleNamespace(monotonic=lambda: renewed_at + deadline / 2))
+    assert leader.elector.holds_lease(deadline / 4)
+    assert not leader.elector.holds_lease(deadline / 2 + 0.1)

@@ -1,0 +1,78 @@
+"""Why a member pod does not start, in the pod's own words: the waiting reason of its etcd
+container (ErrImagePull, ImagePullBackOff, CrashLoopBackOff with the last termination message,
+CreateContainerConfigError, ...) or a FailedMount event about it (a secret volume that cannot be
+set up). Pure: the status, its MemberStartBlocked condition and the supervisor's one Warning
+event per incident are built from `start_problems`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from etcd_operator.observed import IMAGE_PULL_FAILURE_REASONS, ObservedCluster, ObservedPod
+
+FAILED_MOUNT = "FailedMount"
+CRASH_LOOP = "CrashLoopBackOff"
+# Waiting reasons after which the container does not run until something changes.
+CONTAINER_START_FAILURES = IMAGE_PULL_FAILURE_REASONS | {
+    CRASH_LOOP, "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+}
+# Waiting reasons of a pod whose volumes may be what holds it up.
+SETTING_UP = frozenset({"ContainerCreating", "PodInitializing"})
+MAX_DETAIL_CHARS = 400
+
+
+@dataclass(frozen=True)
+class StartProblem:
+    pod: str
+    reason: str  # the pod's own reason
+    message: str
+
+    @property
+    def incident(self) -> tuple[str, str]:
+        """What stays the same while the cause does: ErrImagePull turning into ImagePullBackOff
+        (or a crash loop's back-off growing) is one incident, not several."""
+        kind = "image" if self.reason in IMAGE_PULL_FAILURE_REASONS else self.reason
+        return self.pod, kind
+
+    def describe(self) -> str:
+        return f"member pod {self.pod} does not start: {self.reason}: {self.message}" if self.message else \
+            f"member pod {self.pod} does not start: {self.reason}"
+
+
+def start_problems(observed: ObservedCluster) -> tuple[StartProblem, ...]:
+    problems: list[StartProblem] = []
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        problem = _start_problem(pod, observed.mount_failures.get(pod.name))
+        if problem is not None:
+            problems.append(problem)
+    return tuple(problems)
+
+
+def _start_problem(pod: ObservedPod, mount_failure: str | None) -> StartProblem | None:
+    if pod.terminal:
+        return None
+    reason = pod.waiting_reason
+    if reason == CRASH_LOOP:
+        return StartProblem(pod.name, reason, _last_termination(pod))
+    if reason in CONTAINER_START_FAILURES:
+        return StartProblem(pod.name, reason, _clip(pod.waiting_message or ""))
+    if mount_failure and (reason is None or reason in SETTING_UP) and pod.phase == "Pending":
+        return StartProblem(pod.name, FAILED_MOUNT, _clip(mount_failure))
+    return None
+
+
+def _last_termination(pod: ObservedPod) -> str:
+    """`etcd exited with code 1 (Error): <the end of its termination message>`."""
+    parts = []
+    if pod.last_exit_code is not None:
+        parts.append(f"etcd exited with code {pod.last_exit_code}")
+    if pod.last_termination_reason:
+        parts.append(f"({pod.last_termination_reason})")
+    text = " ".join(parts) or "etcd exited"
+    lines = [line.strip() for line in (pod.last_termination_message or "").splitlines() if line.strip()]
+    if lines:
+        text = f"{text}: {lines[-1]}"
+    return _clip(text)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 3] + "..."

@@ -1,0 +1,35 @@
+"""Client keys the operator writes are removed once no longer needed: superseded ones after a
+second rotation (the previous set stays for calls in flight), all of a cluster's when it goes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.etcd_operator.test_etcd_access import Clock, SecretStore, _secret, _tls_cluster, _tls_flags
+
+from etcd_common.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
+
+
+def test_superseded_client_keys_are_removed_after_the_next_rotation() -> None:
+    store, clock = SecretStore(_secret(key=b"KEY-1")), Clock()
+    access = EtcdAccess(store, clock=clock)
+    cluster = _tls_cluster()
+    first = Path(_tls_flags(access, cluster)["--key"])
+    store.secret = _secret(key=b"KEY-2")
+    clock.now += SECRET_REFRESH_SECONDS
+    second = Path(_tls_flags(access, cluster)["--key"])
+    assert first.exists(), "the previous key may still be in use by a call in flight"
+    store.secret = _secret(key=b"KEY-3")
+    clock.now += SECRET_REFRESH_SECONDS
+    third = Path(_tls_flags(access, cluster)["--key"])
+    assert not first.exists() and not first.parent.exists()
+    assert second.exists() and third.read_bytes() == b"KEY-3"
+
+
+def test_a_deleted_clusters_client_keys_are_removed() -> None:
+    access = EtcdAccess(SecretStore(_secret()))
+    cluster = _tls_cluster()
+    key = Path(_tls_flags(access, cluster)["--key"])
+    access.forget(cluster.namespace, cluster.name)
+    assert not key.exists() and not key.parent.exists()
+    # used again, it reads the secret again and writes the files again
+    assert Path(_tls_flags(access, cluster)["--key"]).exists()
