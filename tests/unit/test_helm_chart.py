@@ -91,3 +91,14 @@ def test_prometheus_rule_carries_the_shipped_alert_rules() -> None:
 @pytest.mark.parametrize("crd", sorted(p.name for p in (REPO / "crds").glob("*.yaml")))
 def test_chart_ships_the_crds(crd: str) -> None:
     assert (CHART / "crds" / crd).read_text() == (REPO / "crds" / crd).read_text()
+
+
+def test_namespaced_scope_renders_deploy_rbac_namespaced() -> None:
+    """`rbac.scope=namespace` for the etcd operator alone is deploy/rbac-namespaced.yaml."""
+    plain = [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac-namespaced.yaml").read_text()) if d]
+    rendered = {key(d): d for d in render("rbac.scope=namespace", "backupOperator.enabled=false",
+                                          "restoreOperator.enabled=false") if d["kind"] != "Deployment"
+                and d["kind"] != "Service"}
+    assert sorted(rendered) == sorted(map(key, plain))
+    for obj in plain:
+        assert rendered[key(obj)] == obj, f"{key(obj)} differs between the chart and deploy/rbac-namespaced.yaml"

@@ -25,7 +25,7 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 class HealthTimesOut(FakeEtcd):
-    def client(self, cluster: EtcdCluster, endpoints: Sequence[str], *, command_timeout_seconds: float = 5.0) -> Any:
+    def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         etcd = self
 
         class Client(FakeClient):

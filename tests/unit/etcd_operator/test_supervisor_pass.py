@@ -11,6 +11,7 @@ from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes as _
 
 from etcd_operator import actions as a
 from etcd_operator.manifests import build_service
+from etcd_operator.rechecking import stable_recheck_seconds
 from etcd_operator.spec import parse_etcd_cluster
 
 
@@ -47,7 +48,8 @@ def test_a_report_is_one_event_however_many_passes_see_it() -> None:
     for _ in range(5):
         delay = supervisor.reconcile_once()
     assert events.recorded == [("Warning", "InvalidSpec")] and executor.executed == []
-    assert delay == 10.0
+    # Nothing to do until the spec changes (an event): re-checked on the stable schedule.
+    assert delay == stable_recheck_seconds(10.0, 5)
 
 
 def test_a_foreign_client_service_fails_the_cluster_with_one_event_and_no_create() -> None:
@@ -56,7 +58,7 @@ def test_a_foreign_client_service_fails_the_cluster_with_one_event_and_no_create
     supervisor, executor, events = _supervisor(raw, services={"example-client": foreign})
     delays = [supervisor.reconcile_once() for _ in range(5)]
     assert executor.executed == [] and events.recorded == [("Warning", "ServiceNameTaken")]
-    assert delays == [10.0] * 5
+    assert delays == [stable_recheck_seconds(10.0, n) for n in range(1, 6)]
     status = supervisor.context.clusters.get(("default", "example"))["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "ServiceNameTaken")
 
