@@ -7,7 +7,14 @@ import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
-from operator_runtime.flags import RuntimeSettings, add_runtime_flags, env_bool, env_str, own_namespace, runtime_settings
+from operator_runtime.flags import (
+    RuntimeSettings,
+    add_runtime_flags,
+    add_watch_scope_flags,
+    env_str,
+    runtime_settings,
+    watched_namespace,
+)
 
 
 @dataclass(frozen=True)
@@ -36,18 +43,14 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
         description="Takes etcd snapshots described by EtcdBackup resources (etcd.database.coreos.com/v1beta2) "
                     "and streams them to S3. Every flag defaults from the environment variable named in its help.",
     )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", default=env_str("WATCH_NAMESPACE", own_namespace()),
-                       help="namespace to watch [WATCH_NAMESPACE, else POD_NAMESPACE, else default]")
-    scope.add_argument("--all-namespaces", action="store_true", default=env_bool("ALL_NAMESPACES", False),
-                       help="watch EtcdBackups in every namespace (needs the ClusterRole) [ALL_NAMESPACES]")
+    add_watch_scope_flags(parser, kind_plural="EtcdBackups")
     add_runtime_flags(parser, default_lease_name="etcd-backup-operator")
     parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "30")),
                         help="safety-net re-check of every EtcdBackup's schedule, in seconds [RESYNC_SECONDS]")
     add_etcd_tool_flags(parser)
     args = parser.parse_args(argv)
     return BackupOperatorSettings(
-        namespace=None if args.all_namespaces else args.namespace,
+        namespace=watched_namespace(args),
         resync_seconds=args.resync_seconds,
         work_dir=args.work_dir,
         etcdctl_binary=args.etcdctl,

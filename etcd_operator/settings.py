@@ -9,7 +9,14 @@ from typing import Sequence
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES
 
 DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS = 300.0
-from operator_runtime.flags import RuntimeSettings, add_runtime_flags, env_bool, env_str, own_namespace, runtime_settings
+from operator_runtime.flags import (
+    RuntimeSettings,
+    add_runtime_flags,
+    add_watch_scope_flags,
+    env_str,
+    runtime_settings,
+    watched_namespace,
+)
 
 
 @dataclass(frozen=True)
@@ -29,11 +36,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
                     "(etcd.database.coreos.com/v1beta2). Every flag defaults from the environment "
                     "variable named in its help.",
     )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", default=env_str("WATCH_NAMESPACE", own_namespace()),
-                       help="namespace to watch [WATCH_NAMESPACE, else POD_NAMESPACE, else default]")
-    scope.add_argument("--all-namespaces", action="store_true", default=env_bool("ALL_NAMESPACES", False),
-                       help="watch EtcdClusters in every namespace (needs the ClusterRole) [ALL_NAMESPACES]")
+    add_watch_scope_flags(parser, kind_plural="EtcdClusters")
     add_runtime_flags(parser, default_lease_name="etcd-operator")
     parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "10")),
                         help="safety-net re-check of every cluster's etcd health, in seconds; a cluster found "
@@ -54,7 +57,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
              f"[UNHEALTHY_MEMBER_TIMEOUT_SECONDS, default {DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS:.0f}]")
     args = parser.parse_args(argv)
     return OperatorSettings(
-        namespace=None if args.all_namespaces else args.namespace,
+        namespace=watched_namespace(args),
         resync_seconds=args.resync_seconds,
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),

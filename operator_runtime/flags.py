@@ -39,6 +39,21 @@ class RuntimeSettings:
     log_level: str
 
 
+def add_watch_scope_flags(parser: argparse.ArgumentParser, *, kind_plural: str) -> None:
+    """`--namespace` / `--all-namespaces`: which namespaces' `kind_plural` (e.g. EtcdClusters) to
+    watch; read them back with `watched_namespace`."""
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", default=env_str("WATCH_NAMESPACE", own_namespace()),
+                       help="namespace to watch [WATCH_NAMESPACE, else POD_NAMESPACE, else default]")
+    scope.add_argument("--all-namespaces", action="store_true", default=env_bool("ALL_NAMESPACES", False),
+                       help=f"watch {kind_plural} in every namespace (needs the ClusterRole) [ALL_NAMESPACES]")
+
+
+def watched_namespace(args: argparse.Namespace) -> str | None:
+    """The namespace parsed with `add_watch_scope_flags`' flags; None: every namespace."""
+    return None if args.all_namespaces else str(args.namespace)
+
+
 def add_runtime_flags(parser: argparse.ArgumentParser, *, default_lease_name: str) -> None:
     """Add the flags of `RuntimeSettings` to `parser`."""
     namespace = own_namespace()

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from etcd_common.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
-from operator_runtime.flags import RuntimeSettings, add_runtime_flags, env_bool, env_str, own_namespace, runtime_settings
+from operator_runtime.flags import (
+    RuntimeSettings,
+    add_runtime_flags,
+    add_watch_scope_flags,
+    env_str,
+    runtime_settings,
+    watched_namespace,
+)
 
 
 @dataclass(frozen=True)
@@ -29,11 +36,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
                     "(etcd.database.coreos.com/v1beta2). Every flag defaults from the environment "
                     "variable named in its help.",
     )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", default=env_str("WATCH_NAMESPACE", own_namespace()),
-                       help="namespace to watch [WATCH_NAMESPACE, else POD_NAMESPACE, else default]")
-    scope.add_argument("--all-namespaces", action="store_true", default=env_bool("ALL_NAMESPACES", False),
-                       help="watch EtcdRestores in every namespace (needs the ClusterRole) [ALL_NAMESPACES]")
+    add_watch_scope_flags(parser, kind_plural="EtcdRestores")
     add_runtime_flags(parser, default_lease_name="etcd-restore-operator")
     parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "10")),
                         help="safety-net re-check of every restore, in seconds [RESYNC_SECONDS]")
@@ -55,7 +58,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
     if args.bump_revision < 0:
         parser.error("--bump-revision must not be negative")
     return RestoreSettings(
-        namespace=None if args.all_namespaces else args.namespace,
+        namespace=watched_namespace(args),
         resync_seconds=args.resync_seconds,
         work_dir=args.work_dir,
         fetch_image=args.fetch_image,
