@@ -21,7 +21,7 @@ from typing import Any
 
 from backup_operator import reasons
 from backup_operator.backup_status import BackupResult
-from backup_operator.integrity import follow_snapshot
+from etcd_common.snapshot_integrity import follow_snapshot
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.reasons import BackupFailed
 from etcd_common import etcdctl as ctl

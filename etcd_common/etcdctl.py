@@ -225,6 +225,8 @@ _ERROR_FRAGMENTS: tuple[tuple[str, type[EtcdctlError]], ...] = (
     ("not leader", NotLeader),
     ("leader changed", LeaderChanged),
     ("invalid database", SnapshotInvalid),
+    # bbolt's answer for a file shorter than its two meta pages (etcdutl `snapshot status`).
+    ("file size too small", SnapshotInvalid),
     ("snapshot file integrity check failed", SnapshotInvalid),
     # `snapshot restore` of a file without the hash etcd appends to every snapshot it sends.
     ("snapshot missing hash", SnapshotInvalid),
@@ -241,8 +243,10 @@ _ERROR_FRAGMENTS: tuple[tuple[str, type[EtcdctlError]], ...] = (
 )
 
 
-def error_message(stderr: str) -> str:
-    """The line etcdctl meant for people: its last `Error: ...` line, else the last line.
+def error_message(stderr: str, *, program: str = "etcdctl") -> str:
+    """The line etcdctl meant for people: its last `Error: ...` line, else the crash (a Go panic,
+    or a fatal error with the signal that caused it, such as SIGBUS reading a truncated file),
+    else the last line.
 
     etcdctl also logs client-side retry warnings as JSON lines on stderr; they are noise
     unless nothing else was said.
@@ -251,18 +255,34 @@ def error_message(stderr: str) -> str:
     for line in reversed(lines):
         if line.startswith("Error:"):
             return line[len("Error:"):].strip()
-    for line in lines:
-        if line.startswith("panic:"):
-            return f"etcdctl crashed: {line}"
+    crash = _crash_lines(lines)
+    if crash:
+        return f"{program} crashed: {crash}"
     for line in reversed(lines):
         if not line.startswith("{"):
             return line
     return lines[-1] if lines else ""
 
 
+def _crash_lines(lines: Sequence[str]) -> str:
+    """A Go program's crash headline (`panic: ...` or `fatal error: ...`) and its `[signal ...]`."""
+    headline = next((line for line in lines if line.startswith(("panic:", "fatal error:"))), "")
+    if not headline:
+        return ""
+    signal = next((line for line in lines if line.startswith("[signal ")), "")
+    return f"{headline} {signal}" if signal else headline
+
+
+def crashed(stderr: str) -> bool:
+    """Did the Go program die (panic, fatal error) rather than report an error?"""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return not any(line.startswith("Error:") for line in lines) and bool(_crash_lines(lines))
+
+
 def classify_error(stderr: str, *, command: Sequence[str] = ()) -> EtcdctlError:
-    """Map etcdctl's error output to the exception class the caller acts on."""
-    message = error_message(stderr) or "etcdctl failed without a message"
+    """Map etcdctl's (or etcdutl's) error output to the exception class the caller acts on."""
+    program = os.path.basename(command[0]) if command else "etcdctl"
+    message = error_message(stderr, program=program) or f"{program} failed without a message"
     lowered = message.lower()
     for fragment, error_class in _ERROR_FRAGMENTS:
         if fragment in lowered:
@@ -478,7 +498,13 @@ def _run_etcdutl(command: list[str], timeout_seconds: float) -> str:
     except OSError as error:
         raise EtcdctlError(f"cannot run etcdutl {command[0]!r}: {error}", command=command) from error
     if completed.returncode != 0:
-        raise classify_error(completed.stderr, command=command)
+        failure = classify_error(completed.stderr, command=command)
+        if command[1:2] == ["snapshot"] and crashed(completed.stderr):
+            # etcdutl reads the file as a bbolt database: an assertion panic or a SIGBUS means the
+            # file is not one (callers check the SHA-256 trailer first; this is the fallback).
+            raise SnapshotInvalid(f"the snapshot is not a readable etcd database: {failure}",
+                                  command=command, stderr=completed.stderr) from None
+        raise failure
     return completed.stdout
 
 

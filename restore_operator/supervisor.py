@@ -36,6 +36,7 @@ from restore_operator.verifying import verify_snapshot
 
 WAIT_POLL_SECONDS = 1.0
 REASON_SNAPSHOT_INVALID = "SnapshotInvalid"
+REASON_CHECK_FAILED = "SnapshotCheckFailed"
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,12 @@ class RestoreSupervisor:
             message = f"s3://{location.path} is not an intact etcd snapshot: {short_error(error)}"
             self._fail(raw, restore, current, REASON_SNAPSHOT_INVALID, message)
             return ctx.settings.resync_seconds
+        except ctl.EtcdctlError as error:
+            # etcdutl itself failed (a timeout, a full disk): not the snapshot's fault; say so, retry.
+            message = f"checking s3://{location.path} with etcdutl failed: {short_error(error)}"
+            self._write(raw, restore, current, p.PHASE_VERIFYING, f"{message}; retrying",
+                        conditions={CONDITION_SNAPSHOT_VERIFIED: ("False", REASON_CHECK_FAILED, message)})
+            raise
         ctx.metrics.verify_duration.observe(time.monotonic() - started)
         facts = verified.facts
         message = (f"snapshot verified: revision {facts.revision}, {facts.total_keys} keys, {facts.size} bytes, "

@@ -1,7 +1,8 @@
 """Fetch and verify a snapshot before any cluster is touched: download it (with the restore's
-credentials) into a private temporary directory, hash it, read it with `etcdutl snapshot status`
-and restore it once into a throwaway data directory (etcdutl checks the integrity hash etcd
-appends to every snapshot). The copy is removed afterwards, whatever happened."""
+credentials) into a private temporary directory, check the SHA-256 trailer etcd appends to every
+snapshot (first: etcdutl crashes on some truncated files), read it with `etcdutl snapshot status`
+and restore it once into a throwaway data directory (etcdutl checks the same trailer and the
+database itself). The copy is removed afterwards, whatever happened."""
 from __future__ import annotations
 
 import logging
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from etcd_common import etcdctl as ctl
 from etcd_common.etcd_backup import S3Location
 from etcd_common.s3_storage import S3Storage, split_path
-from etcd_common.seed_restore_program import file_sha256
+from etcd_common.snapshot_integrity import verify_snapshot_file
 from restore_operator.planning import SnapshotFacts
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str |
         started = time.monotonic()
         size = storage.download_file(bucket, key, path)
         downloaded = time.monotonic()
-        sha256 = file_sha256(path)
+        sha256 = verify_snapshot_file(path, where=f"s3://{bucket}/{key}")
         status = ctl.snapshot_status(path, binary=etcdutl)
         ctl.snapshot_restore(
             path, data_dir=os.path.join(directory, "data"), name=TRIAL_MEMBER,

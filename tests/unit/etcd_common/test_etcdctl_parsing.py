@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,9 +23,11 @@ from etcd_common.etcdctl import (
     NoLeader,
     NotLeader,
     PeerURLExists,
+    SnapshotInvalid,
     TooManyLearners,
     Unreachable,
     classify_error,
+    crashed,
     error_message,
     format_member_id,
     parse_endpoint_health,
@@ -32,6 +35,7 @@ from etcd_common.etcdctl import (
     parse_get_value,
     parse_member_add,
     parse_member_list,
+    snapshot_status,
 )
 
 MEMBER_LIST = (
@@ -239,3 +243,35 @@ def test_broken_snapshot_errors(stderr: str) -> None:
 def test_snapshot_save_needs_one_endpoint() -> None:
     with pytest.raises(ValueError, match="one endpoint"):
         Etcdctl(["http://127.0.0.1:1", "http://127.0.0.2:1"], binary="/bin/false").snapshot_save("/nonexistent")
+
+
+# What etcdutl 3.6.16 printed for `snapshot status` of a real snapshot cut short (two cut points).
+ETCDUTL_SIGBUS = (
+    "unexpected fault address 0x7f83dd713000\nfatal error: fault\n"
+    "[signal SIGBUS: bus error code=0x2 addr=0x7f83dd713000 pc=0xa10f2a]\n\n"
+    "goroutine 1 gp=0x2fabc4602000 m=0 mp=0x1c7a2e0 [running]:\nruntime.throw({0xc8f0a3?, 0x0?})\n"
+    "\truntime/panic.go:1229 +0x48\ngo.etcd.io/bbolt@v1.4.3/db.go:1246 +0x1ef\n"
+)
+ETCDUTL_ASSERTION = (
+    "panic: assertion failed: Page expected to be: 51, but self identifies as 0\n\n"
+    "goroutine 110 [running]:\ngo.etcd.io/bbolt/internal/common.Assert(...)\n"
+    "\tgo.etcd.io/bbolt@v1.4.3/internal/common/verify.go:65\n"
+)
+
+
+def test_a_fatal_signal_is_named_with_its_signal_not_the_last_stack_line() -> None:
+    error = classify_error(ETCDUTL_SIGBUS, command=("/usr/bin/etcdutl", "snapshot", "status", "x.db"))
+    assert str(error) == ("etcdutl crashed: fatal error: fault "
+                          "[signal SIGBUS: bus error code=0x2 addr=0x7f83dd713000 pc=0xa10f2a]")
+    assert crashed(ETCDUTL_SIGBUS) and crashed(ETCDUTL_ASSERTION)
+    assert not crashed(RETRY_WARNING + "\nError: etcdserver: too many learner members in cluster\n")
+
+
+def test_etcdutl_crashing_on_a_snapshot_is_an_invalid_snapshot(tmp_path: Path) -> None:
+    for stderr in (ETCDUTL_SIGBUS, ETCDUTL_ASSERTION):
+        fake = tmp_path / "etcdutl"
+        (tmp_path / "stderr.txt").write_text(stderr)
+        fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'stderr.txt'} >&2\nexit 2\n")
+        fake.chmod(0o755)
+        with pytest.raises(SnapshotInvalid, match="not a readable etcd database: etcdutl crashed"):
+            snapshot_status(str(tmp_path / "snap.db"), binary=str(fake))

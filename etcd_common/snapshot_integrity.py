@@ -1,5 +1,7 @@
 """Is a snapshot file whole? etcd appends the SHA-256 of the database to every snapshot it sends;
-a truncated or corrupted file does not match it. The same pass gives the SHA-256 of the whole file
+a truncated or corrupted file does not match it. Used by the backup operator (on what it saves) and
+the restore operator (on what it downloads, before etcdutl reads it: etcdutl panics or dies of
+SIGBUS on some truncated files instead of reporting them). The same pass gives the SHA-256 of the whole file
 (written to status and to the object's metadata). The pass can follow the file while etcdctl is
 still writing it, so the check costs almost nothing once the snapshot is saved."""
 from __future__ import annotations
@@ -42,18 +44,20 @@ class SnapshotDigest:
             raise SnapshotInvalid(f"snapshot {where} has {self.size} bytes: too short to be an etcd snapshot")
         if self._tail != self._body.digest():
             raise SnapshotInvalid(f"snapshot {where} failed its integrity check: the SHA-256 etcd appended "
-                                  "does not match the data (truncated or corrupt)")
+                                  "does not match the data (truncated, corrupt, or not a snapshot "
+                                  "etcd sent, such as a copied member database)")
         return self._file.hexdigest()
 
 
-def verify_snapshot_file(path: str) -> str:
+def verify_snapshot_file(path: str, *, where: str | None = None) -> str:
     """Check the file's SHA-256 trailer; return the SHA-256 (hex) of the whole file. Raises
-    SnapshotInvalid when the trailer does not match (or the file is too short to have one)."""
+    SnapshotInvalid when the trailer does not match (or the file is too short to have one),
+    naming the snapshot by `where` (default: the path)."""
     digest = SnapshotDigest()
     with open(path, "rb") as snapshot:
         while chunk := snapshot.read(READ_BYTES):
             digest.feed(chunk)
-    return digest.finish(path)
+    return digest.finish(where or path)
 
 
 def follow_snapshot(partial_path: str, final_path: str, written: threading.Event) -> str | None:

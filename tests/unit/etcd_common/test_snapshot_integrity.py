@@ -1,4 +1,4 @@
-"""The SHA-256 trailer check that keeps truncated or corrupt snapshots out of S3."""
+"""The SHA-256 trailer check that keeps truncated or corrupt snapshots out of S3 and away from etcdutl."""
 from __future__ import annotations
 
 import hashlib
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from backup_operator.integrity import verify_snapshot_file
 from etcd_common.etcdctl import SnapshotInvalid
+from etcd_common.snapshot_integrity import verify_snapshot_file
 
 
 def snapshot(tmp_path: Path, body: bytes) -> Path:
@@ -45,20 +45,8 @@ def test_too_short_fails(tmp_path: Path) -> None:
         verify_snapshot_file(str(path))
 
 
-def test_stale_snapshot_directories_are_removed_and_nothing_else(tmp_path: Path) -> None:
-    import logging
-
-    from backup_operator.taking import WORK_PREFIX, remove_stale_snapshots
-
-    (tmp_path / f"{WORK_PREFIX}ns_b_x1").mkdir()
-    (tmp_path / f"{WORK_PREFIX}ns_b_x1" / "snapshot.db.part").write_bytes(b"partial")
-    (tmp_path / "someone-elses").mkdir()
-    remove_stale_snapshots(str(tmp_path), logging.getLogger("test"))
-    assert [p.name for p in tmp_path.iterdir()] == ["someone-elses"]
-
-
 def test_digest_fed_in_any_chunking_matches_the_file(tmp_path: Path) -> None:
-    from backup_operator.integrity import SnapshotDigest
+    from etcd_common.snapshot_integrity import SnapshotDigest
 
     path = snapshot(tmp_path, bytes(range(256)) * 300)
     data = path.read_bytes()
@@ -72,7 +60,7 @@ def test_digest_fed_in_any_chunking_matches_the_file(tmp_path: Path) -> None:
 def test_follow_digests_a_snapshot_while_it_is_written_and_renamed(tmp_path: Path) -> None:
     import threading
 
-    from backup_operator.integrity import follow_snapshot
+    from etcd_common.snapshot_integrity import follow_snapshot
 
     body = bytes(range(256)) * 40_000
     data = body + hashlib.sha256(body).digest()
@@ -95,7 +83,7 @@ def test_follow_digests_a_snapshot_while_it_is_written_and_renamed(tmp_path: Pat
 def test_follow_reports_a_truncated_snapshot(tmp_path: Path) -> None:
     import threading
 
-    from backup_operator.integrity import follow_snapshot
+    from etcd_common.snapshot_integrity import follow_snapshot
 
     path = snapshot(tmp_path, b"a" * 100_000)
     path.write_bytes(path.read_bytes()[:-10])
@@ -108,29 +96,15 @@ def test_follow_reports_a_truncated_snapshot(tmp_path: Path) -> None:
 def test_follow_without_any_file_is_none(tmp_path: Path) -> None:
     import threading
 
-    from backup_operator.integrity import follow_snapshot
+    from etcd_common.snapshot_integrity import follow_snapshot
 
     written = threading.Event()
     written.set()
     assert follow_snapshot(str(tmp_path / "a.part"), str(tmp_path / "a"), written) is None
 
 
-def test_completion_gate_holds_the_last_bytes_until_the_check_passed() -> None:
-    from backup_operator.reasons import BackupFailed
-    from backup_operator.taking import _CompletionGate
-
-    checks: list[int] = []
-    gate = _CompletionGate(100, lambda: checks.append(1), lambda: 1.0)
-    gate(60)
-    assert checks == []
-    gate(-10)  # a part retried
-    gate(50)
-    assert checks == [1]
-    gate(0)
-    assert checks == [1]  # checked once
-
-    def invalid() -> None:
-        raise BackupFailed("SnapshotInvalid", "corrupt")
-    failing = _CompletionGate(10, invalid, lambda: 1.0)
-    with pytest.raises(BackupFailed):
-        failing(10)
+def test_a_problem_names_the_snapshot_as_the_caller_knows_it(tmp_path: Path) -> None:
+    path = snapshot(tmp_path, b"a" * 10_000)
+    path.write_bytes(path.read_bytes()[:5_000])
+    with pytest.raises(SnapshotInvalid, match="s3://bucket/key"):
+        verify_snapshot_file(str(path), where="s3://bucket/key")
