@@ -58,9 +58,10 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 15. More -> remove one: unhealthy, then outdated, then non-leader, then newest. The leader is
     never removed while it leads: MoveLeader first.
 16. Outdated members (image or pod policy differs from the spec), oldest first, leader last
-    (MoveLeader first): on a PVC -> UpgradeMember (restart on the volume, same member); on
-    emptyDir -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the
-    outdated one. Adding before removing keeps the fault tolerance during the upgrade.
+    (MoveLeader first): on a PVC, when the others keep a quorum (3 or more voters) ->
+    UpgradeMember (restart on the volume, same member); on emptyDir, or with 1 or 2 voters
+    (whose restart would stop writes) -> AddMember(purpose upgrade) at the new spec, and rule 15
+    then removes the outdated one. Adding before removing keeps the fault tolerance.
 17. Otherwise -> NoOp (converged).
 """
 from __future__ import annotations
@@ -556,11 +557,16 @@ def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[s
             )
     reason = outdated[member.member_name]
     pod = observed.pod(member.member_name)
-    if spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None:
+    voters = len(observed.voting_members)
+    restart_keeps_quorum = voters - 1 >= voters // 2 + 1
+    if (spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None
+            and restart_keeps_quorum):
         return UpgradeMember(member.member_name, pod.name, reason, pod.uid)
+    why = ("its data is not on a volume" if not spec.uses_persistent_volumes
+           else f"restarting it would leave {voters - 1} of {voters} voting members, less than a quorum")
     return _add_member(
         observed, spec, "upgrade",
-        f"replaces {member.member_name} ({reason}); its data is not on a volume, so a new member "
+        f"replaces {member.member_name} ({reason}); {why}, so a new member "
         f"joins first and the outdated one is removed after",
     )
 

@@ -291,8 +291,11 @@ CASES = [
                              name(3), image="quay.io/coreos/etcd:v3.6.16"),
                  expect(actions.MoveLeader, from_member_name=name(1), to_member_name=name(2)),
                  id="upgrade-leader-last"),
+    # 1 or 2 voters on PVCs: a restart in place would stop writes, so a new member joins first.
     pytest.param(with_spec(healthy_cluster(1, size=1, version="3.5.35", pvc=True), version="3.6.16"),
-                 expect(actions.UpgradeMember, member_name=name(1)), id="upgrade-single-member-pvc"),
+                 expect(actions.AddMember, "less than a quorum", purpose="upgrade"), id="upgrade-single-member-pvc"),
+    pytest.param(with_spec(healthy_cluster(2, size=2, version="3.5.35", pvc=True), version="3.6.16"),
+                 expect(actions.AddMember, "1 of 2 voting members", purpose="upgrade"), id="upgrade-two-members-pvc"),
     pytest.param(with_spec(healthy_cluster(3, version="3.5.35"), version="3.6.16"),
                  expect(actions.AddMember, "joins first", purpose="upgrade"), id="upgrade-emptydir-adds-first"),
     pytest.param(_surge_upgrade_promoted(), expect(actions.RemoveMember, member_name=name(3), purpose="upgrade"),

@@ -2,14 +2,19 @@
 turn unhealthy for a few passes, learners that lag or do not answer, and etcd refusing
 membership changes. Safety invariants hold after every step (never a quorum lost by our own
 action, never a second learner), and once the faults stop the cluster converges. Each seed is
-one deterministic fault schedule (random.Random(seed)), so a failure is reproducible."""
+one deterministic fault schedule (random.Random(seed)), so a failure is reproducible. The last
+test lets hypothesis choose the sizes, the sequence of spec changes and the fault schedule, and
+shrink any failure to a minimal one (derandomized under CI=true, so CI is reproducible)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from etcd_operator import actions
 from etcd_operator.observed import MemberHealth, ObservedCluster
@@ -142,3 +147,29 @@ def test_replacing_stuck_members_keeps_quorum(seed: int) -> None:
     faulty.world = resize(world, size=3)
     assert converged_state(run_with_faults(faulty))[0] == 3
 
+
+
+SPEC_CHANGES = st.one_of(
+    st.builds(lambda size: {"size": size}, st.integers(min_value=1, max_value=7)),
+    st.just({"version": "3.6.16"}),
+)
+
+
+@settings(max_examples=40, deadline=None, derandomize=bool(os.environ.get("CI")), database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(start=st.integers(min_value=1, max_value=7), changes=st.lists(SPEC_CHANGES, min_size=1, max_size=4),
+       pvc=st.booleans(), stuck_bound=st.sampled_from([None, 60.0]), rng=st.randoms(use_true_random=False))
+def test_any_sequence_of_spec_changes_converges_through_faults(start: int, changes: list[dict[str, Any]], pvc: bool,
+                                                              stuck_bound: float | None,
+                                                              rng: random.Random) -> None:
+    faulty = FaultyWorld(new_world(_spec(pvc, size=start, version="3.5.35")), rng, unhealthy_timeout=stuck_bound)
+    world = run_with_faults(faulty)
+    expected_size, expected_version = start, "3.5.35"
+    assert converged_state(world)[0] == expected_size
+    for change in changes:
+        faulty.world = resize(world, **change)
+        world = run_with_faults(faulty)
+        expected_size = change.get("size", expected_size)
+        expected_version = change.get("version", expected_version)
+        assert converged_state(world) == (expected_size, {f"quay.io/coreos/etcd:v{expected_version}"}, True), \
+            (start, changes, world.history[-8:])
