@@ -1,5 +1,7 @@
 """Every third-party module the shipped packages import is a declared dependency (install_requires),
-so an install from setup.cfg alone does not fail on import."""
+so an install from setup.cfg alone does not fail on import; and every declared lower bound is the
+version tests/lowest-versions.txt pins (which the unit tests run against, see
+tests/integration/packaging/test_lowest_versions.py)."""
 from __future__ import annotations
 
 import ast
@@ -36,3 +38,40 @@ def _declared() -> set[str]:
 def test_every_imported_third_party_module_is_declared() -> None:
     missing = sorted(m for m in _imported_modules() if DISTRIBUTIONS.get(m, m).lower() not in _declared())
     assert not missing, f"imported but not in setup.cfg install_requires: {missing}"
+
+
+def _lower_bounds() -> dict[str, str]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    bounds: dict[str, str] = {}
+    for line in config["options"]["install_requires"].strip().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name = re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0].lower()
+        lower = re.search(r">=\s*([0-9][^,;\s]*)", line)
+        assert lower, f"{line!r} has no lower bound: which oldest release works would be untested"
+        bounds[name] = lower.group(1)
+    return bounds
+
+
+def _pinned_lowest() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in (ROOT / "tests" / "lowest-versions.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def test_every_lower_bound_is_the_tested_lowest_version() -> None:
+    bounds, pins = _lower_bounds(), _pinned_lowest()
+    assert sorted(bounds) == sorted(pins), "tests/lowest-versions.txt must pin every install_requires entry"
+    for name, lower in bounds.items():
+        padded = _release(lower) + (0,) * (3 - len(_release(lower)))
+        assert _release(pins[name]) == padded, f"{name}: setup.cfg allows >={lower}, the lowest tested is {pins[name]}"

@@ -45,7 +45,8 @@ def service_account_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 def test_explicit_kubeconfig(kubeconfig: Path) -> None:
     configuration = load_api_client(str(kubeconfig)).configuration
     assert configuration.host == "https://127.0.0.1:16443"
-    assert configuration.api_key["BearerToken"] == "Bearer kubeconfig-token"
+    # The header the client sends (its api_key dict is keyed differently across client releases).
+    assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer kubeconfig-token"
     assert configuration.connection_pool_maxsize >= 32
 
 
@@ -55,7 +56,7 @@ def test_in_cluster_from_the_service_account_dir(service_account_dir: Path, monk
     configuration = load_api_client().configuration
     assert configuration.host == "https://127.0.0.1:16443"
     assert configuration.ssl_ca_cert == str(service_account_dir / "ca.crt")
-    assert "in-cluster-token" in str(configuration.api_key["BearerToken"])
+    assert configuration.auth_settings()["BearerToken"]["value"] .lower() == "bearer in-cluster-token"  # the in-cluster loader writes "bearer"
 
 
 def test_explicit_kubeconfig_wins_over_in_cluster(kubeconfig: Path, service_account_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
