@@ -86,7 +86,9 @@ class ActionExecutor:
                 # a later pass deletes the orphan.)
                 self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
         elif isinstance(action, a.MoveLeader):
-            self._etcd(observed).move_leader(action.to_member_id)
+            # The leader must be among the endpoints, healthy or not (a stuck leader may still
+            # serve move-leader); etcdctl asks each for its status and sends the move to the leader.
+            self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
         elif action.has_effect:
             raise NotImplementedError(f"no executor for {type(action).__name__}")
 
@@ -98,7 +100,7 @@ class ActionExecutor:
                                ipv6=observed.ip_family == "IPv6")
         self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
-    def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:
+    def _etcd(self, observed: ObservedCluster, exclude: str | None = None, include: str | None = None) -> Etcdctl:
         """etcdctl against every healthy voting member (but `exclude`), so any live one can answer;
         an unhealthy one would only make a call wait out its timeout. Learners are left out: they
         refuse membership calls ("rpc not supported for learner")."""
@@ -106,6 +108,8 @@ class ActionExecutor:
         voters = [m for m in observed.healthy_voters if m.started] or [
             m for m in observed.voting_members if m.started]
         names = [m.member_name for m in voters if m.member_name != exclude] or [m.member_name for m in voters]
+        if include is not None and include not in names:
+            names.append(include)
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
     @staticmethod

@@ -124,6 +124,14 @@ def _member_health(
     asked = {m.member_name: url for url, m in by_endpoint.items()
              if not m.is_learner and m.member_name in health and health[m.member_name].healthy}
     statuses = _endpoint_status(cluster, asked, etcd) if asked else {}
+    # A leader the others still name but that failed its health check (stuck): whether it still
+    # answers `endpoint status` tells the planner whether it can serve move-leader.
+    leader_ids = {status.leader_id for status in statuses.values() if status.leader_id}
+    stuck_leaders = {m.member_name: url for url, m in by_endpoint.items()
+                     if m.id in leader_ids and not m.is_learner and m.member_name not in asked}
+    if stuck_leaders:
+        statuses = {**statuses, **_endpoint_status(cluster, stuck_leaders, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
+                                                   failure_level=logging.DEBUG)}
     learners = {m.member_name: url for url, m in by_endpoint.items() if m.is_learner}
     if learners:
         statuses = {**statuses, **_endpoint_status(cluster, learners, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,

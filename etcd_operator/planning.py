@@ -40,14 +40,16 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
-    added by rule 14. A terminal member pod without a volume -> DeletePod (then it is dead).
+    added by rule 14. A dead member the others still report as leader: MoveLeader first if it
+    answers, else removed at once (see "Removing the leader" below). A terminal member pod
+    without a volume -> DeletePod (then it is dead).
 10. Pods and PVCs of no member -> DeletePod / DeletePVC: leftovers of removed members. Pods
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
 11b. A learner that never answered within the bound (--unhealthy-member-timeout-seconds), or a
     voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
-    first); rule 14 adds its replacement.
+    first, see "Removing the leader"); rule 14 adds its replacement.
 12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
     and caught up while every voting member is healthy (etcd's own in-sync check decides; a
     refused promote is retried); else Wait (etcd allows one learner; nothing else changes
@@ -62,6 +64,15 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     emptyDir -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the
     outdated one. Adding before removing keeps the fault tolerance during the upgrade.
 17. Otherwise -> NoOp (converged).
+
+Removing the leader (rules 9, 11b, 13, 15, 16): a voting member that leads is never removed while
+it can hand leadership over: MoveLeader to a healthy voter (up to date first, then the oldest)
+comes first, so clients see no election. A stuck leader (it still heads raft, so the others elect
+no one else, but it fails the health check) that answers `endpoint status` can still serve
+move-leader and is moved off too. One that answers nothing cannot hand over (etcd serves
+move-leader on the leader only): it is removed as leader, while the rest keeps quorum, and etcd
+elects a new leader when the removal applies; waiting for a handover that cannot happen would
+block every later change.
 """
 from __future__ import annotations
 
@@ -356,6 +367,11 @@ def _rule_9_dead_members(
     for member in dead:
         if _removal_keeps_quorum(observed, member):
             why = "its pod is gone and its data with it" if member.started else "it never started and its peer URL is not one this operator creates"
+            if member.id == observed.leader_id and _answers(observed, member):
+                handover = _hand_over_leadership(
+                    observed, member, {}, f"{member.member_name} is dead ({why}) and must not lead when it is removed")
+                if handover is not None:
+                    return handover
             return RemoveMember(member.member_name, member.id, "replace", f"{why}; a new member replaces it")
     if dead:
         return _quorum_loss(observed, list(dead))
@@ -422,12 +438,9 @@ def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str])
         unhealthy_for = _unhealthy_seconds(observed, member)
         if unhealthy_for is None or unhealthy_for < limit or not _removal_keeps_quorum(observed, member):
             continue
-        return _remove_or_move_leader(
-            observed, member, "replace",
-            f"unhealthy for {unhealthy_for:.0f}s (bound {limit:.0f}s): {_unhealthy_detail(observed, member)}; "
-            f"a new member replaces it",
-            outdated,
-        )
+        reason = (f"unhealthy for {unhealthy_for:.0f}s (bound {limit:.0f}s): {_unhealthy_detail(observed, member)}; "
+                  f"a new member replaces it")
+        return _remove_or_move_leader(observed, member, "replace", reason, outdated)
     return None
 
 
@@ -623,16 +636,35 @@ def _remove_or_move_leader(
     if leader_id is None:
         return Wait(f"leader not known yet; {victim.member_name} is removed once it is")
     if victim.id == leader_id:
-        target = _leadership_target(observed, exclude=victim, outdated=outdated)
-        if target is None:
-            return Wait(f"{victim.member_name} leads and no healthy member can take over yet")
-        return MoveLeader(
-            victim.member_name, victim.id, target.member_name, target.id,
-            f"{victim.member_name} is to be removed and must not lead",
-        )
+        if not _answers(observed, victim):
+            if not _removal_keeps_quorum(observed, victim):
+                return Wait(f"removing {victim.member_name} now would lose quorum")
+            return RemoveMember(
+                victim.member_name, victim.id, purpose,
+                f"{reason}; it leads but answers no client, so it cannot hand leadership over: it is removed "
+                f"as leader and etcd elects a new one",
+            )
+        handover = _hand_over_leadership(observed, victim, outdated, f"{victim.member_name} is to be removed and must not lead")
+        return handover or Wait(f"{victim.member_name} leads and no healthy member can take over yet")
     if not _removal_keeps_quorum(observed, victim):
         return Wait(f"removing {victim.member_name} now would lose quorum")
     return RemoveMember(victim.member_name, victim.id, purpose, reason)
+
+
+def _answers(observed: ObservedCluster, member: Member) -> bool:
+    """Whether the member serves clients at all (its health check passed, or it answered
+    `endpoint status`): only then can it serve move-leader."""
+    return observed.is_healthy(member) or member.member_name in observed.endpoint_status
+
+
+def _hand_over_leadership(
+    observed: ObservedCluster, leader: Member, outdated: dict[str, str], reason: str
+) -> MoveLeader | None:
+    """MoveLeader from `leader` to the best healthy voter, or None if there is none."""
+    target = _leadership_target(observed, exclude=leader, outdated=outdated)
+    if target is None:
+        return None
+    return MoveLeader(leader.member_name, leader.id, target.member_name, target.id, reason)
 
 
 def _leadership_target(
