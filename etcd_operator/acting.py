@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from etcd_common import constants as c
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
@@ -19,6 +20,7 @@ from etcd_operator.manifests import (
     build_member_pod,
     build_member_pvc,
     build_service,
+    client_service_selector,
     member_client_url,
 )
 from etcd_operator.observed import ObservedCluster
@@ -53,6 +55,15 @@ class ActionExecutor:
                 self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
         elif isinstance(action, a.PublishNotReadyAddresses):
             self.service_cache.upsert(self.services.patch(ns, action.service_name, PEER_SERVICE_PATCH))
+        elif isinstance(action, a.UpdateClientSelector):
+            patch = {"spec": {"selector": client_service_selector(cluster.name)}}
+            self.service_cache.upsert(self.services.patch(ns, action.service_name, patch))
+        elif isinstance(action, a.SetServing):
+            value = c.LABEL_SERVING_VALUE if action.serving else None  # None: merge patch removes it
+            metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: value}}
+            if action.pod_uid:
+                metadata["uid"] = action.pod_uid  # a precondition: never a newer pod of that name
+            self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
         elif isinstance(action, a.SetDisruptionBudget):
             assert self.pdbs is not None, "no PodDisruptionBudget client"
             pdbs = self.pdbs

@@ -14,7 +14,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
-from etcd_operator.manifests import member_client_url
+from etcd_operator.manifests import client_selector_outdated, client_service_name, member_client_url
 from etcd_operator.observed import MemberHealth, ObservedCluster, parse_pod, parse_pvc
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ def observe_cluster(
         pvcs=tuple(parse_pvc(p) for p in pvcs),
         services=frozenset(str((s.get("metadata") or {}).get("name")) for s in services),
         services_to_fix=services_hiding_unready_members(cluster.name, services),
+        client_selector_outdated=any(
+            (s.get("metadata") or {}).get("name") == client_service_name(cluster.name) and client_selector_outdated(s)
+            for s in services),
         observed_at=now or datetime.now(timezone.utc),
     )
     if cluster.spec is None or cluster.paused:

@@ -15,7 +15,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
     A peer service that hides members that are not ready (a CoreOS-made one) ->
-    PublishNotReadyAddresses (adoption.py).
+    PublishNotReadyAddresses (adoption.py). A client service whose selector does not require the
+    serving label (CoreOS-made, or older) -> SetServing(true) on each live member pod without it,
+    then UpdateClientSelector (pods first, so no client loses its endpoints meanwhile).
  4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
     (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
  5. No member answered `member list` (bootstrap, or everything down):
@@ -63,7 +65,14 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     (MoveLeader first): on a PVC -> UpgradeMember (restart on the volume, same member); on
     emptyDir -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the
     outdated one. Adding before removing keeps the fault tolerance during the upgrade.
-17. Otherwise -> NoOp (converged).
+17. Otherwise -> SetServing(true) on a member pod left drained (a removal that no longer
+    happens), else NoOp (converged).
+
+Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade) or UpgradeMember takes a
+member away, its pod leaves the client service: SetServing(false) first, then Wait until the
+client service's EndpointSlices no longer list it as ready, then the removal. Clients of the
+service then never have a write caught on a member as it goes. Dead and stuck members (purpose
+replace) are not drained: they serve no client already, and waiting must not block replacing them.
 
 Removing the leader (rules 9, 11b, 13, 15, 16): a voting member that leads is never removed while
 it can hand leadership over: MoveLeader to a healthy voter (up to date first, then the oldest)
@@ -99,6 +108,8 @@ from etcd_operator.actions import (
     PromoteMember,
     PublishNotReadyAddresses,
     Purpose,
+    SetServing,
+    UpdateClientSelector,
     RefuseNames,
     RejectSpec,
     RemoveMember,
@@ -108,7 +119,13 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
-from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
+from etcd_operator.manifests import (
+    client_service_name,
+    member_name,
+    member_peer_url,
+    pod_policy_hash,
+    service_names,
+)
 from etcd_operator.observed import ObservedCluster, ObservedPod
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
@@ -131,12 +148,52 @@ def plan_next_action(observed: ObservedCluster) -> Action:
         return CreateServices(missing)
     if observed.services_to_fix:
         return PublishNotReadyAddresses(min(observed.services_to_fix))
+    if observed.client_selector_outdated:
+        return _migrate_client_selector(observed)
     stuck = _pod_stuck_on_unpullable_image(observed, cluster.spec)
     if stuck is not None:
         return stuck
     if observed.members is None:
         return _plan_without_member_list(observed, cluster.spec)
-    return _plan_with_member_list(observed, cluster.spec, observed.members)
+    return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members))
+
+
+# ---------------------------------------------------------------------------------------------
+# Draining (rule 3's selector migration, rule 17's restore, and the drain before a removal)
+
+
+def _migrate_client_selector(observed: ObservedCluster) -> Action:
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if not pod.serving:
+            return SetServing(pod.name, True, "the client service is about to select member pods by this label",
+                              pod.uid)
+    return UpdateClientSelector(client_service_name(observed.cluster.name))
+
+
+def _drain_first(observed: ObservedCluster, action: Action) -> Action:
+    """A member about to be removed or restarted leaves the client service first (see Draining);
+    one left drained while the cluster converged serves again."""
+    if isinstance(action, NoOp):
+        for pod in sorted(observed.live_pods, key=lambda p: p.name):
+            if not pod.serving and pod.member_name in observed.member_names:
+                return SetServing(pod.name, True, "it was drained for a removal that is no longer planned", pod.uid)
+        return action
+    if isinstance(action, RemoveMember) and action.purpose != "replace":
+        what = f"member {action.member_name} is removed next"
+    elif isinstance(action, UpgradeMember):
+        what = f"member {action.member_name} is restarted next"
+    else:
+        return action
+    target = observed.pod(action.member_name)
+    if target is None or target.deleting:
+        return action
+    pod = target
+    if pod.serving:
+        return SetServing(pod.name, False, f"{what}; clients must not be caught on it", pod.uid)
+    if observed.client_endpoints is not None and pod.name in observed.client_endpoints:
+        return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
+                    f"no longer lists it before: {action.describe()}")
+    return action
 
 
 # ---------------------------------------------------------------------------------------------
