@@ -60,7 +60,8 @@ class ActionExecutor:
             self.service_cache.upsert(self.services.patch(ns, action.service_name, patch))
         elif isinstance(action, a.SetServing):
             value = c.LABEL_SERVING_VALUE if action.serving else None  # None: merge patch removes it
-            metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: value}}
+            metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: value},
+                                        "annotations": {c.ANNOTATION_DRAINED_AT: action.at or None}}
             if action.pod_uid:
                 metadata["uid"] = action.pod_uid  # a precondition: never a newer pod of that name
             self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))

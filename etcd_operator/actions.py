@@ -197,6 +197,7 @@ class SetServing(_Action):
     serving: bool
     reason: str
     pod_uid: str = ""
+    at: str = ""  # when drained (RFC 3339, from the observation): recorded on the pod
 
     KIND: ClassVar[str] = "serving"
 

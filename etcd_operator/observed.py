@@ -64,6 +64,8 @@ class ObservedPod:
     unready_since: datetime | None = None
     # Labelled serving: the client service may send it clients (see manifests.client_service_selector).
     serving: bool = True
+    # When the operator drained it (removed the serving label), if it did.
+    drained_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -142,6 +144,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         uid=str(metadata.get("uid") or ""),
         unready_since=_unready_since(status.get("conditions")),
         serving=labels.get(c.LABEL_SERVING) == c.LABEL_SERVING_VALUE,
+        drained_at=parse_timestamp(annotations.get(c.ANNOTATION_DRAINED_AT)),
     )
 
 

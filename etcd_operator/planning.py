@@ -70,7 +70,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 
 Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade) or UpgradeMember takes a
 member away, its pod leaves the client service: SetServing(false) first, then Wait until the
-client service's EndpointSlices no longer list it as ready, then the removal. Clients of the
+client service's EndpointSlices no longer list it as ready (at most DRAIN_TIMEOUT_SECONDS after the
+drain, recorded on the pod), then the removal. Clients of the
 service then never have a write caught on a member as it goes. Dead and stuck members (purpose
 replace) are not drained: they serve no client already, and waiting must not block replacing them.
 
@@ -129,6 +130,9 @@ from etcd_operator.manifests import (
 from etcd_operator.observed import ObservedCluster, ObservedPod
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
+# The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
+# controller takes milliseconds; a stuck one must not block the removal forever).
+DRAIN_TIMEOUT_SECONDS = 30.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
 
 
@@ -189,8 +193,11 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
         return action
     pod = target
     if pod.serving:
-        return SetServing(pod.name, False, f"{what}; clients must not be caught on it", pod.uid)
-    if observed.client_endpoints is not None and pod.name in observed.client_endpoints:
+        at = observed.observed_at.isoformat().replace("+00:00", "Z") if observed.observed_at is not None else ""
+        return SetServing(pod.name, False, f"{what}; clients must not be caught on it", pod.uid, at)
+    drained_for = _seconds_since(observed, pod.drained_at)
+    if (observed.client_endpoints is not None and pod.name in observed.client_endpoints
+            and (drained_for is None or drained_for < DRAIN_TIMEOUT_SECONDS)):
         return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
                     f"no longer lists it before: {action.describe()}")
     return action
@@ -499,6 +506,13 @@ def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str])
                   f"a new member replaces it")
         return _remove_or_move_leader(observed, member, "replace", reason, outdated)
     return None
+
+
+def _seconds_since(observed: ObservedCluster, moment: datetime | None) -> float | None:
+    if moment is None or observed.observed_at is None:
+        return None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return (observed.observed_at - moment).total_seconds()
 
 
 def _unhealthy_seconds(observed: ObservedCluster, member: Member) -> float | None:

@@ -5,6 +5,7 @@ are migrated first, pods before the selector."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 from tests.unit.etcd_operator.etcd_cluster_builders import (
@@ -21,8 +22,8 @@ from etcd_common import constants as c
 from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector
-from etcd_operator.observed import ObservedCluster, ready_endpoint_pods
-from etcd_operator.planning import plan_next_action
+from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
+from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, plan_next_action
 from operator_runtime.cache import ObjectCache
 
 EVERY_POD = frozenset(name(i) for i in range(1, 6))
@@ -45,6 +46,22 @@ def test_scale_down_drains_the_member_then_waits_for_its_endpoint_then_removes_i
     # Endpoints not looked up (the lookup failed): the label is off, the removal goes ahead.
     unknown = plan_next_action(replace_pod(observed, name(4), serving=False))
     assert isinstance(unknown, actions.RemoveMember), unknown
+
+
+def test_the_wait_for_a_drained_endpoint_is_bounded() -> None:
+    """The drain time goes on the pod with the label; an endpoint that does not leave the client
+    service within DRAIN_TIMEOUT_SECONDS (the EndpointSlice controller down) no longer holds the
+    removal back."""
+    observed = healthy_cluster(4, size=3)
+    drain = plan_next_action(observed)
+    assert isinstance(drain, actions.SetServing) and drain.at == "2024-05-01T13:00:00Z", drain
+    assert parse_timestamp(drain.at) == observed.observed_at
+    listed = _drained(observed, name(4), still_listed=True)
+    recent = replace_pod(listed, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_TIMEOUT_SECONDS - 1))
+    assert isinstance(plan_next_action(recent), actions.Wait)
+    stale = replace_pod(listed, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_TIMEOUT_SECONDS))
+    removal = plan_next_action(stale)
+    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(4), removal
 
 
 def test_an_outdated_member_leaving_an_emptydir_upgrade_is_drained_first() -> None:
@@ -94,6 +111,13 @@ def test_an_old_client_service_is_migrated_pods_first_before_any_drain() -> None
     assert isinstance(plan_next_action(migrated), actions.SetServing)  # now the drain before the scale-down
 
 
+def test_a_pod_reads_as_serving_from_its_label_and_drained_at_from_its_annotation() -> None:
+    serving = parse_pod({"metadata": {"name": "p", "labels": {c.LABEL_SERVING: "true"}}})
+    assert serving.serving and serving.drained_at is None
+    drained = parse_pod({"metadata": {"name": "p", "annotations": {c.ANNOTATION_DRAINED_AT: "2024-05-01T13:00:00Z"}}})
+    assert not drained.serving and drained.drained_at == parse_timestamp("2024-05-01T13:00:00Z")
+
+
 def test_ready_endpoint_pods_reads_endpoint_slices() -> None:
     slices = [{"endpoints": [
         {"targetRef": {"kind": "Pod", "name": "a"}, "conditions": {"ready": True}},
@@ -117,12 +141,13 @@ def test_the_executor_removes_the_label_with_a_uid_precondition_and_patches_the_
     api = PatchingApi()
     executor = ActionExecutor(api, api, api, None,  # type: ignore[arg-type]
                               pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
-    executor.execute(actions.SetServing(name(2), False, "removed next", "uid-2"), observed)
+    executor.execute(actions.SetServing(name(2), False, "removed next", "uid-2", "2024-05-01T13:00:00Z"), observed)
     executor.execute(actions.SetServing(name(2), True, "back", ""), observed)
     executor.execute(actions.UpdateClientSelector(f"{CLUSTER}-client"), observed)
     assert api.patches == [
-        (name(2), {"metadata": {"labels": {c.LABEL_SERVING: None}, "uid": "uid-2"}}),
-        (name(2), {"metadata": {"labels": {c.LABEL_SERVING: "true"}}}),
+        (name(2), {"metadata": {"labels": {c.LABEL_SERVING: None},
+                                "annotations": {c.ANNOTATION_DRAINED_AT: "2024-05-01T13:00:00Z"}, "uid": "uid-2"}}),
+        (name(2), {"metadata": {"labels": {c.LABEL_SERVING: "true"}, "annotations": {c.ANNOTATION_DRAINED_AT: None}}}),
         (f"{CLUSTER}-client", {"spec": {"selector": client_service_selector(CLUSTER)}}),
     ]
 
