@@ -22,6 +22,12 @@ LABEL_APP_VALUE: Final = "etcd"
 LABEL_CLUSTER: Final = "etcd_cluster"
 LABEL_MEMBER: Final = "etcd_node"
 RESERVED_LABEL_KEYS: Final = frozenset({LABEL_APP, LABEL_CLUSTER, LABEL_MEMBER})
+# On a member pod while the client service may send it clients; the etcd operator removes it
+# (drains the member) before it removes or restarts that member. The client service selects it.
+LABEL_SERVING: Final = f"{API_GROUP}/serving"
+LABEL_SERVING_VALUE: Final = "true"
+# When the serving label was removed (RFC 3339): the wait for the endpoint to go is bounded.
+ANNOTATION_DRAINED_AT: Final = f"{API_GROUP}/drained-at"
 
 # --- pod annotations
 # CoreOS wrote the etcd version under this bare key; keeping it lets us read its pods.

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from etcd_common import constants as c
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
@@ -19,6 +20,7 @@ from etcd_operator.manifests import (
     build_member_pod,
     build_member_pvc,
     build_service,
+    client_service_selector,
     member_client_url,
 )
 from etcd_operator.observed import ObservedCluster
@@ -53,6 +55,16 @@ class ActionExecutor:
                 self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
         elif isinstance(action, a.PublishNotReadyAddresses):
             self.service_cache.upsert(self.services.patch(ns, action.service_name, PEER_SERVICE_PATCH))
+        elif isinstance(action, a.UpdateClientSelector):
+            patch = {"spec": {"selector": client_service_selector(cluster.name)}}
+            self.service_cache.upsert(self.services.patch(ns, action.service_name, patch))
+        elif isinstance(action, a.SetServing):
+            value = c.LABEL_SERVING_VALUE if action.serving else None  # None: merge patch removes it
+            metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: value},
+                                        "annotations": {c.ANNOTATION_DRAINED_AT: action.at or None}}
+            if action.pod_uid:
+                metadata["uid"] = action.pod_uid  # a precondition: never a newer pod of that name
+            self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
         elif isinstance(action, a.SetDisruptionBudget):
             assert self.pdbs is not None, "no PodDisruptionBudget client"
             pdbs = self.pdbs
@@ -86,7 +98,9 @@ class ActionExecutor:
                 # a later pass deletes the orphan.)
                 self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
         elif isinstance(action, a.MoveLeader):
-            self._etcd(observed).move_leader(action.to_member_id)
+            # The leader must be among the endpoints, healthy or not (a stuck leader may still
+            # serve move-leader); etcdctl asks each for its status and sends the move to the leader.
+            self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
         elif action.has_effect:
             raise NotImplementedError(f"no executor for {type(action).__name__}")
 
@@ -98,7 +112,7 @@ class ActionExecutor:
                                ipv6=observed.ip_family == "IPv6")
         self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
-    def _etcd(self, observed: ObservedCluster, exclude: str | None = None) -> Etcdctl:
+    def _etcd(self, observed: ObservedCluster, exclude: str | None = None, include: str | None = None) -> Etcdctl:
         """etcdctl against every healthy voting member (but `exclude`), so any live one can answer;
         an unhealthy one would only make a call wait out its timeout. Learners are left out: they
         refuse membership calls ("rpc not supported for learner")."""
@@ -106,6 +120,8 @@ class ActionExecutor:
         voters = [m for m in observed.healthy_voters if m.started] or [
             m for m in observed.voting_members if m.started]
         names = [m.member_name for m in voters if m.member_name != exclude] or [m.member_name for m in voters]
+        if include is not None and include not in names:
+            names.append(include)
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
     @staticmethod

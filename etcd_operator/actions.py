@@ -174,6 +174,43 @@ class PublishNotReadyAddresses(_Action):
 
 
 @dataclass(frozen=True)
+class UpdateClientSelector(_Action):
+    """Make the client service select only member pods labelled serving (a CoreOS-made client
+    service, or one made before draining existed); every live member pod is labelled first."""
+
+    service_name: str
+
+    KIND: ClassVar[str] = "services"
+    event_reason: ClassVar[str | None] = "ServiceUpdated"
+
+    def describe(self) -> str:
+        return (f"make service {self.service_name} select only member pods labelled serving, so a member "
+                f"is drained of clients before it is removed or restarted")
+
+
+@dataclass(frozen=True)
+class SetServing(_Action):
+    """Add (`serving`) or remove the serving label of a member pod: the client service sends
+    clients only to labelled pods. Removed to drain a member before it is removed or restarted."""
+
+    pod_name: str
+    serving: bool
+    reason: str
+    pod_uid: str = ""
+    at: str = ""  # when drained (RFC 3339, from the observation): recorded on the pod
+
+    KIND: ClassVar[str] = "serving"
+
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return "MemberServing" if self.serving else "MemberDraining"
+
+    def describe(self) -> str:
+        verb = "send clients to" if self.serving else "drain clients from"
+        return f"{verb} {self.pod_name}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class SetDisruptionBudget(_Action):
     """Create (`create`) or update the cluster's PodDisruptionBudget to `min_available` ready
     members: a quorum, so no voluntary disruption (drain, eviction) ever takes it away."""
@@ -364,6 +401,8 @@ Action = Union[
     NoOp,
     CreateServices,
     PublishNotReadyAddresses,
+    UpdateClientSelector,
+    SetServing,
     SetDisruptionBudget,
     CreateSeedMember,
     CreateMemberPod,

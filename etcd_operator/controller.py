@@ -18,6 +18,7 @@ from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
 from kube_adapter.resources import (
+    ENDPOINT_SLICES,
     EVENTS,
     PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MEMBER_SELECTOR = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}"  # every object a cluster owns
 EVENT_COMPONENT = "etcd-operator"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on every EndpointSlice: the Service it serves
 # operator_runtime's failures, as the metric's error reasons.
 ERROR_REASONS = {runtime.WATCH_FAILED: "kube_api", runtime.WORKER_DIED: "supervisor_crash"}
 
@@ -43,6 +45,13 @@ def _failed_mount_events(events: ResourceClient) -> Callable[[str, str], list[di
     def lookup(namespace: str, pod_uid: str) -> list[dict[str, Any]]:
         found = events.list(namespace, field_selector=f"involvedObject.uid={pod_uid},reason=FailedMount")
         return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return lookup
+
+
+def _endpoint_slices(slices: ResourceClient) -> Callable[[str, str], list[dict[str, Any]]]:
+    """(namespace, service name) -> the EndpointSlices of that Service."""
+    def lookup(namespace: str, service: str) -> list[dict[str, Any]]:
+        return slices.list(namespace, label_selector=f"{SERVICE_NAME_LABEL}={service}")
     return lookup
 
 
@@ -76,6 +85,7 @@ class Controller:
             mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
             trusted_repositories=settings.trusted_repositories,
             unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
+            endpoint_slices=_endpoint_slices(ResourceClient(api, ENDPOINT_SLICES)),
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,

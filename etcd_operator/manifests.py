@@ -82,6 +82,19 @@ def member_labels(cluster_name: str, member: str) -> dict[str, str]:
     return {**cluster_labels(cluster_name), c.LABEL_MEMBER: member}
 
 
+def client_service_selector(cluster_name: str) -> dict[str, str]:
+    """The client service sends clients only to member pods labelled serving: removing the label
+    drains a member before it is removed or restarted (planning.py, "Draining")."""
+    return {**cluster_labels(cluster_name), c.LABEL_SERVING: c.LABEL_SERVING_VALUE}
+
+
+def client_selector_outdated(service: dict[str, Any]) -> bool:
+    """A client service (CoreOS-made, or made before draining existed) whose selector does not
+    require the serving label: draining a member would not keep clients off it."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    return selector.get(c.LABEL_SERVING) != c.LABEL_SERVING_VALUE
+
+
 def owner_reference(cluster: EtcdCluster) -> dict[str, Any]:
     return {
         "apiVersion": c.API_GROUP_VERSION,
@@ -188,7 +201,7 @@ def build_client_service(cluster: EtcdCluster) -> dict[str, Any]:
         "metadata": _metadata(cluster, client_service_name(cluster.name), cluster_labels(cluster.name)),
         "spec": {
             "type": "ClusterIP",
-            "selector": cluster_labels(cluster.name),
+            "selector": client_service_selector(cluster.name),
             "ports": [_service_port(c.CLIENT_PORT_NAME, c.CLIENT_PORT)],
         },
     }
@@ -262,7 +275,7 @@ def build_member_pod(
     just this member for the seed (`state="new"`), every member for a joining one."""
     spec = cluster.require_spec()
     policy = spec.pod
-    labels = {**policy.labels, **member_labels(cluster.name, member)}
+    labels = {**policy.labels, **member_labels(cluster.name, member), c.LABEL_SERVING: c.LABEL_SERVING_VALUE}
     annotations = {
         **policy.annotations,
         c.ANNOTATION_ETCD_VERSION: str(spec.version),

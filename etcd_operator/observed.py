@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -62,6 +62,10 @@ class ObservedPod:
     uid: str = ""
     # When its Ready condition last turned False (None while ready, or never reported).
     unready_since: datetime | None = None
+    # Labelled serving: the client service may send it clients (see manifests.client_service_selector).
+    serving: bool = True
+    # When the operator drained it (removed the serving label), if it did.
+    drained_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -139,6 +143,8 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         last_exit_code=last_terminated.get("exitCode") if isinstance(last_terminated.get("exitCode"), int) else None,
         uid=str(metadata.get("uid") or ""),
         unready_since=_unready_since(status.get("conditions")),
+        serving=labels.get(c.LABEL_SERVING) == c.LABEL_SERVING_VALUE,
+        drained_at=parse_timestamp(annotations.get(c.ANNOTATION_DRAINED_AT)),
     )
 
 
@@ -152,6 +158,19 @@ def parse_pvc(pvc: JsonDict) -> ObservedPVC:
         deleting=metadata.get("deletionTimestamp") is not None,
         uid=str(metadata.get("uid") or ""),
     )
+
+
+def ready_endpoint_pods(endpoint_slices: Sequence[JsonDict]) -> frozenset[str]:
+    """Names of the pods a Service's EndpointSlices list as ready (where its clients may be sent;
+    an absent `ready` condition counts as ready, as the API says consumers should read it)."""
+    names = set()
+    for endpoint_slice in endpoint_slices:
+        for endpoint in endpoint_slice.get("endpoints") or ():
+            target = _dict(_dict(endpoint).get("targetRef"))
+            conditions = _dict(_dict(endpoint).get("conditions"))
+            if target.get("kind") == "Pod" and target.get("name") and conditions.get("ready") is not False:
+                names.add(str(target["name"]))
+    return frozenset(names)
 
 
 def version_from_image(image: str) -> EtcdVersion | None:
@@ -217,6 +236,12 @@ class ObservedCluster:
     unhealthy_member_timeout_seconds: float | None = None
     # The primary IP family of the cluster's Services (and so of its pods): "IPv4" or "IPv6".
     ip_family: str = "IPv4"
+    # The client service exists but its selector does not require the serving label (CoreOS-made,
+    # or made before draining existed): migrated before any member is drained.
+    client_selector_outdated: bool = False
+    # Pods the client service's EndpointSlices list as ready (its clients may still be sent
+    # there); None: not looked up (every pod is labelled serving, or the lookup failed).
+    client_endpoints: frozenset[str] | None = None
 
     # --- pods and volumes
 

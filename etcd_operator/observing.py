@@ -14,7 +14,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
-from etcd_operator.manifests import member_client_url
+from etcd_operator.manifests import client_selector_outdated, client_service_name, member_client_url
 from etcd_operator.observed import MemberHealth, ObservedCluster, parse_pod, parse_pvc
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ def observe_cluster(
         pvcs=tuple(parse_pvc(p) for p in pvcs),
         services=frozenset(str((s.get("metadata") or {}).get("name")) for s in services),
         services_to_fix=services_hiding_unready_members(cluster.name, services),
+        client_selector_outdated=any(
+            (s.get("metadata") or {}).get("name") == client_service_name(cluster.name) and client_selector_outdated(s)
+            for s in services),
         observed_at=now or datetime.now(timezone.utc),
     )
     if cluster.spec is None or cluster.paused:
@@ -124,6 +127,14 @@ def _member_health(
     asked = {m.member_name: url for url, m in by_endpoint.items()
              if not m.is_learner and m.member_name in health and health[m.member_name].healthy}
     statuses = _endpoint_status(cluster, asked, etcd) if asked else {}
+    # A leader the others still name but that failed its health check (stuck): whether it still
+    # answers `endpoint status` tells the planner whether it can serve move-leader.
+    leader_ids = {status.leader_id for status in statuses.values() if status.leader_id}
+    stuck_leaders = {m.member_name: url for url, m in by_endpoint.items()
+                     if m.id in leader_ids and not m.is_learner and m.member_name not in asked}
+    if stuck_leaders:
+        statuses = {**statuses, **_endpoint_status(cluster, stuck_leaders, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
+                                                   failure_level=logging.DEBUG)}
     learners = {m.member_name: url for url, m in by_endpoint.items() if m.is_learner}
     if learners:
         statuses = {**statuses, **_endpoint_status(cluster, learners, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,

@@ -15,7 +15,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
     A peer service that hides members that are not ready (a CoreOS-made one) ->
-    PublishNotReadyAddresses (adoption.py).
+    PublishNotReadyAddresses (adoption.py). A client service whose selector does not require the
+    serving label (CoreOS-made, or older) -> SetServing(true) on each live member pod without it,
+    then UpdateClientSelector (pods first, so no client loses its endpoints meanwhile).
  4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
     (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
  5. No member answered `member list` (bootstrap, or everything down):
@@ -40,14 +42,16 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
-    added by rule 14. A terminal member pod without a volume -> DeletePod (then it is dead).
+    added by rule 14. A dead member the others still report as leader: MoveLeader first if it
+    answers, else removed at once (see "Removing the leader" below). A terminal member pod
+    without a volume -> DeletePod (then it is dead).
 10. Pods and PVCs of no member -> DeletePod / DeletePVC: leftovers of removed members. Pods
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
 11b. A learner that never answered within the bound (--unhealthy-member-timeout-seconds), or a
     voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
-    first); rule 14 adds its replacement.
+    first, see "Removing the leader"); rule 14 adds its replacement.
 12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
     and caught up while every voting member is healthy (etcd's own in-sync check decides; a
     refused promote is retried); else Wait (etcd allows one learner; nothing else changes
@@ -62,7 +66,24 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     UpgradeMember (restart on the volume, same member); on emptyDir, or with 1 or 2 voters
     (whose restart would stop writes) -> AddMember(purpose upgrade) at the new spec, and rule 15
     then removes the outdated one. Adding before removing keeps the fault tolerance.
-17. Otherwise -> NoOp (converged).
+17. Otherwise -> SetServing(true) on a member pod left drained (a removal that no longer
+    happens), else NoOp (converged).
+
+Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade) or UpgradeMember takes a
+member away, its pod leaves the client service: SetServing(false) first, then Wait until the
+client service's EndpointSlices no longer list it as ready (at most DRAIN_TIMEOUT_SECONDS after the
+drain, recorded on the pod), then the removal. Clients of the
+service then never have a write caught on a member as it goes. Dead and stuck members (purpose
+replace) are not drained: they serve no client already, and waiting must not block replacing them.
+
+Removing the leader (rules 9, 11b, 13, 15, 16): a voting member that leads is never removed while
+it can hand leadership over: MoveLeader to a healthy voter (up to date first, then the oldest)
+comes first, so clients see no election. A stuck leader (it still heads raft, so the others elect
+no one else, but it fails the health check) that answers `endpoint status` can still serve
+move-leader and is moved off too. One that answers nothing cannot hand over (etcd serves
+move-leader on the leader only): it is removed as leader, while the rest keeps quorum, and etcd
+elects a new leader when the removal applies; waiting for a handover that cannot happen would
+block every later change.
 """
 from __future__ import annotations
 
@@ -89,6 +110,8 @@ from etcd_operator.actions import (
     PromoteMember,
     PublishNotReadyAddresses,
     Purpose,
+    SetServing,
+    UpdateClientSelector,
     RefuseNames,
     RejectSpec,
     RemoveMember,
@@ -98,10 +121,19 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
-from etcd_operator.manifests import member_name, member_peer_url, pod_policy_hash, service_names
+from etcd_operator.manifests import (
+    client_service_name,
+    member_name,
+    member_peer_url,
+    pod_policy_hash,
+    service_names,
+)
 from etcd_operator.observed import ObservedCluster, ObservedPod
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
+# The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
+# controller takes milliseconds; a stuck one must not block the removal forever).
+DRAIN_TIMEOUT_SECONDS = 30.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
 
 
@@ -121,12 +153,55 @@ def plan_next_action(observed: ObservedCluster) -> Action:
         return CreateServices(missing)
     if observed.services_to_fix:
         return PublishNotReadyAddresses(min(observed.services_to_fix))
+    if observed.client_selector_outdated:
+        return _migrate_client_selector(observed)
     stuck = _pod_stuck_on_unpullable_image(observed, cluster.spec)
     if stuck is not None:
         return stuck
     if observed.members is None:
         return _plan_without_member_list(observed, cluster.spec)
-    return _plan_with_member_list(observed, cluster.spec, observed.members)
+    return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members))
+
+
+# ---------------------------------------------------------------------------------------------
+# Draining (rule 3's selector migration, rule 17's restore, and the drain before a removal)
+
+
+def _migrate_client_selector(observed: ObservedCluster) -> Action:
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if not pod.serving:
+            return SetServing(pod.name, True, "the client service is about to select member pods by this label",
+                              pod.uid)
+    return UpdateClientSelector(client_service_name(observed.cluster.name))
+
+
+def _drain_first(observed: ObservedCluster, action: Action) -> Action:
+    """A member about to be removed or restarted leaves the client service first (see Draining);
+    one left drained while the cluster converged serves again."""
+    if isinstance(action, NoOp):
+        for pod in sorted(observed.live_pods, key=lambda p: p.name):
+            if not pod.serving and pod.member_name in observed.member_names:
+                return SetServing(pod.name, True, "it was drained for a removal that is no longer planned", pod.uid)
+        return action
+    if isinstance(action, RemoveMember) and action.purpose != "replace":
+        what = f"member {action.member_name} is removed next"
+    elif isinstance(action, UpgradeMember):
+        what = f"member {action.member_name} is restarted next"
+    else:
+        return action
+    target = observed.pod(action.member_name)
+    if target is None or target.deleting:
+        return action
+    pod = target
+    if pod.serving:
+        at = observed.observed_at.isoformat().replace("+00:00", "Z") if observed.observed_at is not None else ""
+        return SetServing(pod.name, False, f"{what}; clients must not be caught on it", pod.uid, at)
+    drained_for = _seconds_since(observed, pod.drained_at)
+    if (observed.client_endpoints is not None and pod.name in observed.client_endpoints
+            and (drained_for is None or drained_for < DRAIN_TIMEOUT_SECONDS)):
+        return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
+                    f"no longer lists it before: {action.describe()}")
+    return action
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,6 +432,11 @@ def _rule_9_dead_members(
     for member in dead:
         if _removal_keeps_quorum(observed, member):
             why = "its pod is gone and its data with it" if member.started else "it never started and its peer URL is not one this operator creates"
+            if member.id == observed.leader_id and _answers(observed, member):
+                handover = _hand_over_leadership(
+                    observed, member, {}, f"{member.member_name} is dead ({why}) and must not lead when it is removed")
+                if handover is not None:
+                    return handover
             return RemoveMember(member.member_name, member.id, "replace", f"{why}; a new member replaces it")
     if dead:
         return _quorum_loss(observed, list(dead))
@@ -423,13 +503,17 @@ def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str])
         unhealthy_for = _unhealthy_seconds(observed, member)
         if unhealthy_for is None or unhealthy_for < limit or not _removal_keeps_quorum(observed, member):
             continue
-        return _remove_or_move_leader(
-            observed, member, "replace",
-            f"unhealthy for {unhealthy_for:.0f}s (bound {limit:.0f}s): {_unhealthy_detail(observed, member)}; "
-            f"a new member replaces it",
-            outdated,
-        )
+        reason = (f"unhealthy for {unhealthy_for:.0f}s (bound {limit:.0f}s): {_unhealthy_detail(observed, member)}; "
+                  f"a new member replaces it")
+        return _remove_or_move_leader(observed, member, "replace", reason, outdated)
     return None
+
+
+def _seconds_since(observed: ObservedCluster, moment: datetime | None) -> float | None:
+    if moment is None or observed.observed_at is None:
+        return None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return (observed.observed_at - moment).total_seconds()
 
 
 def _unhealthy_seconds(observed: ObservedCluster, member: Member) -> float | None:
@@ -629,16 +713,35 @@ def _remove_or_move_leader(
     if leader_id is None:
         return Wait(f"leader not known yet; {victim.member_name} is removed once it is")
     if victim.id == leader_id:
-        target = _leadership_target(observed, exclude=victim, outdated=outdated)
-        if target is None:
-            return Wait(f"{victim.member_name} leads and no healthy member can take over yet")
-        return MoveLeader(
-            victim.member_name, victim.id, target.member_name, target.id,
-            f"{victim.member_name} is to be removed and must not lead",
-        )
+        if not _answers(observed, victim):
+            if not _removal_keeps_quorum(observed, victim):
+                return Wait(f"removing {victim.member_name} now would lose quorum")
+            return RemoveMember(
+                victim.member_name, victim.id, purpose,
+                f"{reason}; it leads but answers no client, so it cannot hand leadership over: it is removed "
+                f"as leader and etcd elects a new one",
+            )
+        handover = _hand_over_leadership(observed, victim, outdated, f"{victim.member_name} is to be removed and must not lead")
+        return handover or Wait(f"{victim.member_name} leads and no healthy member can take over yet")
     if not _removal_keeps_quorum(observed, victim):
         return Wait(f"removing {victim.member_name} now would lose quorum")
     return RemoveMember(victim.member_name, victim.id, purpose, reason)
+
+
+def _answers(observed: ObservedCluster, member: Member) -> bool:
+    """Whether the member serves clients at all (its health check passed, or it answered
+    `endpoint status`): only then can it serve move-leader."""
+    return observed.is_healthy(member) or member.member_name in observed.endpoint_status
+
+
+def _hand_over_leadership(
+    observed: ObservedCluster, leader: Member, outdated: dict[str, str], reason: str
+) -> MoveLeader | None:
+    """MoveLeader from `leader` to the best healthy voter, or None if there is none."""
+    target = _leadership_target(observed, exclude=leader, outdated=outdated)
+    if target is None:
+        return None
+    return MoveLeader(leader.member_name, leader.id, target.member_name, target.id, reason)
 
 
 def _leadership_target(

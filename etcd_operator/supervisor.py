@@ -23,9 +23,9 @@ from etcd_operator.cluster_status import CONDITION_MEMBER_START_BLOCKED, compute
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget
-from etcd_operator.manifests import disruption_budget_name, ip_family_of_services, service_names
+from etcd_operator.manifests import client_service_name, disruption_budget_name, ip_family_of_services, service_names
 from etcd_operator.member_start import SETTING_UP, StartProblem, start_problems
-from etcd_operator.observed import ObservedCluster
+from etcd_operator.observed import ObservedCluster, ready_endpoint_pods
 from etcd_operator.observing import observe_cluster
 from etcd_operator.ownership import (
     NameProblem,
@@ -82,6 +82,8 @@ class SupervisorContext:
     mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
     unhealthy_member_timeout_seconds: float | None = None  # None: unhealthy members are waited for
+    # (namespace, service name) -> that Service's EndpointSlices (None: not looked up).
+    endpoint_slices: Callable[[str, str], list[dict[str, Any]]] | None = None
 
 
 class ClusterSupervisor:
@@ -174,6 +176,9 @@ class ClusterSupervisor:
         mount_failures = self._mount_failures(observed)
         if mount_failures:
             observed = replace(observed, mount_failures=mount_failures)
+        client_endpoints = self._client_endpoints(observed)
+        if client_endpoints is not None:
+            observed = replace(observed, client_endpoints=client_endpoints)
         budget_action = plan_disruption_budget(observed, budget)
         if budget_action is not None and ctx.may_act(ACTION_MAX_SECONDS) and not self._deletion_started():
             self.log.info("%s", budget_action.describe())
@@ -307,6 +312,20 @@ class ClusterSupervisor:
             if events:
                 failures[pod.name] = str(events[-1].get("message") or "")
         return failures
+
+    def _client_endpoints(self, observed: ObservedCluster) -> frozenset[str] | None:
+        """Pods the client service still sends clients to, looked up only while a member pod is
+        drained (planning.py, "Draining"); None when not looked up or the lookup failed (then a
+        drained member is removed without waiting for its endpoint to go)."""
+        lookup = self.context.endpoint_slices
+        if lookup is None or all(pod.serving for pod in observed.live_pods):
+            return None
+        cluster = observed.cluster
+        try:
+            return ready_endpoint_pods(lookup(cluster.namespace, client_service_name(cluster.name)))
+        except KubeError as e:
+            self.log.warning("cannot read the client service's EndpointSlices: %s", short_error(e))
+            return None
 
     def _new_start_problems(self, observed: ObservedCluster) -> list[StartProblem]:
         """Member start problems not reported yet: one Warning event per incident, and one again

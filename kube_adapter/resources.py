@@ -46,6 +46,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "Persist
 SECRETS = Resource("", "v1", "secrets", "Secret")
 EVENTS = Resource("", "v1", "events", "Event")
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 
 
 def _snake_case(kind: str) -> str:

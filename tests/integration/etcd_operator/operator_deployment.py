@@ -162,3 +162,25 @@ def pod_metric(pod: Any, name: str, labels: dict[str, str]) -> float | None:
     """The first matching sample of one operator pod, or None when it does not export it."""
     values = pod_metric_samples(pod, name, labels)
     return values[0] if values else None
+
+
+@contextmanager
+def operator_env(sandbox: Sandbox, **env: str) -> Iterator[None]:
+    """The operator running with extra environment variables (its flags' env defaults, e.g.
+    UNHEALTHY_MEMBER_TIMEOUT_SECONDS) inside the block; rolled back to the shipped Deployment after
+    it, even if the block fails (other tests expect the defaults). Each change is a rollout."""
+    deployment = f"deployment/{OPERATOR_DEPLOYMENT}"
+
+    def roll(*assignments: str) -> None:
+        sandbox.kubectl("-n", OPERATOR_NAMESPACE, "set", "env", deployment, f"--containers={OPERATOR_CONTAINER}",
+                        *assignments)
+        sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", deployment,
+                        f"--timeout={START_TIMEOUT_SECONDS:.0f}s")
+        running_operator_pod(sandbox)
+        wait_operator_leading(sandbox)
+
+    roll(*(f"{name}={value}" for name, value in env.items()))
+    try:
+        yield
+    finally:
+        roll(*(f"{name}-" for name in env))

@@ -36,6 +36,7 @@ KEYS = {f"/adopted/key-{i:02d}": f"value-{i}" for i in range(20)}
 # The etcd a CoreOS cluster runs when we take it over, and the versions it is then upgraded to,
 # one minor version at a time: 3.5, or 3.4 (supported only as an upgrade source).
 # With `pvc`, spec.pod.persistentVolumeClaimSpec: CoreOS gave every member but the seed a PVC.
+SERVING_LABEL = "etcd.database.coreos.com/serving"
 ADOPTED = [
     pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), False, id="etcd-3.5"),
     pytest.param(DEBIAN_ETCD_VERSION, (newest_etcd_version("3.5"), newest_etcd_version("3.6")), False, id="etcd-3.4"),
@@ -186,6 +187,16 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
         clusters.core.read_namespaced_service(name, clusters.namespace)), timeout=60, what="peer service fixed")
     assert peer.spec.cluster_ip == "None"
     assert any(e.reason == "ServiceUpdated" for e in clusters.events(name))
+    # Its client service selected members by app and cluster only: the members are labelled
+    # serving (no restart), then the selector requires the label, so a member can be drained of
+    # clients before it is removed; clients reach the same members through it throughout.
+    client = wait_for(lambda: (lambda s: s if (s.spec.selector or {}).get(SERVING_LABEL) == "true" else None)(
+        clusters.core.read_namespaced_service(f"{name}-client", clusters.namespace)), timeout=60,
+        what="client service selecting serving members")
+    assert {k: v for k, v in client.spec.selector.items() if k != SERVING_LABEL} == {"app": "etcd", "etcd_cluster": name}
+    assert all((p.metadata.labels or {}).get(SERVING_LABEL) == "true" for p in clusters.live_pods(name))
+    assert _pods(clusters, name) == pods_before, "labelling a CoreOS member pod restarted it"
+    assert _keys(clusters, name) == KEYS
 
     # A CoreOS pod never restarts (restartPolicy Never): when its etcd dies the pod fails. On
     # emptyDir its data goes with it: the member is replaced by one of ours while the other two keep

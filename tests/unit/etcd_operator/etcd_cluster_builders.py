@@ -198,3 +198,20 @@ def nothing_yet(*, bootstrapped: bool = False, spec: dict[str, Any] | None = Non
         name_suffix=NEW_SUFFIX,
         member_list_error="no endpoints",
     )
+
+
+def plan_through_drain(observed: ObservedCluster) -> Any:
+    """plan_next_action, past the drain that precedes a removal or restart (planning.py,
+    "Draining"): a SetServing(false) is applied to the observation (the client service then no
+    longer lists the pod) and planning goes on; the action then must take that very member away."""
+    from etcd_operator import actions
+    from etcd_operator.planning import plan_next_action
+
+    action = plan_next_action(observed)
+    if not (isinstance(action, actions.SetServing) and not action.serving):
+        return action
+    drained = replace_pod(observed, action.pod_name, serving=False)
+    after = plan_next_action(drained)
+    assert isinstance(after, (actions.RemoveMember, actions.UpgradeMember)) and after.member_name == action.pod_name, \
+        f"drained {action.pod_name}, then planned {after}"
+    return after

@@ -60,6 +60,9 @@ class RecordingEtcd:
         class Client:
             def member_remove(self, member_id: int) -> None:
                 etcd.calls.append(("member remove", list(endpoints), member_id))
+
+            def move_leader(self, member_id: int) -> None:
+                etcd.calls.append(("move-leader", list(endpoints), member_id))
         return Client()
 
 
@@ -92,3 +95,15 @@ def test_removing_a_member_whose_pod_is_already_terminating_deletes_nothing() ->
     api, etcd = DeletingApi(), RecordingEtcd()
     _executor(api, etcd).execute(a.RemoveMember(name(2), member_id(2), "replace", "pod deleted"), observed)
     assert [call[2] for call in etcd.calls] == [member_id(2)] and api.deleted == []
+
+
+def test_moving_leadership_off_an_unhealthy_leader_asks_the_leader_too() -> None:
+    """etcd serves move-leader on the leader only: a stuck leader left out of the endpoints (as
+    unhealthy members are for other calls) would make every handover fail with "no leader"."""
+    observed = unhealthy(healthy_cluster(3, leader=1), name(1))
+    api, etcd = DeletingApi(), RecordingEtcd()
+    _executor(api, etcd).execute(a.MoveLeader(name(1), member_id(1), name(2), member_id(2), "stuck"), observed)
+    cluster = observed.cluster
+    assert etcd.calls == [("move-leader", [member_client_url(cluster, name(2)), member_client_url(cluster, name(3)),
+                                           member_client_url(cluster, name(1))], member_id(2))], etcd.calls
+    assert api.deleted == []

@@ -17,6 +17,8 @@ SAMPLES: list[actions.Action] = [
     actions.NoOp(),
     actions.CreateServices(("example", "example-client")),
     actions.PublishNotReadyAddresses("example"),
+    actions.UpdateClientSelector("example-client"),
+    actions.SetServing("example-abcde", False, "removed next"),
     actions.SetDisruptionBudget("example", 2, True, "a quorum of 3 voting members stays available"),
     actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
     actions.CreateMemberPod("example-abcde", (), "interrupted add"),
@@ -30,7 +32,7 @@ SAMPLES: list[actions.Action] = [
 ]
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
-    "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader",
+    "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
 }
 
 

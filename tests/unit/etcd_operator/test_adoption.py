@@ -9,7 +9,15 @@ import pytest
 
 from etcd_operator.acting import ActionExecutor
 from etcd_common.etcd_version import EtcdVersion
-from etcd_operator.actions import CreateServices, NoOp, PublishNotReadyAddresses, RejectSpec, ReportMembersLost
+from etcd_operator.actions import (
+    CreateServices,
+    NoOp,
+    PublishNotReadyAddresses,
+    RejectSpec,
+    ReportMembersLost,
+    SetServing,
+    UpdateClientSelector,
+)
 from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_members
 from etcd_operator.cluster_status import compute_status
 from etcd_operator.manifests import build_client_service, build_peer_service
@@ -27,6 +35,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
     make_cluster,
     raw_cluster,
+    replace_pod,
 )
 
 COREOS_CLUSTER = {**coreos_pods.coreos_cluster(CLUSTER, 3, "3.6.16"),
@@ -77,7 +86,15 @@ def test_coreos_member_pods_are_read_as_members_and_not_rolled(shell: bool) -> N
     for pod in adopted.pods:
         assert pod.pod_policy_hash is None and str(pod.etcd_version) == "3.6.16" and pod.ready
     assert all(outdated_reason(adopted, member) is None for member in adopted.members or ())
-    assert isinstance(plan_next_action(adopted), NoOp)
+    # Its client service selects by app and cluster only: its pods are labelled serving first,
+    # then the selector requires the label (so draining works); nothing is restarted or rolled.
+    adopted = dataclasses.replace(adopted, client_selector_outdated=True)
+    for step in range(len(coreos)):
+        action = plan_next_action(adopted)
+        assert action == SetServing(coreos[step].name, True, action.reason, coreos[step].uid), action
+        adopted = replace_pod(adopted, coreos[step].name, serving=True)
+    assert plan_next_action(adopted) == UpdateClientSelector(f"{CLUSTER}-client")
+    assert isinstance(plan_next_action(dataclasses.replace(adopted, client_selector_outdated=False)), NoOp)
 
 
 def test_observation_names_the_coreos_peer_service_to_fix() -> None:
@@ -85,6 +102,11 @@ def test_observation_names_the_coreos_peer_service_to_fix() -> None:
                                etcd=None)  # type: ignore[arg-type]  # no pod: etcd is never asked
     assert observed.services == {CLUSTER, f"{CLUSTER}-client"}
     assert observed.services_to_fix == {CLUSTER}
+    assert observed.client_selector_outdated, "its client service selects pods without the serving label"
+    ours = observe_cluster(make_cluster(), pods=[], services=[build_peer_service(make_cluster()),
+                                                              build_client_service(make_cluster())],
+                           pvcs=[], etcd=None)  # type: ignore[arg-type]
+    assert not ours.client_selector_outdated
 
 
 class PatchingServices:

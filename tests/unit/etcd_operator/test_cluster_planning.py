@@ -16,6 +16,7 @@ from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, v
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action
 
 from tests.unit.etcd_operator.etcd_cluster_builders import (
+    plan_through_drain,
     CLUSTER,
     NEW_MEMBER,
     PVC_SPEC,
@@ -325,7 +326,7 @@ CASES = [
 
 @pytest.mark.parametrize("observed, expected", CASES)
 def test_plan_next_action(observed: ObservedCluster, expected: Expect) -> None:
-    action = plan_next_action(observed)
+    action = plan_through_drain(observed)
     assert isinstance(action, expected.action_type), action
     for key, value in expected.fields.items():
         assert getattr(action, key) == value, (key, action)

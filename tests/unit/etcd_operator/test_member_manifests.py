@@ -44,7 +44,8 @@ def test_seed_pod() -> None:
     pod = _seed_pod()
     metadata, spec = pod["metadata"], pod["spec"]
     assert metadata["name"] == MEMBER and metadata["namespace"] == "default"
-    assert metadata["labels"] == {"app": "etcd", "etcd_cluster": "example", "etcd_node": MEMBER}
+    assert metadata["labels"] == {"app": "etcd", "etcd_cluster": "example", "etcd_node": MEMBER,
+                                  "etcd.database.coreos.com/serving": "true"}
     assert metadata["annotations"][c.ANNOTATION_ETCD_VERSION] == "3.6.16"
     assert metadata["annotations"][c.ANNOTATION_INITIAL_CLUSTER_STATE] == "new"
     assert metadata["ownerReferences"] == [OWNER]
@@ -155,7 +156,8 @@ def test_pod_policy_applied() -> None:
     }
     pod = _seed_pod({"pod": policy})
     metadata, spec, container = pod["metadata"], pod["spec"], _container(pod)
-    assert metadata["labels"] == {"team": "db", "app": "etcd", "etcd_cluster": "example", "etcd_node": MEMBER}
+    assert metadata["labels"] == {"team": "db", "app": "etcd", "etcd_cluster": "example", "etcd_node": MEMBER,
+                                  "etcd.database.coreos.com/serving": "true"}
     assert metadata["annotations"]["prometheus.io/scrape"] == "true"
     assert spec["nodeSelector"] == {"disk": "ssd"}
     assert spec["tolerations"] == policy["tolerations"]
@@ -180,7 +182,9 @@ def test_services() -> None:
     assert service_names("example") == ("example", "example-client")
     client = build_client_service(cluster)
     assert client["metadata"]["name"] == "example-client" and client["metadata"]["ownerReferences"] == [OWNER]
-    assert client["spec"]["selector"] == {"app": "etcd", "etcd_cluster": "example"}
+    # Only pods labelled serving get clients: a member is drained before it is removed or restarted.
+    assert client["spec"]["selector"] == {"app": "etcd", "etcd_cluster": "example",
+                                          "etcd.database.coreos.com/serving": "true"}
     assert client["spec"]["ports"] == [{"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"}]
     peer = build_peer_service(cluster)
     assert peer["metadata"]["name"] == "example"

@@ -98,6 +98,26 @@ def test_a_voter_failing_its_health_check_is_not_asked_for_its_status_too() -> N
     assert set(observed.endpoint_status) == set(MEMBERS[:2])
 
 
+def test_a_leader_failing_its_health_check_is_asked_its_status_with_a_short_timeout() -> None:
+    """A stuck leader the others still follow: whether it answers `endpoint status` tells the
+    planner whether it can serve move-leader (etcd serves it on the leader only)."""
+    cluster = make_cluster()
+    urls = [member_client_url(cluster, m) for m in MEMBERS]
+    timeouts: list[float] = []
+
+    class TimingEtcd(FakeEtcd):
+        def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
+            timeouts.append(timeout_seconds)
+            return FakeClient(self, endpoints)
+    etcd = TimingEtcd()
+    etcd.dying = {urls[0]}  # every status names member 1 (MEMBERS[0]) leader
+    observed = observe(cluster, etcd, set(urls))
+    assert etcd.asked[-2:] == [("endpoint status", urls[1:]), ("endpoint status", urls[:1])], etcd.asked
+    assert timeouts[-1] == LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
+    assert set(observed.endpoint_status) == set(MEMBERS) and observed.leader_id == 1
+    assert {m.member_name for m in observed.healthy_voters} == set(MEMBERS[1:])
+
+
 def test_no_member_listening_skips_etcdctl_and_says_why() -> None:
     etcd = FakeEtcd()
     observed = observe(make_cluster(), etcd, set())

@@ -44,6 +44,7 @@ class SimPod:
     policy_hash: str
     state: str
     created_at: Any
+    serving: bool = True  # labelled for the client service
 
 
 @dataclass
@@ -99,7 +100,7 @@ class World:
             pods=tuple(
                 ObservedPod(p.name, p.name, phase="Running", ready=p.name in healthy, ip="127.1.0.1",
                             created_at=p.created_at, image=p.image, etcd_version=p.version,
-                            initial_cluster_state=p.state, pod_policy_hash=p.policy_hash)
+                            initial_cluster_state=p.state, pod_policy_hash=p.policy_hash, serving=p.serving)
                 for p in self.pods.values()
             ),
             pvcs=tuple(ObservedPVC(name, name) for name in self.pvcs),
@@ -142,11 +143,16 @@ class World:
             self.members[action.member_name].learner = False
         elif isinstance(action, actions.RemoveMember):
             assert action.member_name != self.leader, "removed the leader"
+            if action.purpose != "replace" and action.member_name in self.pods:
+                assert not self.pods[action.member_name].serving, f"removed before it was drained: {action}"
             del self.members[action.member_name]
+        elif isinstance(action, actions.SetServing):
+            self.pods[action.pod_name].serving = action.serving
         elif isinstance(action, actions.MoveLeader):
             assert self.leader == action.from_member_name
             self.leader = action.to_member_name
         elif isinstance(action, actions.UpgradeMember):
+            assert not self.pods[action.pod_name].serving, f"restarted before it was drained: {action}"
             del self.pods[action.pod_name]
         elif isinstance(action, actions.DeletePod):
             del self.pods[action.pod_name]

@@ -16,6 +16,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
     make_member,
     make_pod,
+    member_id,
     name,
     replace_pod,
     unhealthy,
@@ -51,9 +52,69 @@ def test_without_a_bound_unhealthy_voters_are_waited_for() -> None:
     assert isinstance(plan_next_action(_stuck_voter(timeout=None)), actions.Wait)
 
 
+# Unhealthy for 400 s: past the bound, not yet twice it.
+PAST_THE_BOUND = timedelta(hours=1) - timedelta(seconds=400)
+
+
 def test_a_stuck_leader_hands_leadership_over_first() -> None:
-    action = plan_next_action(_stuck_voter(member=1, leader=1))
+    action = plan_next_action(_stuck_voter(member=1, leader=1, since=PAST_THE_BOUND))
     assert isinstance(action, actions.MoveLeader) and action.from_member_name == name(1), action
+
+
+def test_a_stuck_leader_hands_over_to_the_oldest_healthy_voter_and_is_then_replaced() -> None:
+    observed = _stuck_voter(member=1, leader=1, since=PAST_THE_BOUND)
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.MoveLeader), action
+    assert (action.from_member_id, action.to_member_name) == (member_id(1), name(2)), action
+    # Once another member leads, the stuck one (no longer leader) is the one removed.
+    after = dataclasses.replace(observed, endpoint_status={
+        n: dataclasses.replace(s, leader_id=member_id(2)) for n, s in observed.endpoint_status.items()})
+    removal = plan_next_action(after)
+    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(1), removal
+    assert removal.purpose == "replace"
+
+
+def test_a_stuck_leader_that_answers_nothing_is_removed_as_leader() -> None:
+    """A leader that answers no client (not even `endpoint status`) cannot serve move-leader,
+    which etcd serves on the leader only; waiting for a handover would block forever, so it is
+    removed as leader (etcd elects another) while the rest keeps quorum."""
+    observed = _stuck_voter(member=1, leader=1, since=PAST_THE_BOUND)
+    silent = dataclasses.replace(observed, endpoint_status={
+        n: s for n, s in observed.endpoint_status.items() if n != name(1)})
+    assert silent.leader_id == member_id(1), "the others still name it leader"
+    action = plan_next_action(silent)
+    assert isinstance(action, actions.RemoveMember) and action.member_id == member_id(1), action
+    assert "cannot hand leadership over" in action.reason, action.reason
+    young = dataclasses.replace(silent, observed_at=T0 + timedelta(minutes=10, seconds=60))
+    assert isinstance(plan_next_action(young), actions.Wait), "not before the bound"
+
+
+def test_a_stuck_leader_is_not_removed_when_that_would_lose_quorum() -> None:
+    observed = unhealthy(_stuck_voter(member=1, leader=1, count=3), name(2))
+    assert isinstance(plan_next_action(observed), actions.ReportQuorumLoss)
+
+
+def test_a_dead_member_that_still_leads_and_answers_hands_leadership_over_first() -> None:
+    """Its emptyDir pod is terminating (its data goes with it), but its etcd still runs and
+    leads: MoveLeader first, so clients see no election, then it is removed."""
+    observed = replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True)
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.MoveLeader), action
+    assert action.from_member_name == name(2) and action.to_member_name == name(1), action
+    moved = dataclasses.replace(observed, endpoint_status={
+        n: dataclasses.replace(s, leader_id=member_id(1)) for n, s in observed.endpoint_status.items()})
+    removal = plan_next_action(moved)
+    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(2), removal
+
+
+def test_a_dead_leader_that_does_not_answer_is_removed_at_once() -> None:
+    """It cannot hand over (move-leader is served by the leader only); its data is gone anyway."""
+    observed = unhealthy(replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True), name(2))
+    observed = dataclasses.replace(observed, endpoint_status={
+        n: s for n, s in observed.endpoint_status.items() if n != name(2)})
+    assert observed.leader_id == member_id(2), "the others still name it leader"
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.RemoveMember) and action.member_name == name(2), action
 
 
 def test_a_learner_that_never_answered_within_the_bound_is_replaced() -> None:

@@ -19,6 +19,7 @@ from etcd_operator.spec import parse_etcd_cluster
 
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
+    plan_through_drain,
     make_cluster,
     name,
     nothing_yet,
@@ -155,7 +156,7 @@ def _cluster_at(version: str, *, spec_version: str | None = None, pvc: bool = Fa
     pytest.param(_cluster_at("3.4.23", count=2), actions.AddMember, "2 of 3", id="3.4-cluster-still-scales"),
 ])
 def test_plan_follows_the_policy(observed: ObservedCluster, action: type, says: str) -> None:
-    planned = plan_next_action(observed)
+    planned = plan_through_drain(observed)
     assert isinstance(planned, action), planned
     assert says in planned.describe(), planned.describe()
 

@@ -1,0 +1,157 @@
+"""Upgrades and scale-down lose no client write: a member leaves the client service (its pod's
+serving label removed, then its endpoint gone from the service's EndpointSlices) before it is
+removed or restarted; clusters whose client service predates the label (CoreOS-made, older ones)
+are migrated first, pods before the selector."""
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from tests.unit.etcd_operator.etcd_cluster_builders import (
+    CLUSTER,
+    healthy_cluster,
+    name,
+    replace_pod,
+    unhealthy,
+    with_spec,
+    without_pods,
+)
+
+from etcd_common import constants as c
+from etcd_operator import actions
+from etcd_operator.acting import ActionExecutor
+from etcd_operator.manifests import client_service_selector
+from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
+from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, plan_next_action
+from operator_runtime.cache import ObjectCache
+
+EVERY_POD = frozenset(name(i) for i in range(1, 6))
+
+
+def _drained(observed: ObservedCluster, member: str, *, still_listed: bool) -> ObservedCluster:
+    observed = replace_pod(observed, member, serving=False)
+    listed = EVERY_POD if still_listed else EVERY_POD - {member}
+    return dataclasses.replace(observed, client_endpoints=listed)
+
+
+def test_scale_down_drains_the_member_then_waits_for_its_endpoint_then_removes_it() -> None:
+    observed = healthy_cluster(4, size=3)
+    drain = plan_next_action(observed)
+    assert isinstance(drain, actions.SetServing) and not drain.serving and drain.pod_name == name(4), drain
+    waiting = plan_next_action(_drained(observed, name(4), still_listed=True))
+    assert isinstance(waiting, actions.Wait) and f"{name(4)} drained" in waiting.reason, waiting
+    removal = plan_next_action(_drained(observed, name(4), still_listed=False))
+    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(4), removal
+    # Endpoints not looked up (the lookup failed): the label is off, the removal goes ahead.
+    unknown = plan_next_action(replace_pod(observed, name(4), serving=False))
+    assert isinstance(unknown, actions.RemoveMember), unknown
+
+
+def test_the_wait_for_a_drained_endpoint_is_bounded() -> None:
+    """The drain time goes on the pod with the label; an endpoint that does not leave the client
+    service within DRAIN_TIMEOUT_SECONDS (the EndpointSlice controller down) no longer holds the
+    removal back."""
+    observed = healthy_cluster(4, size=3)
+    drain = plan_next_action(observed)
+    assert isinstance(drain, actions.SetServing) and drain.at == "2024-05-01T13:00:00Z", drain
+    assert parse_timestamp(drain.at) == observed.observed_at
+    listed = _drained(observed, name(4), still_listed=True)
+    recent = replace_pod(listed, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_TIMEOUT_SECONDS - 1))
+    assert isinstance(plan_next_action(recent), actions.Wait)
+    stale = replace_pod(listed, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_TIMEOUT_SECONDS))
+    removal = plan_next_action(stale)
+    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(4), removal
+
+
+def test_an_outdated_member_leaving_an_emptydir_upgrade_is_drained_first() -> None:
+    observed = with_spec(healthy_cluster(4, size=3, version="3.5.35"), version="3.6.16")
+    observed = replace_pod(observed, name(4), image="quay.io/coreos/etcd:v3.6.16")  # the surge member, up to date
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.SetServing) and not action.serving and action.pod_name == name(3), action
+    after = plan_next_action(_drained(observed, name(3), still_listed=False))
+    assert isinstance(after, actions.RemoveMember) and after.purpose == "upgrade" and after.member_name == name(3)
+
+
+def test_a_member_restarted_on_its_volume_is_drained_first() -> None:
+    observed = with_spec(healthy_cluster(3, version="3.5.35", pvc=True), version="3.6.16")
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.SetServing) and not action.serving and action.pod_name == name(2), action
+    after = plan_next_action(_drained(observed, name(2), still_listed=False))
+    assert isinstance(after, actions.UpgradeMember) and after.member_name == name(2), after
+
+
+def test_dead_and_stuck_members_are_replaced_without_draining() -> None:
+    """They serve no client already; a wait on their endpoint must never block their replacement."""
+    dead = without_pods(healthy_cluster(3), name(2))
+    assert isinstance(plan_next_action(dead), actions.RemoveMember)
+    stuck = unhealthy(healthy_cluster(3), name(2))
+    stuck = replace_pod(stuck, name(2), ready=False, unready_since=stuck.observed_at - _minutes(10))
+    stuck = dataclasses.replace(stuck, unhealthy_member_timeout_seconds=60.0, client_endpoints=EVERY_POD)
+    action = plan_next_action(stuck)
+    assert isinstance(action, actions.RemoveMember) and action.purpose == "replace", action
+
+
+def test_a_member_left_drained_serves_again_once_the_cluster_converged() -> None:
+    observed = replace_pod(healthy_cluster(3), name(3), serving=False)  # say, spec.size went back to 3
+    action = plan_next_action(observed)
+    assert action == actions.SetServing(name(3), True, action.reason, ""), action
+
+
+def test_an_old_client_service_is_migrated_pods_first_before_any_drain() -> None:
+    observed = healthy_cluster(4, size=3)  # a scale-down is due, too
+    observed = dataclasses.replace(observed, client_selector_outdated=True,
+                                   pods=tuple(dataclasses.replace(p, serving=False) for p in observed.pods))
+    for index in range(1, 5):
+        action = plan_next_action(observed)
+        assert action == actions.SetServing(name(index), True, action.reason, ""), action
+        observed = replace_pod(observed, name(index), serving=True)
+    assert plan_next_action(observed) == actions.UpdateClientSelector(f"{CLUSTER}-client")
+    migrated = dataclasses.replace(observed, client_selector_outdated=False)
+    assert isinstance(plan_next_action(migrated), actions.SetServing)  # now the drain before the scale-down
+
+
+def test_a_pod_reads_as_serving_from_its_label_and_drained_at_from_its_annotation() -> None:
+    serving = parse_pod({"metadata": {"name": "p", "labels": {c.LABEL_SERVING: "true"}}})
+    assert serving.serving and serving.drained_at is None
+    drained = parse_pod({"metadata": {"name": "p", "annotations": {c.ANNOTATION_DRAINED_AT: "2024-05-01T13:00:00Z"}}})
+    assert not drained.serving and drained.drained_at == parse_timestamp("2024-05-01T13:00:00Z")
+
+
+def test_ready_endpoint_pods_reads_endpoint_slices() -> None:
+    slices = [{"endpoints": [
+        {"targetRef": {"kind": "Pod", "name": "a"}, "conditions": {"ready": True}},
+        {"targetRef": {"kind": "Pod", "name": "b"}, "conditions": {"ready": False, "serving": True}},
+        {"targetRef": {"kind": "Pod", "name": "c"}},  # no conditions: read as ready
+    ]}, {"endpoints": None}, {}]
+    assert ready_endpoint_pods(slices) == {"a", "c"}
+
+
+class PatchingApi:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append((name, patch))
+        return {"metadata": {"name": name, "namespace": namespace, "labels": {}}}
+
+
+def test_the_executor_removes_the_label_with_a_uid_precondition_and_patches_the_selector() -> None:
+    observed = healthy_cluster(3)
+    api = PatchingApi()
+    executor = ActionExecutor(api, api, api, None,  # type: ignore[arg-type]
+                              pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+    executor.execute(actions.SetServing(name(2), False, "removed next", "uid-2", "2024-05-01T13:00:00Z"), observed)
+    executor.execute(actions.SetServing(name(2), True, "back", ""), observed)
+    executor.execute(actions.UpdateClientSelector(f"{CLUSTER}-client"), observed)
+    assert api.patches == [
+        (name(2), {"metadata": {"labels": {c.LABEL_SERVING: None},
+                                "annotations": {c.ANNOTATION_DRAINED_AT: "2024-05-01T13:00:00Z"}, "uid": "uid-2"}}),
+        (name(2), {"metadata": {"labels": {c.LABEL_SERVING: "true"}, "annotations": {c.ANNOTATION_DRAINED_AT: None}}}),
+        (f"{CLUSTER}-client", {"spec": {"selector": client_service_selector(CLUSTER)}}),
+    ]
+
+
+def _minutes(n: int) -> Any:
+    from datetime import timedelta
+    return timedelta(minutes=n)
