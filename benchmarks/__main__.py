@@ -50,7 +50,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks",
         description="Benchmark the etcd operator in the local sandbox (started here unless it runs; stopped "
                     "afterwards only if started here). Every timed figure is a ratio against a floor measured "
-                    "in this run: the same membership changes done with raw etcdctl on plain etcd processes. "
+                    "in this run: the same membership changes done with raw etcdctl on plain etcd processes (scale 3->5: "
+                    "with its members started as bare pods, benchmarks/pod_floor.py). "
                     f"Figures: {', '.join(FIGURES)}.",
     )
     parser.epilog = ("The sandbox is shared with anyone else using it: the idle-requests figure scales the "

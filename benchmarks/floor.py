@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from etcd_common.etcd_probe import EtcdProbe
 from etcd_common.tcp_probe import accepting_connections
@@ -39,10 +39,31 @@ def wait_settled_since(changed_at: float) -> None:
         time.sleep(remaining)  # ageing the cluster is part of the scenario, not synchronisation
 
 
+class MemberProcess(Protocol):
+    """What the floor needs of a running member: a local process (subprocess.Popen), or a pod
+    running it (benchmarks.pod_floor)."""
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int | None: ...
+
+
+# (member name, etcd command line, log file) -> the running member.
+Launcher = Callable[[str, list[str], Path], MemberProcess]
+
+
+def start_local_process(name: str, argv: list[str], log_path: Path) -> MemberProcess:
+    """The floors' usual member: a plain etcd process started right here."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
 @dataclass
 class RawMember:
     index: int
-    process: subprocess.Popen[bytes]
+    process: MemberProcess
     member_id: int | None = None
 
     @property
@@ -58,6 +79,7 @@ class RawCluster:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="etcd-floor-")))
     members: dict[int, RawMember] = field(default_factory=dict)  # running members by index
     changed_at: float = 0.0  # time.monotonic() when the last membership change completed
+    launch: Launcher = start_local_process  # how a member's etcd is started
     _next_index: int = 0
     _last_error: str = ""
 
@@ -154,8 +176,7 @@ class RawCluster:
                 f"--listen-peer-urls={self._peer(index)}", f"--initial-advertise-peer-urls={self._peer(index)}",
                 f"--initial-cluster={','.join(initial)}", f"--initial-cluster-state={state}",
                 "--initial-cluster-token=floor"]
-        with open(self.workdir / f"{name}.log", "ab") as out:
-            member = RawMember(index, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+        member = RawMember(index, self.launch(name, argv, self.workdir / f"{name}.log"))
         self.members[index] = member
         return member
 
@@ -240,8 +261,8 @@ def _accepts_connections(url: str) -> bool:
 
 
 def _measured(change: Callable[[RawCluster], float], setup: Callable[[RawCluster], None],
-              version: str | None) -> float:
-    cluster = RawCluster(version=version or binaries.newest_etcd_version())
+              version: str | None, launch: Launcher = start_local_process) -> float:
+    cluster = RawCluster(version=version or binaries.newest_etcd_version(), launch=launch)
     try:
         setup(cluster)
         return change(cluster)
@@ -254,8 +275,10 @@ def measure_bring_up(size: int, version: str | None = None) -> float:
     return _measured(lambda c: c.bring_up(size), lambda c: None, version)
 
 
-def measure_scale(from_size: int, to_size: int, version: str | None = None) -> float:
-    """Seconds to grow or shrink a settled `from_size` cluster to `to_size` members."""
+def measure_scale(from_size: int, to_size: int, version: str | None = None,
+                  launch: Launcher = start_local_process) -> float:
+    """Seconds to grow or shrink a settled `from_size` cluster to `to_size` members (each member
+    started by `launch`: a local process, or a pod as in benchmarks.pod_floor)."""
     def setup(cluster: RawCluster) -> None:
         cluster.bring_up(from_size)
         cluster.wait_settled()
@@ -265,7 +288,7 @@ def measure_scale(from_size: int, to_size: int, version: str | None = None) -> f
             return cluster.add_members(to_size - from_size)
         return cluster.remove_members(from_size - to_size)
 
-    return _measured(change, setup, version)
+    return _measured(change, setup, version, launch)
 
 
 def measure_scale_round_trip(small: int, large: int, version: str | None = None) -> tuple[float, float]:

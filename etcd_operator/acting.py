@@ -30,6 +30,12 @@ from operator_runtime.cache import ObjectCache
 
 log = logging.getLogger(__name__)
 
+# etcd refuses `member add` ("unhealthy cluster") from a member that has not been connected to a
+# quorum of voters for its HealthInterval (5 s): a member promoted a moment ago always would. Its
+# pod is that young (creationTimestamp has whole seconds, hence the extra second), so an add is
+# sent to older voters when there are any; the client picks among its endpoints at random.
+ADD_VIA_MEMBERS_OLDER_THAN_SECONDS = 6.0
+
 
 @dataclass(frozen=True)
 class ActionExecutor:
@@ -85,7 +91,8 @@ class ActionExecutor:
         elif isinstance(action, a.AddMember):
             # member add first: a crash before the pod exists leaves an unstarted member, which the
             # next pass finishes with CreateMemberPod (never a ghost).
-            self._etcd(observed).member_add(action.member_name, [action.peer_url], learner=action.as_learner)
+            self._etcd(observed, settled_first=True).member_add(action.member_name, [action.peer_url],
+                                                               learner=action.as_learner)
             self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, a.PromoteMember):
             self._etcd(observed).member_promote(action.member_id)
@@ -112,14 +119,18 @@ class ActionExecutor:
                                ipv6=observed.ip_family == "IPv6")
         self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
-    def _etcd(self, observed: ObservedCluster, exclude: str | None = None, include: str | None = None) -> Etcdctl:
+    def _etcd(self, observed: ObservedCluster, exclude: str | None = None, include: str | None = None,
+              settled_first: bool = False) -> Etcdctl:
         """etcdctl against every healthy voting member (but `exclude`), so any live one can answer;
         an unhealthy one would only make a call wait out its timeout. Learners are left out: they
-        refuse membership calls ("rpc not supported for learner")."""
+        refuse membership calls ("rpc not supported for learner"). `settled_first`: only those
+        whose pods are older than ADD_VIA_MEMBERS_OLDER_THAN_SECONDS, if there are any."""
         cluster = observed.cluster
         voters = [m for m in observed.healthy_voters if m.started] or [
             m for m in observed.voting_members if m.started]
         names = [m.member_name for m in voters if m.member_name != exclude] or [m.member_name for m in voters]
+        if settled_first:
+            names = [n for n in names if _pod_older_than(observed, n, ADD_VIA_MEMBERS_OLDER_THAN_SECONDS)] or names
         if include is not None and include not in names:
             names.append(include)
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
@@ -130,3 +141,9 @@ class ActionExecutor:
             cache.upsert(create())
         except AlreadyExists:
             log.info("already exists; an earlier pass created it")
+
+
+def _pod_older_than(observed: ObservedCluster, member: str, seconds: float) -> bool:
+    pod = observed.pod(member)
+    age = observed.pod_age_seconds(pod) if pod is not None else None
+    return age is not None and age >= seconds

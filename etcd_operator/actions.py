@@ -118,9 +118,14 @@ class RefuseNames(_Action):
 
 @dataclass(frozen=True)
 class Wait(_Action):
-    """Something is in progress (a pod starting, a learner catching up); observe again soon."""
+    """Something is in progress (a pod starting, a learner catching up); observe again soon.
+
+    `imminent`: what is awaited is due within moments and no Kubernetes event announces it (a
+    learner whose pod just started begins serving clients and catches up within a fraction of a
+    second): the supervisor then observes again sooner, for a bounded number of passes."""
 
     reason: str
+    imminent: bool = False
 
     KIND: ClassVar[str] = "wait"
     has_effect: ClassVar[bool] = False

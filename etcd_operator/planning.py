@@ -134,6 +134,9 @@ ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
 # controller takes milliseconds; a stuck one must not block the removal forever).
 DRAIN_TIMEOUT_SECONDS = 30.0
+# A learner whose pod is younger than this (creationTimestamp has whole seconds) and runs is
+# expected to serve and catch up any moment: its wait is `imminent` (see `_just_started`).
+LEARNER_START_SECONDS = 3.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
 
 
@@ -585,6 +588,7 @@ def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voter
     though etcd may already list its name (a member list cannot tell)."""
     voters = len(observed.voting_members)
     waiting: list[str] = []
+    imminent = False
     for learner in sorted(observed.learners, key=lambda m: m.member_name):
         if voters >= needed_voters:
             return RemoveMember(
@@ -597,11 +601,26 @@ def _plan_learners(observed: ObservedCluster, spec: ClusterSpec, *, needed_voter
             waiting.append(f"{learner.member_name} is promoted once unhealthy member(s) {names} recover")
         elif progress is None:
             waiting.append(f"{learner.member_name} is starting (it serves no client yet)")
+            imminent = imminent or _just_started(observed, learner)
         elif progress[0] < progress[1] * c.LEARNER_CATCH_UP_RATIO:
             waiting.append(f"{learner.member_name} is catching up (raft index {progress[0]} of {progress[1]})")
+            imminent = imminent or _just_started(observed, learner)
         else:
             return PromoteMember(learner.member_name, learner.id)
-    return Wait("learner " + "; ".join(waiting))
+    return Wait("learner " + "; ".join(waiting), imminent=imminent)
+
+
+def _just_started(observed: ObservedCluster, learner: Member) -> bool:
+    """Is the learner's pod running and younger than LEARNER_START_SECONDS? Its etcd then
+    usually serves clients and catches up within a fraction of a second, which no Kubernetes event
+    announces (a learner's pod turns Ready only once promoted): worth observing again sooner than
+    any other wait. Older learners (etcd's 7 s publish retry, a large database to catch up on) are
+    waited for at the ordinary pace. A pod still Pending is not polled for: its start is an event."""
+    pod = observed.pod(learner.member_name)
+    if pod is None or pod.phase != "Running" or pod.deleting:
+        return False
+    age = observed.pod_age_seconds(pod)
+    return age is not None and age < LEARNER_START_SECONDS
 
 
 def _learner_progress(observed: ObservedCluster, learner: Member) -> tuple[int, int] | None:

@@ -57,6 +57,13 @@ ACTION_MAX_SECONDS = 10.0
 # Passes at WAIT_POLL_SECONDS before the same wait starts backing off: 10 s, longer than a new
 # learner may take to answer (etcd 3.6: up to ~7 s), which no Kubernetes event announces.
 WAIT_FAST_PASSES = 20
+# A wait the planner calls imminent (a learner whose pod just started: it serves clients and
+# catches up within a fraction of a second, and no Kubernetes event says when) is observed again
+# this soon, as the raw-etcdctl floor polls; at most IMMINENT_MAX_PASSES passes in a row (3 s),
+# then the ordinary WAIT_POLL_SECONDS schedule takes over. Each such pass is one member list and
+# HTTP status/health requests to the members, no process.
+IMMINENT_POLL_SECONDS = 0.05
+IMMINENT_MAX_PASSES = 60
 MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
@@ -102,6 +109,7 @@ class ClusterSupervisor:
         self._failing_with: str | None = None  # the failure of the last pass, if it failed
         self._waiting_on: tuple[str, str] | None = None  # what the last passes waited on ...
         self._waits = 0  # ... and how many passes in a row
+        self._imminent_passes = 0  # passes in a row that polled an imminent wait fast
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
@@ -246,10 +254,18 @@ class ClusterSupervisor:
         self._write_status(raw, observed, action, self._last_error)
         if action.has_effect:
             self._waiting_on, self._waits = None, 0
+            self._imminent_passes = 0
             return 0.0
+        if isinstance(action, a.Wait) and action.imminent and self._imminent_passes < IMMINENT_MAX_PASSES:
+            self._imminent_passes += 1
+            self._waiting_on, self._waits = None, 0
+            return IMMINENT_POLL_SECONDS
         if isinstance(action, (a.Wait, a.ReportQuorumLoss)):
+            if not (isinstance(action, a.Wait) and action.imminent):
+                self._imminent_passes = 0
             return self._wait_delay((action.kind, action.describe()))
         self._waiting_on, self._waits = None, 0
+        self._imminent_passes = 0
         return ctx.resync_seconds
 
     def _wait_delay(self, waiting_on: tuple[str, str]) -> float:
