@@ -21,13 +21,14 @@ LABEL_APP: Final = "app"
 LABEL_APP_VALUE: Final = "etcd"
 LABEL_CLUSTER: Final = "etcd_cluster"
 LABEL_MEMBER: Final = "etcd_node"
-RESERVED_LABEL_KEYS: Final = frozenset({LABEL_APP, LABEL_CLUSTER, LABEL_MEMBER})
 # On a member pod while the client service may send it clients; the etcd operator removes it
 # (drains the member) before it removes or restarts that member. The client service selects it.
 LABEL_SERVING: Final = f"{API_GROUP}/serving"
 LABEL_SERVING_VALUE: Final = "true"
 # When the serving label was removed (RFC 3339): the wait for the endpoint to go is bounded.
 ANNOTATION_DRAINED_AT: Final = f"{API_GROUP}/drained-at"
+# Labels the operator sets on its pods and selects them by: spec.pod.labels may not set them.
+RESERVED_LABEL_KEYS: Final = frozenset({LABEL_APP, LABEL_CLUSTER, LABEL_MEMBER, LABEL_SERVING})
 
 # --- pod annotations
 # CoreOS wrote the etcd version under this bare key; keeping it lets us read its pods.
@@ -37,7 +38,7 @@ ANNOTATION_INITIAL_CLUSTER_STATE: Final = f"{API_GROUP}/initial-cluster-state"
 # Hash of the pod policy the pod was built from; a different hash means the pod is outdated.
 ANNOTATION_POD_POLICY_HASH: Final = f"{API_GROUP}/pod-policy-hash"
 RESERVED_ANNOTATION_KEYS: Final = frozenset(
-    {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH}
+    {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH, ANNOTATION_DRAINED_AT}
 )
 
 INITIAL_CLUSTER_STATE_NEW: Final = "new"

@@ -98,7 +98,7 @@ def _check_pod_policy(pod: PodPolicy) -> list[str]:
     if reserved:
         raise SpecError(
             f"spec.pod.labels may not set {', '.join(reserved)}: the operator uses "
-            f"{', '.join(sorted(c.RESERVED_LABEL_KEYS))} to find its pods"
+            f"{', '.join(sorted(c.RESERVED_LABEL_KEYS))} to find its pods and route clients to them"
         )
     reserved = sorted(set(pod.annotations) & c.RESERVED_ANNOTATION_KEYS)
     if reserved:

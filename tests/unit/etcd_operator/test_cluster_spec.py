@@ -75,6 +75,8 @@ def test_accepted(spec: dict[str, Any], check: Any) -> None:
     pytest.param({"size": 3, "repository": "quay.io/coreos/etcd:v3.5.1"}, "tag", id="repository-with-tag"),
     pytest.param({"size": 3, "paused": "yes"}, "spec.paused", id="paused-string"),
     pytest.param({"size": 3, "pod": {"labels": {"etcd_cluster": "x"}}}, "etcd_cluster", id="reserved-label"),
+    pytest.param({"size": 3, "pod": {"labels": {"etcd.database.coreos.com/serving": "false"}}},
+                 "etcd.database.coreos.com/serving", id="reserved-serving-label"),
     pytest.param({"size": 3, "pod": {"annotations": {"etcd.version": "x"}}}, "etcd.version", id="reserved-annotation"),
     pytest.param({"size": 3, "pod": {"antiAffinity": True, "affinity": {"podAntiAffinity": {"x": 1}}}},
                  "antiAffinity", id="two-anti-affinities"),
