@@ -57,6 +57,7 @@ RESIZE_EFFECTS = (fp.MEMBER_ADD, fp.POD_CREATE, fp.PROMOTE, fp.MEMBER_REMOVE, fp
 UPGRADE_EFFECTS = fp.EFFECTS
 CONVERGE_TIMEOUT_SECONDS = 420.0
 ETCD_CONTAINER = "etcd"
+PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 
 
 @pytest.fixture
@@ -226,6 +227,25 @@ def test_operator_killed_at_each_failpoint_of_a_resize_and_an_upgrade(clusters: 
         _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
         report.append(f"upgrade {OLD}->{NEW}: {_assert_fired(sandbox, upgrade)}")
     print(f"{when}: " + "; ".join(report))
+    _assert_no_write_lost(clusters, name, writer)
+
+
+def test_operator_killed_before_and_after_each_effect_of_an_upgrade_on_volumes(clusters: Clusters) -> None:
+    """Members on PVCs upgrade in place (delete the pod, recreate it on its volume; the leader
+    last, after handing over): the operator killed before and after each of those effects, still
+    the same members afterwards, each with its own PVC and nothing left over."""
+    sandbox, name = clusters.sandbox, "chaosvol"
+    clusters.create(etcd_cluster(name, size=3, version=OLD, pod={"persistentVolumeClaimSpec": PVC_SPEC}))
+    clusters.wait_running(name, ready=3, timeout=240)
+    ids = {m["name"]: m["ID"] for m in clusters.member_list(name)}
+    armed = {fp.failpoint_name(w, e) for w in fp.WHENS for e in (fp.POD_DELETE, fp.POD_CREATE, fp.MOVE_LEADER)}
+    with _writing(clusters, name) as writer:
+        _arm(sandbox, clusters.namespace, armed)
+        _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
+        print(f"upgrade on volumes {OLD}->{NEW}: {_assert_fired(sandbox, armed)}")
+    assert {m["name"]: m["ID"] for m in clusters.member_list(name)} == ids, "members were replaced, not upgraded in place"
+    pvcs = clusters.core.list_namespaced_persistent_volume_claim(clusters.namespace).items
+    assert sorted(p.metadata.name for p in pvcs) == sorted(ids), "a PVC is missing or left over"
     _assert_no_write_lost(clusters, name, writer)
 
 
