@@ -24,8 +24,8 @@ def _die(code: int) -> NoReturn:
     raise Died(code)
 
 
-def _armed(text: str, tmp_path: Path | None = None, **env: str) -> fp.Failpoints:
-    environ = {fp.FAILPOINTS_ENV: text, **env}
+def _armed(text: str, tmp_path: Path | None = None, env: dict[str, str] | None = None) -> fp.Failpoints:
+    environ = {fp.FAILPOINTS_ENV: text, **(env or {})}
     if tmp_path is not None:
         environ[fp.FIRED_FILE_ENV] = str(tmp_path / "fired")
     failpoints = fp.Failpoints.from_environment(environ)
@@ -94,7 +94,7 @@ def test_without_a_fired_file_a_failpoint_fires_every_time() -> None:
 
 
 def test_the_namespace_filter_spares_other_namespaces() -> None:
-    failpoints = _armed("before:pod-delete", **{fp.NAMESPACE_ENV: "chaos"})
+    failpoints = _armed("before:pod-delete", env={fp.NAMESPACE_ENV: "chaos"})
     failpoints.reach("before", fp.POD_DELETE, "other")
     with pytest.raises(Died):
         failpoints.reach("before", fp.POD_DELETE, "chaos")
