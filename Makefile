@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SANDBOX := $(PYTHON) -m kube_sandbox
 
-.PHONY: deps demo test unit down status bench typecheck imports
+.PHONY: deps demo test unit down status bench typecheck imports failure-injection
 
 deps:
 	VENV=$(VENV) bash scripts/install-deps.sh
@@ -19,6 +19,10 @@ test: deps
 ## Fast feedback: unit tests only (no sandbox).
 unit: deps
 	$(PYTHON) -m pytest tests/unit
+
+## The failure-injection suite alone (the operator killed before/after each membership effect).
+failure-injection: deps
+	$(PYTHON) -m pytest -m failure_injection
 
 down:
 	$(SANDBOX) down

@@ -14,6 +14,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_common.etcdctl import Etcdctl
 from etcd_operator import actions as a
+from etcd_operator import failpoints as fp
 from etcd_operator.adoption import PEER_SERVICE_PATCH
 from etcd_operator.manifests import (
     build_disruption_budget,
@@ -52,6 +53,8 @@ class ActionExecutor:
     pvc_cache: ObjectCache
     pdbs: ResourceClient | None = None
     pdb_cache: ObjectCache = field(default_factory=ObjectCache)
+    # Tests only: die just before/after each membership effect (see failpoints.py).
+    failpoints: fp.Failpoints = field(default_factory=fp.Failpoints)
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
         cluster = observed.cluster
@@ -70,7 +73,11 @@ class ActionExecutor:
                                         "annotations": {c.ANNOTATION_DRAINED_AT: action.at or None}}
             if action.pod_uid:
                 metadata["uid"] = action.pod_uid  # a precondition: never a newer pod of that name
-            self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
+            if action.serving:
+                self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
+            else:
+                with self.failpoints.around(fp.DRAIN, ns):
+                    self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
         elif isinstance(action, a.SetDisruptionBudget):
             assert self.pdbs is not None, "no PodDisruptionBudget client"
             pdbs = self.pdbs
@@ -85,29 +92,35 @@ class ActionExecutor:
             self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, (a.DeletePod, a.UpgradeMember)):
             # The UID precondition: only the pod the pass saw, never a newer one with its name.
-            self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
+            with self.failpoints.around(fp.POD_DELETE, ns):
+                self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
         elif isinstance(action, a.DeletePVC):
             self.pvcs.delete(ns, action.pvc_name, uid_precondition=action.pvc_uid or None)
         elif isinstance(action, a.AddMember):
             # member add first: a crash before the pod exists leaves an unstarted member, which the
             # next pass finishes with CreateMemberPod (never a ghost).
-            self._etcd(observed, settled_first=True).member_add(action.member_name, [action.peer_url],
-                                                               learner=action.as_learner)
+            with self.failpoints.around(fp.MEMBER_ADD, ns):
+                self._etcd(observed, settled_first=True).member_add(action.member_name, [action.peer_url],
+                                                                   learner=action.as_learner)
             self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
         elif isinstance(action, a.PromoteMember):
-            self._etcd(observed).member_promote(action.member_id)
+            with self.failpoints.around(fp.PROMOTE, ns):
+                self._etcd(observed).member_promote(action.member_id)
         elif isinstance(action, a.RemoveMember):
-            self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
+            with self.failpoints.around(fp.MEMBER_REMOVE, ns):
+                self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
             pod = observed.pod(action.member_name)
             if pod is not None and not pod.deleting:
                 # A removed member's etcd exits and would crash-loop in its pod; until the pod is
                 # gone, every probe that reaches it waits out a timeout. (If we die before this,
                 # a later pass deletes the orphan.)
-                self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
+                with self.failpoints.around(fp.POD_DELETE, ns):
+                    self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
         elif isinstance(action, a.MoveLeader):
             # The leader must be among the endpoints, healthy or not (a stuck leader may still
             # serve move-leader); etcdctl asks each for its status and sends the move to the leader.
-            self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
+            with self.failpoints.around(fp.MOVE_LEADER, ns):
+                self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
         elif action.has_effect:
             raise NotImplementedError(f"no executor for {type(action).__name__}")
 
@@ -117,7 +130,8 @@ class ActionExecutor:
             self._create(self.pvc_cache, lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
         pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster,
                                ipv6=observed.ip_family == "IPv6")
-        self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
+        with self.failpoints.around(fp.POD_CREATE, cluster.namespace):
+            self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None, include: str | None = None,
               settled_first: bool = False) -> Etcdctl:

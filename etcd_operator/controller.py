@@ -11,6 +11,7 @@ from etcd_common import constants as c
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.resources import ETCD_CLUSTERS
 from etcd_operator.acting import ActionExecutor
+from etcd_operator.failpoints import Failpoints
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.rechecking import CONTROLLER_RESYNC_MULTIPLE
 from etcd_operator.settings import OperatorSettings
@@ -74,7 +75,8 @@ class Controller:
             cluster_api=clusters,
             executor=ActionExecutor(pods, services, pvcs, etcd,
                                     pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache,
-                                    pdbs=pdbs, pdb_cache=pdb_cache),
+                                    pdbs=pdbs, pdb_cache=pdb_cache,
+                                    failpoints=Failpoints.from_environment()),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,

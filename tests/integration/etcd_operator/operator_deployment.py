@@ -184,3 +184,21 @@ def operator_env(sandbox: Sandbox, **env: str) -> Iterator[None]:
         yield
     finally:
         roll(*(f"{name}-" for name in env))
+
+
+def deploy_operator_with_env(sandbox: Sandbox, env: dict[str, str], *, revision: str) -> None:
+    """Roll the operator onto this checkout's code with `env` added to its container (e.g.
+    failpoints); `revision` goes on the pod template, so each call starts a fresh pod (and fresh
+    emptyDirs) even with the same env. `deploy_operator` rolls it back to the plain manifest
+    (`kubectl apply` drops what the last apply set and the new one does not)."""
+    documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text()))
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    template = deployment["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[SOURCES_ANNOTATION] = shipped_sources_hash()
+    annotations["etcd-operator-py.test/revision"] = revision
+    container = next(c for c in template["spec"]["containers"] if c["name"] == OPERATOR_CONTAINER)
+    container.setdefault("env", []).extend({"name": k, "value": v} for k, v in env.items())
+    sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
+    sandbox.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", f"deployment/{OPERATOR_DEPLOYMENT}",
+                    f"--timeout={START_TIMEOUT_SECONDS:.0f}s")

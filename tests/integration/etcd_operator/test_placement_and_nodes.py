@@ -104,6 +104,7 @@ def _stop_and_restart_node(clusters: Clusters, name: str, node: str, victim: str
     return down_for
 
 
+@pytest.mark.failure_injection
 def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
         clusters: Clusters, node_restorer: list[str]) -> None:
     name = "nodeloss"

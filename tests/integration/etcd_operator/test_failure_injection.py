@@ -1,0 +1,325 @@
+"""The operator killed just before and just after each of its effects (etcd_operator/failpoints.py)
+during a 3 -> 5 -> 3 resize and a 3.5 -> 3.6 rolling upgrade, while a client keeps writing: each
+armed failpoint fires once (the operator exits with FAILPOINT_EXIT_CODE and its container
+restarts), and the cluster still converges to its spec with no unstarted, extra or learner member,
+no leftover pod, and every acknowledged write readable.
+
+One test per side (`before`, `after`) keeps the run short: one cluster, armed with every failpoint
+of that side at once. Each fires once per operator pod (the fired file on its /tmp emptyDir), at
+its first occurrence, so the kills come one after another: e.g. `before:member-add` kills the
+first add, the restarted operator adds the member and dies at `before:pod-create`, the next one
+creates the pod and dies at `before:promote`, and so on. The upgrade runs on a fresh operator pod,
+so every failpoint is armed again.
+
+Then faults outside the operator during a resize: a frozen (SIGSTOP) follower, a frozen leader and
+a kube-apiserver restart. (A stopped node: test_placement_and_nodes.py, also marked
+failure_injection.)"""
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+import pytest
+
+from etcd_operator import failpoints as fp
+from kube_sandbox.binaries import newest_etcd_version
+from operator_runtime.running import EXIT_LOST_LEADERSHIP
+from kube_sandbox.control_api import ControlApiError
+from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.etcd_operator.client_writes import Writer
+from tests.integration.etcd_operator.etcd_data import describe_members, member_url, read_prefix, started
+from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_deployment import (
+    deploy_operator,
+    deploy_operator_with_env,
+    forbidden_lines,
+    operator_container_status,
+    operator_logs,
+    operator_pod_logs,
+    running_operator_pod,
+    wait_operator_leading,
+)
+from tests.integration.etcd_operator.status_history import conditions
+
+pytestmark = pytest.mark.failure_injection
+
+OLD, NEW = newest_etcd_version("3.5"), newest_etcd_version("3.6")
+IMAGE = "quay.io/coreos/etcd:v{}"
+PREFIX = "chaos/"
+FIRED_FILE = "/tmp/failpoints-fired"  # on the operator pod's /tmp emptyDir: survives container restarts
+# Effects a resize goes through (it removes followers only, so leadership never moves); an
+# upgrade of emptyDir members adds a new member, promotes it, removes an old one, and moves
+# leadership off the old leader before removing it last.
+RESIZE_EFFECTS = (fp.MEMBER_ADD, fp.POD_CREATE, fp.PROMOTE, fp.MEMBER_REMOVE, fp.POD_DELETE, fp.DRAIN)
+UPGRADE_EFFECTS = fp.EFFECTS
+CONVERGE_TIMEOUT_SECONDS = 420.0
+ETCD_CONTAINER = "etcd"
+PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+@pytest.fixture
+def apiserver_restarts() -> list[tuple[str, str]]:
+    """(from, to) log timestamps of kube-apiserver restarts a test made: until the restarted
+    apiserver is ready, it may answer 403 (its RBAC authorizer is not primed yet)."""
+    return []
+
+
+@pytest.fixture
+def clusters(operator: Sandbox, namespace: str, apiserver_restarts: list[tuple[str, str]]) -> Iterator[Clusters]:
+    """As conftest's, plus: the operator is put back to its plain manifest (no failpoints) after
+    the test, whatever happened. The operator restarts here, so Forbidden lines are compared as
+    sets (its log starts over); those logged while a restarted apiserver was not ready are expected."""
+    before = set(forbidden_lines(operator_logs(operator)))
+    try:
+        yield Clusters(operator, namespace)
+    finally:
+        deploy_operator(operator)
+        wait_operator_leading(operator)
+    new = [line for line in forbidden_lines(operator_logs(operator)) if line not in before
+           and not any(start <= line[:len(start)] <= end for start, end in apiserver_restarts)]
+    assert not new, "operator made forbidden requests:\n" + "\n".join(new[-5:])
+
+
+def _log_timestamp() -> str:
+    """Now, as the operator's log lines begin (UTC, milliseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _arm(sandbox: Sandbox, namespace: str, failpoints: set[str]) -> None:
+    """A fresh operator pod with `failpoints` armed for clusters of `namespace` only."""
+    deploy_operator_with_env(sandbox, {
+        fp.FAILPOINTS_ENV: ",".join(sorted(failpoints)),
+        fp.NAMESPACE_ENV: namespace,
+        fp.FIRED_FILE_ENV: FIRED_FILE,
+    }, revision=secrets.token_hex(4))
+    pod = running_operator_pod(sandbox).metadata.name
+    armed = ", ".join(sorted(failpoints))
+
+    def leading_armed() -> bool:
+        log = operator_pod_logs(sandbox, pod)
+        return "became leader" in log and f"failpoints armed (testing only; the operator exits at each): {armed};" in log
+    wait_for(leading_armed, timeout=120, what=f"operator pod {pod} leading with failpoints {armed} armed")
+    assert "already fired: none" in operator_pod_logs(sandbox, pod), "a fresh operator pod has nothing fired yet"
+
+
+def _assert_fired(sandbox: Sandbox, expected: set[str]) -> str:
+    """Every armed failpoint fired exactly once and nothing else killed the operator: the container
+    restarted once per failpoint, last with FAILPOINT_EXIT_CODE after logging which one fired, and
+    the current container's start-up line lists them all as fired (from the fired file)."""
+    pod = running_operator_pod(sandbox)
+    status = operator_container_status(pod)
+    log = operator_pod_logs(sandbox, pod.metadata.name)
+    lines = re.findall(r"already fired: (.*)$", log, re.MULTILINE)
+    assert lines, f"no failpoint start-up line in the operator's log:\n{log[-2000:]}"
+    fired = {name.strip() for name in lines[-1].split(",")} - {"none"}
+    hint = ""
+    if fired < expected and all(fp.MOVE_LEADER in name for name in expected - fired):
+        hint = ("; only move-leader did not fire: was the last outdated member no longer the leader "
+                "(an etcd election of its own)? see the etcd members' logs")
+    assert fired == expected, f"fired {sorted(fired)}, armed {sorted(expected)}{hint}"
+    assert status.restart_count == len(expected), (
+        f"{status.restart_count} operator restarts for {len(expected)} failpoints: something else killed it")
+    terminated = status.last_state.terminated
+    assert terminated is not None and terminated.exit_code == fp.FAILPOINT_EXIT_CODE, status.last_state
+    previous = operator_pod_logs(sandbox, pod.metadata.name, previous=True)
+    last = re.findall(r"failpoint (\S+) fired", previous)
+    assert last and last[-1] in expected, f"the killed operator's log names no failpoint:\n{previous[-2000:]}"
+    return f"fired {', '.join(sorted(fired))} ({status.restart_count} restarts, last exit {terminated.exit_code})"
+
+
+def _converged(clusters: Clusters, name: str, size: int, version: str, last: list[str]) -> bool:
+    """The spec reached and nothing left over: `size` members in etcd, all started voting members;
+    exactly their pods (none terminating, no leftover), all on `version`; status Running."""
+    status = clusters.status(name)
+    members = clusters.member_list(name)
+    pods = clusters.pods(name)
+    pod_names = sorted(p.metadata.name for p in pods)
+    images = {p.spec.containers[0].image for p in pods}
+    last[:] = [f"status {status.get('phase')} {status.get('readyCount')}/{status.get('size')} "
+               f"current={status.get('currentVersion')} message={status.get('message')!r}; "
+               f"members: {describe_members(members)}; pods {pod_names} images {sorted(images)}"]
+    return (status.get("phase") == "Running" and status.get("size") == size and status.get("readyCount") == size
+            and status.get("currentVersion") == version
+            and conditions(status).get("Upgrading", ("False",))[0] == "False"
+            and len(members) == size and all(started(m) and not m.get("isLearner") for m in members)
+            and sorted(m["name"] for m in members) == pod_names
+            and all(p.metadata.deletion_timestamp is None for p in pods)
+            and images == {IMAGE.format(version)})
+
+
+def _wait_converged(clusters: Clusters, name: str, size: int, version: str, what: str) -> None:
+    last: list[str] = []
+    try:
+        wait_for(lambda: _converged(clusters, name, size, version, last), timeout=CONVERGE_TIMEOUT_SECONDS,
+                 what=f"{name} converged to {what}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nlast seen: {last}") from None
+
+
+def _drive(clusters: Clusters, name: str, writer: Writer, spec: dict[str, Any], size: int, version: str) -> None:
+    """Patch the spec, wait until converged to it, and check that writes still go through."""
+    clusters.patch_spec(name, spec)
+    _wait_converged(clusters, name, size, version, str(spec))
+    _writes_flow(writer, f"after {spec}")
+
+
+def _writes_flow(writer: Writer, when: str) -> None:
+    count = len(writer.acknowledged)
+    wait_for(lambda: writer.progressed(count + 3), timeout=60, what=f"writes {when}")
+
+
+def _assert_no_write_lost(clusters: Clusters, name: str, writer: Writer) -> None:
+    stored = read_prefix(clusters.sandbox, clusters.member_urls(name), PREFIX)
+    lost = {k: v for k, v in writer.acknowledged.items() if stored.get(k) != v}
+    assert not lost, f"{len(lost)} acknowledged writes lost or changed, e.g. {sorted(lost)[:5]}"
+
+
+@contextmanager
+def _writing(clusters: Clusters, name: str) -> Iterator[Writer]:
+    writer = Writer(clusters.sandbox, clusters.client_url(name), PREFIX)
+    writer.start()
+    try:
+        wait_for(lambda: writer.progressed(5), timeout=60, what="writer making progress")
+        yield writer
+    finally:
+        writer.finish()
+    print(f"\nwrites: {len(writer.acknowledged)} acknowledged, {len(writer.failures)} failed "
+          f"{sorted({error for _, error in writer.failures})[:3]}")
+
+
+@contextmanager
+def _frozen(clusters: Clusters, name: str, pod: str) -> Iterator[None]:
+    """`pod`'s etcd stopped (SIGSTOP) inside the block, thawed after it unless its pod is gone."""
+    faults = clusters.sandbox.faults
+    faults.freeze_container(clusters.namespace, pod, ETCD_CONTAINER)
+    try:
+        yield
+    finally:
+        try:
+            faults.thaw_container(clusters.namespace, pod, ETCD_CONTAINER)
+        except ControlApiError:
+            if any(p.metadata.name == pod for p in clusters.pods(name)):
+                raise
+
+
+def _voter_count(clusters: Clusters, name: str, skip: str) -> int:
+    """Members as the cluster's other members list them (the frozen `skip` would hang the call)."""
+    urls = [member_url(clusters, name, p.metadata.name) for p in clusters.live_pods(name) if p.metadata.name != skip]
+    result = clusters.sandbox.etcdctl(urls, "member", "list", "-w", "json")
+    assert result.returncode == 0, result.stderr
+    return len(json.loads(result.stdout).get("members") or [])
+
+
+@pytest.mark.parametrize("when", fp.WHENS)
+def test_operator_killed_at_each_failpoint_of_a_resize_and_an_upgrade(clusters: Clusters, when: fp.When) -> None:
+    sandbox, name = clusters.sandbox, "chaos"
+    clusters.create(etcd_cluster(name, size=3, version=OLD))
+    clusters.wait_running(name, ready=3, timeout=240)
+    report: list[str] = []
+    with _writing(clusters, name) as writer:
+        resize = {fp.failpoint_name(when, e) for e in RESIZE_EFFECTS}
+        _arm(sandbox, clusters.namespace, resize)
+        _drive(clusters, name, writer, {"size": 5}, 5, OLD)
+        _drive(clusters, name, writer, {"size": 3}, 3, OLD)
+        report.append(f"resize 3->5->3: {_assert_fired(sandbox, resize)}")
+
+        upgrade = {fp.failpoint_name(when, e) for e in UPGRADE_EFFECTS}
+        _arm(sandbox, clusters.namespace, upgrade)
+        _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
+        report.append(f"upgrade {OLD}->{NEW}: {_assert_fired(sandbox, upgrade)}")
+    print(f"{when}: " + "; ".join(report))
+    _assert_no_write_lost(clusters, name, writer)
+
+
+def test_operator_killed_before_and_after_each_effect_of_an_upgrade_on_volumes(clusters: Clusters) -> None:
+    """Members on PVCs upgrade in place (delete the pod, recreate it on its volume; the leader
+    last, after handing over): the operator killed before and after each of those effects, still
+    the same members afterwards, each with its own PVC and nothing left over."""
+    sandbox, name = clusters.sandbox, "chaosvol"
+    clusters.create(etcd_cluster(name, size=3, version=OLD, pod={"persistentVolumeClaimSpec": PVC_SPEC}))
+    clusters.wait_running(name, ready=3, timeout=240)
+    ids = {m["name"]: m["ID"] for m in clusters.member_list(name)}
+    armed = {fp.failpoint_name(w, e) for w in fp.WHENS for e in (fp.POD_DELETE, fp.POD_CREATE, fp.MOVE_LEADER, fp.DRAIN)}
+    with _writing(clusters, name) as writer:
+        _arm(sandbox, clusters.namespace, armed)
+        _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
+        print(f"upgrade on volumes {OLD}->{NEW}: {_assert_fired(sandbox, armed)}")
+    assert {m["name"]: m["ID"] for m in clusters.member_list(name)} == ids, "members were replaced, not upgraded in place"
+    pvcs = clusters.core.list_namespaced_persistent_volume_claim(clusters.namespace).items
+    assert sorted(str(p.metadata.name) for p in pvcs) == sorted(ids), "a PVC is missing or left over"
+    _assert_no_write_lost(clusters, name, writer)
+
+
+def test_frozen_follower_during_a_scale_up_holds_it_until_thawed(clusters: Clusters) -> None:
+    """A SIGSTOPped follower (its port open, nothing answered): reported unready, no member added
+    while it is frozen (every change waits for a healthy cluster), and once thawed the resize
+    finishes with the same member."""
+    name = "frozen"
+    clusters.create(etcd_cluster(name, size=3))
+    status = clusters.wait_running(name, ready=3, timeout=240)
+    follower = sorted(m for m in status["members"]["ready"] if m != status["leader"])[0]
+    with _writing(clusters, name) as writer:
+        with _frozen(clusters, name, follower):
+            clusters.patch_spec(name, {"size": 5})
+            clusters.wait_status(name, lambda s: follower in (s.get("members") or {}).get("unready", []),
+                                 f"{follower} reported unready", timeout=90)
+            _writes_flow(writer, f"while {follower} is frozen")
+            assert _voter_count(clusters, name, skip=follower) == 3, "a member was added while one was frozen"
+        _wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the thaw")
+        assert follower in {m["name"] for m in clusters.member_list(name)}, "the thawed follower was replaced"
+        _drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
+    _assert_no_write_lost(clusters, name, writer)
+
+
+def test_frozen_leader_during_a_scale_down_is_the_member_removed(clusters: Clusters) -> None:
+    """The leader SIGSTOPped as 5 -> 3 starts: the others elect a new leader, the operator removes
+    the frozen member first (unhealthy before healthy), its pod goes, and the cluster converges."""
+    name = "frozenlead"
+    clusters.create(etcd_cluster(name, size=3))
+    clusters.wait_running(name, ready=3, timeout=240)
+    with _writing(clusters, name) as writer:
+        _drive(clusters, name, writer, {"size": 5}, 5, DEFAULT_VERSION)
+        leader = clusters.wait_running(name, ready=5, timeout=60)["leader"]
+        assert leader, "no leader reported"
+        with _frozen(clusters, name, leader):
+            clusters.patch_spec(name, {"size": 3})
+            _wait_converged(clusters, name, 3, DEFAULT_VERSION, "size 3 with the leader frozen")
+        assert leader not in {m["name"] for m in clusters.member_list(name)}, "the frozen leader was kept"
+        _writes_flow(writer, "after the scale-down")
+    _assert_no_write_lost(clusters, name, writer)
+
+
+def test_apiserver_restart_during_a_resize(clusters: Clusters, apiserver_restarts: list[tuple[str, str]]) -> None:
+    """kube-apiserver restarted while 3 -> 5 is half done: the cluster converges both ways. The
+    operator either rides the outage out or, when it could not renew its lease within the renew
+    deadline (the restart takes ~10-25 s here), gives up leadership and exits by design
+    (EXIT_LOST_LEADERSHIP, never acting without the lease), restarts and takes over again;
+    nothing else may restart it."""
+    sandbox, name = clusters.sandbox, "apirestart"
+    clusters.create(etcd_cluster(name, size=3))
+    clusters.wait_running(name, ready=3, timeout=240)
+    restarts = operator_container_status(running_operator_pod(sandbox)).restart_count
+    with _writing(clusters, name) as writer:
+        clusters.patch_spec(name, {"size": 5})
+        wait_for(lambda: len(clusters.member_list(name)) >= 4, timeout=120, what="the resize under way")
+        started = _log_timestamp()
+        sandbox.faults.restart_apiserver()  # returns once the new one is ready
+        apiserver_restarts.append((started, _log_timestamp()))
+        _wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the apiserver restart")
+        _drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
+    _assert_no_write_lost(clusters, name, writer)
+    pod = running_operator_pod(sandbox)
+    status = operator_container_status(pod)
+    if status.restart_count != restarts:
+        previous = operator_pod_logs(sandbox, pod.metadata.name, previous=True)
+        terminated = status.last_state.terminated
+        assert status.restart_count == restarts + 1 and terminated is not None, status
+        assert terminated.exit_code == EXIT_LOST_LEADERSHIP and "could not renew lease" in previous, (
+            f"the operator restarted for another reason than a lease it could not renew "
+            f"(exit {terminated.exit_code}):\n{previous[-2000:]}")
+        print(f"operator gave up leadership during the apiserver restart and came back "
+              f"(exit {terminated.exit_code})")
