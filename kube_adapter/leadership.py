@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,6 +25,7 @@ from typing import Any
 from kubernetes.client import ApiClient, CoordinationV1Api
 
 from kube_adapter.client import fetch_json_once
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from kube_adapter.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 logger = logging.getLogger(__name__)
@@ -132,12 +132,15 @@ class LeaderElector:
         lease_duration_seconds: int = 15,
         renew_deadline_seconds: float = 10,
         retry_period_seconds: float = 2,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`clock` is the time every duration here is measured and waited on (tests pass a fake)."""
         if not identity:
             raise ValueError("leader election needs a non-empty identity")
         if not lease_duration_seconds > renew_deadline_seconds > retry_period_seconds > 0:
             raise ValueError("need lease_duration_seconds > renew_deadline_seconds > retry_period_seconds > 0")
         self._coordination = CoordinationV1Api(api)
+        self._clock = clock
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -165,7 +168,7 @@ class LeaderElector:
         up does not act on before its elector notices the loss, and an action is not started that
         could still run when another replica may lead."""
         return self._leading.is_set() and \
-            time.monotonic() + for_seconds < self._renewal_started_at + self.renew_deadline_seconds
+            self._clock.monotonic() + for_seconds < self._renewal_started_at + self.renew_deadline_seconds
 
     def run(
         self,
@@ -191,7 +194,8 @@ class LeaderElector:
         self._leading.set()
         logger.info("leader election: %s became leader (lease %s)", self.identity, lease)
         self._work_failed.clear()
-        work = threading.Thread(target=self._lead, args=(on_started_leading,), name="leading", daemon=True)
+        work_ended = threading.Event()
+        work = threading.Thread(target=self._lead, args=(on_started_leading, work_ended), name="leading", daemon=True)
         work.start()
         lost = True
         try:
@@ -199,7 +203,7 @@ class LeaderElector:
         finally:
             self._leading.clear()
             if not lost:
-                self._release_after(work)
+                self._release_after(work_ended)
             logger.info("leader election: %s stopped leading (lease %s)", self.identity, lease)
             on_stopped_leading()
 
@@ -207,43 +211,45 @@ class LeaderElector:
         while not stop.is_set():
             if self._try_acquire_or_renew():
                 return True
-            stop.wait(self.retry_period_seconds * random.uniform(1.0, ACQUIRE_RETRY_JITTER))
+            self._clock.wait(stop, self.retry_period_seconds * random.uniform(1.0, ACQUIRE_RETRY_JITTER))
         return False
 
-    def _lead(self, on_started_leading: Callable[[], None]) -> None:
+    def _lead(self, on_started_leading: Callable[[], None], ended: threading.Event) -> None:
         try:
             on_started_leading()
         except Exception:
             logger.exception("leader election: the leader's work failed; giving up leadership")
             self._work_failed.set()
+        finally:
+            ended.set()
 
     def _renew_until_lost(self, stop: threading.Event) -> bool:
         """Renew until `stop` or the work fails (returns False: ours to release) or the lease
         is lost (returns True)."""
-        while not stop.wait(self.retry_period_seconds):
+        while not self._clock.wait(stop, self.retry_period_seconds):
             if self._work_failed.is_set():
                 return False
             deadline = self._renewal_started_at + self.renew_deadline_seconds
-            if time.monotonic() < deadline and self._try_acquire_or_renew(deadline):
+            if self._clock.monotonic() < deadline and self._try_acquire_or_renew(deadline):
                 continue
             observed = self._observed
             if observed is not None and observed.holder_identity not in ("", self.identity):
                 logger.error("leader election: lease taken over by %s", observed.holder_identity)
                 return True
-            if time.monotonic() >= deadline:
+            if self._clock.monotonic() >= deadline:
                 logger.error(
                     "leader election: could not renew lease for %.0fs (deadline %.0fs); giving up leadership",
-                    time.monotonic() - self._renewal_started_at, self.renew_deadline_seconds,
+                    self._clock.monotonic() - self._renewal_started_at, self.renew_deadline_seconds,
                 )
                 return True
         return False
 
-    def _release_after(self, work: threading.Thread) -> None:
+    def _release_after(self, work_ended: threading.Event) -> None:
         """Release the lease once the leader's work has ended: until then it may still act, and a
         successor must not start alongside it. The lease is surely ours until the renew deadline;
         work that outlasts it leaves the lease to expire instead."""
-        work.join(max(0.0, self._renewal_started_at + self.renew_deadline_seconds - time.monotonic()))
-        if work.is_alive():
+        remaining = self._renewal_started_at + self.renew_deadline_seconds - self._clock.monotonic()
+        if not self._clock.wait(work_ended, max(0.0, remaining)):
             logger.warning("leader election: the leader's work has not ended by the renew deadline; "
                            "not releasing the lease (it expires in %ds)", self.lease_duration_seconds)
             return
@@ -252,18 +258,18 @@ class LeaderElector:
     def _observe(self, record: LeaseRecord) -> None:
         if self._observed is None or record.resource_version != self._observed.resource_version:
             self._observed = record
-            self._observed_at = time.monotonic()
+            self._observed_at = self._clock.monotonic()
 
     def _request_timeout_until(self, deadline: float | None) -> float:
-        """A request timeout that does not reach past `deadline` (a time.monotonic() value)."""
+        """A request timeout that does not reach past `deadline` (a monotonic clock value)."""
         if deadline is None:
             return self._request_timeout
-        return max(MIN_REQUEST_TIMEOUT_SECONDS, min(self._request_timeout, deadline - time.monotonic()))
+        return max(MIN_REQUEST_TIMEOUT_SECONDS, min(self._request_timeout, deadline - self._clock.monotonic()))
 
     def _try_acquire_or_renew(self, deadline: float | None = None) -> bool:
         """One attempt to write the lease as ours; no request outlasts `deadline`."""
-        started_at = time.monotonic()
-        now = datetime.now(timezone.utc)
+        started_at = self._clock.monotonic()
+        now = self._clock.now()
         try:
             lease = self._get(self._request_timeout_until(deadline))
         except NotFound:
@@ -276,7 +282,7 @@ class LeaderElector:
             return False
         record = LeaseRecord.from_lease(lease)
         self._observe(record)
-        unchanged_for = time.monotonic() - self._observed_at
+        unchanged_for = self._clock.monotonic() - self._observed_at
         if not may_take_lease(record, self.identity, unchanged_for, self.lease_duration_seconds):
             return False
         if record.holder_identity not in ("", self.identity):
@@ -335,7 +341,7 @@ class LeaderElector:
             record = LeaseRecord.from_lease(lease)
             if record.holder_identity != self.identity:
                 return
-            if self._replace(lease, released_lease_spec(record, datetime.now(timezone.utc)), self._request_timeout):
+            if self._replace(lease, released_lease_spec(record, self._clock.now()), self._request_timeout):
                 logger.info("leader election: released lease %s/%s", self.namespace, self.name)
         except KubeError as error:
             logger.warning("leader election: could not release lease (it will expire instead): %s", error)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from kube_adapter.resources import ResourceClient
 from kube_adapter.watching import DELETED, RELISTED, SYNC, object_key
 from operator_runtime.cache import Key, ObjectCache
@@ -58,10 +59,12 @@ class Controller:
         on_workers_changed: Callable[[int], None] = lambda count: None,
         on_deleted: Callable[[Key], None] = lambda key: None,
         on_error: Callable[[str], None] = lambda what: None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """`namespace` None watches every namespace. `on_workers_changed(count)` hears how many
         workers run, `on_deleted(key)` that a primary object went, `on_error(WATCH_FAILED or
-        WORKER_DIED)` what went wrong."""
+        WORKER_DIED)` what went wrong. `clock` times the resync and watch restarts (tests pass
+        a fake)."""
         self.primary = primary
         self.primary_cache = primary_cache
         self.owned = tuple(owned)
@@ -72,6 +75,7 @@ class Controller:
         self._on_workers_changed = on_workers_changed
         self._on_deleted = on_deleted
         self._on_error = on_error
+        self._clock = clock
         self._workers: dict[Key, Worker] = {}
         self._lock = threading.Lock()
 
@@ -115,12 +119,12 @@ class Controller:
                 except Exception:  # a watch must never die silently
                     log.exception("watch %s failed; restarting it", name)
                     self._on_error(WATCH_FAILED)
-                    self.stop.wait(WATCH_RESTART_SECONDS)
+                    self._clock.wait(self.stop, WATCH_RESTART_SECONDS)
         return run
 
     def _resync_loop(self) -> None:
         """Safety net: wake every worker periodically even if no event arrives."""
-        while not self.stop.wait(self.resync_seconds):
+        while not self._clock.wait(self.stop, self.resync_seconds):
             with self._lock:
                 workers = list(self._workers.values())
             for worker in workers:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from operator_runtime.cache import Key
 
 RETRY_INITIAL_SECONDS = 0.5
@@ -41,6 +41,7 @@ class ObjectWorker:
       traceback, as a crash.
     - `on_lag(seconds)`: after a pass that ran because its delay ran out (not woken), how late
       it started against that schedule (a busy machine or too many threads show here).
+    - `clock`: what durations are measured and waited on (tests pass a fake).
     """
 
     def __init__(
@@ -55,6 +56,7 @@ class ObjectWorker:
         pause_on: Callable[[Exception], float | None] = lambda error: None,
         expected_errors: tuple[type[Exception], ...] = (),
         on_lag: Callable[[float], None] = lambda seconds: None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.key = key
         self.log = log
@@ -65,6 +67,7 @@ class ObjectWorker:
         self._pause_on = pause_on
         self._expected_errors = expected_errors
         self._on_lag = on_lag
+        self._clock = clock
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{role} {key[0]}/{key[1]}", daemon=True)
@@ -93,24 +96,24 @@ class ObjectWorker:
         failures = 0
         while not self._should_stop():
             self._wake.clear()
-            started = time.monotonic()
+            started = self._clock.monotonic()
             try:
                 delay = self._reconcile()
                 failures = 0
-                self._on_pass(time.monotonic() - started, None)
+                self._on_pass(self._clock.monotonic() - started, None)
             except Exception as e:  # one bad pass must never end the worker
                 pause = self._pause_on(e)
                 if pause is not None:
-                    self._wake.wait(pause)
+                    self._clock.wait(self._wake, pause)
                     continue
                 failures += 1
                 delay = retry_delay_seconds(failures)
-                self._on_pass(time.monotonic() - started, e)
+                self._on_pass(self._clock.monotonic() - started, e)
                 if isinstance(e, self._expected_errors):
                     self.log.warning("pass failed: %s; retrying in %.1fs", short_error(e), delay)
                 else:
                     self.log.exception("pass crashed; retrying in %.1fs", delay)
-            due = time.monotonic() + delay
-            if not self._wake.wait(delay) and not self._should_stop():
-                self._on_lag(max(0.0, time.monotonic() - due))
+            due = self._clock.monotonic() + delay
+            if not self._clock.wait(self._wake, delay) and not self._should_stop():
+                self._on_lag(max(0.0, self._clock.monotonic() - due))
         self.log.info("%s stopped", self._role)

@@ -1,16 +1,17 @@
 """Leader election: the decisions as pure functions, then electors campaigning against a lease
-kept by the scripted apiserver with the apiserver's optimistic-concurrency rules."""
+kept by the scripted apiserver with the apiserver's optimistic-concurrency rules, on a fake clock
+(every duration is virtual time the test moves, so timing is checked exactly and nothing sleeps)."""
 from __future__ import annotations
 
 import queue
 import threading
-import time
-import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+import urllib3
+from kubernetes.client import ApiClient
 
 from kube_adapter import leadership
 from kube_adapter.leadership import (
@@ -22,6 +23,7 @@ from kube_adapter.leadership import (
     micro_time,
     released_lease_spec,
 )
+from tests.unit.fake_clock import FakeClock
 from tests.unit.kube_adapter.scripted_apiserver import Reply, Request, ScriptedApiServer, status_body
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
@@ -88,15 +90,12 @@ def test_durations_must_nest() -> None:
 
 class LeaseStore:
     """One Lease with the apiserver's rules: create fails if it exists, a replace must carry
-    the current resourceVersion. `broken` makes every request fail with 500; the delays make
-    reads and writes slow (a loaded or partitioned apiserver)."""
+    the current resourceVersion. `broken` makes every request fail with 500."""
 
     def __init__(self, apiserver: ScriptedApiServer) -> None:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.broken = False
-        self.delay_get_seconds = 0.0
-        self.delay_put_seconds = 0.0
         self.lock = threading.Lock()
         apiserver.fallback("GET", f"{LEASES}/lock", self.get)
         apiserver.fallback("POST", LEASES, self.create)
@@ -108,7 +107,6 @@ class LeaseStore:
         return self.lease
 
     def get(self, request: Request) -> Reply:
-        time.sleep(self.delay_get_seconds)
         with self.lock:
             if self.broken:
                 return Reply(500, status_body(500, "InternalError"))
@@ -125,7 +123,6 @@ class LeaseStore:
             return Reply(201, self._stored(request.body))
 
     def replace(self, request: Request) -> Reply:
-        time.sleep(self.delay_put_seconds)
         with self.lock:
             if self.broken:
                 return Reply(500, status_body(500, "InternalError"))
@@ -140,22 +137,61 @@ class LeaseStore:
             return str(((self.lease or {}).get("spec") or {}).get("holderIdentity", ""))
 
 
+class SlowApiClient(ApiClient):
+    """The real client, with requests that take virtual time: a request whose latency (per
+    HTTP method) reaches its timeout is not answered and fails as the client's own read timeout
+    does, after that timeout; the others get their answer after the latency. Records
+    (method, sent at, timeout) of each request."""
+
+    def __init__(self, apiserver: ScriptedApiServer, clock: FakeClock) -> None:
+        super().__init__(apiserver.api_client().configuration)
+        self.clock = clock
+        self.latency_seconds: dict[str, float] = {}
+        self.sent: list[tuple[str, float, float]] = []
+
+    def call_api(self, method: str, url: str, header_params: Any = None, body: Any = None, post_params: Any = None,
+                 _request_timeout: Any = None) -> Any:
+        latency = self.latency_seconds.get(method, 0.0)
+        timeout = float(_request_timeout)
+        self.sent.append((method, self.clock.monotonic(), timeout))
+        if latency >= timeout:
+            self.clock.advance(timeout)
+            raise urllib3.exceptions.ReadTimeoutError(None, url, f"Read timed out. (read timeout={timeout})")  # type: ignore[arg-type]
+        self.clock.advance(latency)
+        return super().call_api(method, url, header_params, body, post_params, _request_timeout)
+
+
+def run_elector(elector: LeaderElector, stop: threading.Event, work: Callable[[], None],
+                on_stopped: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=elector.run, args=(stop, work, on_stopped), daemon=True)
+    thread.start()
+    return thread
+
+
 class Candidate:
-    def __init__(self, apiserver: ScriptedApiServer, identity: str) -> None:
+    """An elector on the fake clock whose leadership changes are logged with their (virtual) time."""
+
+    def __init__(self, apiserver: ScriptedApiServer, clock: FakeClock, identity: str) -> None:
         self.identity = identity
+        self.clock = clock
         self.elector = LeaderElector(
             apiserver.api_client(), "ns", "lock", identity,
-            lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1,
+            lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1, clock=clock,
         )
         self.stop = threading.Event()
         self.log: "queue.Queue[str]" = queue.Queue()
+        self.at: dict[str, float] = {}
         self.thread = threading.Thread(
-            target=self.elector.run,
-            args=(self.stop, lambda: self.log.put("started"), lambda: self.log.put("stopped")),
-            daemon=True,
+            target=self.elector.run, args=(self.stop, self._logger("started"), self._logger("stopped")), daemon=True,
         )
 
-    def next_transition(self, timeout: float = 5.0) -> str:
+    def _logger(self, what: str) -> Callable[[], None]:
+        def log() -> None:
+            self.at[what] = self.clock.monotonic()
+            self.log.put(what)
+        return log
+
+    def next_transition(self, timeout: float = 10.0) -> str:
         try:
             return self.log.get(timeout=timeout)
         except queue.Empty:
@@ -163,8 +199,13 @@ class Candidate:
 
     def quit(self) -> None:
         self.stop.set()
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=10)
         assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
@@ -173,50 +214,66 @@ def store(apiserver: ScriptedApiServer) -> LeaseStore:
 
 
 @pytest.fixture
-def candidates(apiserver: ScriptedApiServer) -> Iterator[list[Candidate]]:
-    made = [Candidate(apiserver, "a"), Candidate(apiserver, "b")]
+def candidates(apiserver: ScriptedApiServer, clock: FakeClock) -> Iterator[list[Candidate]]:
+    made = [Candidate(apiserver, clock, "a"), Candidate(apiserver, clock, "b")]
     yield made
     for candidate in made:
         candidate.stop.set()
 
 
-def test_one_leads_and_a_clean_stop_hands_over_at_once(store: LeaseStore, candidates: list[Candidate]) -> None:
+def test_one_leads_and_a_clean_stop_hands_over_at_once(
+    store: LeaseStore, candidates: list[Candidate], clock: FakeClock,
+) -> None:
     first, second = candidates
     first.thread.start()
     assert first.next_transition() == "started"
     second.thread.start()
+    clock.wait_until_waiting(2)  # `first` renewing, `second` retrying
 
-    with pytest.raises(queue.Empty):
-        second.log.get(timeout=0.5)  # several renew periods: the lease stays with `first`
-    assert first.elector.is_leader and not second.elector.is_leader and store.holder == "a"
+    # Three lease durations: `first` renews every retry period, so its lease never expires.
+    clock.advance(3 * first.elector.lease_duration_seconds)
+    assert second.log.empty() and not second.elector.is_leader
+    assert first.elector.is_leader and store.holder == "a"
 
-    stopped_at = time.monotonic()
     first.quit()
     assert first.next_transition() == "stopped"
+    assert store.holder == "", "a clean stop releases the lease"
+    released_at = clock.monotonic()
+    assert clock.advance_until(lambda: second.elector.is_leader,
+                               within=second.elector.retry_period_seconds * leadership.ACQUIRE_RETRY_JITTER), \
+        "the released lease should be taken at the next retry, without waiting for expiry"
     assert second.next_transition() == "started"
-    assert time.monotonic() - stopped_at < 1.0, "the released lease should be taken without waiting for expiry"
+    assert clock.monotonic() - released_at < second.elector.lease_duration_seconds
     assert store.holder == "b"
     assert store.lease is not None and store.lease["spec"]["leaseTransitions"] == 1
     second.quit()
     assert store.holder == ""
 
 
-def test_failing_renewals_end_leadership_after_the_deadline(store: LeaseStore, candidates: list[Candidate]) -> None:
+def test_failing_renewals_end_leadership_after_the_deadline(
+    store: LeaseStore, candidates: list[Candidate], clock: FakeClock,
+) -> None:
     leader = candidates[0]
     leader.thread.start()
     assert leader.next_transition() == "started"
+    clock.wait_until_waiting(1)
+    renewed_at = clock.monotonic()  # no time has passed since it took the lease
 
     store.broken = True
-    broke_at = time.monotonic()
+    assert clock.advance_until(lambda: not leader.elector.is_leader, within=2 * leader.elector.lease_duration_seconds)
     assert leader.next_transition() == "stopped"
-    # The deadline counts from the last renewal, at most one retry period before the break.
-    assert 0.8 <= time.monotonic() - broke_at < 4.0
+    # Given up at the first check at or after the deadline (checks come every retry period).
+    led_on = leader.at["stopped"] - renewed_at
+    deadline, retry = leader.elector.renew_deadline_seconds, leader.elector.retry_period_seconds
+    assert deadline - 1e-9 <= led_on < deadline + retry + 1e-9, f"gave up {led_on:.3f}s after the last renewal"
     assert not leader.elector.is_leader and not leader.stop.is_set()
-    leader.thread.join(timeout=5)
+    leader.thread.join(timeout=10)
     assert not leader.thread.is_alive()
 
 
-def test_an_expired_lease_of_a_vanished_holder_is_taken_over(store: LeaseStore, candidates: list[Candidate]) -> None:
+def test_an_expired_lease_of_a_vanished_holder_is_taken_over(
+    store: LeaseStore, candidates: list[Candidate], clock: FakeClock,
+) -> None:
     store.lease = {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "lock", "namespace": "ns", "resourceVersion": "1"},
@@ -225,39 +282,52 @@ def test_an_expired_lease_of_a_vanished_holder_is_taken_over(store: LeaseStore, 
     }
     store.version = 1
     candidate = candidates[0]
-    started = time.monotonic()
+    first_seen = clock.monotonic()
     candidate.thread.start()
+    clock.wait_until_waiting(1)  # it has read the lease, found it held, and waits to retry
+    assert not candidate.elector.is_leader
 
+    retry = candidate.elector.retry_period_seconds * leadership.ACQUIRE_RETRY_JITTER
+    assert clock.advance_until(lambda: candidate.elector.is_leader, within=1.0 + retry)
+    took_over_after = clock.monotonic() - first_seen
+    assert took_over_after >= 1.0, "must wait a full lease duration (the holder's: 1s) before taking over"
+    assert took_over_after < 1.0 + retry, "taken at the first retry after it expired"
     assert candidate.next_transition() == "started"
-    assert time.monotonic() - started >= 1.0, "must wait a full lease duration before taking over"
     assert store.holder == "a"
+    assert store.lease is not None and store.lease["spec"]["leaseTransitions"] == 1
 
 
-def test_leadership_is_given_up_when_the_work_fails(apiserver: ScriptedApiServer, store: LeaseStore) -> None:
+def test_leadership_is_given_up_when_the_work_fails(
+    apiserver: ScriptedApiServer, store: LeaseStore, clock: FakeClock,
+) -> None:
     elector = LeaderElector(
-        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1
+        apiserver.api_client(), "ns", "lock", "a",
+        lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1, clock=clock,
     )
-    stopped = threading.Event()
+    stopped, crashed = threading.Event(), threading.Event()
 
     def crash() -> None:
+        crashed.set()
         raise RuntimeError("controller failed to start")
 
-    thread = threading.Thread(target=elector.run, args=(threading.Event(), crash, stopped.set), daemon=True)
-    thread.start()
-
-    assert stopped.wait(timeout=5), "on_stopped_leading was not called"
-    thread.join(timeout=5)
+    thread = run_elector(elector, threading.Event(), crash, stopped.set)
+    assert crashed.wait(timeout=10)
+    clock.wait_until_waiting(1)
+    # Renewals succeed, so nothing but the failed work ends leadership: noticed at a renewal.
+    assert clock.advance_until(stopped.is_set, within=60), "on_stopped_leading was not called"
+    thread.join(timeout=10)
     assert not thread.is_alive() and not elector.is_leader
     assert store.holder == "", "the lease should be handed back"
 
 
 def test_a_clean_stop_releases_the_lease_only_once_the_work_has_ended(
-    apiserver: ScriptedApiServer, store: LeaseStore
+    apiserver: ScriptedApiServer, store: LeaseStore, clock: FakeClock,
 ) -> None:
     """The controller finishes its current pass after `stop`: a successor must not start
     while it may still act."""
     elector = LeaderElector(
-        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=4, renew_deadline_seconds=3, retry_period_seconds=0.1
+        apiserver.api_client(), "ns", "lock", "a",
+        lease_duration_seconds=4, renew_deadline_seconds=3, retry_period_seconds=0.1, clock=clock,
     )
     stop, work_may_end, stopped = threading.Event(), threading.Event(), threading.Event()
 
@@ -265,97 +335,120 @@ def test_a_clean_stop_releases_the_lease_only_once_the_work_has_ended(
         stop.wait()
         work_may_end.wait()  # still finishing a pass
 
-    thread = threading.Thread(target=elector.run, args=(stop, work, stopped.set), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 5
-    while store.holder != "a" and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert store.holder == "a"
+    thread = run_elector(elector, stop, work, stopped.set)
+    clock.wait_until_waiting(1)
+    assert elector.is_leader and store.holder == "a"
+    stopped_at = clock.monotonic()
 
     stop.set()
-    assert not stopped.wait(timeout=0.5), "leadership ended while the work was still running"
+    clock.wait_until_waiting(1)  # now waiting for the work to end
+    # Until just before the renew deadline (counted from the last renewal, when it stopped):
+    clock.advance(elector.renew_deadline_seconds - 0.01)
+    assert clock.waiting() == 1 and not stopped.is_set(), "leadership ended while the work was still running"
     assert store.holder == "a", "the lease was released while the work was still running"
+    assert clock.monotonic() - stopped_at < elector.renew_deadline_seconds
+
     work_may_end.set()
-    assert stopped.wait(timeout=5)
-    thread.join(timeout=5)
+    assert stopped.wait(timeout=10)
+    thread.join(timeout=10)
     assert not thread.is_alive() and store.holder == ""
 
 
 def test_work_that_outlasts_the_renew_deadline_leaves_the_lease_to_expire(
-    apiserver: ScriptedApiServer, store: LeaseStore
+    apiserver: ScriptedApiServer, store: LeaseStore, clock: FakeClock,
 ) -> None:
     elector = LeaderElector(
-        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1
+        apiserver.api_client(), "ns", "lock", "a",
+        lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1, clock=clock,
     )
     stop, stopped, never = threading.Event(), threading.Event(), threading.Event()
-    thread = threading.Thread(target=elector.run, args=(stop, never.wait, stopped.set), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 5
-    while store.holder != "a" and time.monotonic() < deadline:
-        time.sleep(0.02)
 
+    def work() -> None:
+        never.wait()  # a pass that hangs
+
+    thread = run_elector(elector, stop, work, stopped.set)
+    clock.wait_until_waiting(1)
+    assert store.holder == "a"
+
+    stopped_leading_at = clock.monotonic()  # also its last renewal
     stop.set()
-    assert stopped.wait(timeout=3), "a clean stop must not wait for the work beyond the renew deadline"
+    clock.wait_until_waiting(1)  # waiting for the work to end
+    clock.advance(elector.renew_deadline_seconds - 0.01)
+    assert not stopped.is_set(), "gave up waiting for the work before the renew deadline"
+    assert clock.advance_until(stopped.is_set, within=0.02), \
+        "a clean stop must not wait for the work beyond the renew deadline"
+    assert clock.monotonic() - stopped_leading_at == pytest.approx(elector.renew_deadline_seconds)
     assert store.holder == "a", "the lease was released while the work was still running"
+    thread.join(timeout=10)
+    assert not thread.is_alive()
     never.set()
 
 
 def test_a_slow_apiserver_cannot_stretch_leadership_past_the_renew_deadline(
-    apiserver: ScriptedApiServer, store: LeaseStore
+    apiserver: ScriptedApiServer, store: LeaseStore, clock: FakeClock,
 ) -> None:
     """Requests that hang must not keep a leader believing it leads after the renew deadline:
     other replicas may take the lease a lease duration after its last renewal."""
+    api = SlowApiClient(apiserver, clock)
     elector = LeaderElector(
-        apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=4, renew_deadline_seconds=3, retry_period_seconds=0.1
+        api, "ns", "lock", "a", lease_duration_seconds=4, renew_deadline_seconds=3, retry_period_seconds=0.1,
+        clock=clock,
     )
-    stopped = threading.Event()
-    thread = threading.Thread(target=elector.run, args=(threading.Event(), lambda: None, stopped.set), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 5
-    while store.holder != "a" and time.monotonic() < deadline:
-        time.sleep(0.02)
-    renewed_version = store.version
-    while store.version == renewed_version and time.monotonic() < deadline:
-        time.sleep(0.005)
-    # Just renewed: from now on each read is slow and each write times out (1.5 s), so one
-    # attempt takes 2 s; the second would end 4.2 s after the renewal, when others may lead.
-    last_renewal = time.monotonic()
-    store.delay_get_seconds, store.delay_put_seconds = 0.5, 10.0
+    stopped_at: list[float] = []
+    thread = run_elector(elector, threading.Event(), lambda: None, lambda: stopped_at.append(clock.monotonic()))
+    clock.wait_until_waiting(1)
+    assert store.holder == "a"
+    last_renewal = clock.monotonic()  # it just took the lease
+    # From now on each read takes 0.5s and each write times out (at most 1.5s each): one attempt
+    # takes 2s, so a second one with the usual timeouts would end 4.2s after the renewal, when
+    # others may lead.
+    api.latency_seconds = {"GET": 0.5, "PUT": 10.0}
+    sent_before = len(api.sent)
 
-    assert stopped.wait(timeout=10)
-    gave_up_after = time.monotonic() - last_renewal
-    assert gave_up_after < 3 + 0.5, f"led on {gave_up_after:.1f}s after the last renewal (renew deadline 3s)"
-    thread.join(timeout=5)
+    assert clock.advance_until(lambda: bool(stopped_at), within=2 * elector.lease_duration_seconds)
+    gave_up_after = stopped_at[0] - last_renewal
+    assert gave_up_after <= elector.renew_deadline_seconds + leadership.MIN_REQUEST_TIMEOUT_SECONDS + 1e-9, \
+        f"led on {gave_up_after:.2f}s after the last renewal (renew deadline 3s)"
+    slow = api.sent[sent_before:]
+    assert len(slow) >= 4, f"expected two attempts (read and write each), got {slow}"
+    latest_end = last_renewal + elector.renew_deadline_seconds + leadership.MIN_REQUEST_TIMEOUT_SECONDS + 1e-9
+    assert all(sent_at + timeout <= latest_end for _, sent_at, timeout in slow), \
+        f"a request could outlast the renew deadline: {slow}"
+    thread.join(timeout=10)
     assert not thread.is_alive() and not elector.is_leader
 
 
 def test_holds_lease_only_within_the_renew_deadline_of_the_last_renewal(
-    store: LeaseStore, candidates: list[Candidate], monkeypatch: pytest.MonkeyPatch,
+    store: LeaseStore, candidates: list[Candidate], clock: FakeClock,
 ) -> None:
     leader = candidates[0]
     assert not leader.elector.holds_lease()
     leader.thread.start()
     assert leader.next_transition() == "started"
     assert leader.elector.holds_lease()
+    clock.wait_until_waiting(1)
     # A process frozen past its renew deadline wakes up: its elector has not noticed yet (still
     # "leading"), but it must not act.
     store.broken = True
-    woke_at = time.monotonic() + leader.elector.renew_deadline_seconds + 0.5
-    monkeypatch.setattr(leadership, "time", types.SimpleNamespace(monotonic=lambda: woke_at))
+    clock.jump(leader.elector.renew_deadline_seconds + 0.5, wake=False)
     assert leader.elector.is_leader and not leader.elector.holds_lease()
+    # Its elector notices as soon as it runs.
+    clock.advance(0)
+    assert leader.next_transition() == "stopped" and not leader.elector.is_leader
 
 
 def test_holds_lease_for_an_action_only_if_it_ends_within_the_renew_deadline(
-    store: LeaseStore, candidates: list[Candidate], monkeypatch: pytest.MonkeyPatch,
+    store: LeaseStore, candidates: list[Candidate], clock: FakeClock,
 ) -> None:
     """An action that would outlast the renew deadline is not started: the lease must surely
     stay ours until it ends."""
     leader = candidates[0]
     leader.thread.start()
     assert leader.next_transition() == "started"
+    clock.wait_until_waiting(1)
     deadline = leader.elector.renew_deadline_seconds
     store.broken = True  # no renewal from now on
-    renewed_at = leader.elector._renewal_started_at
-    monkeypatch.setattr(leadership, "time", types.SimpleNamespace(monotonic=lambda: renewed_at + deadline / 2))
+    clock.advance(deadline / 2)  # renewals fail all along
+    assert leader.elector.is_leader
     assert leader.elector.holds_lease(deadline / 4)
     assert not leader.elector.holds_lease(deadline / 2 + 0.1)

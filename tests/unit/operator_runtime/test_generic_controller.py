@@ -1,10 +1,10 @@
 """The generic controller, fed by fake watches: a worker per primary object (started on add,
 woken on changes to it or to what it owns, stopped on delete or when a relist no longer has it),
-caches kept current, and every worker stopped with the controller."""
+caches kept current, and every worker stopped with the controller. The resync runs on a fake
+clock: it happens exactly when the test moves time past it, never in between."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,9 +14,11 @@ from kube_adapter.resources import PODS, Resource
 from kube_adapter.watching import ADDED, DELETED, MODIFIED, RELISTED, SYNC, ObjectKey
 from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.controller import WORKER_DIED, Controller, OwnedKind
+from tests.unit.fake_clock import FakeClock
 
 PRIMARY = Resource("example.com", "v1", "widgets", "Widget")
 OWNER_LABEL = "widget"
+RESYNC_SECONDS = 30.0
 
 Handler = Callable[[str, dict[str, Any]], None]
 
@@ -67,16 +69,10 @@ def obj(name: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
 class Running:
     def __init__(self) -> None:
         self.stop = threading.Event()
+        self.clock = FakeClock()
         self.primary = FakeWatchedKind(PRIMARY)
         self.pods = FakeWatchedKind(PODS)
         self.primary_cache, self.pod_cache = ObjectCache(), ObjectCache()
@@ -93,12 +89,14 @@ class Running:
         self.controller = Controller(
             self.primary, self.primary_cache,  # type: ignore[arg-type]
             [OwnedKind(self.pods, self.pod_cache, "app=widget", OWNER_LABEL)],  # type: ignore[arg-type]
-            namespace="ns", make_worker=make_worker, resync_seconds=0.05, stop=self.stop,
+            namespace="ns", make_worker=make_worker, resync_seconds=RESYNC_SECONDS, stop=self.stop,
             on_workers_changed=self.counts.append, on_deleted=self.deleted.append, on_error=self.errors.append,
+            clock=self.clock,
         )
         self.thread = threading.Thread(target=self.controller.run, daemon=True)
         self.thread.start()
-        wait_for(lambda: self.primary.watching.is_set() and self.pods.watching.is_set())
+        assert self.primary.watching.wait(10) and self.pods.watching.wait(10)
+        self.clock.wait_until_waiting(1)  # the resync loop
 
     def worker(self, name: str) -> FakeWorker:
         return self.workers[("ns", name)][-1]
@@ -171,11 +169,19 @@ def test_an_owned_relist_drops_vanished_objects_and_wakes_the_namespace(running:
 def test_resync_wakes_workers_and_restarts_dead_ones(running: Running) -> None:
     running.primary.send(ADDED, obj("w1"))
     first = running.worker("w1")
-    wait_for(lambda: first.notified >= 2)
+    assert first.notified == 1
+
+    running.clock.advance(RESYNC_SECONDS - 0.01)
+    assert first.notified == 1, "resynced early"
+    running.clock.advance(0.01)
+    assert first.notified == 2, "not woken by the resync"
 
     first.dead = True
-    wait_for(lambda: len(running.workers[("ns", "w1")]) == 2)
+    running.clock.advance(RESYNC_SECONDS)
+    assert len(running.workers[("ns", "w1")]) == 2 and first.notified == 2
     assert running.worker("w1").started and WORKER_DIED in running.errors
+    running.clock.advance(RESYNC_SECONDS)
+    assert len(running.workers[("ns", "w1")]) == 2 and running.worker("w1").notified == 2
 
 
 def test_stopping_the_controller_stops_every_worker(running: Running) -> None:
