@@ -62,7 +62,9 @@ def test_colliding_cluster_names_refuse_the_newer_cluster(clusters: Clusters) ->
     assert clusters.pods("x-client") == []
     # x keeps its members and its clients keep reaching x.
     service = clusters.core.read_namespaced_service("x-client", clusters.namespace)
-    assert service.spec.selector == {"app": "etcd", "etcd_cluster": "x"}, service.spec.selector
+    # (selecting serving members only: a member is drained before it goes, see test_drain.py)
+    assert service.spec.selector == {"app": "etcd", "etcd_cluster": "x", "etcd.database.coreos.com/serving": "true"}, \
+        service.spec.selector
     assert clusters.wait_running("x", ready=1, timeout=10)
     assert sorted(p.metadata.uid for p in clusters.live_pods("x")) == x_pods
     assert clusters.get_value("x", "owner") == "x"
