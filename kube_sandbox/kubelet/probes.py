@@ -15,8 +15,11 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Union
+
+from kube_sandbox.binaries import kube_version
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +186,7 @@ def _http_get(check: HttpGetCheck, target: ProbeTarget, timeout: float) -> Check
         connection = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     else:
         connection = http.client.HTTPConnection(host, port, timeout=timeout)
-    headers = {"User-Agent": "kube-probe/1.20", "Accept": "*/*", **dict(check.headers)}
+    headers = {"User-Agent": _probe_user_agent(), "Accept": "*/*", **dict(check.headers)}
     try:
         connection.request("GET", check.path if check.path.startswith("/") else "/" + check.path, headers=headers)
         response = connection.getresponse()
@@ -263,3 +266,10 @@ class ProbeLoop:
                     outcome = False  # not ready from the start; nothing to report
             if self.stop.wait(probe.period_seconds):
                 return
+
+
+@lru_cache(maxsize=1)
+def _probe_user_agent() -> str:
+    """What a kubelet of the sandbox's release sends with an HTTP probe: `kube-probe/<major>.<minor>`."""
+    major, minor = kube_version().split(".")[:2]
+    return f"kube-probe/{major}.{minor}"

@@ -1,16 +1,20 @@
-"""The layers of ARCHITECTURE.md section 2 hold: `lint-imports` checks the contracts in setup.cfg
-([importlinter]), and every top-level package of the checkout is one it analyses."""
+"""The layers hold: `lint-imports` checks the contracts in setup.cfg ([importlinter]), every
+top-level package of the checkout is one it analyses, and each contract can fail: a deliberate
+violation of it, in a copy of the checkout, is refused."""
 from __future__ import annotations
 
 import configparser
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
-# Not shipped, so outside the contracts: they may import both the sandbox and the operators.
-UNCONSTRAINED_PACKAGES = {"tests", "benchmarks"}
+# Outside the contracts: the tests may import everything.
+UNCONSTRAINED_PACKAGES = {"tests"}
 
 
 def _lint_imports() -> str:
@@ -37,3 +41,64 @@ def test_every_top_level_package_is_analysed() -> None:
     analysed = set(config["importlinter"]["root_packages"].split())
     packages = {path.parent.name for path in REPO.glob("*/__init__.py")} - UNCONSTRAINED_PACKAGES
     assert packages <= analysed, f"add {sorted(packages - analysed)} to root_packages in setup.cfg [importlinter]"
+
+
+# One deliberate violation per contract: (module to change, the import added, the contract it breaks).
+VIOLATIONS = [
+    ("etcd_common/constants.py", "import etcd_operator.planning", "layers"),
+    ("kube_adapter/errors.py", "import operator_runtime.worker", "layers"),
+    ("backup_operator/keys.py", "import restore_operator.planning", "layers"),
+    ("etcd_operator/planning.py", "import kubernetes.client", "kubernetes-only-in-adapter"),
+    ("restore_operator/planning.py", "import kube_sandbox.config", "nothing-shipped-imports-the-sandbox"),
+    ("etcd_operator/planning.py", "import benchmarks.floor", "nothing-shipped-imports-the-sandbox"),
+    ("kube_sandbox/config.py", "import etcd_common.constants", "sandbox-imports-nothing-shipped"),
+]
+
+
+def _contract_names() -> dict[str, str]:
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    prefix = "importlinter:contract:"
+    return {section[len(prefix):]: config[section]["name"] for section in config.sections()
+            if section.startswith(prefix)}
+
+
+def test_every_contract_has_a_violation_below() -> None:
+    assert {contract for _, _, contract in VIOLATIONS} == set(_contract_names())
+
+
+@pytest.mark.parametrize("module, added_import, contract", VIOLATIONS,
+                         ids=[f"{c}:{m}" for m, _, c in VIOLATIONS])
+def test_a_deliberate_violation_breaks_its_contract(
+        tmp_path: Path, module: str, added_import: str, contract: str) -> None:
+    """The contracts can fail: a copy of the checkout with one forbidden import added is refused,
+    by exactly the contract that forbids it."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    for package in config["importlinter"]["root_packages"].split():
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "setup.cfg", tmp_path / "setup.cfg")
+    changed = tmp_path / module
+    changed.write_text(changed.read_text() + f"\n{added_import}  # deliberate violation\n")
+
+    result = subprocess.run(
+        [_lint_imports(), "--config", str(tmp_path / "setup.cfg"), "--no-cache"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    output = " ".join(result.stdout.split())  # lint-imports wraps long contract names
+    assert result.returncode != 0, f"{added_import} in {module} was not refused:\n{result.stdout}"
+    assert f"{_contract_names()[contract]} BROKEN" in output, output
+    assert "1 broken" in output, output
+    assert str(tmp_path) in _analysed_location(tmp_path, module), "lint-imports analysed another copy"
+
+
+def _analysed_location(root: Path, module: str) -> str:
+    """Where the interpreter lint-imports runs under finds `module`'s package, given root first on
+    the path (the checkout itself may be installed in editable mode)."""
+    package = module.split("/")[0]
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {package}, sys; sys.stdout.write({package}.__file__)"],
+        cwd=root, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    return result.stdout
