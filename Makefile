@@ -8,7 +8,7 @@ SANDBOX := $(PYTHON) -m kube_sandbox
 deps:
 	VENV=$(VENV) bash scripts/install-deps.sh
 
-## Start the sandbox, deploy the operator as a pod in it, and run the example 3-member cluster.
+## Start the sandbox, deploy the three operators as pods in it, run the example 3-member cluster and back it up.
 demo: deps
 	VENV=$(VENV) bash scripts/demo.sh
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: sandbox up, CRDs installed, operator deployed as a pod, example cluster Running.
+# `make demo`: sandbox up, CRDs installed, the three operators deployed as pods, the example cluster
+# Running and backed up once to the sandbox S3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
