@@ -61,6 +61,29 @@ def test_etcd_env_may_not_override_what_the_operator_manages(variable: str) -> N
         parse_cluster_spec({"size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}})
 
 
+TLS_SPEC = {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}
+
+
+@pytest.mark.parametrize("spec, state", [
+    ({}, "new"), ({}, "existing"), ({"TLS": TLS_SPEC}, "new"), ({"TLS": TLS_SPEC}, "existing"),
+    ({"version": "3.5.35", "TLS": TLS_SPEC}, "new"),
+], ids=["plain-new", "plain-existing", "tls-new", "tls-existing", "tls-3.5"])
+def test_every_flag_the_operator_sets_is_one_etcd_env_may_not_shadow(spec: dict[str, Any], state: str) -> None:
+    """The deny list follows the command line: for each --flag a member pod's etcd is started with,
+    ETCD_<FLAG> in spec.pod.etcdEnv is refused (etcd would refuse to start, or the variable would
+    win over what the operator manages)."""
+    cluster = parse_etcd_cluster(raw_cluster(spec))
+    pod = build_member_pod(cluster, "example-abcde", state=state,  # type: ignore[arg-type]
+                           initial_cluster=[("example-abcde", "http://example-abcde.example:2380")])
+    etcd = next(container for container in pod["spec"]["containers"] if container["name"] == "etcd")
+    flags = [argument[2:].split("=", 1)[0] for argument in etcd["command"] if argument.startswith("--")]
+    assert "name" in flags and "initial-cluster" in flags
+    for flag in flags:
+        variable = "ETCD_" + flag.upper().replace("-", "_")
+        with pytest.raises(SpecError, match=variable):
+            parse_cluster_spec({**spec, "size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}})
+
+
 def test_etcd_env_may_tune_what_the_operator_leaves_alone() -> None:
     spec = parse_cluster_spec({"size": 1, "pod": {"etcdEnv": [{"name": "ETCD_QUOTA_BACKEND_BYTES", "value": "1"}]}})
     assert spec.pod.etcd_env[0]["name"] == "ETCD_QUOTA_BACKEND_BYTES"
