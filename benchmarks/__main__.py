@@ -71,7 +71,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              f"[BENCH_IDLE_WINDOW_SECONDS, {DEFAULT_IDLE_WINDOW_SECONDS:.0f}; "
                              f"{QUICK_IDLE_WINDOW_SECONDS:.0f} with --quick]")
     parser.add_argument("--fleet-counts", type=_counts, default=_optional_env("BENCH_FLEET_COUNTS", _counts),
-                        help="cluster counts the fleet figure grows through, comma-separated "
+                        help="cluster counts of the fleet figure, comma-separated; each a fleet of its own, "
+                             "created at once and deleted before the next "
                              f"[BENCH_FLEET_COUNTS, {','.join(map(str, FLEET_COUNTS))}; "
                              f"{','.join(map(str, QUICK_FLEET_COUNTS))} with --quick]")
     parser.add_argument("--restart-operator", action="store_true",

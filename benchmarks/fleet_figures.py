@@ -1,9 +1,10 @@
-"""The fleet figure: many size-1 EtcdClusters created at once, grown 10 -> 50 -> 100 (by default).
-At each count: seconds from the batch's creation until every cluster says Running; then, idle, the
-operator's CPU seconds per minute (its own process and every child it reaped, such as etcdctl,
-from /proc), its RSS, the worst lag of a scheduled re-check (the operator's own
+"""The fleet figure: for each count (10, 50, 100 by default) a fleet of exactly that many size-1
+EtcdClusters, created at once from none and deleted (down to their pods) before the next count. At
+each count: seconds from the first create until every cluster says Running; then, idle, the
+operator's CPU seconds per minute (its own process and every child it reaped, such as etcdctl, from
+/proc), its RSS, the worst lag of a scheduled re-check (the operator's own
 etcd_operator_recheck_lag_max_seconds), and its API requests per second per cluster (apiserver's
-counter minus one window with the operator scaled to 0, taken at the largest count)."""
+counter minus one window with the operator scaled to 0, taken with the largest fleet running)."""
 from __future__ import annotations
 
 import logging
@@ -12,22 +13,24 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.apiserver_requests import RequestRate, measure_request_rate
 from benchmarks.clusters import GROUP, PLURAL, VERSION, BenchClusters
-from benchmarks.environment import OPERATOR_NAMESPACE, OperatorDeployment, bench_namespace
+from benchmarks.environment import ETCD_POD_SELECTOR, OPERATOR_NAMESPACE, OperatorDeployment, bench_namespace
 from benchmarks.process_status import read_process_status
 from benchmarks.results import Result
-from kube_sandbox.testing import Sandbox, wait_for
+from kube_sandbox.testing import Sandbox, WaitTimeout, wait_for
 
 log = logging.getLogger(__name__)
 
 FLEET_CLUSTER_SIZE = 1
 ALL_RUNNING_TIMEOUT_SECONDS = 600.0
 ALL_RUNNING_POLL_SECONDS = 0.5
+ALL_GONE_TIMEOUT_SECONDS = 300.0
+ALL_GONE_POLL_SECONDS = 0.5
 # After the last cluster says Running, let first passes, status writes and events finish before
 # the idle window (the operator's first re-checks come one resync period after its first pass).
 SETTLE_SECONDS = 15.0
@@ -98,36 +101,81 @@ def operator_metric(operator: OperatorDeployment, name: str) -> float | None:
     return None
 
 
+def fleet_names(count: int) -> list[str]:
+    """The clusters of the fleet of `count`. Each count has names of its own, so nothing left of an
+    earlier fleet (a service still being garbage-collected, say) is taken for one of them."""
+    return [f"fleet{count}-{i}" for i in range(count)]
+
+
+def not_running(names: Sequence[str], listed: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Those of `names` whose EtcdCluster in `listed` (list items) is missing or does not say Running
+    with its one member ready."""
+    running = {item["metadata"]["name"] for item in listed
+               if (item.get("status") or {}).get("phase") == "Running"
+               and (item.get("status") or {}).get("readyCount") == FLEET_CLUSTER_SIZE}
+    return [name for name in names if name not in running]
+
+
+def wait_until_none(left: Callable[[], list[str]], *, timeout: float, interval: float, what: str) -> None:
+    """Poll `left` until it lists nothing; on timeout, fail naming (up to 10 of) what it still listed."""
+    seen: list[str] = []
+
+    def none_left() -> bool:
+        seen[:] = left()
+        return not seen
+
+    try:
+        wait_for(none_left, timeout=timeout, interval=interval, what=what)
+    except WaitTimeout as e:
+        raise WaitTimeout(f"{e}; {len(seen)} still: {', '.join(seen[:10])}") from e
+
+
 class Fleet:
-    """Size-1 EtcdClusters in one namespace, created in batches all at once."""
+    """`count` size-1 EtcdClusters in the figure's namespace, created all at once and deleted all at once."""
 
-    def __init__(self, clusters: BenchClusters) -> None:
+    def __init__(self, clusters: BenchClusters, count: int) -> None:
         self.clusters = clusters
-        self.names: list[str] = []
+        self.names = fleet_names(count)
 
-    def grow_to(self, count: int) -> float:
-        """Create the missing clusters at once; seconds until every cluster says Running."""
-        batch = [f"fleet-{i}" for i in range(len(self.names), count)]
+    def create(self) -> float:
+        """Create every cluster at once; seconds from the first create until every one says Running."""
         started = time.monotonic()
-        for name in batch:
+        for name in self.names:
             self.clusters.create(name, FLEET_CLUSTER_SIZE)
-        self.names.extend(batch)
         self.wait_all_running()
         seconds = time.monotonic() - started
-        log.info("%d clusters created at once; all %d Running after %.1fs", len(batch), len(self.names), seconds)
+        log.info("%d clusters created at once; all Running after %.1fs", len(self.names), seconds)
         return seconds
 
+    def wait_all_running(self) -> None:
+        wait_until_none(self.not_running, timeout=ALL_RUNNING_TIMEOUT_SECONDS, interval=ALL_RUNNING_POLL_SECONDS,
+                        what=f"{len(self.names)} fleet clusters Running")
+
     def not_running(self) -> list[str]:
+        return not_running(self.names, self._listed())
+
+    def delete(self) -> None:
+        """Delete every cluster at once (one request: BenchClusters.delete would wait for each one's
+        pods in turn) and wait until neither they nor their pods are left."""
+        started = time.monotonic()
+        self.clusters.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, self.clusters.namespace,
+                                                                         PLURAL)
+        wait_until_none(self.left, timeout=ALL_GONE_TIMEOUT_SECONDS, interval=ALL_GONE_POLL_SECONDS,
+                        what=f"{len(self.names)} fleet clusters and their pods gone")
+        log.info("%d clusters deleted at once; they and their pods gone after %.1fs", len(self.names),
+                 time.monotonic() - started)
+
+    def left(self) -> list[str]:
+        """EtcdClusters and etcd pods (terminating ones included) still in the namespace."""
+        pods: list[Any] = self.clusters.core.list_namespaced_pod(self.clusters.namespace,
+                                                                 label_selector=ETCD_POD_SELECTOR).items
+        return ([f"EtcdCluster {item['metadata']['name']}" for item in self._listed()]
+                + [f"pod {pod.metadata.name}" for pod in pods])
+
+    def _listed(self) -> list[dict[str, Any]]:
         listed = cast(dict[str, Any], self.clusters.custom.list_namespaced_custom_object(
             GROUP, VERSION, self.clusters.namespace, PLURAL))
-        running = {item["metadata"]["name"] for item in listed.get("items", [])
-                   if (item.get("status") or {}).get("phase") == "Running"
-                   and (item.get("status") or {}).get("readyCount") == FLEET_CLUSTER_SIZE}
-        return [name for name in self.names if name not in running]
-
-    def wait_all_running(self) -> None:
-        wait_for(lambda: not self.not_running(), timeout=ALL_RUNNING_TIMEOUT_SECONDS,
-                 interval=ALL_RUNNING_POLL_SECONDS, what=f"{len(self.names)} fleet clusters Running")
+        return cast(list[dict[str, Any]], listed.get("items", []))
 
 
 @dataclass(frozen=True)
@@ -142,23 +190,32 @@ class IdleWindow:
 
 def measure_fleet(sandbox: Sandbox, operator: OperatorDeployment, counts: Sequence[int],
                   window_seconds: float) -> list[Result]:
+    """For each count, smallest first: a fleet of that many clusters created at once, timed until all
+    Running, settled, measured idle, then deleted. The request baseline (operator scaled to 0) is
+    taken while the largest fleet runs, before it is deleted."""
+    ordered = sorted(set(counts))
+    if not ordered:
+        raise ValueError("the fleet figure needs at least one cluster count")
     results: list[Result] = []
     windows: list[IdleWindow] = []
+    baseline: RequestRate | None = None
     with bench_namespace(sandbox, "fleet") as namespace:
         clusters = BenchClusters(sandbox, namespace)
-        fleet = Fleet(clusters)
-        for count in sorted(counts):
-            created = count - len(fleet.names)
-            seconds = fleet.grow_to(count)
+        for count in ordered:
+            fleet = Fleet(clusters, count)
+            seconds = fleet.create()
             results.append(Result.alone(
                 f"fleet: {count} clusters all Running", "s", seconds,
-                note=f"{created} size-1 clusters created at once ({len(fleet.names) - created} already running); "
-                     f"from the first create until every status says Running 1/1"))
+                note=f"{count} size-1 clusters created at once, none before them in the namespace (each count "
+                     f"is a fleet of its own); from the first create until every status says Running 1/1"))
             time.sleep(SETTLE_SECONDS)  # ageing the fleet into its idle state is the scenario itself
             windows.append(_idle_window(sandbox, operator, clusters, count, window_seconds))
-        baseline = _baseline_requests(sandbox, operator, fleet, window_seconds)
-        for window in windows:
-            results.extend(_window_results(window, baseline, window_seconds))
+            if count == ordered[-1]:
+                baseline = _baseline_requests(sandbox, operator, fleet, window_seconds)
+            fleet.delete()
+    assert baseline is not None  # taken at the last (largest) count
+    for window in windows:
+        results.extend(_window_results(window, baseline, window_seconds))
     return results
 
 
@@ -184,7 +241,7 @@ def _idle_window(sandbox: Sandbox, operator: OperatorDeployment, clusters: Bench
 
 def _baseline_requests(sandbox: Sandbox, operator: OperatorDeployment, fleet: Fleet,
                        window_seconds: float) -> RequestRate:
-    """apiserver requests/s of everyone but the operator, with the whole fleet running."""
+    """apiserver requests/s of everyone but the operator, with `fleet` (the largest) running."""
     operator.scale(0)
     try:
         log.info("idle window with the operator scaled to 0: %.0fs", window_seconds)
@@ -208,7 +265,8 @@ def _window_results(window: IdleWindow, baseline: RequestRate, window_seconds: f
     lag_results = [] if lag is None else [
         Result.alone(f"fleet: worst re-check lag, {n} clusters", "s", lag, target=LAG_TARGET_SECONDS,
                      note="etcd_operator_recheck_lag_max_seconds: the latest any scheduled re-check started since "
-                          f"the operator started; target 2x the {RESYNC_SECONDS:g}s resync period")]
+                          "the operator started (the smaller fleets before this one included); target 2x the "
+                          f"{RESYNC_SECONDS:g}s resync period")]
     return [
         Result.alone(f"fleet: operator CPU, {n} idle clusters", "s/min", window.cpu_seconds_per_minute,
                      target=CPU_PERCENT_TARGET * 0.6,
