@@ -88,6 +88,27 @@ def test_prometheus_rule_carries_the_shipped_alert_rules() -> None:
     assert monitors == {"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"}
 
 
+@pytest.mark.parametrize("section, alert", [("etcdOperator", "EtcdOperatorDown"),
+                                            ("backupOperator", "EtcdBackupOperatorDown"),
+                                            ("restoreOperator", "EtcdRestoreOperatorDown")])
+def test_prometheus_rule_leaves_out_the_down_alert_of_an_operator_turned_off(section: str, alert: str) -> None:
+    def alerts(*values: str) -> set[str]:
+        rule = next(d for d in render("metrics.prometheusRule.enabled=true", *values) if d["kind"] == "PrometheusRule")
+        return {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    everything = alerts()
+    assert alert in everything
+    assert alerts(f"{section}.enabled=false") == everything - {alert}
+
+
+def test_podmonitor_example_is_what_the_chart_renders() -> None:
+    """deploy/prometheus/podmonitor.yaml: the chart's PodMonitors of a release named etcd-operator."""
+    plain = [d for d in yaml.safe_load_all((REPO / "deploy" / "prometheus" / "podmonitor.yaml").read_text()) if d]
+    rendered = {key(d): d for d in render("metrics.podMonitor.enabled=true") if d["kind"] == "PodMonitor"}
+    assert sorted(rendered) == sorted(map(key, plain))
+    for obj in plain:
+        assert rendered[key(obj)] == obj, f"{key(obj)} differs between the chart and deploy/prometheus/podmonitor.yaml"
+
+
 @pytest.mark.parametrize("crd", sorted(p.name for p in (REPO / "crds").glob("*.yaml")))
 def test_chart_ships_the_crds(crd: str) -> None:
     assert (CHART / "crds" / crd).read_text() == (REPO / "crds" / crd).read_text()

@@ -63,3 +63,16 @@ def test_every_metric_in_an_alert_is_exported(rules: Path) -> None:
              for m in OUR_METRIC.findall(rule["expr"])}
     assert named, f"{rules.name} names none of our metrics"
     assert named <= exported, f"not exported: {sorted(named - exported)}"
+
+
+def test_every_operator_has_a_down_alert() -> None:
+    """Each operator's `*_is_leader` gauge has an absent()-alert: `max(...) == 0` alone never fires
+    when no replica is scraped at all."""
+    leader_gauges = {family.name for registry in (OperatorMetrics().registry, BackupMetrics().registry,
+                                                   RestoreMetrics().registry)
+                     for family in registry.collect() if family.name.endswith("_is_leader")}
+    exprs = {rule["expr"].strip() for rules in RULE_FILES for group in yaml.safe_load(rules.read_text())["groups"]
+             for rule in group["rules"]}
+    assert len(leader_gauges) == 3, leader_gauges
+    missing = sorted(g for g in leader_gauges if f"absent({g})" not in exprs)
+    assert not missing, f"no absent() alert on {missing}"
