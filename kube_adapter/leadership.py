@@ -7,7 +7,9 @@ renew every retry period; give up leadership if renewals keep failing past the r
 (the operator then exits, so a replica that lost touch never acts alongside its successor; no
 request may outlast that deadline, which leaves the rest of the lease duration for the exit);
 on a clean stop, release the lease once the leader's work has ended, so a successor takes over
-at once but never while we may still act.
+at once but never while we may still act. Releasing deletes the Lease (preconditions: its uid and
+the resourceVersion we last wrote), so an uninstalled operator leaves no Lease behind; a successor
+creates it anew. Without permission to delete, the lease is handed back with no holder instead.
 
 Expiry is judged by how long *we* have seen the same lease record unchanged, not by comparing
 its renewTime with our clock, so clock skew between replicas cannot cause two leaders.
@@ -26,7 +28,7 @@ from kubernetes.client import ApiClient, CoordinationV1Api
 
 from kube_adapter.client import fetch_json_once
 from kube_adapter.clock import SYSTEM_CLOCK, Clock
-from kube_adapter.errors import AlreadyExists, Conflict, KubeError, NotFound
+from kube_adapter.errors import AlreadyExists, Conflict, Forbidden, KubeError, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -341,6 +343,20 @@ class LeaderElector:
             record = LeaseRecord.from_lease(lease)
             if record.holder_identity != self.identity:
                 return
+            metadata = lease.get("metadata") or {}
+            preconditions = {"uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
+            try:
+                fetch_json_once(
+                    self._coordination.delete_namespaced_lease, name=self.name, namespace=self.namespace,
+                    body={"preconditions": preconditions}, _request_timeout=self._request_timeout,
+                )
+                logger.info("leader election: released lease %s/%s (deleted)", self.namespace, self.name)
+                return
+            except (Conflict, NotFound):
+                return  # written or deleted by someone else since we read it: no longer ours to release
+            except Forbidden:
+                logger.info("leader election: not allowed to delete lease %s/%s; handing it back instead",
+                            self.namespace, self.name)
             if self._replace(lease, released_lease_spec(record, self._clock.now()), self._request_timeout):
                 logger.info("leader election: released lease %s/%s", self.namespace, self.name)
         except KubeError as error:

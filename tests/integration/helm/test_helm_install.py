@@ -29,14 +29,17 @@ def helm(sandbox: Sandbox, *args: str, timeout: float = 300) -> str:
 
 
 def release_objects(sandbox: Sandbox, release: str, namespace: str) -> list[str]:
-    """What of the release exists: its namespaced objects and the cluster-wide RBAC named after it."""
+    """What of the release exists: its namespaced objects (the operators' Leases, which they
+    create at run time, included) and the cluster-wide RBAC named after it."""
     api = sandbox.api_client()
     core, apps, rbac = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    coordination = k8s.CoordinationV1Api(api)
     found = [f"deployment/{d.metadata.name}" for d in apps.list_namespaced_deployment(namespace).items]
     found += [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(namespace).items]
     found += [f"service/{s.metadata.name}" for s in core.list_namespaced_service(namespace).items]
     found += [f"serviceaccount/{s.metadata.name}" for s in core.list_namespaced_service_account(namespace).items
               if s.metadata.name != "default"]
+    found += [f"lease/{lease.metadata.name}" for lease in coordination.list_namespaced_lease(namespace).items]
     found += [f"role/{r.metadata.name}" for r in rbac.list_namespaced_role(namespace).items]
     found += [f"rolebinding/{r.metadata.name}" for r in rbac.list_namespaced_role_binding(namespace).items]
     found += [f"clusterrole/{r.metadata.name}" for r in rbac.list_cluster_role().items
@@ -76,6 +79,8 @@ def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crd
             for base in OPERATORS:  # each leads, and the chart's RBAC forbade it nothing
                 logs = operator.kubectl("-n", release_ns, "logs", f"deploy/{release}-{base}", "--tail=-1").stdout
                 assert "became leader" in logs and "Forbidden" not in logs, f"{base}: {logs[-2000:]}"
+            # Their leader-election Leases exist now; uninstall must leave none (released by deletion).
+            assert {f"lease/{base}" for base in OPERATORS} <= set(release_objects(operator, release, release_ns))
 
             helm(operator, "uninstall", release, f"--namespace={release_ns}", "--wait", "--timeout=2m")
             wait_for(lambda: not release_objects(operator, release, release_ns), timeout=90,

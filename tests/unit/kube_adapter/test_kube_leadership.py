@@ -90,20 +90,25 @@ def test_durations_must_nest() -> None:
 
 class LeaseStore:
     """One Lease with the apiserver's rules: create fails if it exists, a replace must carry
-    the current resourceVersion. `broken` makes every request fail with 500."""
+    the current resourceVersion, a delete's preconditions must match. `broken` makes every
+    request fail with 500; `delete_forbidden` answers deletes 403 (RBAC without `delete`)."""
 
     def __init__(self, apiserver: ScriptedApiServer) -> None:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.broken = False
+        self.delete_forbidden = False
+        self.deletes = 0
         self.lock = threading.Lock()
         apiserver.fallback("GET", f"{LEASES}/lock", self.get)
         apiserver.fallback("POST", LEASES, self.create)
         apiserver.fallback("PUT", f"{LEASES}/lock", self.replace)
+        apiserver.fallback("DELETE", f"{LEASES}/lock", self.delete)
 
     def _stored(self, body: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
-        self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version)}}
+        uid = (self.lease or {}).get("metadata", {}).get("uid") or f"uid-{self.version}"
+        self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version), "uid": uid}}
         return self.lease
 
     def get(self, request: Request) -> Reply:
@@ -130,6 +135,22 @@ class LeaseStore:
             if request.body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
                 return Reply(409, status_body(409, "Conflict", "the object has been modified"))
             return Reply(body=self._stored(request.body))
+
+    def delete(self, request: Request) -> Reply:
+        with self.lock:
+            if self.broken:
+                return Reply(500, status_body(500, "InternalError"))
+            if self.delete_forbidden:
+                return Reply(403, status_body(403, "Forbidden", "cannot delete leases"))
+            if self.lease is None:
+                return Reply(404, status_body(404, "NotFound"))
+            preconditions = (request.body or {}).get("preconditions") or {}
+            metadata = self.lease["metadata"]
+            if any(preconditions.get(key) not in (None, metadata.get(key)) for key in ("uid", "resourceVersion")):
+                return Reply(409, status_body(409, "Conflict", "Precondition failed"))
+            self.lease = None
+            self.deletes += 1
+            return Reply(body={"kind": "Status", "apiVersion": "v1", "status": "Success"})
 
     @property
     def holder(self) -> str:
@@ -237,7 +258,7 @@ def test_one_leads_and_a_clean_stop_hands_over_at_once(
 
     first.quit()
     assert first.next_transition() == "stopped"
-    assert store.holder == "", "a clean stop releases the lease"
+    assert store.lease is None and store.deletes == 1, "a clean stop releases the lease by deleting it"
     released_at = clock.monotonic()
     assert clock.advance_until(lambda: second.elector.is_leader,
                                within=second.elector.retry_period_seconds * leadership.ACQUIRE_RETRY_JITTER), \
@@ -245,9 +266,26 @@ def test_one_leads_and_a_clean_stop_hands_over_at_once(
     assert second.next_transition() == "started"
     assert clock.monotonic() - released_at < second.elector.lease_duration_seconds
     assert store.holder == "b"
-    assert store.lease is not None and store.lease["spec"]["leaseTransitions"] == 1
     second.quit()
-    assert store.holder == ""
+    assert store.lease is None and store.deletes == 2
+
+
+def test_without_permission_to_delete_a_clean_stop_hands_the_lease_back(
+    store: LeaseStore, candidates: list[Candidate], clock: FakeClock,
+) -> None:
+    store.delete_forbidden = True
+    first, second = candidates
+    first.thread.start()
+    assert first.next_transition() == "started"
+    second.thread.start()
+    clock.wait_until_waiting(2)
+
+    first.quit()
+    assert first.next_transition() == "stopped"
+    assert store.lease is not None and store.holder == "", "the lease is handed back with no holder"
+    assert clock.advance_until(lambda: second.elector.is_leader,
+                               within=second.elector.retry_period_seconds * leadership.ACQUIRE_RETRY_JITTER)
+    assert store.holder == "b" and store.lease is not None and store.lease["spec"]["leaseTransitions"] == 1
 
 
 def test_failing_renewals_end_leadership_after_the_deadline(
