@@ -4,8 +4,15 @@ and boto3's failures mapped to a few error classes whose `reason` goes into an o
 
 The secret has CoreOS's shape: key `credentials` holds an AWS shared-credentials file and key
 `config` an AWS config file, both read for profile `default` (`aws_access_key_id`,
-`aws_secret_access_key`, optional `aws_session_token`; `region`). Without a secret the client uses
-boto3's own credential chain (environment, instance role).
+`aws_secret_access_key`, optional `aws_session_token`; `region`; and, as the AWS SDKs' shared
+config has them, `endpoint_url` and a nested `s3 =` section with `addressing_style` and its own
+`endpoint_url`, which wins over the profile's). Without a secret the client uses boto3's own
+credential chain (environment, instance role).
+
+Which server, and how buckets are addressed: the spec's `s3.endpoint` wins over the secret's
+`endpoint_url`, and `s3.forcePathStyle: true` over its `addressing_style` (false or absent leaves
+that to the secret); with neither, AWS and boto3's automatic addressing. So the CoreOS manifests,
+which have only `path` and `awsSecret`, reach an S3-compatible server named in the secret.
 
 Memory does not grow with the object size: uploads and downloads go part by part (PART_SIZE_BYTES,
 at most MAX_CONCURRENCY parts in flight), from and to files on disk.
@@ -17,10 +24,11 @@ import binascii
 import configparser
 import logging
 import os
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Literal
 
 import boto3.session
 import botocore.exceptions
@@ -36,6 +44,13 @@ logger = logging.getLogger(__name__)
 AWS_SECRET_CREDENTIALS_FILE: Final = "credentials"
 AWS_SECRET_CONFIG_FILE: Final = "config"
 AWS_PROFILE: Final = "default"
+# Profile keys naming the S3 server (AWS SDK shared config): `endpoint_url`, and a nested section
+# `s3 =` whose indented lines may hold `addressing_style` and an S3-only `endpoint_url`.
+ENDPOINT_URL_KEY: Final = "endpoint_url"
+S3_SECTION_KEY: Final = "s3"
+ADDRESSING_STYLE_KEY: Final = "addressing_style"
+AddressingStyle = Literal["path", "virtual", "auto"]
+ADDRESSING_STYLES: Final[tuple[AddressingStyle, ...]] = ("path", "virtual", "auto")
 # S3-compatible servers ignore the region, but a request must be signed for one.
 DEFAULT_REGION: Final = "us-east-1"
 
@@ -79,7 +94,8 @@ class S3Error(Exception):
 
 
 class S3SecretInvalid(S3Error):
-    """The awsSecret is missing, or has no usable credentials for profile `default`."""
+    """The awsSecret is missing, has no usable credentials for profile `default`, or names the S3
+    server in a way that cannot be used (not a URL, an unknown addressing style)."""
 
     reason = REASON_SECRET_INVALID
 
@@ -177,22 +193,31 @@ def _causes(error: BaseException) -> Iterator[BaseException]:
 
 @dataclass(frozen=True)
 class AwsCredentials:
-    """Profile `default` of the awsSecret's files."""
+    """Profile `default` of the awsSecret's files: the credentials, and where the S3 server is
+    ("" / None: not set there)."""
 
     access_key_id: str
     secret_access_key: str = ""
     session_token: str = ""
     region: str = ""
+    endpoint_url: str = ""
+    addressing_style: AddressingStyle | None = None
 
     def __repr__(self) -> str:  # never log a secret
-        return f"AwsCredentials(access_key_id={self.access_key_id!r}, region={self.region!r})"
+        return (f"AwsCredentials(access_key_id={self.access_key_id!r}, region={self.region!r}, "
+                f"endpoint_url={self.endpoint_url!r}, addressing_style={self.addressing_style!r})")
+
+
+# A profile key's value and the file it was read from (for messages).
+_Setting = tuple[str, str]
 
 
 def parse_aws_files(credentials: str, config: str = "", *, where: str = "awsSecret") -> AwsCredentials:
     """Read profile `default` of an AWS shared-credentials file and config file (as the AWS SDKs
-    do: keys may be in either; the config file's section is `[default]` or `[profile default]`).
-    Raises S3SecretInvalid naming what is wrong."""
-    profile: dict[str, str] = {}
+    do: keys may be in either, the credentials file's win; the config file's section is `[default]`
+    or `[profile default]`). Raises S3SecretInvalid naming what is wrong, in which file and key."""
+    profile: dict[str, _Setting] = {}
+    s3_section: dict[str, _Setting] = {}
     for text, file_name, sections in (
         (config, AWS_SECRET_CONFIG_FILE, (AWS_PROFILE, f"profile {AWS_PROFILE}")),
         (credentials, AWS_SECRET_CREDENTIALS_FILE, (AWS_PROFILE,)),
@@ -206,16 +231,70 @@ def parse_aws_files(credentials: str, config: str = "", *, where: str = "awsSecr
             raise S3SecretInvalid(f"{where}: file {file_name!r} is not an AWS {file_name} file: "
                                   f"{str(error).splitlines()[0]}") from error
         for section in sections:
-            if parser.has_section(section):
-                profile.update({k.strip().lower(): v.strip() for k, v in parser.items(section)})
-    access_key = profile.get("aws_access_key_id", "")
-    secret_key = profile.get("aws_secret_access_key", "")
+            if not parser.has_section(section):
+                continue
+            for key, value in parser.items(section):
+                key = key.strip().lower()
+                if key == S3_SECTION_KEY:
+                    nested = _nested_section(
+                        value, f"{where}: file {file_name!r}, profile [{AWS_PROFILE}], key {S3_SECTION_KEY}")
+                    s3_section.update({k: (v, file_name) for k, v in nested.items()})
+                else:
+                    profile[key] = (value.strip(), file_name)
+    access_key = profile.get("aws_access_key_id", ("", ""))[0]
+    secret_key = profile.get("aws_secret_access_key", ("", ""))[0]
     if not access_key or not secret_key:
         missing = [name for name, value in (("aws_access_key_id", access_key),
                                             ("aws_secret_access_key", secret_key)) if not value]
         raise S3SecretInvalid(f"{where}: profile [{AWS_PROFILE}] of file {AWS_SECRET_CREDENTIALS_FILE!r} "
                               f"lacks {' and '.join(missing)}")
-    return AwsCredentials(access_key, secret_key, profile.get("aws_session_token", ""), profile.get("region", ""))
+    # The S3-only endpoint wins over the profile's, as with the SDKs' service-specific settings.
+    endpoint_url = ""
+    for settings, key in ((s3_section, f"{S3_SECTION_KEY}.{ENDPOINT_URL_KEY}"), (profile, ENDPOINT_URL_KEY)):
+        value, file_name = settings.get(ENDPOINT_URL_KEY, ("", ""))
+        if value:
+            endpoint_url = _endpoint_url(value, f"{where}: file {file_name!r}, profile [{AWS_PROFILE}], key {key}")
+            break
+    addressing_style: AddressingStyle | None = None
+    value, file_name = s3_section.get(ADDRESSING_STYLE_KEY, ("", ""))
+    if value:
+        addressing_style = next((style for style in ADDRESSING_STYLES if style == value.lower()), None)
+        if addressing_style is None:
+            raise S3SecretInvalid(f"{where}: file {file_name!r}, profile [{AWS_PROFILE}], key "
+                                  f"{S3_SECTION_KEY}.{ADDRESSING_STYLE_KEY} = {value!r}: must be "
+                                  f"{', '.join(ADDRESSING_STYLES[:-1])} or {ADDRESSING_STYLES[-1]}")
+    return AwsCredentials(access_key, secret_key, profile.get("aws_session_token", ("", ""))[0],
+                          profile.get("region", ("", ""))[0], endpoint_url, addressing_style)
+
+
+def _nested_section(value: str, where: str) -> dict[str, str]:
+    """The `key = value` lines of a nested section (`s3 =` alone on its line, the settings on the
+    indented lines below it, which configparser hands over as one value starting with a newline)."""
+    if value.strip() and not value.startswith("\n"):
+        raise S3SecretInvalid(f"{where} = {value.strip()!r}: must be a nested section: `{S3_SECTION_KEY} =` "
+                              f"alone on its line, then indented lines such as `{ADDRESSING_STYLE_KEY} = path`")
+    settings: dict[str, str] = {}
+    for line in value.splitlines():
+        if not line.strip():
+            continue
+        key, equals, setting = line.partition("=")
+        if not equals or not key.strip():
+            raise S3SecretInvalid(f"{where}: line {line.strip()!r} is not `key = value`")
+        settings[key.strip().lower()] = setting.strip()
+    return settings
+
+
+def _endpoint_url(value: str, where: str) -> str:
+    """A config file's endpoint URL, checked: the SDKs take only a full http(s) URL."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:  # a port that is no number or out of range, a bad IPv6 literal
+        valid = False
+    if not valid:
+        raise S3SecretInvalid(f"{where} = {value!r}: not an http:// or https:// URL "
+                              "(e.g. http://s3.example:9000)")
+    return value.rstrip("/")
 
 
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "awsSecret") -> AwsCredentials:
@@ -307,6 +386,7 @@ class S3Storage:
         *,
         endpoint: str = "",
         force_path_style: bool = False,
+        addressing_style: AddressingStyle | None = None,
         credentials: AwsCredentials | None = None,
         region: str = "",
         part_size_bytes: int = PART_SIZE_BYTES,
@@ -316,12 +396,14 @@ class S3Storage:
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.endpoint = normalize_endpoint(endpoint)
-        self.force_path_style = force_path_style
+        # force_path_style=True is addressing_style="path"; None leaves it to boto3 ("auto").
+        self.addressing_style: AddressingStyle | None = "path" if force_path_style else addressing_style
+        self.force_path_style = self.addressing_style == "path"
         config = Config(
             connect_timeout=connect_timeout_seconds,
             read_timeout=read_timeout_seconds,
             retries={"max_attempts": max_attempts, "mode": "standard"},
-            s3={"addressing_style": "path" if force_path_style else "auto"},
+            s3={"addressing_style": self.addressing_style or "auto"},
             # S3-compatible servers do not all take the newer default checksums; S3 needs none.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
@@ -347,11 +429,16 @@ class S3Storage:
         )
 
     def __repr__(self) -> str:
-        return f"S3Storage(endpoint={self.endpoint or 'AWS'!r}, force_path_style={self.force_path_style})"
+        return (f"S3Storage(endpoint={self.endpoint or 'AWS'!r}, "
+                f"addressing_style={self.addressing_style or 'auto'!r})")
 
     @classmethod
     def for_location(cls, location: S3Location, credentials: AwsCredentials | None, **options: Any) -> S3Storage:
-        return cls(endpoint=location.endpoint, force_path_style=location.force_path_style,
+        """The storage for a spec's `s3` section and its awsSecret's profile: the spec's `endpoint`
+        and `forcePathStyle: true` win over the secret's `endpoint_url` and `addressing_style`."""
+        from_secret = credentials or AwsCredentials("")
+        return cls(endpoint=location.endpoint or from_secret.endpoint_url,
+                   addressing_style="path" if location.force_path_style else from_secret.addressing_style,
                    credentials=credentials, **options)
 
     # --- buckets

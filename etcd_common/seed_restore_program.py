@@ -7,6 +7,8 @@
 
 `fetch` clears the staging directory, downloads the object with the credentials of the mounted
 awsSecret (`credentials` and `config` files) and refuses it unless its sha256 is the one given.
+--endpoint and --force-path-style win over the secret's `endpoint_url` and `s3` `addressing_style`
+(as for the operators: `S3Storage.for_location`).
 `install` moves the data directory etcdutl restored into place, unless etcd's data directory
 exists already (this init container ran before and etcd may have written since), then removes
 the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
@@ -86,8 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = parser.add_subparsers(dest="step", required=True)
     fetch_parser = steps.add_parser("fetch", help="download the snapshot and check its sha256")
     fetch_parser.add_argument("--s3-path", required=True, help="<bucket>/<key>")
-    fetch_parser.add_argument("--endpoint", default="", help="S3-compatible server URL; empty: AWS")
-    fetch_parser.add_argument("--force-path-style", action="store_true")
+    fetch_parser.add_argument("--endpoint", default="",
+                              help="S3-compatible server URL; empty: the awsSecret's endpoint_url, else AWS")
+    fetch_parser.add_argument("--force-path-style", action="store_true",
+                              help="path-style bucket addressing; absent: the awsSecret's s3 addressing_style")
     fetch_parser.add_argument("--aws-dir", default=None,
                               help="directory with the awsSecret's `credentials` and `config` files")
     fetch_parser.add_argument("--sha256", required=True)

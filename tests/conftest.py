@@ -1,6 +1,7 @@
 """Shared fixtures: one sandbox per test session, a fresh namespace per test."""
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from typing import Iterator
@@ -11,6 +12,11 @@ from kubernetes import client as k8s
 from kube_sandbox import cli
 from kube_sandbox.config import SandboxConfig
 from kube_sandbox.testing import Sandbox
+
+# Network rule: nothing leaves loopback. boto3's credential chain would otherwise ask the EC2
+# instance metadata service (169.254.169.254) for credentials wherever a test builds a client
+# without them.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,16 @@ GROUP, VERSION, PLURAL = "etcd.database.coreos.com", "v1beta2", "etcdbackups"
 AWS_SECRET = "aws"
 
 
-def coreos_aws_files(access_key: str, secret_key: str) -> dict[str, str]:
-    """The CoreOS awsSecret's two files."""
+def coreos_aws_files(access_key: str, secret_key: str, *, s3_endpoint: str = "") -> dict[str, str]:
+    """The CoreOS awsSecret's two files. With `s3_endpoint`, the config file names that server and
+    path-style addressing as the AWS SDKs' shared config does, so an `s3` section with only `path`
+    and `awsSecret` (the CoreOS examples) reaches it."""
+    config = "[default]\nregion = us-east-1\n"
+    if s3_endpoint:
+        config += f"endpoint_url = {s3_endpoint}\ns3 =\n    addressing_style = path\n"
     return {
         "credentials": f"[default]\naws_access_key_id = {access_key}\naws_secret_access_key = {secret_key}\n",
-        "config": "[default]\nregion = us-east-1\n",
+        "config": config,
     }
 
 
@@ -54,9 +59,13 @@ class Backups:
         return {"path": path, "awsSecret": secret, "endpoint": self.sandbox.config.s3_endpoint, "forcePathStyle": True}
 
     def create_aws_secret(self, name: str = AWS_SECRET, *, secret_key: str | None = None,
-                          files: dict[str, str] | None = None) -> None:
+                          files: dict[str, str] | None = None, server_in_config: bool = False) -> None:
+        """The awsSecret `name` with the sandbox's keys (or `files` as given); `server_in_config`:
+        its config file also names the sandbox's S3 server (for specs without `endpoint`)."""
         config = self.sandbox.config
-        files = files if files is not None else coreos_aws_files(config.s3_access_key, secret_key or config.s3_secret_key)
+        if files is None:
+            files = coreos_aws_files(config.s3_access_key, secret_key or config.s3_secret_key,
+                                     s3_endpoint=config.s3_endpoint if server_in_config else "")
         data = {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}
         body = {"metadata": {"name": name}, "type": "Opaque", "data": data}
         try:

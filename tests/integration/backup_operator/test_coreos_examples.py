@@ -1,6 +1,7 @@
 """The CoreOS example manifests, with only their placeholders filled, back up a 3-member cluster;
 the object restores with `etcdutl snapshot restore` into a scratch etcd serving exactly the keys
-written before the backup."""
+written before the backup. The manifests name no S3 server: the awsSecret's config file does
+(`endpoint_url`, `s3` `addressing_style = path`), as for any S3-compatible server."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,10 +11,18 @@ import pytest
 from etcd_common import s3_storage as s3
 from kube_sandbox.config import CHECKOUT_DIR
 from tests.integration.backup_operator.backup_deployment import backup_metric
-from tests.integration.backup_operator.backups import AWS_SECRET, Backups, download, keys_in_snapshot
+from tests.integration.backup_operator.backups import Backups, download, keys_in_snapshot
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
 pytestmark = pytest.mark.sandbox
+# An awsSecret whose config file names the sandbox's S3 server.
+SERVER_NAMING_SECRET = "aws-with-endpoint"
+
+
+@pytest.fixture
+def example_secret(backups: Backups) -> str:
+    backups.create_aws_secret(SERVER_NAMING_SECRET, server_in_config=True)
+    return SERVER_NAMING_SECRET
 
 
 def filled(example: str, *, endpoints: str, path: str, secret: str) -> str:
@@ -26,7 +35,7 @@ def filled(example: str, *, endpoints: str, path: str, secret: str) -> str:
 
 
 def test_coreos_one_shot_example_backs_up_and_restores(
-    backups: Backups, clusters: Clusters, storage: s3.S3Storage, bucket: str, tmp_path: Path,
+    backups: Backups, clusters: Clusters, storage: s3.S3Storage, bucket: str, example_secret: str, tmp_path: Path,
 ) -> None:
     clusters.create(etcd_cluster("example-etcd-cluster", 3))
     clusters.wait_running("example-etcd-cluster", 3, timeout=240)
@@ -34,11 +43,8 @@ def test_coreos_one_shot_example_backs_up_and_restores(
     for key, value in written.items():
         clusters.put("example-etcd-cluster", key, value)
 
-    # The CoreOS manifest has no `endpoint` field for S3-compatible servers: add only that to the
-    # filled example (CoreOS took the endpoint the same way, spec.s3.endpoint).
     manifest = filled("backup_cr.yaml", endpoints=clusters.client_url("example-etcd-cluster"),
-                      path=f"{bucket}/etcd.backup", secret=AWS_SECRET)
-    manifest += f"    endpoint: {backups.sandbox.config.s3_endpoint}\n    forcePathStyle: true\n"
+                      path=f"{bucket}/etcd.backup", secret=example_secret)
     backups.apply_yaml(manifest)
     status = backups.wait_succeeded("example-etcd-cluster-backup", timeout=240)
     clusters.put("example-etcd-cluster", "/registry/after-backup", "not in the snapshot")
@@ -63,14 +69,13 @@ def test_coreos_one_shot_example_backs_up_and_restores(
 
 
 def test_coreos_periodic_example_applies_and_writes_the_coreos_key_scheme(
-    backups: Backups, clusters: Clusters, storage: s3.S3Storage, bucket: str,
+    backups: Backups, clusters: Clusters, storage: s3.S3Storage, bucket: str, example_secret: str,
 ) -> None:
     clusters.create(etcd_cluster("periodic", 1))
     clusters.wait_running("periodic", 1, timeout=180)
     clusters.put("periodic", "k", "v")
     manifest = filled("periodic_backup_cr.yaml", endpoints=clusters.client_url("periodic"),
-                      path=f"{bucket}/etcd.backup", secret=AWS_SECRET)
-    manifest += f"    endpoint: {backups.sandbox.config.s3_endpoint}\n    forcePathStyle: true\n"
+                      path=f"{bucket}/etcd.backup", secret=example_secret)
     backups.apply_yaml(manifest)
     # The first periodic backup is taken at once, not after one interval (125 s here).
     status = backups.wait_succeeded("example-etcd-cluster-periodic-backup", timeout=90)

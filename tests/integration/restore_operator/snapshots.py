@@ -13,6 +13,7 @@ from botocore.config import Config
 from kubernetes import client as k8s
 
 from kube_sandbox.testing import Sandbox
+from tests.integration.backup_operator.backups import coreos_aws_files
 from tests.integration.etcd_operator.operator_clusters import Clusters
 
 BUCKET = "restore-tests"
@@ -37,12 +38,13 @@ def ensure_bucket(sandbox: Sandbox) -> None:
         pass
 
 
-def create_aws_secret(sandbox: Sandbox, namespace: str, name: str = AWS_SECRET, *, secret_key: str | None = None) -> str:
-    """The CoreOS awsSecret layout: AWS `credentials` and `config` files."""
+def create_aws_secret(sandbox: Sandbox, namespace: str, name: str = AWS_SECRET, *, secret_key: str | None = None,
+                      server_in_config: bool = False) -> str:
+    """The CoreOS awsSecret layout: AWS `credentials` and `config` files; `server_in_config`: the
+    config file also names the sandbox's S3 server (for specs without `endpoint`)."""
     config = sandbox.config
-    credentials = (f"[default]\naws_access_key_id = {config.s3_access_key}\n"
-                   f"aws_secret_access_key = {secret_key or config.s3_secret_key}\n")
-    data = {"credentials": credentials, "config": "[default]\nregion = us-east-1\n"}
+    data = coreos_aws_files(config.s3_access_key, secret_key or config.s3_secret_key,
+                            s3_endpoint=config.s3_endpoint if server_in_config else "")
     k8s.CoreV1Api(sandbox.api_client()).create_namespaced_secret(namespace, {
         "metadata": {"name": name},
         "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},

@@ -25,15 +25,21 @@ pytestmark = pytest.mark.sandbox
 RESTORE_TIMEOUT = 300
 
 
-def coreos_restore_cr(name: str, path: str, secret: str, endpoint: str) -> dict[str, Any]:
-    """examples/restore_cr.yaml (the CoreOS example) with its placeholders filled in, plus the
-    endpoint of the sandbox's S3 server (a CoreOS field)."""
+EXAMPLE_CLUSTER = "example-etcd-cluster"  # the name examples/restore_cr.yaml restores
+
+
+def coreos_restore_cr(name: str, path: str, secret: str, endpoint: str = "") -> dict[str, Any]:
+    """examples/restore_cr.yaml (the CoreOS example) with its placeholders filled in, restoring
+    EtcdCluster `name` (EXAMPLE_CLUSTER: the manifest as it is). The S3 server is the one the
+    secret's config file names (create_aws_secret(server_in_config=True)); `endpoint` is for tests
+    whose secret names none: added as spec.s3.endpoint with forcePathStyle."""
     text = (Path(CHECKOUT_DIR) / "examples" / "restore_cr.yaml").read_text()
     text = text.replace("<full-s3-path>", path).replace("<aws-secret>", secret)
     body: dict[str, Any] = yaml.safe_load(text)
     body["metadata"]["name"] = name
     body["spec"]["etcdCluster"]["name"] = name
-    body["spec"]["s3"].update({"endpoint": endpoint, "forcePathStyle": True})
+    if endpoint:
+        body["spec"]["s3"].update({"endpoint": endpoint, "forcePathStyle": True})
     return body
 
 
@@ -43,7 +49,7 @@ def keys_of(clusters: Clusters, name: str) -> dict[str, str]:
 
 
 def test_restore_replaces_a_cluster_with_the_backups_keys(clusters: Clusters, restores: Restores) -> None:
-    name = "lost"
+    name = EXAMPLE_CLUSTER
     clusters.create(etcd_cluster(name, 3))
     clusters.wait_running(name, 3, timeout=180)
     for index in range(5):
@@ -52,9 +58,9 @@ def test_restore_replaces_a_cluster_with_the_backups_keys(clusters: Clusters, re
     snapshot_to_s3(clusters, name, key)
     clusters.put(name, "after-backup", "must-not-come-back")
     old_uid = clusters.get(name)["metadata"]["uid"]
-    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
 
-    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint))
+    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", secret))
     status = restores.wait_phase(name, "Completed", timeout=RESTORE_TIMEOUT)
 
     assert status["succeeded"] is True
@@ -75,8 +81,8 @@ def test_restore_into_a_new_name(clusters: Clusters, restores: Restores) -> None
     clusters.put(source, "greeting", "hello")
     key = unique_key("new-name")
     snapshot_to_s3(clusters, source, key)
-    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
-    body = coreos_restore_cr("copy", f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
+    body = coreos_restore_cr("copy", f"{BUCKET}/{key}", secret)
     body["spec"]["clusterSpec"] = {"size": 2}
 
     restores.create(body)
@@ -96,7 +102,7 @@ def test_bad_snapshot_fails_and_leaves_the_cluster_serving(clusters: Clusters, r
     clusters.put(name, "still", "here")
     uid = clusters.get(name)["metadata"]["uid"]
     key = unique_key(problem)
-    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
     if problem == "garbage":
         put_object(clusters.sandbox, key, b"this is not an etcd snapshot\n" * 1000)
     elif problem == "truncated":
@@ -104,8 +110,9 @@ def test_bad_snapshot_fails_and_leaves_the_cluster_serving(clusters: Clusters, r
         put_object(clusters.sandbox, key, content[: len(content) // 2])
     elif problem == "wrong-credentials":
         snapshot_to_s3(clusters, name, key)
-        secret = create_aws_secret(clusters.sandbox, clusters.namespace, "wrong-aws", secret_key="not-the-secret")
-    body = coreos_restore_cr(name, f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+        secret = create_aws_secret(clusters.sandbox, clusters.namespace, "wrong-aws", secret_key="not-the-secret",
+                                   server_in_config=True)
+    body = coreos_restore_cr(name, f"{BUCKET}/{key}", secret)
 
     restores.create(body)
     status = restores.wait_phase(name, "Failed", timeout=120)
@@ -127,8 +134,8 @@ def test_restored_cluster_deleted_mid_restore_fails_and_is_not_restored_again(
     clusters.wait_running("src", 1)
     key = unique_key("deleted")
     snapshot_to_s3(clusters, "src", key)
-    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
-    body = coreos_restore_cr("victim", f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
+    body = coreos_restore_cr("victim", f"{BUCKET}/{key}", secret)
     body["spec"]["clusterSpec"] = {"size": 3}
     restores.create(body)
     wait_for(lambda: restores.status("victim").get("restoredCluster", {}).get("uid"), timeout=120,
@@ -153,8 +160,8 @@ def test_restore_into_an_etcd_35_cluster_on_persistent_volumes(clusters: Cluster
     clusters.put("old", "from", "3.5")
     key = unique_key("v35")
     snapshot_to_s3(clusters, "old", key)
-    secret = create_aws_secret(clusters.sandbox, clusters.namespace)
-    body = coreos_restore_cr("onpvc", f"{BUCKET}/{key}", secret, clusters.sandbox.config.s3_endpoint)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
+    body = coreos_restore_cr("onpvc", f"{BUCKET}/{key}", secret)
     body["spec"]["clusterSpec"] = {"size": 2, "version": version, "pod": {"persistentVolumeClaimSpec": pvc}}
 
     restores.create(body)

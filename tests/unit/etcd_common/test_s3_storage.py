@@ -1,14 +1,20 @@
-"""The pure parts of etcd_common.s3_storage: the awsSecret's files, paths, endpoints, and boto3's
+"""The pure parts of etcd_common.s3_storage: the awsSecret's files (credentials and the S3 server
+they name), paths, endpoints, which server and addressing a client ends up with, and boto3's
 failures mapped to error classes (a real S3 server is exercised by the integration tests)."""
 from __future__ import annotations
 
 import base64
+import hashlib
+from pathlib import Path
+from typing import Any
 
 import boto3.exceptions
 import botocore.exceptions
 import pytest
 
 from etcd_common import s3_storage as s3
+from etcd_common import seed_restore_program
+from etcd_common.etcd_backup import S3Location
 
 CREDENTIALS = "[default]\naws_access_key_id = AKID\naws_secret_access_key = SECRET\n"
 
@@ -117,3 +123,137 @@ def test_wrapped_upload_errors_are_looked_through() -> None:
             raise boto3.exceptions.S3UploadFailedError("Failed to upload") from inner
     except boto3.exceptions.S3UploadFailedError as outer:
         assert isinstance(s3.translate_error(outer, bucket="b", key="k"), s3.S3BucketNotFound)
+
+
+# --- the S3 server named in the awsSecret (AWS SDK shared config: endpoint_url, nested `s3 =`)
+
+SANDBOX_CONFIG = "[default]\nregion = us-east-1\nendpoint_url = http://127.0.0.1:9000\ns3 =\n    addressing_style = path\n"
+
+
+@pytest.mark.parametrize("config, credentials_extra, expected", [
+    ("", "", ("", None)),
+    ("[default]\nregion = us-east-1\n", "", ("", None)),
+    (SANDBOX_CONFIG, "", ("http://127.0.0.1:9000", "path")),
+    ("[profile default]\nendpoint_url = https://s3.example/\n", "", ("https://s3.example", None)),
+    # The S3-only endpoint wins over the profile's; the style is case-insensitive.
+    ("[default]\nendpoint_url = http://a.example:1\ns3 =\n  endpoint_url = http://b.example:2\n"
+     "  addressing_style = Virtual\n", "", ("http://b.example:2", "virtual")),
+    # The CLI's own s3 settings are not ours: ignored.
+    ("[default]\ns3 =\n  max_concurrent_requests = 20\n  # a comment\n  addressing_style = auto\n", "",
+     ("", "auto")),
+    ("[default]\nendpoint_url =\ns3 =\n", "", ("", None)),
+    # Keys may be in the credentials file too; its values win, as with the SDKs.
+    ("", "endpoint_url = http://c.example:3\n", ("http://c.example:3", None)),
+    ("[default]\nendpoint_url = http://a.example:1\n", "endpoint_url = http://c.example:3\n",
+     ("http://c.example:3", None)),
+])
+def test_server_named_in_the_secret(config: str, credentials_extra: str, expected: tuple[str, str | None]) -> None:
+    credentials = s3.parse_aws_files(CREDENTIALS + credentials_extra, config)
+    assert (credentials.endpoint_url, credentials.addressing_style) == expected
+    assert credentials.access_key_id == "AKID"
+
+
+@pytest.mark.parametrize("config, credentials_extra, fragment", [
+    ("[default]\nendpoint_url = s3.example:9000\n", "",
+     "file 'config', profile [default], key endpoint_url = 's3.example:9000': not an http:// or https:// URL"),
+    ("[default]\nendpoint_url = ftp://s3.example\n", "", "key endpoint_url = 'ftp://s3.example': not an http://"),
+    ("[default]\nendpoint_url = http://\n", "", "key endpoint_url = 'http://': not an http://"),
+    ("[default]\nendpoint_url = http://s3.example:port\n", "", "key endpoint_url = 'http://s3.example:port'"),
+    ("[default]\ns3 =\n  endpoint_url = s3.example\n", "", "file 'config', profile [default], key s3.endpoint_url"),
+    ("[default]\ns3 =\n  addressing_style = dns\n", "",
+     "key s3.addressing_style = 'dns': must be path, virtual or auto"),
+    ("[default]\ns3 = path\n", "", "key s3 = 'path': must be a nested section"),
+    ("[default]\ns3 =\n  addressing_style path\n", "", "key s3: line 'addressing_style path' is not `key = value`"),
+    ("", "endpoint_url = 127.0.0.1:9000\n", "file 'credentials', profile [default], key endpoint_url"),
+])
+def test_unusable_server_settings_are_refused_naming_file_and_key(config: str, credentials_extra: str,
+                                                                  fragment: str) -> None:
+    with pytest.raises(s3.S3SecretInvalid) as refused:
+        s3.parse_aws_files(CREDENTIALS + credentials_extra, config, where="secret ns/aws")
+    assert fragment in refused.value.message and refused.value.message.startswith("secret ns/aws: ")
+    assert refused.value.reason == s3.REASON_SECRET_INVALID
+
+
+def test_repr_names_the_server_not_the_secret() -> None:
+    credentials = s3.parse_aws_files(CREDENTIALS + "aws_session_token = TOKEN\n", SANDBOX_CONFIG)
+    assert "SECRET" not in repr(credentials) and "TOKEN" not in repr(credentials)
+    assert "http://127.0.0.1:9000" in repr(credentials) and "'path'" in repr(credentials)
+
+
+class Sent(Exception):
+    """What the client would have sent (raised before anything goes on the wire)."""
+
+
+def request_url(storage: s3.S3Storage) -> str:
+    """The URL of a HEAD of backups/etcd.backup as this client builds it; nothing is sent."""
+    def capture(request: Any, **_: Any) -> None:
+        raise Sent(request.url)
+    storage.client.meta.events.register("before-send.s3", capture)
+    with pytest.raises(Sent) as sent:
+        storage.client.head_object(Bucket="backups", Key="etcd.backup")
+    return str(sent.value)
+
+
+def secret_with(config: str) -> s3.AwsCredentials:
+    return s3.parse_aws_files(CREDENTIALS, config)
+
+
+@pytest.mark.parametrize("location, credentials, expected_url", [
+    # Neither names a server: AWS, virtual-hosted (boto3's automatic addressing).
+    (S3Location("backups/etcd.backup"), secret_with("[default]\nregion = us-east-1\n"),
+     "https://backups.s3.amazonaws.com/etcd.backup"),
+    # Only the secret: its endpoint and addressing.
+    (S3Location("backups/etcd.backup"), secret_with(SANDBOX_CONFIG), "http://127.0.0.1:9000/backups/etcd.backup"),
+    (S3Location("backups/etcd.backup"),
+     secret_with("[default]\nendpoint_url = http://s3.example:9000\ns3 =\n  addressing_style = virtual\n"),
+     "http://backups.s3.example:9000/etcd.backup"),
+    (S3Location("backups/etcd.backup"), secret_with("[default]\ns3 =\n  addressing_style = path\n"),
+     "https://s3.amazonaws.com/backups/etcd.backup"),
+    # The spec wins: its endpoint over the secret's, forcePathStyle over the secret's style.
+    (S3Location("backups/etcd.backup", endpoint="http://spec.example:1"), secret_with(SANDBOX_CONFIG),
+     "http://spec.example:1/backups/etcd.backup"),
+    (S3Location("backups/etcd.backup", force_path_style=True),
+     secret_with("[default]\nendpoint_url = http://s3.example:9000\ns3 =\n  addressing_style = virtual\n"),
+     "http://s3.example:9000/backups/etcd.backup"),
+    # Each field on its own: the spec's endpoint, the secret's style.
+    (S3Location("backups/etcd.backup", endpoint="http://spec.example:1"),
+     secret_with("[default]\ns3 =\n  addressing_style = virtual\n"), "http://backups.spec.example:1/etcd.backup"),
+    (S3Location("backups/etcd.backup", endpoint="http://spec.example:1", force_path_style=True), secret_with(""),
+     "http://spec.example:1/backups/etcd.backup"),
+])
+def test_spec_wins_over_the_secret_field_by_field(location: S3Location, credentials: s3.AwsCredentials,
+                                                  expected_url: str) -> None:
+    # (Always with credentials: without, boto3 would look for some, instance metadata included.)
+    assert request_url(s3.S3Storage.for_location(location, credentials)) == expected_url
+
+
+def test_operators_and_the_one_shot_command_take_the_server_from_the_secret() -> None:
+    """storage_for_location: what the backup operator, the restore operator's verification and
+    `etcd-backup` build their client with."""
+    secret = {"stringData": {"credentials": CREDENTIALS, "config": SANDBOX_CONFIG}}
+    storage = s3.storage_for_location(S3Location("backups/etcd.backup", aws_secret="aws"), "ns",
+                                      lambda namespace, name: secret)
+    assert (storage.endpoint, storage.addressing_style) == ("http://127.0.0.1:9000", "path")
+    assert repr(storage) == "S3Storage(endpoint='http://127.0.0.1:9000', addressing_style='path')"
+
+
+def test_seed_restore_fetch_takes_the_server_from_the_mounted_secret(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    aws_dir = tmp_path / "aws"
+    aws_dir.mkdir()
+    (aws_dir / "credentials").write_text(CREDENTIALS)
+    (aws_dir / "config").write_text(SANDBOX_CONFIG)
+    content = b"snapshot bytes"
+    used: list[tuple[str, str | None]] = []
+
+    def download_file(self: s3.S3Storage, bucket: str, key: str, path: str) -> int:
+        used.append((self.endpoint, self.addressing_style))
+        Path(path).write_bytes(content)
+        return len(content)
+    monkeypatch.setattr(s3.S3Storage, "download_file", download_file)
+
+    size = seed_restore_program.fetch(S3Location("backups/etcd.backup"), aws_dir=str(aws_dir),
+                                      sha256=hashlib.sha256(content).hexdigest(),
+                                      staging_dir=str(tmp_path / "staging"), snapshot=str(tmp_path / "staging" / "s.db"))
+
+    assert size == len(content) and used == [("http://127.0.0.1:9000", "path")]
