@@ -13,7 +13,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from kube_adapter.errors import KubeError, retry_transient, translate
+from kube_adapter.errors import KubeError, translate
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +95,6 @@ def fetch_json_once(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
     if not isinstance(document, dict):
         raise KubeError(f"expected a JSON object from {getattr(fn, '__qualname__', fn)}, got {type(document).__name__}")
     return cast(dict[str, Any], document)
-
-
-@retry_transient
-def fetch_json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """`fetch_json_once`, retrying transient failures (5xx, 429, no answer)."""
-    return fetch_json_once(fn, *args, **kwargs)
 
 
 def list_items(listing: dict[str, Any]) -> list[dict[str, Any]]:

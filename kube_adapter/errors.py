@@ -7,8 +7,10 @@ classes below. Only `Transient` failures are retried; a 4xx is an answer, not a 
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
@@ -17,6 +19,8 @@ import pydantic
 import tenacity
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
+
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 
@@ -174,21 +178,72 @@ def _log_before_retry(retry_state: tenacity.RetryCallState) -> None:
     )
 
 
+RETRIES_STOPPED = threading.Event()
+"""Set once this process may no longer act (its leader lease lost, see `stop_retrying`)."""
+
+
+def stop_retrying() -> None:
+    """From now on no transient failure is retried in this process, and a wait between two
+    attempts ends at once: a replica that lost its lease must not go on writing for up to
+    RETRY_MAX_SECONDS while its successor acts."""
+    RETRIES_STOPPED.set()
+
+
+class _StopAtDeadline(tenacity.stop.stop_base):
+    """Stop once `clock` reaches `deadline`: tenacity's own stop_after_delay always reads
+    time.monotonic, which a clock passed in for the waits would not move."""
+
+    def __init__(self, clock: Clock, deadline: float) -> None:
+        self._clock = clock
+        self._deadline = deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._clock.monotonic() >= self._deadline
+
+
 def retry_policy(
     *,
     attempts: int = RETRY_ATTEMPTS,
     max_seconds: float = RETRY_MAX_SECONDS,
     initial_wait_seconds: float = RETRY_INITIAL_WAIT_SECONDS,
     max_wait_seconds: float = RETRY_MAX_WAIT_SECONDS,
+    clock: Clock = SYSTEM_CLOCK,
+    stopped: threading.Event = RETRIES_STOPPED,
 ) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """A decorator retrying `Transient` failures only, then re-raising the last one."""
-    return tenacity.retry(
-        retry=tenacity.retry_if_exception_type(Transient),
-        wait=_WaitHonouringRetryAfter(initial_wait_seconds, max_wait_seconds),
-        stop=tenacity.stop_after_attempt(attempts) | tenacity.stop_after_delay(max_seconds),
-        before_sleep=_log_before_retry,
-        reraise=True,
-    )
+    """A decorator retrying `Transient` failures only, then re-raising the last one. The waits
+    between attempts and the `max_seconds` stop both go by `clock` (tests pass a fake); once
+    `stopped` is set (by default: `stop_retrying()`), the last failure is raised at once."""
 
+    def sleep(seconds: float) -> None:
+        clock.wait(stopped, seconds)
 
-retry_transient = retry_policy()
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def retried(*args: P.args, **kwargs: P.kwargs) -> T:
+            failures: list[Transient] = []
+
+            @functools.wraps(fn)
+            def attempt(*args: P.args, **kwargs: P.kwargs) -> T:
+                if failures and stopped.is_set():
+                    raise failures[-1]  # stopped while waiting: no further attempt
+                try:
+                    return fn(*args, **kwargs)
+                except Transient as error:
+                    failures.append(error)
+                    raise
+
+            retrying = tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(Transient),
+                wait=_WaitHonouringRetryAfter(initial_wait_seconds, max_wait_seconds),
+                stop=(tenacity.stop_after_attempt(attempts) | _StopAtDeadline(clock, clock.monotonic() + max_seconds)
+                      | tenacity.stop_when_event_set(stopped)),
+                sleep=sleep,
+                before_sleep=_log_before_retry,
+                reraise=True,
+            )
+            return retrying(attempt, *args, **kwargs)
+
+        return retried
+
+    return decorate
+

@@ -18,8 +18,9 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client import ApiClient, CustomObjectsApi
 
-from kube_adapter.client import fetch_json, list_items
-from kube_adapter.errors import Conflict, NotFound
+from kube_adapter.client import fetch_json_once, list_items
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
+from kube_adapter.errors import Conflict, NotFound, retry_policy
 from kube_adapter.watching import EventHandler, watch_forever
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -70,10 +71,13 @@ Call = tuple[Callable[..., Any], dict[str, Any]]
 
 
 class ResourceClient:
-    """Reads and writes objects of one `Resource`; safe to share between threads."""
+    """Reads and writes objects of one `Resource`; safe to share between threads. `clock` is
+    what its retries and watch backoff wait on (tests pass a fake)."""
 
-    def __init__(self, api: ApiClient, resource: Resource) -> None:
+    def __init__(self, api: ApiClient, resource: Resource, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.resource = resource
+        self._clock = clock
+        self._fetch_json = retry_policy(clock=clock)(fetch_json_once)
         api_class = _typed_api_class(resource)
         self._typed: Any = api_class(api) if api_class is not None else None
         self._custom = CustomObjectsApi(api) if api_class is None else None
@@ -113,17 +117,17 @@ class ResourceClient:
             kwargs["label_selector"] = label_selector
         if field_selector is not None:
             kwargs["field_selector"] = field_selector
-        return list_items(fetch_json(fn, **kwargs))
+        return list_items(self._fetch_json(fn, **kwargs))
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         fn, kwargs = self._method("read", namespace)
-        return fetch_json(fn, name=name, **kwargs)
+        return self._fetch_json(fn, name=name, **kwargs)
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create an object. AlreadyExists may also mean an earlier attempt whose answer was
         lost did create it."""
         fn, kwargs = self._method("create", namespace)
-        return fetch_json(fn, body=body, **kwargs)
+        return self._fetch_json(fn, body=body, **kwargs)
 
     def delete(
         self, namespace: str, name: str, *, grace_period_seconds: int | None = None,
@@ -141,7 +145,7 @@ class ResourceClient:
             body["propagationPolicy"] = propagation_policy
         fn, kwargs = self._method("delete", namespace)
         try:
-            fetch_json(fn, name=name, body=body or None, **kwargs)
+            self._fetch_json(fn, name=name, body=body or None, **kwargs)
         except NotFound:
             return  # already gone: what we wanted
         except Conflict:
@@ -152,7 +156,7 @@ class ResourceClient:
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge `patch` into the object (JSON merge patch: maps merge, lists are replaced)."""
         fn, kwargs = self._method("patch", namespace)
-        return fetch_json(fn, name=name, body=patch, _content_type=MERGE_PATCH, **kwargs)
+        return self._fetch_json(fn, name=name, body=patch, _content_type=MERGE_PATCH, **kwargs)
 
     def patch_status(
         self, namespace: str, name: str, status: dict[str, Any], *, resource_version: str | None = None
@@ -166,7 +170,7 @@ class ResourceClient:
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
         fn, kwargs = self._method("patch", namespace, "_status")
-        return fetch_json(fn, name=name, body=body, _content_type=MERGE_PATCH, **kwargs)
+        return self._fetch_json(fn, name=name, body=body, _content_type=MERGE_PATCH, **kwargs)
 
     def watch(
         self, namespace: str | None, label_selector: str | None = None, *,
@@ -179,5 +183,6 @@ class ResourceClient:
         fn, kwargs = self._method("list", namespace)
         if label_selector is not None:
             kwargs["label_selector"] = label_selector
+        options.setdefault("clock", self._clock)
         watch_forever(fn, stop=stop, on_event=on_event, name=f"{self.resource.plural}{selected} in {where}",
                       **kwargs, **options)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from kube_adapter.client import call_api, fetch_json_once, list_items
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from kube_adapter.errors import Gone, KubeError, translate
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class _ListWatch:
         name: str,
         timeout_seconds: int,
         backoff: _Backoff,
+        clock: Clock,
         list_kwargs: dict[str, Any],
     ) -> None:
         self.list_fn = list_fn
@@ -146,6 +148,7 @@ class _ListWatch:
         self.name = name
         self.timeout_seconds = timeout_seconds
         self.backoff = backoff
+        self.clock = clock
         self.list_kwargs = list_kwargs
         self.resource_version: str | None = None
 
@@ -182,7 +185,7 @@ class _ListWatch:
     def _pause(self, why: str) -> None:
         delay = self.backoff.next_delay()
         logger.warning("watch %s: %s; retrying in %.1fs", self.name, why, delay)
-        self.stop.wait(delay)
+        self.clock.wait(self.stop, delay)
 
     def relist(self) -> None:
         items: list[dict[str, Any]] = []
@@ -280,6 +283,7 @@ def watch_forever(
     timeout_seconds: int = 60,
     backoff_seconds: float = 1.0,
     max_backoff_seconds: float = 30.0,
+    clock: Clock = SYSTEM_CLOCK,
     **list_kwargs: Any,
 ) -> None:
     """List and watch whatever `list_fn` lists (e.g. `CoreV1Api.list_namespaced_pod` with
@@ -290,6 +294,7 @@ def watch_forever(
     - ADDED / MODIFIED / DELETED from the watch.
 
     Objects are plain API dicts. `on_event` runs in this thread; its exceptions are logged.
+    The backoff after a failure waits on `clock` (tests pass a fake).
     """
     _ListWatch(
         list_fn,
@@ -298,5 +303,6 @@ def watch_forever(
         name=name,
         timeout_seconds=timeout_seconds,
         backoff=_Backoff(backoff_seconds, max_backoff_seconds),
+        clock=clock,
         list_kwargs=list_kwargs,
     ).run()

@@ -13,6 +13,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 
 from kube_adapter.client import KubeApi, load_api_client
+from kube_adapter.errors import stop_retrying
 from kube_adapter.leadership import LeaderElector
 from operator_runtime.flags import RuntimeSettings
 from operator_runtime.http_endpoints import serve
@@ -101,6 +102,7 @@ def run_operator(
             if not stop.is_set():
                 # Another replica may act now: stop acting at once and exit, to restart as a follower.
                 log.error("lost leadership; exiting")
+                stop_retrying()  # an API call being retried must not outlive the lease either
                 lost_leadership.set()
                 stop.set()
 

@@ -13,14 +13,11 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from kubernetes.client import ApiClient, Configuration
-
-T = TypeVar("T")
-
 
 @dataclass(frozen=True)
 class Reply:
@@ -60,6 +57,8 @@ class ScriptedApiServer:
         self._fallbacks: dict[tuple[str, str, bool], Callable[[Request], Reply | Stream]] = {}
         self.requests: "queue.Queue[Request]" = queue.Queue()
         self.seen: list[Request] = []
+        # Watch requests whose held stream the client closed (see Stream "hold").
+        self.hang_ups: "queue.Queue[Request]" = queue.Queue()
         self.closing = threading.Event()
         self._lock = threading.Lock()
         server = self
@@ -94,7 +93,7 @@ class ScriptedApiServer:
                 if isinstance(answer, Reply):
                     self._reply(answer)
                 else:
-                    self._stream(answer)
+                    self._stream(request, answer)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
@@ -115,7 +114,7 @@ class ScriptedApiServer:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-            def _stream(self, stream: Stream) -> None:
+            def _stream(self, request: Request, stream: Stream) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -127,22 +126,28 @@ class ScriptedApiServer:
                         self.connection.shutdown(socket.SHUT_RDWR)
                         self.close_connection = True
                         return
-                    if stream.end == "hold":
-                        self._hold_open()
+                    if stream.end == "hold" and not self._hold_open():
+                        server.hang_ups.put(request)
+                        self.close_connection = True
+                        return
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except OSError:
                     self.close_connection = True
 
-            def _hold_open(self) -> None:
-                # Until the test ends or the client goes away (its socket becomes readable: EOF).
+            def _hold_open(self) -> bool:
+                """Until the test ends (True) or the client hangs up (False: its socket reads EOF).
+                The short timeout is this server thread looking at `closing` now and then."""
                 self.connection.settimeout(0.05)
                 while not server.closing.is_set():
                     try:
                         if self.connection.recv(1, socket.MSG_PEEK) == b"":
-                            raise OSError("client hung up")
+                            return False
                     except socket.timeout:
                         continue
+                    except OSError:
+                        return False
+                return True
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
@@ -193,6 +198,13 @@ class ScriptedApiServer:
             if matching(request):
                 return request
 
+    def next_hang_up(self, timeout: float = 5.0) -> Request:
+        """The next watch request whose held stream the client closed."""
+        try:
+            return self.hang_ups.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"the client closed no held watch stream within {timeout}s")
+
     def close(self) -> None:
         self.closing.set()
         self._http.shutdown()
@@ -202,13 +214,3 @@ class ScriptedApiServer:
 def status_body(code: int, reason: str, message: str = "") -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message or reason}
 
-
-def wait_until(condition: Callable[[], T], timeout: float = 5.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}; last value {value!r}")
-        time.sleep(0.01)

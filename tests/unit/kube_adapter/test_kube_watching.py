@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from kube_adapter.watching import RELISTED, SYNC, object_key, watch_forever
+from tests.unit.kube_adapter.recording_clock import RecordingClock
 from tests.unit.kube_adapter.scripted_apiserver import Reply, ScriptedApiServer, Stream, status_body
 
 PODS = "/api/v1/namespaces/ns/pods"
@@ -59,8 +59,9 @@ class Recorder:
 
 
 @pytest.fixture
-def run_watch(apiserver: ScriptedApiServer) -> Iterator[Callable[..., Recorder]]:
-    """Start watch_forever in a thread; stop it (and check it stopped promptly) afterwards."""
+def run_watch(apiserver: ScriptedApiServer, recording_clock: RecordingClock) -> Iterator[Callable[..., Recorder]]:
+    """Start watch_forever in a thread, its backoff on `recording_clock`; stop it (and check that
+    it returned) afterwards."""
     stop = threading.Event()
     threads: list[threading.Thread] = []
 
@@ -72,7 +73,7 @@ def run_watch(apiserver: ScriptedApiServer) -> Iterator[Callable[..., Recorder]]
         thread = threading.Thread(
             target=watch_forever,
             args=(target,),
-            kwargs=dict(stop=stop, on_event=on_event or recorder, name="test", backoff_seconds=0.01, **kwargs),
+            kwargs=dict(stop=stop, on_event=on_event or recorder, name="test", clock=recording_clock, **kwargs),
             daemon=True,
         )
         thread.start()
@@ -81,11 +82,9 @@ def run_watch(apiserver: ScriptedApiServer) -> Iterator[Callable[..., Recorder]]
 
     yield start
     stop.set()
-    started = time.monotonic()
     for thread in threads:
-        thread.join(timeout=5)
+        thread.join(timeout=5)  # a bound for failing only: a stop ends a held stream at once
         assert not thread.is_alive(), "watch_forever did not return after stop"
-    assert time.monotonic() - started < 3
 
 
 def test_lists_then_watches_from_the_list_resource_version(apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder]) -> None:
@@ -170,7 +169,10 @@ def test_410_on_watch_start_relists(apiserver: ScriptedApiServer, run_watch: Cal
     apiserver.next_request(matching=lambda r: r.is_watch and r.query.get("resourceVersion") == "50")
 
 
-def test_other_error_events_relist_after_backoff(apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder], caplog: pytest.LogCaptureFixture) -> None:
+def test_other_error_events_relist_after_backoff(
+    apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder], recording_clock: RecordingClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     apiserver.script("GET", PODS, Reply(body=pod_list("10")), Reply(body=pod_list("60")))
     internal = event("ERROR", status_body(500, "InternalError", "etcd is sad"))
     apiserver.script("GET", PODS, Stream([internal], end="hold"), watch=True)
@@ -178,9 +180,12 @@ def test_other_error_events_relist_after_backoff(apiserver: ScriptedApiServer, r
 
     assert recorder.take(2) == [(RELISTED, ""), (RELISTED, "")]
     assert any("etcd is sad" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+    assert recording_clock.waits == [pytest.approx(1.0, rel=0.2)], "one jittered backoff before the relist"
 
 
-def test_dropped_connection_resumes_from_the_last_resource_version(apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder]) -> None:
+def test_dropped_connection_resumes_from_the_last_resource_version(
+    apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder], recording_clock: RecordingClock,
+) -> None:
     apiserver.script("GET", PODS, Reply(body=pod_list("10")))
     apiserver.script(
         "GET", PODS,
@@ -194,9 +199,12 @@ def test_dropped_connection_resumes_from_the_last_resource_version(apiserver: Sc
     watch_versions = [r.query.get("resourceVersion") for r in apiserver.seen if r.is_watch]
     assert watch_versions == ["10", "11"]
     assert sum(1 for r in apiserver.seen if not r.is_watch) == 1
+    assert recording_clock.waits == [pytest.approx(1.0, rel=0.2)]
 
 
-def test_failing_list_is_retried(apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder]) -> None:
+def test_failing_list_is_retried_after_a_growing_backoff(
+    apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder], recording_clock: RecordingClock,
+) -> None:
     apiserver.script(
         "GET", PODS,
         Reply(503, status_body(503, "ServiceUnavailable")),
@@ -206,6 +214,7 @@ def test_failing_list_is_retried(apiserver: ScriptedApiServer, run_watch: Callab
     recorder = run_watch()
 
     assert recorder.take(2) == [(SYNC, "ns/a"), (RELISTED, "ns/a")]
+    assert recording_clock.waits == [pytest.approx(1.0, rel=0.2), pytest.approx(2.0, rel=0.2)]
 
 
 def test_list_pages_are_followed(apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder]) -> None:
@@ -273,13 +282,13 @@ def test_stop_returns_promptly_while_the_stream_is_idle(apiserver: ScriptedApiSe
         daemon=True,
     )
     thread.start()
-    apiserver.next_request(matching=lambda r: r.is_watch)
+    watching = apiserver.next_request(matching=lambda r: r.is_watch)
 
-    stopped_at = time.monotonic()
     stop.set()
+    # The stream is held open until the test ends: only the client closing it lets the thread go.
+    assert apiserver.next_hang_up() == watching
     thread.join(timeout=5)
     assert not thread.is_alive()
-    assert time.monotonic() - stopped_at < 1.0
 
 
 def test_object_key() -> None:
