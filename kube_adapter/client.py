@@ -2,10 +2,13 @@
 one way every adapter calls it (our exceptions, transient failures retried, plain JSON dicts)."""
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, cast
 
@@ -34,6 +37,49 @@ def service_account_dir() -> Path:
     """Where the pod's service-account token, ca.crt and namespace are mounted (our local
     sandbox mounts them elsewhere and says so in KUBERNETES_SERVICE_ACCOUNT_DIR)."""
     return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or DEFAULT_SERVICE_ACCOUNT_DIR)
+
+
+@dataclass(frozen=True)
+class ServiceAccount:
+    """The service account a process runs as."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+def service_account_from_token(token: str) -> ServiceAccount | None:
+    """The service account named in a bound token's claims (`kubernetes.io`: namespace,
+    serviceaccount name and uid), read without verifying the signature: it is our own token, and
+    the answer only names objects. None for anything else (a legacy secret token, not a JWT)."""
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    kubernetes = claims.get("kubernetes.io") if isinstance(claims, dict) else None
+    if not isinstance(kubernetes, dict):
+        return None
+    account = kubernetes.get("serviceaccount")
+    if not isinstance(account, dict):
+        return None
+    namespace, name, uid = kubernetes.get("namespace"), account.get("name"), account.get("uid")
+    if not all(isinstance(value, str) and value for value in (namespace, name, uid)):
+        return None
+    return ServiceAccount(str(namespace), str(name), str(uid))
+
+
+def in_cluster_service_account() -> ServiceAccount | None:
+    """The service account of this pod, from its mounted token; None outside a cluster."""
+    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    try:
+        token = (service_account_dir() / "token").read_text()
+    except OSError:
+        return None
+    return service_account_from_token(token)
 
 
 def load_api_client(kubeconfig: str | None = None) -> ApiClient:

@@ -10,6 +10,9 @@ on a clean stop, release the lease once the leader's work has ended, so a succes
 at once but never while we may still act. Releasing deletes the Lease (preconditions: its uid and
 the resourceVersion we last wrote), so an uninstalled operator leaves no Lease behind; a successor
 creates it anew. Without permission to delete, the lease is handed back with no holder instead.
+In a cluster the Lease is also owned by the operator's ServiceAccount (`service_account_owner`),
+so the garbage collector removes it with the rest of an uninstalled operator even when the
+operator could not delete it itself (its RBAC or account gone before it stopped).
 
 Expiry is judged by how long *we* have seen the same lease record unchanged, not by comparing
 its renewTime with our clock, so clock skew between replicas cannot cause two leaders.
@@ -26,7 +29,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoordinationV1Api
 
-from kube_adapter.client import fetch_json_once
+from kube_adapter.client import ServiceAccount, fetch_json_once
 from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from kube_adapter.errors import AlreadyExists, Conflict, Forbidden, KubeError, NotFound
 
@@ -121,6 +124,17 @@ def released_lease_spec(previous: LeaseRecord, now: datetime) -> dict[str, Any]:
     }
 
 
+def service_account_owner(account: ServiceAccount | None, lease_namespace: str) -> dict[str, Any] | None:
+    """The owner reference that ties a Lease in `lease_namespace` to the service account the
+    operator runs as: it lives as long as the operator is installed (across rollouts and restarts,
+    unlike a pod) and goes with it. None outside a cluster, or when the Lease is in another
+    namespace (an owner must be in the same namespace; the garbage collector would otherwise
+    delete the Lease at once)."""
+    if account is None or account.namespace != lease_namespace:
+        return None
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "name": account.name, "uid": account.uid}
+
+
 # --- the elector
 
 
@@ -135,14 +149,17 @@ class LeaderElector:
         renew_deadline_seconds: float = 10,
         retry_period_seconds: float = 2,
         clock: Clock = SYSTEM_CLOCK,
+        owner: dict[str, Any] | None = None,
     ) -> None:
-        """`clock` is the time every duration here is measured and waited on (tests pass a fake)."""
+        """`clock` is the time every duration here is measured and waited on (tests pass a fake);
+        `owner`, an owner reference every write of the Lease carries (`service_account_owner`)."""
         if not identity:
             raise ValueError("leader election needs a non-empty identity")
         if not lease_duration_seconds > renew_deadline_seconds > retry_period_seconds > 0:
             raise ValueError("need lease_duration_seconds > renew_deadline_seconds > retry_period_seconds > 0")
         self._coordination = CoordinationV1Api(api)
         self._clock = clock
+        self._owner = owner
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -305,7 +322,7 @@ class LeaderElector:
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": self._with_owner({"name": self.name, "namespace": self.namespace}),
             "spec": held_lease_spec(self.identity, None, self.lease_duration_seconds, now),
         }
         try:
@@ -323,7 +340,8 @@ class LeaderElector:
 
     def _replace(self, lease: dict[str, Any], spec: dict[str, Any], timeout: float) -> bool:
         metadata = {key: value for key, value in (lease.get("metadata") or {}).items() if key != "managedFields"}
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": self._with_owner(metadata),
+                "spec": spec}
         try:
             written = fetch_json_once(
                 self._coordination.replace_namespaced_lease, name=self.name, namespace=self.namespace, body=body,
@@ -336,6 +354,11 @@ class LeaderElector:
             return False
         self._observe(LeaseRecord.from_lease(written))
         return True
+
+    def _with_owner(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        if self._owner is None:
+            return metadata
+        return {**metadata, "ownerReferences": [self._owner]}
 
     def _release(self) -> None:
         try:

@@ -12,9 +12,9 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
-from kube_adapter.client import KubeApi, load_api_client
+from kube_adapter.client import KubeApi, in_cluster_service_account, load_api_client
 from kube_adapter.errors import stop_retrying
-from kube_adapter.leadership import LeaderElector
+from kube_adapter.leadership import LeaderElector, service_account_owner
 from operator_runtime.flags import RuntimeSettings
 from operator_runtime.http_endpoints import serve
 from operator_runtime.logs import configure_logging
@@ -86,10 +86,14 @@ def run_operator(
         if not settings.leader_elect:
             make_controller(api, stop, always_may_act).run()
             return 0
+        owner = service_account_owner(in_cluster_service_account(), settings.lease_namespace)
+        if owner is not None:
+            log.info("Lease %s/%s is owned by ServiceAccount %s: removed with it on uninstall",
+                     settings.lease_namespace, settings.lease_name, owner["name"])
         elector = LeaderElector(api, settings.lease_namespace, settings.lease_name, settings.identity,
                                 lease_duration_seconds=lease.duration_seconds,
                                 renew_deadline_seconds=lease.renew_deadline_seconds,
-                                retry_period_seconds=lease.retry_period_seconds)
+                                retry_period_seconds=lease.retry_period_seconds, owner=owner)
         controller = make_controller(api, stop, elector.holds_lease)
 
         def started_leading() -> None:

@@ -1,11 +1,13 @@
 """Where the operator's API configuration comes from: a kubeconfig, or the in-cluster service account."""
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
 
-from kube_adapter.client import load_api_client
+from kube_adapter.client import ServiceAccount, in_cluster_service_account, load_api_client, service_account_from_token
 
 KUBECONFIG = """
 apiVersion: v1
@@ -68,3 +70,39 @@ def test_explicit_kubeconfig_wins_over_in_cluster(kubeconfig: Path, service_acco
 def test_default_kubeconfig_from_the_environment(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     assert load_api_client().configuration.host == "https://127.0.0.1:16443"
+
+
+def _jwt(claims: object) -> str:
+    def part(value: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+BOUND_CLAIMS = {"aud": ["https://kubernetes.default.svc"], "sub": "system:serviceaccount:ops:etcd-operator",
+                "kubernetes.io": {"namespace": "ops", "pod": {"name": "p", "uid": "pod-uid"},
+                                  "serviceaccount": {"name": "etcd-operator", "uid": "sa-uid"}}}
+
+
+@pytest.mark.parametrize("token, expected", [
+    (_jwt(BOUND_CLAIMS), ServiceAccount("ops", "etcd-operator", "sa-uid")),
+    (_jwt(BOUND_CLAIMS) + "\n", ServiceAccount("ops", "etcd-operator", "sa-uid")),
+    # A legacy secret-based token has flat claims and no uid under kubernetes.io.
+    (_jwt({"kubernetes.io/serviceaccount/namespace": "ops", "kubernetes.io/serviceaccount/service-account.name": "x"}),
+     None),
+    (_jwt({"kubernetes.io": {"namespace": "ops", "serviceaccount": {"name": "x"}}}), None),
+    (_jwt(["not", "an", "object"]), None),
+    ("not-a-jwt", None),
+    ("a.%%%.c", None),
+], ids=["bound", "trailing-newline", "legacy", "no-uid", "not-an-object", "not-a-jwt", "bad-base64"])
+def test_the_service_account_comes_from_a_bound_tokens_claims(token: str, expected: ServiceAccount | None) -> None:
+    assert service_account_from_token(token) == expected
+
+
+def test_in_cluster_service_account_reads_the_mounted_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "token").write_text(_jwt(BOUND_CLAIMS))
+    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(tmp_path))
+    assert in_cluster_service_account() is None, "outside a cluster (no KUBERNETES_SERVICE_HOST)"
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    assert in_cluster_service_account() == ServiceAccount("ops", "etcd-operator", "sa-uid")
+    (tmp_path / "token").unlink()
+    assert in_cluster_service_account() is None

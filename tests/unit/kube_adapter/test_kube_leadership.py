@@ -14,6 +14,7 @@ import urllib3
 from kubernetes.client import ApiClient
 
 from kube_adapter import leadership
+from kube_adapter.client import ServiceAccount
 from kube_adapter.leadership import (
     LeaderElector,
     LeaseRecord,
@@ -22,6 +23,7 @@ from kube_adapter.leadership import (
     may_take_lease,
     micro_time,
     released_lease_spec,
+    service_account_owner,
 )
 from tests.unit.fake_clock import FakeClock
 from tests.unit.kube_adapter.scripted_apiserver import Reply, Request, ScriptedApiServer, status_body
@@ -490,3 +492,47 @@ def test_holds_lease_for_an_action_only_if_it_ends_within_the_renew_deadline(
     assert leader.elector.is_leader
     assert leader.elector.holds_lease(deadline / 4)
     assert not leader.elector.holds_lease(deadline / 2 + 0.1)
+
+
+OWNER = {"apiVersion": "v1", "kind": "ServiceAccount", "name": "etcd-operator", "uid": "sa-uid"}
+
+
+@pytest.mark.parametrize("account, lease_namespace, expected", [
+    (ServiceAccount("ops", "etcd-operator", "sa-uid"), "ops", OWNER),
+    (ServiceAccount("ops", "etcd-operator", "sa-uid"), "elsewhere", None),  # owners are same-namespace only
+    (None, "ops", None),  # outside a cluster
+])
+def test_the_lease_is_owned_by_the_operators_service_account(
+        account: ServiceAccount | None, lease_namespace: str, expected: dict[str, str] | None) -> None:
+    assert service_account_owner(account, lease_namespace) == expected
+
+
+def test_every_write_of_the_lease_carries_the_owner(
+    apiserver: ScriptedApiServer, store: LeaseStore, clock: FakeClock,
+) -> None:
+    """Created with the owner, and a takeover of a lease written without one adds it, so the
+    garbage collector removes the Lease with the service account (an uninstall)."""
+    store.lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "lock", "namespace": "ns", "resourceVersion": "7", "uid": "lease-uid"},
+                   "spec": {"holderIdentity": ""}}
+    elector = LeaderElector(apiserver.api_client(), "ns", "lock", "a", lease_duration_seconds=2,
+                            renew_deadline_seconds=1, retry_period_seconds=0.1, clock=clock, owner=OWNER)
+    stop, stopped = threading.Event(), threading.Event()
+    thread = run_elector(elector, stop, stop.wait, stopped.set)
+    clock.wait_until_waiting(1)
+    assert store.holder == "a"
+    assert store.lease is not None and store.lease["metadata"]["ownerReferences"] == [OWNER]
+    stop.set()  # a clean stop deletes the lease: the next elector creates it
+    assert stopped.wait(timeout=10)
+    thread.join(timeout=10)
+    assert store.lease is None
+    elector = LeaderElector(apiserver.api_client(), "ns", "lock", "b", lease_duration_seconds=2,
+                            renew_deadline_seconds=1, retry_period_seconds=0.1, clock=clock, owner=OWNER)
+    stop, stopped = threading.Event(), threading.Event()
+    thread = run_elector(elector, stop, stop.wait, stopped.set)
+    clock.wait_until_waiting(1)
+    assert store.holder == "b" and store.lease is not None
+    assert store.lease["metadata"]["ownerReferences"] == [OWNER], "a created lease has the owner"
+    stop.set()
+    assert stopped.wait(timeout=10)
+    thread.join(timeout=10)
