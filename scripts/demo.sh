@@ -58,15 +58,16 @@ until [ "$(kubectl -n default get etcdbackup example-etcd-cluster-backup -o json
   sleep 1
 done
 kubectl -n default get etcdbackup
+KUBECONFIG_PATH=$("$VENV/bin/python" -c 'from kube_sandbox.config import SandboxConfig; print(SandboxConfig.from_env().kubeconfig)')
 cat <<MSG
 
 The sandbox is running with the three operators, example-etcd-cluster and one backup of it. Try:
-  export KUBECONFIG=$PWD/.sandbox/kubeconfig
+  export KUBECONFIG=$KUBECONFIG_PATH
   $VENV/bin/python -m kube_sandbox kubectl get etcd -A            # the sandbox's kubectl with that kubeconfig
   $VENV/bin/python -m kube_sandbox kubectl -n default patch etcd example-etcd-cluster --type=merge -p '{"spec":{"size":5}}'
   $VENV/bin/python -m kube_sandbox exec -- etcdctl --endpoints=http://example-etcd-cluster-client.default.svc:2379 member list -w table
   $VENV/bin/python -m kube_sandbox kubectl -n etcd-operator logs deploy/etcd-operator
   $VENV/bin/python -m kube_sandbox kubectl -n default get etcdbackup example-etcd-cluster-backup -o jsonpath='{.status.lastBackup}'
-  $VENV/bin/etcd-backup --kubeconfig .sandbox/kubeconfig --namespace default --from-backup example-etcd-cluster-backup --list
+  $VENV/bin/etcd-backup --kubeconfig $KUBECONFIG_PATH --namespace default --from-backup example-etcd-cluster-backup --list
   make down                                                        # stop everything
 MSG
