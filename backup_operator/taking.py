@@ -82,13 +82,15 @@ class BackupEnvironment:
 
 
 def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
-                *, now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> BackupResult:
+                *, now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                monotonic: Callable[[], float] = time.monotonic) -> BackupResult:
+    """Take one backup; `now` stamps it, `monotonic` measures its duration and its deadline."""
     started = now()
-    clock_start = time.monotonic()
+    clock_start = monotonic()
     deadline = clock_start + request.timeout_seconds
 
     def remaining() -> float:
-        left = deadline - time.monotonic()
+        left = deadline - monotonic()
         if left <= 0:
             raise BackupFailed(reasons.TIMED_OUT, f"the backup did not finish within {request.timeout_seconds:.0f}s "
                                                   "(backupPolicy.timeoutInSecond)")
@@ -133,7 +135,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         retained, retention_error = _apply_retention(storage, bucket, base_key, request.max_backups, log)
     return BackupResult(
         key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
-        started=started, duration_seconds=time.monotonic() - clock_start, endpoint=endpoint,
+        started=started, duration_seconds=monotonic() - clock_start, endpoint=endpoint,
         retained=retained, retention_error=retention_error,
     )
 

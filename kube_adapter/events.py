@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.client import ApiClient, CoreV1Api
 
 from kube_adapter.client import fetch_json_once
+from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from kube_adapter.errors import NotFound, retry_policy
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,8 @@ MAX_MESSAGE_LENGTH = 1024
 MAX_REMEMBERED_EVENTS = 4096
 
 # Events must not hold a supervisor up for long when the API is struggling.
-_fetch_json = retry_policy(attempts=3, max_seconds=5.0)(fetch_json_once)
+EVENT_RETRY_ATTEMPTS = 3
+EVENT_RETRY_MAX_SECONDS = 5.0
 
 
 @dataclass
@@ -97,8 +99,13 @@ class EventRecorder:
         *,
         host: str | None = None,
         dedupe_window_seconds: float = DEDUPE_WINDOW_SECONDS,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`clock` times the dedupe window and the waits between retries."""
         self._core = CoreV1Api(api)
+        self._clock = clock
+        self._fetch_json = retry_policy(attempts=EVENT_RETRY_ATTEMPTS, max_seconds=EVENT_RETRY_MAX_SECONDS,
+                                        clock=clock)(fetch_json_once)
         self.component = component
         self.host = host
         self.dedupe_window_seconds = dedupe_window_seconds
@@ -123,12 +130,12 @@ class EventRecorder:
             str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}"),
             event_type, reason, message[:MAX_MESSAGE_LENGTH],
         )
-        now = time.monotonic()
+        now = self._clock.monotonic()
         with self._lock:
             previous = self._recent.get(key)
         if previous is not None and now - previous.last_seen < self.dedupe_window_seconds:
             try:
-                _fetch_json(
+                self._fetch_json(
                     self._core.patch_namespaced_event,
                     name=previous.name, namespace=previous.namespace,
                     body={"count": previous.count + 1, "lastTimestamp": _timestamp()},
@@ -141,7 +148,7 @@ class EventRecorder:
                 return
         event = build_event(involved, event_type, reason, message, component=self.component, host=self.host)
         namespace = event["metadata"]["namespace"]
-        _fetch_json(self._core.create_namespaced_event, namespace=namespace, body=event)
+        self._fetch_json(self._core.create_namespaced_event, namespace=namespace, body=event)
         self._remember(key, _Recorded(namespace, event["metadata"]["name"], 1, now))
 
     def _remember(self, key: tuple[str, str, str, str], recorded: _Recorded) -> None:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import pytest
 
-from kube_adapter.events import EventRecorder, build_event
+from kube_adapter.events import DEDUPE_WINDOW_SECONDS, EVENT_RETRY_ATTEMPTS, EventRecorder, build_event
+from tests.unit.kube_adapter.recording_clock import RecordingClock
 from tests.unit.kube_adapter.scripted_apiserver import Reply, ScriptedApiServer, status_body
 
 EVENTS = "/api/v1/namespaces/ns/events"
@@ -60,11 +62,17 @@ def test_a_repeat_bumps_the_count_of_the_first_event(apiserver: ScriptedApiServe
 
 def test_repeats_after_the_window_make_a_new_event(apiserver: ScriptedApiServer) -> None:
     apiserver.fallback("POST", EVENTS, echo)
-    recorder = EventRecorder(apiserver.api_client(), "etcd-operator", dedupe_window_seconds=0)
+    clock = RecordingClock()
+    recorder = EventRecorder(apiserver.api_client(), "etcd-operator", clock=clock)
 
     recorder.record(CLUSTER, "Normal", "MemberAdded", "same")
-    recorder.record(CLUSTER, "Normal", "MemberAdded", "same")
-    assert [r.method for r in apiserver.seen] == ["POST", "POST"]
+    apiserver.fallback("PATCH", f"{EVENTS}/{apiserver.seen[0].body['metadata']['name']}", echo)
+    clock.wait(threading.Event(), DEDUPE_WINDOW_SECONDS - 1)
+    recorder.record(CLUSTER, "Normal", "MemberAdded", "same")  # within the window: counted
+    clock.wait(threading.Event(), DEDUPE_WINDOW_SECONDS)
+    recorder.record(CLUSTER, "Normal", "MemberAdded", "same")  # a window after the last one: new
+    assert [r.method for r in apiserver.seen] == ["POST", "PATCH", "POST"]
+    assert apiserver.seen[-1].body["count"] == 1
 
 
 def test_an_event_deleted_meanwhile_is_created_again(apiserver: ScriptedApiServer) -> None:
@@ -94,5 +102,8 @@ def test_nothing_reachable_is_still_not_raised(caplog: pytest.LogCaptureFixture)
     configuration = Configuration()
     configuration.host = "http://127.0.0.1:9"  # discard port: nothing answers
     configuration.retries = False
-    EventRecorder(ApiClient(configuration), "etcd-operator").record(CLUSTER, "Normal", "R", "m")
+    clock = RecordingClock()
+    EventRecorder(ApiClient(configuration), "etcd-operator", clock=clock).record(CLUSTER, "Normal", "R", "m")
     assert any("could not record event" in r.getMessage() for r in caplog.records)
+    # Retried, briefly: an event never holds its caller up for long.
+    assert len(clock.waits) == EVENT_RETRY_ATTEMPTS - 1 and sum(clock.waits) < 5.0

@@ -1,0 +1,289 @@
+"""Taking one backup, with etcd, etcdutl and S3 replaced by fakes: which member the snapshot comes
+from, what happens to a snapshot that is not whole, and the backup's deadline (on a fake clock)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backup_operator import reasons
+from backup_operator.reasons import BackupFailed
+from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
+from etcd_common import etcdctl as ctl
+from etcd_common import s3_storage as s3
+from etcd_common.etcd_backup import S3Location
+
+LOG = logging.getLogger("test_taking")
+STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+A, B, C, D = (f"http://127.0.0.1:{port}" for port in (2379, 2479, 2579, 2679))
+
+
+def whole_snapshot(body: bytes) -> bytes:
+    """What etcd sends: the database followed by its SHA-256."""
+    return body + hashlib.sha256(body).digest()
+
+
+@dataclass
+class Member:
+    url: str
+    revision: int = 0
+    raft_index: int = 0
+    learner: bool = False
+    answers: bool = True
+    status_errors: tuple[str, ...] = ()
+    snapshot: bytes = b""
+    snapshot_error: str = ""
+
+
+class FakeEtcd:
+    """Stands for `EtcdAccess` and every `Etcdctl` it hands out; records which member was asked
+    for a snapshot. `during_snapshot` runs inside each `snapshot_save` (to move a fake clock)."""
+
+    def __init__(self, members: list[Member], *, member_list_fails: bool = False) -> None:
+        self.members = {m.url: m for m in members}
+        self.member_list_fails = member_list_fails
+        self.snapshots_from: list[str] = []
+        self.during_snapshot: Callable[[], None] = lambda: None
+
+    def client_with_secret(self, namespace: str, owner: str, endpoints: tuple[str, ...], secret: str | None,
+                           **options: Any) -> FakeEtcd.Client:
+        return FakeEtcd.Client(self, endpoints)
+
+    class Client:
+        def __init__(self, etcd: FakeEtcd, endpoints: tuple[str, ...]) -> None:
+            self.etcd = etcd
+            self.endpoints = endpoints
+
+        def member_list(self) -> list[ctl.Member]:
+            if self.etcd.member_list_fails:
+                raise ctl.Unreachable("context deadline exceeded")
+            return [ctl.Member(id=i + 1, name=f"m{i}", peer_urls=(f"http://127.0.0.1:{2380 + 100 * i}",),
+                               client_urls=(m.url,), is_learner=m.learner)
+                    for i, m in enumerate(self.etcd.members.values())]
+
+        def endpoint_status(self) -> list[ctl.EndpointStatus]:
+            statuses = []
+            for url in self.endpoints:
+                m = self.etcd.members[url]
+                if not m.answers:
+                    statuses.append(ctl.EndpointStatus(member_id=0, leader_id=0, endpoint=url,
+                                                       errors=("connection refused",)))
+                    continue
+                statuses.append(ctl.EndpointStatus(member_id=1, leader_id=1, version="3.6.16", endpoint=url,
+                                                   raft_index=m.raft_index, revision=m.revision,
+                                                   is_learner=m.learner, errors=m.status_errors))
+            return statuses
+
+        def snapshot_save(self, path: str, *, endpoint: str | None = None, timeout_seconds: float = 600.0) -> None:
+            assert endpoint is not None and timeout_seconds > 0
+            self.etcd.snapshots_from.append(endpoint)
+            self.etcd.during_snapshot()
+            m = self.etcd.members[endpoint]
+            if m.snapshot_error:
+                raise ctl.Unreachable(m.snapshot_error)
+            with open(f"{path}.part", "wb") as out:  # as etcdctl: written beside, renamed once complete
+                out.write(m.snapshot)
+            os.replace(f"{path}.part", path)
+
+
+@dataclass
+class FakeStorage:
+    uploads: dict[str, bytes] = field(default_factory=dict)
+    metadata: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def check_bucket(self, bucket: str) -> None:
+        assert bucket == "bucket"
+
+    def upload_file(self, bucket: str, key: str, path: str, *, metadata: dict[str, str] | None = None,
+                    progress: Callable[[int], None] | None = None) -> s3.UploadResult:
+        data = Path(path).read_bytes()
+        if progress is not None:
+            progress(len(data))
+        self.uploads[key] = data
+        self.metadata[key] = dict(metadata or {})
+        return s3.UploadResult(bucket, key, len(data), "etag")
+
+    def list(self, bucket: str, prefix: str) -> list[s3.ObjectInfo]:
+        return [s3.ObjectInfo(key, len(data), STARTED) for key, data in self.uploads.items() if key.startswith(prefix)]
+
+    def delete(self, bucket: str, key: str) -> None:
+        del self.uploads[key]
+
+
+class FakeMonotonic:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def storage(monkeypatch: pytest.MonkeyPatch) -> FakeStorage:
+    fake = FakeStorage()
+    monkeypatch.setattr(s3, "storage_for_location", lambda *args, **kwargs: fake)
+    return fake
+
+
+@pytest.fixture
+def etcdutl_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`etcdutl snapshot status` replaced: every file it is asked to read is readable."""
+    read: list[str] = []
+
+    def snapshot_status(path: str, **kwargs: Any) -> ctl.SnapshotStatus:
+        read.append(Path(path).read_bytes().decode(errors="replace"))
+        return ctl.SnapshotStatus(hash=1, revision=1, total_keys=1, total_size=1, storage_version="")
+    monkeypatch.setattr(ctl, "snapshot_status", snapshot_status)
+    return read
+
+
+def request(endpoints: tuple[str, ...] = (A,), **overrides: Any) -> BackupRequest:
+    return BackupRequest(namespace="ns", owner="b", location=S3Location(path="bucket/etcd.backup"),
+                         endpoints=endpoints, **overrides)
+
+
+def environment(etcd: FakeEtcd, tmp_path: Path) -> BackupEnvironment:
+    def no_api(namespace: str, name: str) -> dict[str, Any]:
+        raise AssertionError("no API read expected")
+    return BackupEnvironment(read_secret=no_api, read_etcd_cluster=no_api, etcd=etcd,  # type: ignore[arg-type]
+                             work_dir=str(tmp_path / "work"))
+
+
+def test_the_snapshot_comes_from_the_healthy_voter_with_the_highest_revision(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([
+        Member(A, revision=40, raft_index=90, snapshot=whole_snapshot(b"a")),
+        Member(B, revision=42, raft_index=91, snapshot=whole_snapshot(b"b")),
+        Member(C, revision=99, raft_index=99, learner=True, snapshot=whole_snapshot(b"learner")),
+        Member(D, revision=120, answers=False),
+    ])
+    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG, now=lambda: STARTED)
+    # The given endpoint is one member; the member list names all of them. The learner and the
+    # member that does not answer are never asked, though their revisions are higher.
+    assert etcd.snapshots_from == [B]
+    assert (result.endpoint, result.etcd_revision, result.etcd_version) == (B, 42, "3.6.16")
+    assert storage.uploads == {"etcd.backup": whole_snapshot(b"b")}
+    assert result.sha256 == hashlib.sha256(whole_snapshot(b"b")).hexdigest()
+    assert storage.metadata["etcd.backup"] == {"sha256": result.sha256, "etcd-revision": "42", "etcd-version": "3.6.16"}
+
+
+def test_equal_revisions_prefer_the_member_further_along_in_raft(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=42, raft_index=90, snapshot=whole_snapshot(b"a")),
+                     Member(B, revision=42, raft_index=95, snapshot=whole_snapshot(b"b"))])
+    assert take_backup(request((A, B)), environment(etcd, tmp_path), LOG).endpoint == B
+
+
+def test_a_member_whose_status_reports_an_error_is_skipped(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=50, status_errors=("NOSPACE",), snapshot=whole_snapshot(b"a")),
+                     Member(B, revision=42, snapshot=whole_snapshot(b"b"))])
+    assert take_backup(request((A, B)), environment(etcd, tmp_path), LOG).endpoint == B
+    assert etcd.snapshots_from == [B]
+
+
+def test_without_a_member_list_the_given_endpoints_are_asked_themselves(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=7, snapshot=whole_snapshot(b"a")),
+                     Member(B, revision=9, snapshot=whole_snapshot(b"b")),
+                     Member(C, revision=11, learner=True, snapshot=whole_snapshot(b"c")),
+                     Member(D, revision=13, snapshot=whole_snapshot(b"d"))], member_list_fails=True)
+    # D is not among the given endpoints; C is, but a learner.
+    assert take_backup(request((A, B, C)), environment(etcd, tmp_path), LOG).endpoint == B
+
+
+def test_no_healthy_member_fails_as_etcd_unreachable_and_uploads_nothing(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, answers=False), Member(B, learner=True, revision=3)])
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A, B)), environment(etcd, tmp_path), LOG)
+    assert failure.value.reason == reasons.ETCD_UNREACHABLE
+    assert "no healthy etcd member" in failure.value.message
+    assert etcd.snapshots_from == [] and storage.uploads == {}
+
+
+def test_a_snapshot_that_is_not_whole_is_never_uploaded_and_the_next_member_is_asked(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    truncated = whole_snapshot(b"x" * 100)[:-5]
+    etcd = FakeEtcd([Member(A, revision=50, snapshot=truncated),
+                     Member(B, revision=49, snapshot_error="connection reset"),
+                     Member(C, revision=48, snapshot=whole_snapshot(b"c"))])
+    result = take_backup(request((A, B, C)), environment(etcd, tmp_path), LOG)
+    assert etcd.snapshots_from == [A, B, C]
+    assert result.endpoint == C and storage.uploads == {"etcd.backup": whole_snapshot(b"c")}
+    assert os.listdir(tmp_path / "work") == []  # nothing left on disk
+
+
+def test_when_no_member_delivers_a_whole_snapshot_the_reason_says_so(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=50, snapshot=b"not a snapshot at all, no trailer here....")])
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    assert failure.value.reason == reasons.SNAPSHOT_INVALID
+    assert A in failure.value.message and "integrity check" in failure.value.message
+    assert storage.uploads == {} and os.listdir(tmp_path / "work") == []
+
+
+def test_the_deadline_passing_during_the_snapshot_fails_the_backup_as_timed_out(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    clock = FakeMonotonic()
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
+
+    def slow_snapshot() -> None:
+        clock.now += 61.0
+    etcd.during_snapshot = slow_snapshot
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
+    assert failure.value.reason == reasons.TIMED_OUT
+    assert "within 60s" in failure.value.message and "timeoutInSecond" in failure.value.message
+    assert failure.value.transient
+    assert storage.uploads == {} and os.listdir(tmp_path / "work") == []
+
+
+def test_a_backup_within_its_deadline_reports_its_duration_on_the_clock_given(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    clock = FakeMonotonic()
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
+
+    def slow_snapshot() -> None:
+        clock.now += 59.0
+    etcd.during_snapshot = slow_snapshot
+    result = take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
+    assert result.duration_seconds == 59.0
+    assert etcdutl_reads == [whole_snapshot(b"a").decode(errors="replace")]  # read before upload completed
+
+
+def test_the_deadline_passing_during_the_upload_fails_the_backup_as_timed_out(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeMonotonic()
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
+    upload = storage.upload_file
+
+    def slow_upload(bucket: str, key: str, path: str, **kwargs: Any) -> s3.UploadResult:
+        clock.now += 61.0
+        return upload(bucket, key, path, **kwargs)
+    monkeypatch.setattr(storage, "upload_file", slow_upload)
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
+    assert failure.value.reason == reasons.TIMED_OUT
+    assert storage.uploads == {}  # the progress callback stopped it before the object was completed
+
+
+def test_periodic_backups_are_keyed_by_revision_and_time_and_retention_keeps_the_newest(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    storage.uploads["etcd.backup_v9_2026-01-01-00:00:00"] = b"old"
+    storage.uploads["etcd.backup_v10_2026-01-01-01:00:00"] = b"newer"
+    storage.uploads["etcd.backup.notes"] = b"foreign"
+    etcd = FakeEtcd([Member(A, revision=11, snapshot=whole_snapshot(b"a"))])
+    result = take_backup(request((A,), periodic=True, max_backups=2), environment(etcd, tmp_path), LOG,
+                         now=lambda: STARTED)
+    assert result.key == "etcd.backup_v11_2026-01-02-03:04:05"
+    assert sorted(storage.uploads) == ["etcd.backup.notes", "etcd.backup_v10_2026-01-01-01:00:00", result.key]
+    assert (result.retained, result.retention_error) == (2, "")
