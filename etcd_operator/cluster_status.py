@@ -48,7 +48,7 @@ CONDITION_VERSION_SUPPORTED = "VersionSupported"
 # Failed phases that say nothing about etcd's health (the spec or the names are the problem).
 FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict",
                                "DisruptionBudgetNameTaken")
-# Is a member pod kept from starting (image, volume, crash loop)? Reasons are the pod's own.
+# Is a member pod kept from starting (no node fits, image, volume, crash loop)? Reasons are the pod's own.
 CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,

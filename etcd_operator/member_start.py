@@ -1,7 +1,8 @@
-"""Why a member pod does not start, in the pod's own words: the waiting reason of its etcd
-container (ErrImagePull, ImagePullBackOff, CrashLoopBackOff with the last termination message,
-CreateContainerConfigError, ...) or a FailedMount event about it (a secret volume that cannot be
-set up). Pure: the status, its MemberStartBlocked condition and the supervisor's one Warning
+"""Why a member pod does not start, in the pod's own words: the scheduler finding no node for it
+(Unschedulable: a nodeSelector no node matches, a taint not tolerated, anti-affinity with too few
+nodes), the waiting reason of its etcd container (ErrImagePull, ImagePullBackOff, CrashLoopBackOff
+with the last termination message, CreateContainerConfigError, ...) or a FailedMount event about
+it (a secret volume that cannot be set up). Pure: the status, its MemberStartBlocked condition and the supervisor's one Warning
 event per incident are built from `start_problems`."""
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from dataclasses import dataclass
 from etcd_operator.observed import IMAGE_PULL_FAILURE_REASONS, ObservedCluster, ObservedPod
 
 FAILED_MOUNT = "FailedMount"
+UNSCHEDULABLE = "Unschedulable"
+# A pod's first scheduling attempt may fail for a moment (its claim not bound yet, a node just
+# starting): reported only once the pod is this old.
+UNSCHEDULABLE_GRACE_SECONDS = 5.0
 CRASH_LOOP = "CrashLoopBackOff"
 # Waiting reasons after which the container does not run until something changes.
 CONTAINER_START_FAILURES = IMAGE_PULL_FAILURE_REASONS | {
@@ -41,15 +46,19 @@ class StartProblem:
 def start_problems(observed: ObservedCluster) -> tuple[StartProblem, ...]:
     problems: list[StartProblem] = []
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
-        problem = _start_problem(pod, observed.mount_failures.get(pod.name))
+        problem = _start_problem(pod, observed.mount_failures.get(pod.name), observed.pod_age_seconds(pod))
         if problem is not None:
             problems.append(problem)
     return tuple(problems)
 
 
-def _start_problem(pod: ObservedPod, mount_failure: str | None) -> StartProblem | None:
+def _start_problem(pod: ObservedPod, mount_failure: str | None, age_seconds: float | None) -> StartProblem | None:
     if pod.terminal:
         return None
+    if pod.unschedulable:
+        if age_seconds is not None and age_seconds < UNSCHEDULABLE_GRACE_SECONDS:
+            return None
+        return StartProblem(pod.name, UNSCHEDULABLE, _clip(pod.unschedulable_message or ""))
     reason = pod.waiting_reason
     if reason == CRASH_LOOP:
         return StartProblem(pod.name, reason, _last_termination(pod))

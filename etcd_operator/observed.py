@@ -66,6 +66,8 @@ class ObservedPod:
     serving: bool = True
     # When the operator drained it (removed the serving label), if it did.
     drained_at: datetime | None = None
+    # The scheduler's message while it finds no node for the pod (PodScheduled False, Unschedulable).
+    unschedulable_message: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -77,9 +79,14 @@ class ObservedPod:
         return self.waiting_reason in IMAGE_PULL_FAILURE_REASONS
 
     @property
+    def unschedulable(self) -> bool:
+        """Pending with no node that fits it (the scheduler said so)."""
+        return self.unschedulable_message is not None and self.phase == "Pending"
+
+    @property
     def never_ran(self) -> bool:
         """etcd never ran in this pod, so deleting it loses nothing."""
-        return self.image_pull_failed and self.restart_count == 0
+        return (self.image_pull_failed or self.unschedulable) and self.restart_count == 0
 
     @property
     def problem(self) -> str | None:
@@ -145,6 +152,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         unready_since=_unready_since(status.get("conditions")),
         serving=labels.get(c.LABEL_SERVING) == c.LABEL_SERVING_VALUE,
         drained_at=parse_timestamp(annotations.get(c.ANNOTATION_DRAINED_AT)),
+        unschedulable_message=_unschedulable_message(status.get("conditions")),
     )
 
 
@@ -373,3 +381,13 @@ def _condition_true(conditions: Any, condition_type: str) -> bool:
         if isinstance(condition, Mapping) and condition.get("type") == condition_type:
             return condition.get("status") == "True"
     return False
+
+
+def _unschedulable_message(conditions: Any) -> str | None:
+    """The scheduler's reason while no node fits the pod, e.g. "0/3 nodes are available: 1 node(s)
+    had untolerated taint {dedicated: etcd}, ..."; None once it is scheduled (or while unknown)."""
+    for condition in conditions or ():
+        if (isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False" and condition.get("reason") == "Unschedulable"):
+            return str(condition.get("message") or "no node fits the pod")
+    return None

@@ -18,8 +18,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     PublishNotReadyAddresses (adoption.py). A client service whose selector does not require the
     serving label (CoreOS-made, or older) -> SetServing(true) on each live member pod without it,
     then UpdateClientSelector (pods first, so no client loses its endpoints meanwhile).
- 4. A pod whose image never pulled and whose image the spec no longer asks for -> DeletePod
-    (etcd never ran there, nothing to lose; it is recreated from the fixed spec).
+ 4. A pod where etcd never ran (its image never pulled, or no node fits it) and that the spec
+    has changed for since (its image; for one no node fits, also spec.pod: a toleration, a
+    nodeSelector) -> DeletePod (nothing to lose; it is recreated from the fixed spec).
  5. No member answered `member list` (bootstrap, or everything down):
     - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
       restart on their data);
@@ -158,7 +159,7 @@ def plan_next_action(observed: ObservedCluster) -> Action:
         return PublishNotReadyAddresses(min(observed.services_to_fix))
     if observed.client_selector_outdated:
         return _migrate_client_selector(observed)
-    stuck = _pod_stuck_on_unpullable_image(observed, cluster.spec)
+    stuck = _pod_that_never_ran_under_an_old_spec(observed, cluster.spec)
     if stuck is not None:
         return stuck
     if observed.members is None:
@@ -269,9 +270,18 @@ def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
 # Rules 4-5
 
 
-def _pod_stuck_on_unpullable_image(observed: ObservedCluster, spec: ClusterSpec) -> Action | None:
+def _pod_that_never_ran_under_an_old_spec(observed: ObservedCluster, spec: ClusterSpec) -> Action | None:
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
-        if pod.never_ran and pod.image != spec.image:
+        if not pod.never_ran:
+            continue
+        if pod.unschedulable and (pod.image != spec.image or pod.pod_policy_hash not in (None, pod_policy_hash(spec))):
+            return DeletePod(
+                pod.name,
+                f"no node fits it ({pod.unschedulable_message}) and the spec changed since it was "
+                "created; it is recreated with the spec as it is now",
+                pod.uid,
+            )
+        if pod.image_pull_failed and pod.image != spec.image:
             return DeletePod(
                 pod.name,
                 f"its image {pod.image} cannot be pulled ({pod.waiting_reason}) and the spec now "

@@ -57,6 +57,68 @@ def test_cluster_runs_in_a_namespace_that_enforces_restricted(clusters: Clusters
     assert not refusals, refusals
 
 
+DEDICATED = {"dedicated": "etcd"}
+TAINT = {"key": "dedicated", "value": "etcd", "effect": "NoSchedule"}
+TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "etcd", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def dedicated_node(clusters: Clusters) -> Iterator[str]:
+    """A node labelled `dedicated=etcd` and tainted `dedicated=etcd:NoSchedule`: only pods that
+    select it and tolerate the taint run there. Label and taint are taken off after the test."""
+    node = sorted(n.metadata.name for n in clusters.core.list_node().items)[-1]
+
+    def set_dedicated(on: bool) -> None:
+        current = clusters.core.read_node(node)
+        taints = [t.to_dict() for t in current.spec.taints or [] if t.key != TAINT["key"]]
+        taints = [{k: v for k, v in t.items() if v is not None} for t in taints] + ([TAINT] if on else [])
+        clusters.core.patch_node(node, {"metadata": {"labels": {"dedicated": "etcd" if on else None},
+                                                     "resourceVersion": current.metadata.resource_version},
+                                        "spec": {"taints": taints}})
+    set_dedicated(True)
+    try:
+        yield node
+    finally:
+        wait_for(lambda: _try(lambda: set_dedicated(False)), timeout=30, what=f"node {node} no longer dedicated")
+
+
+def _try(action: Any) -> bool:
+    try:
+        action()
+        return True
+    except ApiException as error:
+        if error.status != 409:  # a concurrent node status update: read again
+            raise
+        return False
+
+
+def test_a_member_no_node_fits_is_reported_and_placed_once_the_spec_tolerates_the_taint(
+        clusters: Clusters, dedicated_node: str) -> None:
+    name = "dedicated"
+    clusters.create(etcd_cluster(name, size=1, pod={"nodeSelector": DEDICATED}))
+    # The real scheduler finds no node: the selected one is tainted. The status says so, in its words.
+    status = clusters.wait_status(name, lambda s: "Unschedulable" in s.get("message", ""),
+                                  "Unschedulable in the message", timeout=90)
+    assert conditions(status).get("MemberStartBlocked") == ("True", "Unschedulable"), status["conditions"]
+    assert "untolerated taint" in status["message"], status["message"]
+    warning = wait_for(lambda: next((e for e in clusters.events(name) if e.reason == "MemberNotStarting"), None),
+                       timeout=30, what="a MemberNotStarting event")
+    assert warning.type == "Warning" and "Unschedulable" in warning.message, warning.message
+
+    # Fixing the spec is enough: the pod where etcd never ran is recreated with the toleration.
+    clusters.patch_spec(name, {"pod": {"nodeSelector": DEDICATED, "tolerations": [TOLERATION]}})
+    clusters.wait_running(name, ready=1, timeout=120)
+    [pod] = clusters.live_pods(name)
+    assert pod.spec.node_name == dedicated_node
+    assert any((t.key, t.operator, t.value, t.effect) == ("dedicated", "Equal", "etcd", "NoSchedule")
+               for t in pod.spec.tolerations), pod.spec.tolerations
+    status = clusters.wait_status(name, lambda s: conditions(s).get("MemberStartBlocked", ("",))[0] == "False",
+                                  "MemberStartBlocked cleared", timeout=30)
+    assert "Unschedulable" not in status["message"], status["message"]
+    clusters.put(name, "placed", "yes")
+    assert clusters.get_value(name, "placed") == "yes"
+
+
 @pytest.fixture
 def node_restorer(clusters: Clusters) -> Iterator[list[str]]:
     """Names appended here are started again after the test, whatever happened."""

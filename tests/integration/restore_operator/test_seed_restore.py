@@ -41,6 +41,14 @@ def test_spec_restore_seeds_the_cluster_then_it_grows_in_a_restricted_namespace(
     # The default bump: the restored revisions start a billion above the snapshot's.
     revision = int(clusters.etcdctl("seeded", "get", "seeded", "-w", "fields").split('"Revision" : ')[1].split()[0])
     assert revision > 1_000_000_000
+    # Everything below the bump reads as compacted (etcdutl --mark-compacted): a client of the old
+    # cluster that asks for an old revision, or resumes a watch from one, is told to re-list instead
+    # of being handed the restored history under revision numbers it has already seen.
+    urls = clusters.member_urls("seeded")
+    old_read = clusters.sandbox.etcdctl(urls, "get", "seeded", "--rev", "2")
+    assert old_read.returncode != 0 and "required revision has been compacted" in old_read.stderr, old_read.stderr
+    old_watch = clusters.sandbox.etcdctl(urls, "watch", "seeded", "--rev", "2", timeout=20)
+    assert "required revision has been compacted" in old_watch.stdout + old_watch.stderr, old_watch
 
 
 def test_a_snapshot_other_than_the_named_one_never_starts_etcd(clusters: Clusters) -> None:

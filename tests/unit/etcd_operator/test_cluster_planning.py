@@ -117,6 +117,9 @@ def _pvc_all_pods_gone() -> ObservedCluster:
     return member_list_unavailable(without_pods(observed, name(1), name(2), name(3)))
 
 
+NO_NODE = "0/3 nodes are available: 3 node(s) had untolerated taint {dedicated: etcd}."
+
+
 def _seed_pod(**fields: Any) -> ObservedCluster:
     observed = nothing_yet()
     pod = make_pod(observed.cluster, NEW_MEMBER, ready=False, state="new", **fields)
@@ -170,6 +173,13 @@ CASES = [
                  expect(actions.DeletePod, "cannot be pulled", pod_name=NEW_MEMBER), id="seed-image-fixed-in-spec"),
     pytest.param(_seed_pod(waiting_reason="ErrImagePull"), expect(actions.Wait, "ErrImagePull"),
                  id="seed-image-unpullable-waits-for-spec-fix"),
+    pytest.param(_seed_pod(phase="Pending", unschedulable_message=NO_NODE, pod_policy_hash="before-a-toleration"),
+                 expect(actions.DeletePod, "no node fits it", pod_name=NEW_MEMBER), id="seed-unschedulable-spec-fixed"),
+    pytest.param(_seed_pod(phase="Pending", unschedulable_message=NO_NODE), expect(actions.Wait),
+                 id="seed-unschedulable-waits-for-spec-fix"),
+    pytest.param(_seed_pod(phase="Pending", unschedulable_message=NO_NODE, restart_count=1,
+                           pod_policy_hash="before-a-toleration"), expect(actions.Wait),
+                 id="seed-that-ran-is-not-deleted-for-a-policy-change"),
     pytest.param(_seed_pod(phase="Failed"), expect(actions.DeletePod, "Failed", pod_name=NEW_MEMBER),
                  id="failed-seed-replaced"),
     pytest.param(_seed_pod(deleting=True), expect(actions.Wait, "terminating"), id="seed-terminating"),

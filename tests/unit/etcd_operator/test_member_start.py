@@ -3,7 +3,7 @@ status message, the MemberStartBlocked condition, and one Warning event per inci
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -89,3 +89,39 @@ def test_a_learner_pod_that_cannot_pull_is_named() -> None:
                                 phase="Pending", waiting_reason="ImagePullBackOff", waiting_message="no such image")
     observed = add_pod(observed, stuck)
     assert [(p.pod, p.reason) for p in start_problems(observed)] == [("example-new01", "ImagePullBackOff")]
+
+
+def _unschedulable_seed(age_seconds: float) -> ObservedCluster:
+    created = datetime(2024, 5, 1, 11, 59, 0, tzinfo=timezone.utc)
+    observed = nothing_yet()
+    pod = parse_pod({
+        "metadata": {"name": POD, "uid": "u", "labels": {"etcd_node": POD},
+                     "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "spec": {"containers": [{"name": "etcd", "image": "quay.io/coreos/etcd:v3.6.16"}]},
+        "status": {"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: etcd}, "
+                       "2 node(s) didn't match Pod's node affinity/selector."}]},
+    })
+    return dataclasses.replace(observed, pods=(pod,), observed_at=created + timedelta(seconds=age_seconds))
+
+
+def test_a_pod_no_node_fits_is_reported_in_the_schedulers_words() -> None:
+    observed = _unschedulable_seed(age_seconds=30)
+    assert observed.pods[0].unschedulable and observed.pods[0].never_ran
+    [problem] = start_problems(observed)
+    assert problem.reason == "Unschedulable" and "untolerated taint {dedicated: etcd}" in problem.message
+    status = compute_status(observed, Wait("etcd not reachable yet"), now=NOW)
+    assert _condition(status, "MemberStartBlocked")[:2] == ("True", "Unschedulable")
+    assert f"member pod {POD} does not start: Unschedulable: 0/3 nodes are available" in status["message"]
+
+
+def test_a_pod_just_created_is_given_a_moment_to_be_scheduled() -> None:
+    # e.g. "pod has unbound immediate PersistentVolumeClaims" until its claim is bound
+    assert start_problems(_unschedulable_seed(age_seconds=2)) == ()
+
+
+def test_a_scheduled_pod_is_not_unschedulable() -> None:
+    pod = parse_pod({"metadata": {"name": POD}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True"}]}})
+    assert not pod.unschedulable and pod.unschedulable_message is None and not pod.never_ran
