@@ -93,3 +93,40 @@ def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crd
                                          capture_output=True, text=True)
             print(helm_result.stdout + helm_result.stderr)
             core.delete_namespace(release_ns)
+
+
+def test_namespaced_rbac_runs_the_example_cluster_and_leaves_other_namespaces_alone(
+        operator: Sandbox, namespace: str) -> None:
+    """`rbac.scope=namespace`: the operators get a Role in the watched namespace only (and their
+    Lease's in their own); everything the example cluster needs works with that."""
+    release = f"helmns{secrets.token_hex(2)}"
+    release_ns = f"{release}-system"
+    clusters = Clusters(operator, namespace)
+    core = k8s.CoreV1Api(operator.api_client())
+    rbac = k8s.RbacAuthorizationV1Api(operator.api_client())
+    with operator_stopped(operator):
+        core.create_namespace({"metadata": {"name": release_ns, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted", "sandbox-test": "true"}}})
+        try:
+            helm(operator, "install", release, str(CHART), f"--namespace={release_ns}", "--set=rbac.scope=namespace",
+                 f"--set=watchNamespace={namespace}", "--wait", "--timeout=3m")
+            assert not [r.metadata.name for r in rbac.list_cluster_role().items if r.metadata.name.startswith(f"{release}-")]
+            # A cluster outside the watched namespace, created first: never touched.
+            unwatched = Clusters(operator, release_ns)
+            unwatched.create({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdCluster",
+                              "metadata": {"name": "unwatched"}, "spec": {"size": 1}})
+            operator.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
+            name = yaml.safe_load(EXAMPLE.read_text())["metadata"]["name"]
+            status = clusters.wait_running(name, ready=3, timeout=240)
+            assert status["size"] == 3
+            clusters.put(name, "namespaced", "yes")
+            assert clusters.get_value(name, "namespaced") == "yes"
+            for base in OPERATORS:
+                logs = operator.kubectl("-n", release_ns, "logs", f"deploy/{release}-{base}", "--tail=-1").stdout
+                assert "became leader" in logs and "Forbidden" not in logs, f"{base}: {logs[-2000:]}"
+            assert unwatched.pods("unwatched") == [] and not unwatched.get("unwatched").get("status")
+            helm(operator, "uninstall", release, f"--namespace={release_ns}", "--wait", "--timeout=2m")
+        finally:
+            subprocess.run([str(go_tool("helm")), f"--kubeconfig={operator.config.kubeconfig}", "uninstall", release,
+                            f"--namespace={release_ns}", "--ignore-not-found"], capture_output=True, text=True)
+            core.delete_namespace(release_ns)
