@@ -1,0 +1,52 @@
+"""The operators' image (Dockerfile) holds every package its console scripts import, and no
+script whose package it leaves out (built with `pip install .`, every script of setup.cfg is made)."""
+from __future__ import annotations
+
+import configparser
+import re
+
+from etcd_common.seed_restore_pod import SEED_PROGRAM
+from kube_sandbox.config import CHECKOUT_DIR
+
+SHIPPED_PACKAGES = {"kube_adapter", "operator_runtime", "etcd_common", "etcd_operator", "backup_operator",
+                    "restore_operator"}
+
+
+def _console_scripts() -> dict[str, str]:
+    """script name -> top-level package of its entry point."""
+    config = configparser.ConfigParser()
+    config.read(CHECKOUT_DIR / "setup.cfg")
+    scripts = {}
+    for line in config["options.entry_points"]["console_scripts"].strip().splitlines():
+        name, target = (part.strip() for part in line.split("="))
+        scripts[name] = target.split(".")[0]
+    return scripts
+
+
+def _dockerfile() -> str:
+    return (CHECKOUT_DIR / "Dockerfile").read_text()
+
+
+def test_the_image_copies_exactly_the_shipped_packages() -> None:
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", _dockerfile(), flags=re.MULTILINE))
+    assert copied == SHIPPED_PACKAGES
+
+
+def test_every_script_of_a_package_left_out_is_removed_and_no_other() -> None:
+    removed = set(re.findall(r"rm (?:-f )?/usr/local/bin/([\w-]+)", _dockerfile()))
+    left_out = {name for name, package in _console_scripts().items() if package not in SHIPPED_PACKAGES}
+    assert left_out == {"kube-sandbox"}
+    assert removed == left_out
+
+
+def test_the_entry_point_and_the_manifests_commands_are_shipped_scripts() -> None:
+    shipped = {name for name, package in _console_scripts().items() if package in SHIPPED_PACKAGES}
+    entry = re.search(r'^ENTRYPOINT \["([\w-]+)"\]', _dockerfile(), flags=re.MULTILINE)
+    assert entry is not None and entry.group(1) in shipped
+    commands: set[str] = set()
+    for manifest in [*(CHECKOUT_DIR / "deploy").glob("*.yaml"), *(CHECKOUT_DIR / "examples").glob("*.yaml")]:
+        commands |= set(re.findall(r'command:\s*\[\s*"?(etcd-[\w-]+)', manifest.read_text()))
+        commands |= set(re.findall(r'command:\s*\n\s*-\s*"?(etcd-[\w-]+)', manifest.read_text()))
+    assert commands, "no manifest runs one of the image's commands"
+    assert commands <= shipped, commands - shipped
+    assert SEED_PROGRAM in shipped  # the restore init containers of seed pods run it from the image
