@@ -19,19 +19,26 @@ FOLLOW_POLL_SECONDS: Final = 0.01
 
 
 class SnapshotDigest:
-    """Fed a snapshot's bytes in order; `finish` checks the trailer and returns the file's SHA-256."""
+    """Fed a snapshot's bytes in order; `finish` checks the trailer and returns the file's SHA-256.
+    One pass of SHA-256 gives both: the file is the body followed by the trailer, so the file's
+    digest is the body's hash state with the trailer added."""
 
     def __init__(self) -> None:
         self._body = hashlib.sha256()
-        self._file = hashlib.sha256()
         self._tail = b""  # the last TRAILER_BYTES seen: not yet known to be body or trailer
         self.size = 0
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
             return
-        self._file.update(chunk)
         self.size += len(chunk)
+        if len(chunk) >= TRAILER_BYTES:
+            # At least a trailer's length follows the tail seen so far: that tail is body.
+            view = memoryview(chunk)
+            self._body.update(self._tail)
+            self._body.update(view[:-TRAILER_BYTES])
+            self._tail = bytes(view[-TRAILER_BYTES:])
+            return
         data = self._tail + chunk
         if len(data) > TRAILER_BYTES:
             self._body.update(data[:-TRAILER_BYTES])
@@ -46,7 +53,9 @@ class SnapshotDigest:
             raise SnapshotInvalid(f"snapshot {where} failed its integrity check: the SHA-256 etcd appended "
                                   "does not match the data (truncated, corrupt, or not a snapshot "
                                   "etcd sent, such as a copied member database)")
-        return self._file.hexdigest()
+        whole = self._body.copy()
+        whole.update(self._tail)
+        return whole.hexdigest()
 
 
 def verify_snapshot_file(path: str, *, where: str | None = None) -> str:

@@ -55,6 +55,22 @@ def test_digest_fed_in_any_chunking_matches_the_file(tmp_path: Path) -> None:
         for start in range(0, len(data), chunk_size):
             digest.feed(data[start:start + chunk_size])
         assert digest.finish("x") == hashlib.sha256(data).hexdigest()
+    # Chunks of mixed sizes, shorter and longer than the trailer, cut anywhere; and the same
+    # cuts over a file with one byte changed fail the check.
+    sizes = [5, 40, 32, 1, 1000, 31, 33, 7]
+    corrupt = data[:100] + bytes([data[100] ^ 1]) + data[101:]
+    for contents, whole in ((data, True), (corrupt, False)):
+        for shift in range(len(sizes)):
+            digest, start, i = SnapshotDigest(), 0, shift
+            while start < len(contents):
+                digest.feed(contents[start:start + sizes[i % len(sizes)]])
+                start += sizes[i % len(sizes)]
+                i += 1
+            if whole:
+                assert digest.finish("x") == hashlib.sha256(contents).hexdigest()
+            else:
+                with pytest.raises(SnapshotInvalid, match="integrity check"):
+                    digest.finish("x")
 
 
 def test_follow_digests_a_snapshot_while_it_is_written_and_renamed(tmp_path: Path) -> None:
