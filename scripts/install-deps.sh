@@ -32,13 +32,23 @@ if [ ! -e "$stamp" ]; then
   rm -f "$VENV"/.installed-* && touch "$stamp"
 fi
 
-bash scripts/install-kube-binaries.sh >/dev/null
-etcd_builds=$(bash scripts/install-etcd-binaries.sh)
+# The Go builds (Kubernetes, etcd, helm + Prometheus) run at the same time: each is mostly module
+# downloads and linking, so one's downloads overlap another's compiling. Each is skipped when cached.
+outputs=$(mktemp -d)
+trap 'rm -rf "$outputs"' EXIT
+pids=""
+for installer in kube etcd tool; do
+  bash "scripts/install-$installer-binaries.sh" >"$outputs/$installer" &
+  pids="$pids $!"
+done
+failed=0
+for pid in $pids; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || { echo "a binary build failed (its output is above)" >&2; exit 1; }
+
 # The operator runs the etcdctl beside its Python (etcd_common.etcdctl.default_binary): the newest build.
-newest_etcd_dir=$(echo "$etcd_builds" | sort -V | tail -n 1 | cut -d' ' -f2)
+newest_etcd_dir=$(sort -V "$outputs/etcd" | tail -n 1 | cut -d' ' -f2)
 for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
 # helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules.
-tool_builds=$(bash scripts/install-tool-binaries.sh)
 while read -r _tool _version dir; do
   for program in "$dir"/*; do ln -sfn "$program" "$VENV/bin/$(basename "$program")"; done
-done <<< "$tool_builds"
+done < "$outputs/tool"
