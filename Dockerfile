@@ -12,7 +12,6 @@ COPY etcd_operator ./etcd_operator
 COPY backup_operator ./backup_operator
 COPY restore_operator ./restore_operator
 # uid/gid 10001: what deploy/operator.yaml runs as (the `restricted` Pod Security Standard).
-# kube-sandbox (the test sandbox) is not shipped: its package is not copied, so its script goes too.
-RUN pip install --no-cache-dir . && rm /usr/local/bin/kube-sandbox && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator
+RUN pip install --no-cache-dir . && groupadd --gid 10001 operator && useradd --uid 10001 --gid 10001 --no-create-home operator
 USER 10001:10001
 ENTRYPOINT ["etcd-operator"]

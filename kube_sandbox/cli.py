@@ -14,7 +14,7 @@ from typing import Sequence
 
 from kube_sandbox import binaries
 from kube_sandbox.certs import ensure_pki, write_kubeconfig
-from kube_sandbox.config import SandboxConfig
+from kube_sandbox.config import CHECKOUT_DIR, SandboxConfig
 from kube_sandbox.control_api import ControlClient
 from kube_sandbox.namespace import (
     INITIAL_HOSTS, mount_namespace_id, nsenter_prefix, processes_in_namespace, unshare_prefix,
@@ -63,14 +63,17 @@ def up(config: SandboxConfig) -> float:
         return 0.0
     if daemon_pid(config) is not None:
         raise SandboxError(f"a sandbox daemon is running but not ready; see {config.logs_dir / 'daemon.log'} "
-                           "or run `kube-sandbox down` first")
+                           "or run `python -m kube_sandbox down` first")
     binaries.kube_bin_dir()  # fail early with install instructions
     for directory in (config.state_dir, config.logs_dir, config.kubelet_dir):
         directory.mkdir(parents=True, exist_ok=True)
     ensure_pki(config)
     write_kubeconfig(config)
     config.hosts_file.write_text(INITIAL_HOSTS)
-    env = dict(os.environ, SANDBOX_DIR=str(config.state_dir), KUBECONFIG=str(config.kubeconfig))
+    # The sandbox is not installed (only the operators are): the daemon imports it from the checkout.
+    python_path = os.pathsep.join(p for p in (str(CHECKOUT_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, SANDBOX_DIR=str(config.state_dir), KUBECONFIG=str(config.kubeconfig),
+               PYTHONPATH=python_path)
     with open(config.logs_dir / "daemon.log", "ab") as out:
         process = subprocess.Popen(
             [*unshare_prefix(), sys.executable, "-m", "kube_sandbox.daemon"],
@@ -130,7 +133,7 @@ def run_in_sandbox(config: SandboxConfig, argv: Sequence[str], **kwargs: object)
     """Run a command inside the sandbox's DNS namespace (pod and service names resolve there)."""
     pid = daemon_pid(config)
     if pid is None:
-        raise SandboxError("the sandbox is not running; start it with `kube-sandbox up`")
+        raise SandboxError("the sandbox is not running; start it with `python -m kube_sandbox up`")
     path = f"{config.venv_bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"  # etcdctl, python, ...
     env = dict(os.environ, KUBECONFIG=str(config.kubeconfig), PATH=path)
     result: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
@@ -147,7 +150,7 @@ def _log_tail(config: SandboxConfig, lines: int = 40) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="kube-sandbox",
+        prog="python -m kube_sandbox",
         description="A local Kubernetes (real kube-apiserver, controller-manager and scheduler; three "
                     "nodes whose pods are local processes). State lives in $SANDBOX_DIR (default: .sandbox "
                     "in the checkout); $SANDBOX_PORT_OFFSET and $SANDBOX_POD_IP_PREFIX move a second sandbox.",
@@ -187,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = [a for a in args.argv if a != "--"] if args.argv[:1] == ["--"] else list(args.argv)
         if args.command == "exec":
             if not command:
-                parser.error("exec needs a command: kube-sandbox exec -- CMD ...")
+                parser.error("exec needs a command: python -m kube_sandbox exec -- CMD ...")
             return run_in_sandbox(config, command).returncode
         kubectl = [str(binaries.kubectl()), f"--kubeconfig={config.kubeconfig}", *command]
         return subprocess.run(kubectl).returncode

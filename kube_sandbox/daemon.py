@@ -1,6 +1,6 @@
 """The sandbox daemon: runs inside the private mount namespace and owns every sandbox process.
 
-Started by `kube-sandbox up` (never by hand); stops everything on SIGTERM.
+Started by `python -m kube_sandbox up` (never by hand); stops everything on SIGTERM.
 """
 from __future__ import annotations
 
