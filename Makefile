@@ -12,9 +12,10 @@ deps:
 demo: deps
 	VENV=$(VENV) bash scripts/demo.sh
 
-## The whole suite (unit tests, and integration tests against the sandbox). CI runs this.
+## The whole suite (unit tests, and integration tests against the sandbox, in parallel where they
+## can share it). CI runs this. TEST_WORKERS sets the parallel workers.
 test: deps
-	$(PYTHON) -m pytest
+	VENV=$(VENV) bash scripts/test.sh
 
 ## Fast feedback: unit tests only (no sandbox).
 unit: deps

@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.operator_deployment import SOURCES_ANNOTATION, pod_metric_samples, pod_ready
+from tests.sandbox_sharing import require_alone
 
 NAMESPACE = "etcd-operator"
 DEPLOYMENT = "etcd-backup-operator"
@@ -74,6 +75,7 @@ def wait_backup_operator_leading(sandbox: Sandbox) -> None:
 @contextmanager
 def backup_operator_stopped(sandbox: Sandbox) -> Iterator[None]:
     """The backup operator scaled to zero inside the block, running and leading after it."""
+    require_alone("stopping the backup operator")
     deployment = f"deployment/{DEPLOYMENT}"
     sandbox.kubectl("-n", NAMESPACE, "scale", deployment, "--replicas=0")
     try:

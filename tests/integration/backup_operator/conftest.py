@@ -17,6 +17,7 @@ from tests.integration.backup_operator.backup_deployment import (
 from tests.integration.backup_operator.backups import Backups, sandbox_storage, unique_bucket
 from tests.integration.etcd_operator.operator_clusters import Clusters
 from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines, operator_logs
+from tests.sandbox_sharing import setup_lock
 
 
 S3_REFUSALS = (s3.REASON_ACCESS_DENIED,)
@@ -25,16 +26,17 @@ S3_REFUSALS = (s3.REASON_ACCESS_DENIED,)
 @pytest.fixture(scope="session")
 def backup_operator(sandbox: Sandbox) -> Sandbox:
     """CRDs, the etcd operator and the backup operator deployed from this checkout's code."""
-    sandbox.kubectl("apply", "-f", str(CHECKOUT_DIR / "crds"))
-    for crd in ("etcdclusters", "etcdbackups"):
-        sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}.etcd.database.coreos.com")
-    sandbox.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
-    for manifest in ("namespace.yaml", "rbac.yaml"):
-        sandbox.kubectl("apply", "-f", str(CHECKOUT_DIR / "deploy" / manifest))
-    print(f"\n{deploy_operator(sandbox)}")
-    print(deploy_backup_operator(sandbox))
-    wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=60, what="etcd operator leading")
-    wait_backup_operator_leading(sandbox)
+    with setup_lock(sandbox.config.state_dir):
+        sandbox.kubectl("apply", "-f", str(CHECKOUT_DIR / "crds"))
+        for crd in ("etcdclusters", "etcdbackups"):
+            sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}.etcd.database.coreos.com")
+        sandbox.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
+        for manifest in ("namespace.yaml", "rbac.yaml"):
+            sandbox.kubectl("apply", "-f", str(CHECKOUT_DIR / "deploy" / manifest))
+        print(f"\n{deploy_operator(sandbox)}")
+        print(deploy_backup_operator(sandbox))
+        wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=60, what="etcd operator leading")
+        wait_backup_operator_leading(sandbox)
     return sandbox
 
 

@@ -17,7 +17,7 @@ from tests.integration.backup_operator.backup_deployment import (
 from tests.integration.backup_operator.backups import Backups, etcd_backup
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.alone]
 INTERVAL_SECONDS = 20
 
 

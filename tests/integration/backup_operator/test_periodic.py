@@ -83,6 +83,7 @@ def test_retention_keeps_the_two_newest_across_a_new_digit_and_spares_foreign_ob
                                                        sorted(remaining, key=lambda k: (int(k.split("_v")[1].split("_")[0]), k))]
 
 
+@pytest.mark.alone
 def test_s3_outage_is_reported_and_the_schedule_continues(
     backups: Backups, clusters: Clusters, storage: s3.S3Storage, bucket: str,
 ) -> None:

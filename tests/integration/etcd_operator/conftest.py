@@ -10,23 +10,25 @@ from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters
 from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines, operator_logs
+from tests.sandbox_sharing import setup_lock
 
 
 @pytest.fixture(scope="session")
 def operator(sandbox: Sandbox) -> Sandbox:
     """CRDs installed and the operator deployed from this checkout's code (reuses a running
     Deployment if it runs the same sources, rolls it otherwise)."""
-    root = Path(CHECKOUT_DIR)
-    sandbox.kubectl("apply", "-f", str(root / "crds"))
-    sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/etcdclusters.etcd.database.coreos.com")
-    # kubectl caches API discovery; refresh it so the new kind and its short name `etcd` resolve.
-    sandbox.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
-    for manifest in ("namespace.yaml", "rbac.yaml"):
-        sandbox.kubectl("apply", "-f", str(root / "deploy" / manifest))
-    # A reused sandbox may run an operator pod started from older code: roll it onto this checkout's.
-    print(f"\n{deploy_operator(sandbox)}")
-    wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=60, what="operator leading")
+    with setup_lock(sandbox.config.state_dir):
+        root = Path(CHECKOUT_DIR)
+        sandbox.kubectl("apply", "-f", str(root / "crds"))
+        sandbox.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/etcdclusters.etcd.database.coreos.com")
+        # kubectl caches API discovery; refresh it so the new kind and its short name `etcd` resolve.
+        sandbox.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
+        for manifest in ("namespace.yaml", "rbac.yaml"):
+            sandbox.kubectl("apply", "-f", str(root / "deploy" / manifest))
+        # A reused sandbox may run an operator pod started from older code: roll it onto this checkout's.
+        print(f"\n{deploy_operator(sandbox)}")
+        wait_for(lambda: "became leader" in operator_logs(sandbox), timeout=60, what="operator leading")
     return sandbox
 
 

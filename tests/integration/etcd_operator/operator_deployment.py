@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.sandbox_sharing import require_alone
 
 OPERATOR_NAMESPACE = "etcd-operator"
 OPERATOR_DEPLOYMENT = "etcd-operator"
@@ -129,6 +130,7 @@ def wait_operator_leading(sandbox: Sandbox) -> None:
 def operator_stopped(sandbox: Sandbox) -> Iterator[None]:
     """The operator scaled to zero (its pod gone) inside the block, running and leading after it,
     even if the block fails (other tests need it)."""
+    require_alone("stopping the etcd operator")
     deployment = f"deployment/{OPERATOR_DEPLOYMENT}"
     sandbox.kubectl("-n", OPERATOR_NAMESPACE, "scale", deployment, "--replicas=0")
     try:
@@ -169,6 +171,7 @@ def operator_env(sandbox: Sandbox, **env: str) -> Iterator[None]:
     """The operator running with extra environment variables (its flags' env defaults, e.g.
     UNHEALTHY_MEMBER_TIMEOUT_SECONDS) inside the block; rolled back to the shipped Deployment after
     it, even if the block fails (other tests expect the defaults). Each change is a rollout."""
+    require_alone("reconfiguring the etcd operator")
     deployment = f"deployment/{OPERATOR_DEPLOYMENT}"
 
     def roll(*assignments: str) -> None:
@@ -191,6 +194,7 @@ def deploy_operator_with_env(sandbox: Sandbox, env: dict[str, str], *, revision:
     failpoints); `revision` goes on the pod template, so each call starts a fresh pod (and fresh
     emptyDirs) even with the same env. `deploy_operator` rolls it back to the plain manifest
     (`kubectl apply` drops what the last apply set and the new one does not)."""
+    require_alone("rolling the etcd operator onto another configuration")
     documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text()))
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     template = deployment["spec"]["template"]

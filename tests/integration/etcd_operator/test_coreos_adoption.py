@@ -31,6 +31,9 @@ from tests.integration.etcd_operator.etcd_data import describe_members, member_i
 from tests.integration.etcd_operator.operator_clusters import GROUP, PLURAL, VERSION, Clusters
 from tests.integration.etcd_operator.operator_deployment import operator_stopped
 
+# It stops, restarts or reconfigures the operator every other test relies on.
+pytestmark = pytest.mark.alone
+
 SIZE = 3
 KEYS = {f"/adopted/key-{i:02d}": f"value-{i}" for i in range(20)}
 # The etcd a CoreOS cluster runs when we take it over, and the versions it is then upgraded to,

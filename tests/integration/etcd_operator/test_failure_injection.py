@@ -45,7 +45,7 @@ from tests.integration.etcd_operator.operator_deployment import (
 )
 from tests.integration.etcd_operator.status_history import conditions
 
-pytestmark = pytest.mark.failure_injection
+pytestmark = [pytest.mark.failure_injection, pytest.mark.alone]
 
 OLD, NEW = newest_etcd_version("3.5"), newest_etcd_version("3.6")
 IMAGE = "quay.io/coreos/etcd:v{}"

@@ -32,6 +32,10 @@ from tests.integration.etcd_operator.operator_deployment import (
     pod_ready,
     running_operator_pod,
 )
+from tests.sandbox_sharing import require_alone
+
+# It stops, restarts or reconfigures the operator every other test relies on.
+pytestmark = pytest.mark.alone
 
 LEASE_NAME = "etcd-operator"  # --lease-name default, in the operator's own namespace
 BECAME_LEADER = "became leader"
@@ -74,6 +78,7 @@ def _membership_changes(pod: Any, namespace: str, kind: str | None = None) -> fl
 
 
 def _scale(sandbox: Sandbox, replicas: int) -> None:
+    require_alone(f"scaling the etcd operator to {replicas}")
     sandbox.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_DEPLOYMENT}", f"--replicas={replicas}")
 
 

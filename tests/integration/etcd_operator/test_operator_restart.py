@@ -25,6 +25,9 @@ from tests.integration.etcd_operator.operator_deployment import (
     wait_operator_leading,
 )
 
+# It stops, restarts or reconfigures the operator every other test relies on.
+pytestmark = pytest.mark.alone
+
 GHOST_SUFFIX = "ghost1"
 QUOTA_NAME = "no-pods"
 

@@ -14,6 +14,7 @@ from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import OPERATOR_NAMESPACE
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions
+from tests.sandbox_sharing import require_alone
 
 PREFIX = "node-loss/"
 
@@ -66,6 +67,7 @@ TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "etcd", "effect"
 def dedicated_node(clusters: Clusters) -> Iterator[str]:
     """A node labelled `dedicated=etcd` and tainted `dedicated=etcd:NoSchedule`: only pods that
     select it and tolerate the taint run there. Label and taint are taken off after the test."""
+    require_alone("tainting a node")
     node = sorted(n.metadata.name for n in clusters.core.list_node().items)[-1]
 
     def set_dedicated(on: bool) -> None:
@@ -92,6 +94,7 @@ def _try(action: Any) -> bool:
         return False
 
 
+@pytest.mark.alone
 def test_a_member_no_node_fits_is_reported_and_placed_once_the_spec_tolerates_the_taint(
         clusters: Clusters, dedicated_node: str) -> None:
     name = "dedicated"
@@ -167,6 +170,7 @@ def _stop_and_restart_node(clusters: Clusters, name: str, node: str, victim: str
 
 
 @pytest.mark.failure_injection
+@pytest.mark.alone
 def test_losing_a_node_keeps_the_cluster_available_and_it_converges_when_back(
         clusters: Clusters, node_restorer: list[str]) -> None:
     name = "nodeloss"

@@ -7,6 +7,7 @@ import secrets
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes import client as k8s
 
@@ -58,6 +59,7 @@ def test_rendered_chart_passes_a_server_side_dry_run(operator: Sandbox, namespac
         assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.alone
 def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crds(
         operator: Sandbox, namespace: str, tmp_path: Path) -> None:
     release = f"helm{secrets.token_hex(2)}"
@@ -95,6 +97,7 @@ def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crd
             core.delete_namespace(release_ns)
 
 
+@pytest.mark.alone
 def test_namespaced_rbac_runs_the_example_cluster_and_leaves_other_namespaces_alone(
         operator: Sandbox, namespace: str) -> None:
     """`rbac.scope=namespace`: the operators get a Role in the watched namespace only (and their

@@ -13,20 +13,22 @@ from tests.integration.backup_operator.conftest import backup_operator, backups 
 from tests.integration.etcd_operator.conftest import clusters, operator  # noqa: F401 (fixtures)
 from tests.integration.etcd_operator.operator_deployment import forbidden_lines
 from tests.integration.restore_operator.restore_deployment import deploy_restore_operator, restore_operator_logs
+from tests.sandbox_sharing import setup_lock
 
 GROUP, VERSION, PLURAL = "etcd.database.coreos.com", "v1beta2", "etcdrestores"
 
 
 @pytest.fixture(scope="session")
 def restore_operator(operator: Sandbox) -> Sandbox:  # noqa: F811
-    root = Path(CHECKOUT_DIR)
-    operator.kubectl("apply", "-f", str(root / "crds"))
-    operator.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/etcdrestores.etcd.database.coreos.com")
-    operator.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
-    deploy_restore_operator(operator)
-    wait_for(lambda: "became leader" in restore_operator_logs(operator), timeout=90,
-             what="restore operator leading")
+    with setup_lock(operator.config.state_dir):
+        root = Path(CHECKOUT_DIR)
+        operator.kubectl("apply", "-f", str(root / "crds"))
+        operator.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                         "crd/etcdrestores.etcd.database.coreos.com")
+        operator.kubectl("api-resources", "--api-group=etcd.database.coreos.com")
+        deploy_restore_operator(operator)
+        wait_for(lambda: "became leader" in restore_operator_logs(operator), timeout=90,
+                 what="restore operator leading")
     return operator
 
 

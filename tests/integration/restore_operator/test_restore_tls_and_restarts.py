@@ -53,6 +53,7 @@ def test_tls_cluster_restores_with_its_tls_secrets(clusters: Clusters, restores:
     assert plain.returncode != 0
 
 
+@pytest.mark.alone
 def test_restore_operator_killed_mid_restore_restores_once(clusters: Clusters, restores: Restores) -> None:
     name = "interrupted"
     clusters.create(etcd_cluster(name, 3))
@@ -86,6 +87,7 @@ def test_restore_operator_killed_mid_restore_restores_once(clusters: Clusters, r
     assert sum(e.count or 1 for e in events if e.reason == "RestoreSucceeded") == 1
 
 
+@pytest.mark.alone
 def test_restore_operator_killed_while_replacing_recreates_the_recorded_spec(
         clusters: Clusters, restores: Restores) -> None:
     """Killed after the old cluster's delete and before the new one's create: the restarted operator

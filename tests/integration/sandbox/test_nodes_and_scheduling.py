@@ -108,6 +108,7 @@ def test_pod_disruption_budget_counts_healthy_pods(sandbox: Sandbox, namespace: 
     assert status["disruptionsAllowed"] == 1 and status["desiredHealthy"] == 2
 
 
+@pytest.mark.alone
 def test_a_stopped_node_goes_not_ready_and_comes_back(sandbox: Sandbox, namespace: str) -> None:
     """stop_node is a power cut of one node: the real node-lifecycle controller notices the missing
     heartbeats; the other nodes' pods are untouched."""

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole suite (`make test`, CI): unit and integration tests against one sandbox, in two phases.
+#   1. every test that can run beside others, spread over $TEST_WORKERS pytest-xdist workers
+#      (each integration test in its own namespace, with its own names);
+#   2. the tests marked `alone` (they restart the apiserver, stop a node or S3, or stop, restart or
+#      reconfigure an operator), one at a time (tests/sandbox_sharing.py).
+# Each phase prints its 25 slowest tests. Arguments are passed to both pytest runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${VENV:-.venv}/bin/python"
+WORKERS="${TEST_WORKERS:-4}"
+
+if ! "$PYTHON" -m kube_sandbox status >/dev/null 2>&1; then
+  "$PYTHON" -m kube_sandbox up || exit 1
+  trap '"$PYTHON" -m kube_sandbox down >/dev/null' EXIT
+fi
+
+run_phase() {
+  local name=$1; shift
+  local start=$SECONDS status
+  echo "=== $name"
+  "$PYTHON" -m pytest --durations=25 "$@"
+  status=$?
+  echo "=== $name: exit $status in $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
+  return "$status"
+}
+
+suite_start=$SECONDS
+run_phase "tests that share the sandbox, $WORKERS workers" -n "$WORKERS" --dist worksteal -m "not alone" "$@"
+shared=$?
+run_phase "tests that run alone" -p no:xdist -m alone "$@"
+alone=$?
+echo "=== suite: $(( (SECONDS - suite_start) / 60 )) min $(( (SECONDS - suite_start) % 60 )) s (shared phase exit $shared, alone phase exit $alone)"
+[ "$shared" = 0 ] && [ "$alone" = 0 ]

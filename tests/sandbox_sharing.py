@@ -1,0 +1,108 @@
+"""How integration tests share the one sandbox: most run side by side (pytest-xdist workers, each
+test in its own namespace), and the tests marked `alone` run after them, one at a time, because
+they change what every other test relies on (they restart the apiserver, stop a node or S3, or
+stop, restart or reconfigure an operator).
+
+The marker is enforced, not only documented: the helpers that make such changes call
+`require_alone(...)`, which fails a test that is not marked. `scripts/test.sh` runs the two
+phases; `pytest -m alone` alone, or any single test, works as well.
+"""
+from __future__ import annotations
+
+import fcntl
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from kube_sandbox.control_api import ControlClient
+
+MARKER = "alone"
+# The namespace the three operators' Deployments run in (deploy/namespace.yaml).
+OPERATORS_NAMESPACE = "etcd-operator"
+
+
+class SharedSandboxChange(AssertionError):
+    """A test not marked `alone` tried to change what other tests running beside it rely on."""
+
+
+_current_test_alone = False
+
+
+def note_current_test(item: pytest.Item) -> None:
+    """Called before each test (tests/conftest.py): remember whether it may change shared state."""
+    global _current_test_alone
+    _current_test_alone = item.get_closest_marker(MARKER) is not None
+
+
+def require_alone(what: str) -> None:
+    if not _current_test_alone:
+        raise SharedSandboxChange(
+            f"{what} changes the sandbox every other test shares: mark the test "
+            f"@pytest.mark.{MARKER} so it runs on its own (tests/sandbox_sharing.py)")
+
+
+class AloneOnlyFaults(ControlClient):
+    """The sandbox's fault API for tests: faults that reach beyond the test's own namespace (a node,
+    the apiserver, S3, an operator's container) are refused unless the test runs alone."""
+
+    def stop_node(self, node: str) -> None:
+        require_alone(f"stopping node {node}")
+        super().stop_node(node)
+
+    def start_node(self, node: str) -> None:
+        require_alone(f"starting node {node}")
+        super().start_node(node)
+
+    def restart_apiserver(self) -> None:
+        require_alone("restarting the apiserver")
+        super().restart_apiserver()
+
+    def stop_s3(self) -> None:
+        require_alone("stopping S3")
+        super().stop_s3()
+
+    def start_s3(self) -> None:
+        require_alone("starting S3")
+        super().start_s3()
+
+    def crash_container(self, namespace: str, pod: str, container: str) -> None:
+        self._check_namespace(namespace, f"crashing {namespace}/{pod}")
+        super().crash_container(namespace, pod, container)
+
+    def freeze_container(self, namespace: str, pod: str, container: str) -> None:
+        self._check_namespace(namespace, f"freezing {namespace}/{pod}")
+        super().freeze_container(namespace, pod, container)
+
+    @staticmethod
+    def _check_namespace(namespace: str, what: str) -> None:
+        if namespace == OPERATORS_NAMESPACE:
+            require_alone(what)
+
+
+@contextmanager
+def setup_lock(state_dir: Path) -> Iterator[None]:
+    """Held while a worker starts the sandbox or deploys the operators, so parallel workers do it
+    once: the next one finds it done."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with open(state_dir / "test-setup.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def xdist_controller(config: pytest.Config) -> bool:
+    return not xdist_worker(config) and bool(getattr(config.option, "numprocesses", None))
+
+
+def started_marker(state_dir: Path) -> Path:
+    """Written by the xdist worker that started the sandbox: the run's controller stops it at the end
+    (a worker cannot, the others may still use it)."""
+    return state_dir / "started-by-test-run"
