@@ -34,7 +34,7 @@ from operator_runtime.logs import object_logger
 from operator_runtime.worker import ObjectWorker, short_error
 
 SUPERVISOR_LOGGER_NAME = "backup_operator.backup"
-# The worker's name in its log lines ("backup runner started/stopped/crashed"), kept as it was.
+# The worker's name in its log lines ("backup runner started", "... stopped"): kept as it was, for log searches.
 WORKER_ROLE = "backup runner"
 # Never sleep less than this between passes (a schedule due "now" after a failure, clock skew).
 MIN_DELAY_SECONDS = 0.5
