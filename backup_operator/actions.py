@@ -3,26 +3,19 @@ backup itself through `acting.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class Action:
-    has_effect: ClassVar[bool] = True
-
-    def describe(self) -> str:
-        return type(self).__name__
+    pass
 
 
 @dataclass(frozen=True)
 class RejectSpec(Action):
-    """The spec cannot be acted on: say why in status and a Warning event, once per generation."""
+    """The spec cannot be acted on: say why in status and a Warning event (once per generation)."""
 
     reason: str
     message: str
-
-    def describe(self) -> str:
-        return f"cannot back up: {self.reason}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -31,9 +24,6 @@ class TakeBackup(Action):
 
     why: str
 
-    def describe(self) -> str:
-        return f"taking a backup ({self.why})"
-
 
 @dataclass(frozen=True)
 class Wait(Action):
@@ -41,10 +31,6 @@ class Wait(Action):
 
     seconds: float
     why: str
-    has_effect: ClassVar[bool] = False
-
-    def describe(self) -> str:
-        return f"{self.why} in {self.seconds:.0f}s"
 
 
 @dataclass(frozen=True)
@@ -52,7 +38,3 @@ class Done(Action):
     """Nothing to do until the spec changes (a resync still looks)."""
 
     why: str
-    has_effect: ClassVar[bool] = False
-
-    def describe(self) -> str:
-        return self.why
