@@ -1,5 +1,5 @@
 """The backup operator's controller: EtcdBackups are the primary (and only) kind, one
-`BackupRunner` per EtcdBackup. Watching, caching and worker threads are
+`BackupSupervisor` per EtcdBackup. Watching, caching and worker threads are
 `operator_runtime.controller.Controller`'s."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import threading
 from typing import Callable
 
 from backup_operator.metrics import BackupMetrics
-from backup_operator.runner import BackupRunner, RunnerContext
 from backup_operator.settings import BackupOperatorSettings
+from backup_operator.supervisor import BackupSupervisor, SupervisorContext
 from backup_operator.taking import BackupEnvironment, remove_stale_snapshots
 from etcd_common.etcd_access import EtcdAccess
 from etcd_common.resources import ETCD_BACKUPS, ETCD_CLUSTERS
@@ -42,7 +42,7 @@ class Controller:
                  stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
         backups = ResourceClient(api, ETCD_BACKUPS)
         remove_stale_snapshots(settings.work_dir, log)
-        self.context = RunnerContext(
+        self.context = SupervisorContext(
             backups=ObjectCache(),
             backup_api=backups,
             environment=backup_environment(api, work_dir=settings.work_dir, etcdctl_binary=settings.etcdctl_binary,
@@ -63,7 +63,7 @@ class Controller:
         )
 
     def _make_worker(self, key: Key) -> runtime.Worker:
-        return BackupRunner(key, self.context).worker
+        return BackupSupervisor(key, self.context).worker
 
     def run(self) -> None:
         self._runtime.run()

@@ -30,8 +30,15 @@ from etcd_common.resources import ETCD_BACKUPS
 from kube_adapter.client import load_api_client
 from kube_adapter.errors import KubeError
 from kube_adapter.resources import SECRETS, ResourceClient
-from operator_runtime.flags import env_bool, env_str, own_namespace
-from operator_runtime.logs import LOG_FORMATS, configure_logging
+from operator_runtime.flags import (
+    EVERY_FLAG_FROM_ENVIRONMENT,
+    add_kubeconfig_flag,
+    add_log_flags,
+    env_bool,
+    env_str,
+    own_namespace,
+)
+from operator_runtime.logs import configure_logging
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -42,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="etcd-backup",
         description="Take one etcd snapshot, upload it to S3 and apply retention (for a CronJob). "
-                    "Every flag defaults from the environment variable named in its help.",
+                    f"{EVERY_FLAG_FROM_ENVIRONMENT}",
     )
     parser.add_argument("--namespace", default=env_str("BACKUP_NAMESPACE", own_namespace()),
                         help="namespace of the EtcdBackup template, EtcdCluster and secrets [BACKUP_NAMESPACE, "
@@ -72,11 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "[EXACT_KEY]")
     parser.add_argument("--list", action="store_true",
                         help="list the backups under the path (one JSON line each) instead of taking one")
-    parser.add_argument("--kubeconfig", default=env_str("KUBECONFIG", "") or None,
-                        help="kubeconfig; in-cluster config when unset [KUBECONFIG]")
-    parser.add_argument("--log-format", choices=LOG_FORMATS, default=env_str("LOG_FORMAT", "text"),
-                        help="log line format [LOG_FORMAT]")
-    parser.add_argument("--log-level", default=env_str("LOG_LEVEL", "INFO"), help="log level [LOG_LEVEL]")
+    add_kubeconfig_flag(parser)
+    add_log_flags(parser)
     add_etcd_tool_flags(parser)
     return parser
 

@@ -1,6 +1,6 @@
 """When an EtcdBackup's next backup is due: a pure function of its spec, what its status
-recorded, and the time. Nothing lives in memory, so an operator restart neither skips nor repeats
-a backup.
+recorded, and the time, said as the action for now (TakeBackup, Wait, or Done until the spec
+changes). Nothing lives in memory, so an operator restart neither skips nor repeats a backup.
 
 - Periodic: the first backup at once; then one `backupIntervalInSecond` after the last success;
   after a failure, a retry after min(interval, backoff), the backoff doubling with each failure in
@@ -13,12 +13,12 @@ a backup.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
 from backup_operator import reasons
-from backup_operator.backup_status import RecordedBackup
+from backup_operator.actions import Done, TakeBackup, Wait
+from backup_operator.observed import RecordedBackup
 from etcd_common.etcd_backup import BackupSpec
 
 DEFAULT_TIMEOUT_SECONDS: Final = 1800  # a multi-GB database over a modest link
@@ -26,14 +26,6 @@ RETRY_INITIAL_SECONDS: Final = 5.0
 RETRY_MAX_SECONDS: Final = 300.0
 # How long to sleep when nothing is due (a resync wakes us anyway).
 IDLE_SECONDS: Final = 3600.0
-
-
-@dataclass(frozen=True)
-class NextBackup:
-    """`due_in_seconds` <= 0: take one now; `None`: nothing to do until the spec changes."""
-
-    due_in_seconds: float | None
-    why: str
 
 
 def timeout_seconds(spec: BackupSpec) -> int:
@@ -45,13 +37,14 @@ def retry_backoff_seconds(failures: int) -> float:
     return min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2.0 ** max(0, failures - 1))
 
 
-def next_backup(spec: BackupSpec, generation: int, recorded: RecordedBackup, now: datetime) -> NextBackup:
+def next_backup(spec: BackupSpec, generation: int, recorded: RecordedBackup,
+                now: datetime) -> TakeBackup | Wait | Done:
     if _coreos_done(spec, recorded):
-        return NextBackup(None, "one-shot backup done (recorded before observedGeneration was)")
+        return Done("one-shot backup done (recorded before observedGeneration was)")
     if recorded.last_attempt_time is None:
-        return NextBackup(0.0, "first backup")
+        return TakeBackup("first backup")
     if recorded.observed_generation != generation:
-        return NextBackup(0.0, "spec changed")
+        return TakeBackup("spec changed")
     last = recorded.last_attempt_time
     failures = recorded.consecutive_failures
     if spec.policy.periodic:
@@ -59,19 +52,24 @@ def next_backup(spec: BackupSpec, generation: int, recorded: RecordedBackup, now
         wait = interval if failures == 0 else min(interval, retry_backoff_seconds(failures))
         due = last + timedelta(seconds=wait)
         why = "next periodic backup" if failures == 0 else f"retry after {failures} failure(s)"
-        return NextBackup((due - now).total_seconds(), why)
+        return _due_in((due - now).total_seconds(), why)
     if failures == 0:
-        return NextBackup(None, "one-shot backup done")
+        return Done("one-shot backup done")
     if recorded.last_reason in reasons.SPEC_REASONS:
-        return NextBackup(None, "waiting for the spec to be fixed")
+        return Done("waiting for the spec to be fixed")
     if reasons.is_transient(recorded.last_reason):
         started = recorded.first_attempt_time or last
         if now >= started + timedelta(seconds=timeout_seconds(spec)):
-            return NextBackup(None, f"gave up: no success within timeoutInSecond ({timeout_seconds(spec)}s)")
+            return Done(f"gave up: no success within timeoutInSecond ({timeout_seconds(spec)}s)")
         due = last + timedelta(seconds=retry_backoff_seconds(failures))
     else:
         due = last + timedelta(seconds=RETRY_MAX_SECONDS if failures > 6 else retry_backoff_seconds(failures))
-    return NextBackup((due - now).total_seconds(), f"retry after {failures} failure(s)")
+    return _due_in((due - now).total_seconds(), f"retry after {failures} failure(s)")
+
+
+def _due_in(seconds: float, why: str) -> TakeBackup | Wait:
+    """Due now (or overdue): TakeBackup; later: Wait that long."""
+    return TakeBackup(why) if seconds <= 0 else Wait(seconds, why)
 
 
 def _coreos_done(spec: BackupSpec, recorded: RecordedBackup) -> bool:

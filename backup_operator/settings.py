@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
 from operator_runtime.flags import (
     RuntimeSettings,
-    add_runtime_flags,
-    add_watch_scope_flags,
+    add_program_flag,
+    add_resync_flag,
     env_str,
+    operator_parser,
     runtime_settings,
     watched_namespace,
 )
@@ -28,25 +28,22 @@ class BackupOperatorSettings:
 
 
 def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
+    """Where snapshots are written and the etcd programs; shared with `etcd-backup` (oneshot.py)."""
     parser.add_argument("--work-dir", default=env_str("BACKUP_WORK_DIR", tempfile.gettempdir()),
                         help="where snapshots are written before upload (an emptyDir with room for the "
                              "largest database) [BACKUP_WORK_DIR, else TMPDIR]")
-    parser.add_argument("--etcdctl", default=os.environ.get("ETCDCTL_BINARY"),
-                        help="etcdctl binary; default: the one next to this Python, else PATH [ETCDCTL_BINARY]")
-    parser.add_argument("--etcdutl", default=os.environ.get("ETCDUTL_BINARY"),
-                        help="etcdutl binary; default: the one next to this Python, else PATH [ETCDUTL_BINARY]")
+    add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
+    add_program_flag(parser, "etcdutl", env="ETCDUTL_BINARY")
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
-    parser = argparse.ArgumentParser(
-        prog="etcd-backup-operator",
+    parser = operator_parser(
+        prog="etcd-backup-operator", kind_plural="EtcdBackups",
         description="Takes etcd snapshots described by EtcdBackup resources (etcd.database.coreos.com/v1beta2) "
-                    "and streams them to S3. Every flag defaults from the environment variable named in its help.",
+                    "and streams them to S3.",
     )
-    add_watch_scope_flags(parser, kind_plural="EtcdBackups")
-    add_runtime_flags(parser, default_lease_name="etcd-backup-operator")
-    parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "30")),
-                        help="safety-net re-check of every EtcdBackup's schedule, in seconds [RESYNC_SECONDS]")
+    add_resync_flag(parser, default_seconds=30,
+                    help_text="safety-net re-check of every EtcdBackup's schedule, in seconds")
     add_etcd_tool_flags(parser)
     args = parser.parse_args(argv)
     return BackupOperatorSettings(

@@ -1,7 +1,8 @@
 """Taking one backup: the effects. Resolve the etcd endpoints (given, or from an EtcdCluster),
 pick the healthy member with the highest revision (members that fail are skipped), stream its
 snapshot into a file in the work directory, check its integrity, upload it to S3 part by part,
-then apply retention. Used by the operator's per-EtcdBackup runner and the one-shot command.
+then apply retention. Used by the operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot
+command.
 
 Every failure is raised as `BackupFailed` with a reason from `backup_operator.reasons`.
 """
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from backup_operator import reasons
-from backup_operator.backup_status import BackupResult
+from backup_operator.observed import BackupResult
 from etcd_common.snapshot_integrity import follow_snapshot
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.reasons import BackupFailed

@@ -30,7 +30,7 @@ MEMBERSHIP_CHANGE_KINDS: Final = (
     "services", "delete-pod", "delete-pvc", "serving",
 )
 RECONCILE_RESULTS: Final = ("ok", "error")
-# The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/cluster_status.py).
+# The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/status.py).
 CLUSTER_PHASES: Final = ("Creating", "Running", "Failed")
 RECONCILE_BUCKETS_SECONDS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 RECHECK_LAG_BUCKETS_SECONDS: Final = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)

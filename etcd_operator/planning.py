@@ -209,7 +209,7 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
 
 
 # ---------------------------------------------------------------------------------------------
-# Checks shared with cluster_status
+# Checks shared with status
 
 
 def version_change_problem(observed: ObservedCluster) -> str | None:

@@ -1,8 +1,6 @@
 """The operator's effective configuration, from flags that default from environment variables."""
 from __future__ import annotations
 
-import argparse
-import os
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -11,9 +9,10 @@ from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES
 DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS = 300.0
 from operator_runtime.flags import (
     RuntimeSettings,
-    add_runtime_flags,
-    add_watch_scope_flags,
+    add_program_flag,
+    add_resync_flag,
     env_str,
+    operator_parser,
     runtime_settings,
     watched_namespace,
 )
@@ -30,20 +29,15 @@ class OperatorSettings:
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
-    parser = argparse.ArgumentParser(
-        prog="etcd-operator",
-        description="Runs etcd clusters described by EtcdCluster resources "
-                    "(etcd.database.coreos.com/v1beta2). Every flag defaults from the environment "
-                    "variable named in its help.",
+    parser = operator_parser(
+        prog="etcd-operator", kind_plural="EtcdClusters",
+        description="Runs etcd clusters described by EtcdCluster resources (etcd.database.coreos.com/v1beta2).",
     )
-    add_watch_scope_flags(parser, kind_plural="EtcdClusters")
-    add_runtime_flags(parser, default_lease_name="etcd-operator")
-    parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "10")),
-                        help="safety-net re-check of every cluster's etcd health, in seconds; a cluster found "
-                             "converged pass after pass is re-checked less often, up to 3 times this "
-                             "(events still wake it at once) [RESYNC_SECONDS]")
-    parser.add_argument("--etcdctl", default=os.environ.get("ETCDCTL_BINARY"),
-                        help="etcdctl binary; default: the one next to this Python, else PATH [ETCDCTL_BINARY]")
+    add_resync_flag(parser, default_seconds=10,
+                    help_text="safety-net re-check of every cluster's etcd health, in seconds; a cluster found "
+                              "converged pass after pass is re-checked less often, up to 3 times this "
+                              "(events still wake it at once)")
+    add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
     parser.add_argument(
         "--trusted-repositories", default=env_str("TRUSTED_REPOSITORIES", ",".join(DEFAULT_TRUSTED_REPOSITORIES)),
         help="comma-separated image repositories EtcdClusters may use in spec.repository (an entry "

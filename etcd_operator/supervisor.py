@@ -19,7 +19,7 @@ from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cluster_status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
+from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
 from etcd_operator.logs import cluster_logger
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget

@@ -145,14 +145,15 @@ class LeaderElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_duration_seconds: int = 15,
-        renew_deadline_seconds: float = 10,
-        retry_period_seconds: float = 2,
+        lease_duration_seconds: int,
+        renew_deadline_seconds: float,
+        retry_period_seconds: float,
         clock: Clock = SYSTEM_CLOCK,
         owner: dict[str, Any] | None = None,
     ) -> None:
-        """`clock` is the time every duration here is measured and waited on (tests pass a fake);
-        `owner`, an owner reference every write of the Lease carries (`service_account_owner`)."""
+        """The timing has no default here: the caller is the one place it is chosen. `clock` is
+        the time every duration here is measured and waited on (tests pass a fake); `owner`, an owner
+        reference every write of the Lease carries (`service_account_owner`)."""
         if not identity:
             raise ValueError("leader election needs a non-empty identity")
         if not lease_duration_seconds > renew_deadline_seconds > retry_period_seconds > 0:

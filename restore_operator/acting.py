@@ -1,4 +1,4 @@
-"""The effects of the steps that touch an EtcdCluster: delete the one being replaced, create the
+"""The effects of the actions that touch an EtcdCluster: delete the one being replaced, create the
 restored one. Both idempotent: a delete of a cluster already gone (or replaced by another object
 of that name: uid precondition) is fine, a create that finds ours already there is fine."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from etcd_common.etcd_restore import EtcdRestore
 from etcd_common.restore_source import RestoreSource, restore_source_to_api
 from kube_adapter.errors import AlreadyExists
 from kube_adapter.resources import ResourceClient
-from restore_operator.planning import SnapshotFacts
+from restore_operator.observed import SnapshotFacts
 
 
 def delete_cluster(clusters: ResourceClient, namespace: str, name: str, uid: str) -> None:

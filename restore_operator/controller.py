@@ -15,7 +15,7 @@ from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
 from restore_operator.metrics import RestoreMetrics
 from restore_operator.settings import RestoreSettings
-from restore_operator.supervisor import RestoreContext, RestoreSupervisor
+from restore_operator.supervisor import RestoreSupervisor, SupervisorContext
 
 EVENT_COMPONENT = "etcd-restore-operator"
 
@@ -26,7 +26,7 @@ class Controller:
         restores = ResourceClient(api, ETCD_RESTORES)
         clusters = ResourceClient(api, ETCD_CLUSTERS)
         secrets = ResourceClient(api, SECRETS)
-        self.context = RestoreContext(
+        self.context = SupervisorContext(
             restores=ObjectCache(), restore_api=restores, clusters=clusters, pods=ResourceClient(api, PODS),
             read_secret=secrets.get, etcd=EtcdAccess(secrets.get, binary=settings.etcdctl_binary),
             events=EventRecorder(api, component=EVENT_COMPONENT), metrics=metrics, settings=settings,

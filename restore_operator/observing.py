@@ -15,8 +15,8 @@ from etcd_common.etcd_restore import EtcdRestore
 from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error
-from restore_operator.planning import (PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES, ObservedCluster, ObservedRestore,
-                                       Recorded, SnapshotFacts)
+from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
+from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES
 
 
 def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
@@ -32,7 +32,7 @@ def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: R
         raw_cluster: dict[str, Any] | None = clusters.get(restore.namespace, name)
     except NotFound:
         raw_cluster = None
-    cluster = None if raw_cluster is None else observed_cluster(raw_cluster)
+    cluster = None if raw_cluster is None else parse_target_cluster(raw_cluster)
     selector = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}={name}"
     leftover = 0
     if cluster is None:
@@ -76,13 +76,13 @@ def seed_problem(pods: list[dict[str, Any]]) -> str:
     return ""
 
 
-def observed_cluster(raw: Mapping[str, Any]) -> ObservedCluster:
+def parse_target_cluster(raw: Mapping[str, Any]) -> TargetCluster:
     metadata = raw.get("metadata") or {}
     status = raw.get("status") or {}
     members = status.get("members") or {}
     ready = members.get("ready") or []
     unready = members.get("unready") or []
-    return ObservedCluster(
+    return TargetCluster(
         uid=str(metadata.get("uid") or ""),
         restore_uid=str((metadata.get("annotations") or {}).get(c.ANNOTATION_RESTORE_UID) or ""),
         deleting=bool(metadata.get("deletionTimestamp")),
@@ -115,15 +115,15 @@ def served_revision(raw_cluster: Mapping[str, Any], etcd: EtcdAccess) -> tuple[i
     return reachable[0].revision, ""
 
 
-def parse_recorded(raw: Any, *, generation: int = 0) -> Recorded:
+def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
     """What earlier passes recorded. A status the CoreOS restore operator left (no `phase`, its
     `succeeded` or `reason` set) is a finished restore: Completed or Failed for this generation,
     so a migrated EtcdRestore never restores (and replaces a live cluster) a second time."""
     if not isinstance(raw, Mapping):
-        return Recorded()
+        return RecordedRestore()
     if not raw.get("phase") and (raw.get("succeeded") is True or raw.get("reason")):
-        return Recorded(phase=PHASE_COMPLETED if raw.get("succeeded") is True else PHASE_FAILED,
-                        observed_generation=generation)
+        return RecordedRestore(phase=PHASE_COMPLETED if raw.get("succeeded") is True else PHASE_FAILED,
+                               observed_generation=generation)
     snapshot = raw.get("snapshot")
     facts = None
     if isinstance(snapshot, Mapping) and snapshot.get("sha256"):
@@ -134,7 +134,7 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> Recorded:
         )
     cluster_spec = raw.get("clusterSpec")
     restored = raw.get("restoredCluster")
-    return Recorded(
+    return RecordedRestore(
         restored_cluster_uid=str(restored.get("uid") or "") if isinstance(restored, Mapping) else "",
         phase=str(raw.get("phase") or ""),
         observed_generation=_int(raw.get("observedGeneration")),

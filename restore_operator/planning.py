@@ -1,4 +1,5 @@
-"""The decision: `plan_next_step(observed) -> Step`, a pure function of one pass's observation.
+"""The decision: `plan_next_action(observed) -> Action`, a pure function of one pass's observation
+(`observed.py`); the actions are in `actions.py`.
 
 Rules, first match wins (the order is the safety argument: nothing touches the cluster before the
 snapshot is verified, and a cluster carrying this restore's uid is never deleted):
@@ -25,168 +26,21 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from etcd_common.etcd_backup import STORAGE_TYPE_S3
-from etcd_common.etcd_restore import EtcdRestore
+from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
+from restore_operator.observed import ObservedRestore
+from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING
 
-PHASE_VERIFYING = "Verifying"
-PHASE_REPLACING = "Replacing"
-PHASE_RESTORING = "Restoring"
-PHASE_COMPLETED = "Completed"
-PHASE_FAILED = "Failed"
-TERMINAL_PHASES = (PHASE_COMPLETED, PHASE_FAILED)
 DEFAULT_CLUSTER_SIZE = 3
-
-
-@dataclass(frozen=True)
-class SnapshotFacts:
-    """What verification found out about the snapshot (recorded in status.snapshot)."""
-
-    sha256: str
-    size: int
-    revision: int
-    total_keys: int = 0
-    hash: int = 0
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """What earlier passes recorded in the restore's status."""
-
-    phase: str = ""
-    observed_generation: int = 0
-    snapshot: SnapshotFacts | None = None
-    # The spec of the replaced EtcdCluster, captured before it was deleted.
-    cluster_spec: Mapping[str, Any] | None = None
-    # uid of the EtcdCluster this restore created ("" until known).
-    restored_cluster_uid: str = ""
-
-
-@dataclass(frozen=True)
-class ObservedCluster:
-    """The EtcdCluster named by the restore, as found."""
-
-    uid: str
-    restore_uid: str  # the restore annotation's value, "" when absent
-    deleting: bool
-    spec: Mapping[str, Any]
-    phase: str = ""
-    ready: int = 0
-    members: int = 0
-
-    @property
-    def size(self) -> int:
-        size = self.spec.get("size")
-        return size if isinstance(size, int) else 0
-
-
-@dataclass(frozen=True)
-class ObservedRestore:
-    restore: EtcdRestore
-    recorded: Recorded = field(default_factory=Recorded)
-    cluster: ObservedCluster | None = None
-    # Pods labelled with the cluster's name (left over from a deleted cluster).
-    cluster_pods: int = 0
-    # The revision the cluster's client service serves; observed only once it could be done.
-    served_revision: int | None = None
-    served_revision_error: str = ""
-    # Another EtcdRestore, not finished, whose uid the existing cluster carries.
-    other_restore_in_progress: str = ""
-    # Why the restored cluster's seed pod does not get going (a failing init container), if so.
-    seed_problem: str = ""
-
-    def cluster_is_ours(self) -> bool:
-        return self.cluster is not None and bool(self.restore.uid) and self.cluster.restore_uid == self.restore.uid
-
-    def cluster_serves_all_members(self) -> bool:
-        cluster = self.cluster
-        return (cluster is not None and cluster.phase == "Running" and cluster.size > 0
-                and cluster.ready == cluster.size and cluster.members == cluster.size)
-
-
-# ---------------------------------------------------------------------------------------------
-# Steps
-
-
-@dataclass(frozen=True)
-class Step:
-    has_effect: ClassVar[bool] = True
-    phase: ClassVar[str] = ""
-
-    def describe(self) -> str:
-        return type(self).__name__
-
-
-@dataclass(frozen=True)
-class Done(Step):
-    has_effect: ClassVar[bool] = False
-
-
-@dataclass(frozen=True)
-class Fail(Step):
-    reason: str
-    message: str
-    phase: ClassVar[str] = PHASE_FAILED
-
-    def describe(self) -> str:
-        return f"restore failed ({self.reason}): {self.message}"
-
-
-@dataclass(frozen=True)
-class VerifySnapshot(Step):
-    phase: ClassVar[str] = PHASE_VERIFYING
-
-    def describe(self) -> str:
-        return "fetch and verify the snapshot before touching any cluster"
-
-
-@dataclass(frozen=True)
-class ReplaceCluster(Step):
-    cluster_uid: str
-    cluster_spec: Mapping[str, Any]
-    phase: ClassVar[str] = PHASE_REPLACING
-
-    def describe(self) -> str:
-        return f"delete the existing EtcdCluster (uid {self.cluster_uid}) to recreate it from the snapshot"
-
-
-@dataclass(frozen=True)
-class CreateCluster(Step):
-    cluster_spec: Mapping[str, Any]
-    phase: ClassVar[str] = PHASE_RESTORING
-
-    def describe(self) -> str:
-        return f"create the EtcdCluster (size {self.cluster_spec.get('size')}) seeded from the snapshot"
-
-
-@dataclass(frozen=True)
-class Wait(Step):
-    message: str
-    phase_name: str
-    has_effect: ClassVar[bool] = False
-
-    def describe(self) -> str:
-        return self.message
-
-
-@dataclass(frozen=True)
-class Succeed(Step):
-    served_revision: int
-    phase: ClassVar[str] = PHASE_COMPLETED
-
-    def describe(self) -> str:
-        return f"the restored cluster is Running with all members and serves revision {self.served_revision}"
-
 
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_UNSUPPORTED_STORAGE = "UnsupportedStorageType"
 REASON_CLUSTER_DELETED = "RestoredClusterDeleted"
 
 
-def plan_next_step(observed: ObservedRestore) -> Step:
+def plan_next_action(observed: ObservedRestore) -> Action:
     restore = observed.restore
     recorded = observed.recorded
     if recorded.phase == PHASE_COMPLETED or (

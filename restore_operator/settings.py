@@ -1,7 +1,6 @@
 """The restore operator's effective configuration, from flags that default from environment variables."""
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 from typing import Sequence
@@ -9,9 +8,10 @@ from typing import Sequence
 from etcd_common.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
 from operator_runtime.flags import (
     RuntimeSettings,
-    add_runtime_flags,
-    add_watch_scope_flags,
+    add_program_flag,
+    add_resync_flag,
     env_str,
+    operator_parser,
     runtime_settings,
     watched_namespace,
 )
@@ -30,16 +30,12 @@ class RestoreSettings:
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
-    parser = argparse.ArgumentParser(
-        prog="etcd-restore-operator",
+    parser = operator_parser(
+        prog="etcd-restore-operator", kind_plural="EtcdRestores",
         description="Restores etcd clusters from S3 snapshots described by EtcdRestore resources "
-                    "(etcd.database.coreos.com/v1beta2). Every flag defaults from the environment "
-                    "variable named in its help.",
+                    "(etcd.database.coreos.com/v1beta2).",
     )
-    add_watch_scope_flags(parser, kind_plural="EtcdRestores")
-    add_runtime_flags(parser, default_lease_name="etcd-restore-operator")
-    parser.add_argument("--resync-seconds", type=float, default=float(env_str("RESYNC_SECONDS", "10")),
-                        help="safety-net re-check of every restore, in seconds [RESYNC_SECONDS]")
+    add_resync_flag(parser, default_seconds=10, help_text="safety-net re-check of every restore, in seconds")
     parser.add_argument("--work-dir", default=os.environ.get("RESTORE_WORK_DIR"),
                         help="where snapshots are downloaded to be verified (needs room for one snapshot "
                              "and one restored copy); default: $TMPDIR [RESTORE_WORK_DIR]")
@@ -50,10 +46,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
                         default=int(env_str("RESTORE_BUMP_REVISION", str(DEFAULT_BUMP_REVISION))),
                         help="added to the restored revisions (and marked compacted) so watchers never "
                              "see revisions go backwards; 0: none [RESTORE_BUMP_REVISION]")
-    parser.add_argument("--etcdutl", default=os.environ.get("ETCDUTL_BINARY"),
-                        help="etcdutl binary; default: the one next to this Python, else PATH [ETCDUTL_BINARY]")
-    parser.add_argument("--etcdctl", default=os.environ.get("ETCDCTL_BINARY"),
-                        help="etcdctl binary; default: the one next to this Python, else PATH [ETCDCTL_BINARY]")
+    add_program_flag(parser, "etcdutl", env="ETCDUTL_BINARY")
+    add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
     args = parser.parse_args(argv)
     if args.bump_revision < 0:
         parser.error("--bump-revision must not be negative")

@@ -1,4 +1,4 @@
-"""The pass of one EtcdRestore: observe -> plan one step -> carry it out -> write status (run by
+"""The pass of one EtcdRestore: observe -> plan one action -> act -> write status (run by
 its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status and
 on the EtcdCluster (the restore's uid), so a restart at any point continues where it was."""
 from __future__ import annotations
@@ -22,16 +22,21 @@ from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.logs import object_logger
 from operator_runtime.worker import ObjectWorker, short_error
 from restore_operator import acting
-from restore_operator import planning as p
+from restore_operator import actions as a
 from restore_operator.metrics import RestoreMetrics
 from restore_operator.observing import observe_restore
-from restore_operator.restore_status import (
+from restore_operator.planning import plan_next_action
+from restore_operator.settings import RestoreSettings
+from restore_operator.status import (
     CONDITION_CLUSTER_RESTORED,
     CONDITION_SNAPSHOT_VERIFIED,
+    PHASE_COMPLETED,
+    PHASE_FAILED,
+    PHASE_RESTORING,
+    PHASE_VERIFYING,
     next_status,
     snapshot_to_api,
 )
-from restore_operator.settings import RestoreSettings
 from restore_operator.verifying import verify_snapshot
 
 WAIT_POLL_SECONDS = 1.0
@@ -40,7 +45,7 @@ REASON_CHECK_FAILED = "SnapshotCheckFailed"
 
 
 @dataclass(frozen=True)
-class RestoreContext:
+class SupervisorContext:
     restores: ObjectCache
     restore_api: ResourceClient
     clusters: ResourceClient
@@ -55,7 +60,7 @@ class RestoreContext:
 
 
 class RestoreSupervisor:
-    def __init__(self, key: Key, context: RestoreContext) -> None:
+    def __init__(self, key: Key, context: SupervisorContext) -> None:
         self.key = key
         self.context = context
         self.log = object_logger(key[0], key[1], logging.getLogger(__name__), field="restore")
@@ -75,64 +80,65 @@ class RestoreSupervisor:
         restore = parse_etcd_restore(raw)
         observed = observe_restore(restore, raw, clusters=ctx.clusters, pods=ctx.pods, etcd=ctx.etcd,
                                    find_restore=lambda ns, name: ctx.restores.get((ns, name)))
-        step = p.plan_next_step(observed)
-        if isinstance(step, p.Done):
+        action = plan_next_action(observed)
+        if isinstance(action, a.Done):
             return ctx.settings.resync_seconds
-        if step.has_effect and not ctx.may_act():
-            self.log.warning("not acting (%s): leadership not confirmed", step.describe())
+        if action.has_effect and not ctx.may_act():
+            self.log.warning("not acting (%s): leadership not confirmed", action.describe())
             return WAIT_POLL_SECONDS
-        if step.has_effect:
-            self.log.info("%s", step.describe())
+        if action.has_effect:
+            self.log.info("%s", action.describe())
         current = raw.get("status") or {}
-        if isinstance(step, p.Fail):
-            self._fail(raw, restore, current, step.reason, step.message)
+        if isinstance(action, a.Fail):
+            self._fail(raw, restore, current, action.reason, action.message)
             return ctx.settings.resync_seconds
-        if isinstance(step, p.VerifySnapshot):
+        if isinstance(action, a.VerifySnapshot):
             return self._verify(raw, restore, current)
-        if isinstance(step, p.ReplaceCluster):
+        if isinstance(action, a.ReplaceCluster):
             assert restore.spec is not None
             # Record the spec first: after the delete, only the status remembers it.
-            self._write(raw, restore, current, step.phase, step.describe(),
-                        updates={"clusterSpec": dict(step.cluster_spec)})
+            self._write(raw, restore, current, action.phase, action.describe(),
+                        updates={"clusterSpec": dict(action.cluster_spec)})
             ctx.events.record(raw, "Warning", "ReplacingCluster",
-                              f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {step.cluster_uid}) "
+                              f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {action.cluster_uid}) "
                               "to recreate it from the verified snapshot")
-            acting.delete_cluster(ctx.clusters, restore.namespace, restore.spec.etcd_cluster_name, step.cluster_uid)
+            acting.delete_cluster(ctx.clusters, restore.namespace, restore.spec.etcd_cluster_name, action.cluster_uid)
             return WAIT_POLL_SECONDS
-        if isinstance(step, p.CreateCluster):
+        if isinstance(action, a.CreateCluster):
             assert restore.spec is not None and restore.spec.storage.s3 is not None
             assert observed.recorded.snapshot is not None
             body = acting.restored_cluster_body(
-                restore, step.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
+                restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
                 fetch_image=ctx.settings.fetch_image, bump_revision=ctx.settings.bump_revision)
             uid = acting.create_cluster(ctx.clusters, body)
             ctx.events.record(raw, "Normal", "ClusterCreated",
-                              f"created EtcdCluster {restore.spec.etcd_cluster_name} (size {step.cluster_spec.get('size')}) "
+                              f"created EtcdCluster {restore.spec.etcd_cluster_name} "
+                              f"(size {action.cluster_spec.get('size')}) "
                               f"seeded from revision {observed.recorded.snapshot.revision}")
             updates: dict[str, Any] = {"restoredCluster": {"name": restore.spec.etcd_cluster_name,
                                                            **({"uid": uid} if uid else {})}}
-            self._write(raw, restore, current, step.phase, step.describe(), updates=updates,
-                        conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", step.describe())})
+            self._write(raw, restore, current, action.phase, action.describe(), updates=updates,
+                        conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", action.describe())})
             return WAIT_POLL_SECONDS
-        if isinstance(step, p.Succeed):
-            message = step.describe()
-            self._write(raw, restore, current, p.PHASE_COMPLETED, message, succeeded=True,
-                        updates={"servedRevision": step.served_revision},
+        if isinstance(action, a.Succeed):
+            message = action.describe()
+            self._write(raw, restore, current, PHASE_COMPLETED, message, succeeded=True,
+                        updates={"servedRevision": action.served_revision},
                         conditions={CONDITION_CLUSTER_RESTORED: ("True", "Served", message)})
             ctx.events.record(raw, "Normal", "RestoreSucceeded", message)
             ctx.metrics.count_restore("succeeded", self._elapsed(current))
             return ctx.settings.resync_seconds
-        assert isinstance(step, p.Wait)
-        self._write(raw, restore, current, step.phase_name, step.message,
-                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Waiting", step.message)}
-                    if step.phase_name == p.PHASE_RESTORING else {})
+        assert isinstance(action, a.Wait)
+        self._write(raw, restore, current, action.phase_name, action.message,
+                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Waiting", action.message)}
+                    if action.phase_name == PHASE_RESTORING else {})
         return WAIT_POLL_SECONDS
 
     def _verify(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any]) -> float:
         ctx = self.context
         assert restore.spec is not None and restore.spec.storage.s3 is not None
         location = restore.spec.storage.s3
-        self._write(raw, restore, current, p.PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
+        self._write(raw, restore, current, PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
         current = (ctx.restores.get(self.key) or raw).get("status") or {}
         started = time.monotonic()
         try:
@@ -141,7 +147,7 @@ class RestoreSupervisor:
                                        etcdutl=ctx.settings.etcdutl_binary)
         except S3Error as error:
             if error.transient:
-                self._write(raw, restore, current, p.PHASE_VERIFYING, f"{error.message}; retrying",
+                self._write(raw, restore, current, PHASE_VERIFYING, f"{error.message}; retrying",
                             conditions={CONDITION_SNAPSHOT_VERIFIED: ("False", error.reason, error.message)})
                 raise
             self._fail(raw, restore, current, error.reason, error.message)
@@ -153,14 +159,14 @@ class RestoreSupervisor:
         except ctl.EtcdctlError as error:
             # etcdutl itself failed (a timeout, a full disk): not the snapshot's fault; say so, retry.
             message = f"checking s3://{location.path} with etcdutl failed: {short_error(error)}"
-            self._write(raw, restore, current, p.PHASE_VERIFYING, f"{message}; retrying",
+            self._write(raw, restore, current, PHASE_VERIFYING, f"{message}; retrying",
                         conditions={CONDITION_SNAPSHOT_VERIFIED: ("False", REASON_CHECK_FAILED, message)})
             raise
         ctx.metrics.verify_duration.observe(time.monotonic() - started)
         facts = verified.facts
         message = (f"snapshot verified: revision {facts.revision}, {facts.total_keys} keys, {facts.size} bytes, "
                    f"sha256 {facts.sha256}")
-        self._write(raw, restore, current, p.PHASE_VERIFYING, message,
+        self._write(raw, restore, current, PHASE_VERIFYING, message,
                     updates={"snapshot": snapshot_to_api(facts)},
                     conditions={CONDITION_SNAPSHOT_VERIFIED: ("True", "Verified", message)})
         ctx.events.record(raw, "Normal", "SnapshotVerified", message)
@@ -170,7 +176,7 @@ class RestoreSupervisor:
               message: str) -> None:
         verified = bool((current.get("snapshot") or {}).get("sha256"))
         conditions = {} if verified else {CONDITION_SNAPSHOT_VERIFIED: ("False", reason, message)}
-        self._write(raw, restore, current, p.PHASE_FAILED, message, reason=reason, conditions=conditions)
+        self._write(raw, restore, current, PHASE_FAILED, message, reason=reason, conditions=conditions)
         self.context.events.record(raw, "Warning", "RestoreFailed", f"{reason}: {message}")
         self.context.metrics.count_restore("failed", self._elapsed(current))
         self.log.warning("restore failed (%s): %s; no cluster was touched", reason, message)

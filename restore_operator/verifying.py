@@ -16,7 +16,7 @@ from etcd_common import etcdctl as ctl
 from etcd_common.etcd_backup import S3Location
 from etcd_common.s3_storage import S3Storage, split_path
 from etcd_common.snapshot_integrity import verify_snapshot_file
-from restore_operator.planning import SnapshotFacts
+from restore_operator.observed import SnapshotFacts
 
 log = logging.getLogger(__name__)
 TRIAL_MEMBER = "verify"

@@ -59,9 +59,10 @@ def test_retention_keeps_the_two_newest_across_a_new_digit_and_spares_foreign_ob
 
     # Deleting the EtcdBackup stops the schedule and keeps what is in S3.
     backups.delete("every-3s")
-    # A backup under way when it was deleted finishes; then its runner stops.
+    # A backup under way when it was deleted finishes; then its supervisor stops (its worker's
+    # log line still says "backup runner").
     wait_for(lambda: f"{backups.namespace}/every-3s: backup runner stopped" in backup_operator_logs(backups.sandbox)
-             or None, timeout=60, what="the runner stopped")
+             or None, timeout=60, what="the supervisor stopped")
     before = {o.key for o in storage.list(bucket)}
     clusters.put("periodic", "after-delete", "x")
     with pytest.raises(AssertionError):

@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.integration.etcd_operator.etcd_data import member_ids
-from etcd_operator.cli import LEASE_DURATION_SECONDS, LEASE_RETRY_PERIOD_SECONDS
 from kube_adapter.leadership import ACQUIRE_RETRY_JITTER
 from kube_sandbox.testing import Sandbox, wait_for
+from operator_runtime.running import LeaseTiming
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import (
     OPERATOR_CONTAINER,
@@ -38,6 +38,8 @@ from tests.sandbox_sharing import require_alone
 pytestmark = pytest.mark.alone
 
 LEASE_NAME = "etcd-operator"  # --lease-name default, in the operator's own namespace
+LEASE_DURATION_SECONDS = LeaseTiming().duration_seconds  # every operator's timing
+LEASE_RETRY_PERIOD_SECONDS = LeaseTiming().retry_period_seconds
 BECAME_LEADER = "became leader"
 CONTROLLER_STARTED = "controller watching EtcdClusters"
 # Time for a few API requests and a process to be scheduled on a loaded 2-core machine: added

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from backup_operator import oneshot, reasons
-from backup_operator.backup_status import BackupResult
+from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupRequest
 

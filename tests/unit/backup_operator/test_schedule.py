@@ -6,11 +6,22 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from backup_operator import reasons
-from backup_operator.backup_status import RecordedBackup
+from backup_operator.actions import Action, Done, TakeBackup, Wait
+from backup_operator.observed import RecordedBackup
 from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS, next_backup, retry_backoff_seconds
 from etcd_common.etcd_backup import BackupPolicy, BackupSpec, S3Location, StorageLocation
 
 NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def due_in(action: Action) -> float | None:
+    """0: take one now; None: nothing until the spec changes."""
+    if isinstance(action, TakeBackup):
+        return 0.0
+    if isinstance(action, Wait):
+        return action.seconds
+    assert isinstance(action, Done), action
+    return None
 
 
 def spec(interval: int = 0, timeout: int = 0) -> BackupSpec:
@@ -30,61 +41,62 @@ def recorded(ago: float | None, *, generation: int = 1, failures: int = 0, reaso
 
 @pytest.mark.parametrize("interval", [0, 600])
 def test_first_backup_at_once(interval: int) -> None:
-    assert next_backup(spec(interval), 1, RecordedBackup(), NOW).due_in_seconds == 0
+    assert due_in(next_backup(spec(interval), 1, RecordedBackup(), NOW)) == 0
 
 
-@pytest.mark.parametrize("ago, due", [(100, 500), (600, 0), (700, -100)])
+@pytest.mark.parametrize("ago, due", [(100, 500), (600, 0), (700, 0)])  # overdue: now
 def test_periodic_next_is_one_interval_after_the_last_attempt(ago: float, due: float) -> None:
-    assert next_backup(spec(600), 1, recorded(ago), NOW).due_in_seconds == due
+    assert due_in(next_backup(spec(600), 1, recorded(ago), NOW)) == due
 
 
 def test_periodic_after_failure_retries_sooner_than_the_interval() -> None:
-    plan = next_backup(spec(600), 1, recorded(0, failures=3, reason=reasons.ETCD_UNREACHABLE), NOW)
-    assert plan.due_in_seconds == retry_backoff_seconds(3) == 20
+    action = next_backup(spec(600), 1, recorded(0, failures=3, reason=reasons.ETCD_UNREACHABLE), NOW)
+    assert due_in(action) == retry_backoff_seconds(3) == 20
 
 
 def test_periodic_retry_never_later_than_the_interval() -> None:
-    plan = next_backup(spec(30), 1, recorded(0, failures=10, reason="S3Unreachable"), NOW)
-    assert plan.due_in_seconds == 30
+    action = next_backup(spec(30), 1, recorded(0, failures=10, reason="S3Unreachable"), NOW)
+    assert due_in(action) == 30
 
 
 def test_spec_change_takes_a_backup_at_once() -> None:
-    assert next_backup(spec(600), 2, recorded(10, generation=1), NOW).due_in_seconds == 0
+    assert due_in(next_backup(spec(600), 2, recorded(10, generation=1), NOW)) == 0
 
 
 def test_one_shot_done_once() -> None:
-    assert next_backup(spec(), 1, recorded(10), NOW).due_in_seconds is None
+    assert due_in(next_backup(spec(), 1, recorded(10), NOW)) is None
 
 
 def test_one_shot_done_by_coreos_is_not_taken_again() -> None:
     coreos = RecordedBackup(observed_generation=0, succeeded=True)
-    assert next_backup(spec(), 1, coreos, NOW).due_in_seconds is None
+    assert due_in(next_backup(spec(), 1, coreos, NOW)) is None
 
 
 def test_one_shot_transient_failure_retried_with_backoff() -> None:
-    plan = next_backup(spec(), 1, recorded(1, failures=2, reason=reasons.ETCD_UNREACHABLE, first_ago=10), NOW)
-    assert plan.due_in_seconds == retry_backoff_seconds(2) - 1
+    action = next_backup(spec(), 1, recorded(1, failures=2, reason=reasons.ETCD_UNREACHABLE, first_ago=10), NOW)
+    assert due_in(action) == retry_backoff_seconds(2) - 1
 
 
 def test_one_shot_transient_failure_given_up_after_the_timeout() -> None:
-    plan = next_backup(spec(timeout=60), 1, recorded(1, failures=4, reason="S3Unreachable", first_ago=61), NOW)
-    assert plan.due_in_seconds is None and "gave up" in plan.why
+    action = next_backup(spec(timeout=60), 1, recorded(1, failures=4, reason="S3Unreachable", first_ago=61), NOW)
+    assert due_in(action) is None and "gave up" in action.why
 
 
 def test_one_shot_default_timeout_suits_large_databases() -> None:
     assert DEFAULT_TIMEOUT_SECONDS >= 1800
-    plan = next_backup(spec(), 1, recorded(1, failures=2, reason="S3Unreachable", first_ago=1700), NOW)
-    assert plan.due_in_seconds is not None
+    action = next_backup(spec(), 1, recorded(1, failures=2, reason="S3Unreachable", first_ago=1700), NOW)
+    assert due_in(action) is not None
 
 
 def test_one_shot_problem_a_person_fixes_keeps_being_retried() -> None:
-    plan = next_backup(spec(timeout=60), 1, recorded(1, failures=20, reason="S3AccessDenied", first_ago=3600), NOW)
-    assert plan.due_in_seconds is not None and plan.due_in_seconds <= 300
+    action = next_backup(spec(timeout=60), 1, recorded(1, failures=20, reason="S3AccessDenied", first_ago=3600), NOW)
+    due = due_in(action)
+    assert due is not None and due <= 300
 
 
 def test_one_shot_spec_problem_waits_for_a_spec_change() -> None:
-    plan = next_backup(spec(), 1, recorded(1, failures=1, reason=reasons.INVALID_SPEC), NOW)
-    assert plan.due_in_seconds is None
+    action = next_backup(spec(), 1, recorded(1, failures=1, reason=reasons.INVALID_SPEC), NOW)
+    assert due_in(action) is None
 
 
 def test_backoff_doubles_up_to_five_minutes() -> None:

@@ -1,4 +1,4 @@
-"""Specs the runner cannot act on get a reason (and the one-shot command builds its request from a
+"""Specs the operator cannot act on get a reason (and the one-shot command builds its request from a
 template plus flags)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from backup_operator import reasons
 from backup_operator.oneshot import build_parser, build_request
 from backup_operator.reasons import BackupFailed
-from backup_operator.runner import _spec_problem
+from backup_operator.planning import spec_problem
 from etcd_common.etcd_backup import parse_etcd_backup
 
 
@@ -33,7 +33,7 @@ S3 = {"path": "bucket/key", "awsSecret": "aws"}
     ({"storageType": "S3", "s3": S3, "etcdCluster": {}}, reasons.INVALID_SPEC, "spec.etcdCluster.name is required"),
 ])
 def test_specs_that_cannot_be_acted_on(spec: Any, reason: str, fragment: str) -> None:
-    problem = _spec_problem(parse_etcd_backup(backup(spec)))
+    problem = spec_problem(parse_etcd_backup(backup(spec)))
     assert problem is not None and problem[0] == reason and fragment in problem[1], problem
 
 
@@ -43,7 +43,7 @@ def test_specs_that_cannot_be_acted_on(spec: Any, reason: str, fragment: str) ->
 ])
 def test_good_specs_have_no_problem(spec: Any) -> None:
     parsed = parse_etcd_backup(backup(spec))
-    assert _spec_problem(parsed) is None
+    assert spec_problem(parsed) is None
     assert parsed.spec is not None and parsed.spec.etcd_cluster_name in ("", "example")
 
 

@@ -19,7 +19,7 @@ from etcd_operator.actions import (
     UpdateClientSelector,
 )
 from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_members
-from etcd_operator.cluster_status import compute_status
+from etcd_operator.status import compute_status
 from etcd_operator.manifests import build_client_service, build_peer_service
 from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.observing import observe_cluster

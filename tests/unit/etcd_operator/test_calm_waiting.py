@@ -14,7 +14,7 @@ from tests.unit.etcd_operator.test_observing import FakeClient, FakeEtcd, observ
 from etcd_common import etcdctl as ctl
 from etcd_common.etcd_cluster import EtcdCluster
 from etcd_operator import actions as a
-from etcd_operator.cluster_status import compute_status
+from etcd_operator.status import compute_status
 from etcd_operator.manifests import build_service, member_client_url
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster

@@ -11,7 +11,7 @@ import pytest
 from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, nothing_yet, make_pod, add_pod
 
 from etcd_operator.actions import Wait
-from etcd_operator.cluster_status import compute_status
+from etcd_operator.status import compute_status
 from etcd_operator.member_start import start_problems
 from etcd_operator.observed import ObservedCluster, parse_pod
 

@@ -11,7 +11,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import UID, healthy_cluster,
 from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.cluster_status import compute_status
+from etcd_operator.status import compute_status
 from etcd_operator.observed import ObservedCluster, ObservedPVC, parse_pod
 from etcd_operator.ownership import (
     REASON_NAME_CONFLICT,

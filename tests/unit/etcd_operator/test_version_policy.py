@@ -12,7 +12,7 @@ from etcd_common import constants as c
 from etcd_common.etcd_version import EtcdVersion
 from etcd_operator import actions
 from etcd_operator import versions
-from etcd_operator.cluster_status import CONDITION_VERSION_SUPPORTED, compute_status, upgrade_source_event
+from etcd_operator.status import CONDITION_VERSION_SUPPORTED, compute_status, upgrade_source_event
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster

@@ -85,9 +85,11 @@ def test_released_spec_has_no_holder() -> None:
 
 def test_durations_must_nest() -> None:
     with pytest.raises(ValueError):
-        LeaderElector(None, "ns", "lock", "me", lease_duration_seconds=10, renew_deadline_seconds=10)  # type: ignore[arg-type]
+        LeaderElector(None, "ns", "lock", "me", lease_duration_seconds=10, renew_deadline_seconds=10,  # type: ignore[arg-type]
+                      retry_period_seconds=2)
     with pytest.raises(ValueError):
-        LeaderElector(None, "ns", "lock", "")  # type: ignore[arg-type]
+        LeaderElector(None, "ns", "lock", "", lease_duration_seconds=15, renew_deadline_seconds=10,  # type: ignore[arg-type]
+                      retry_period_seconds=2)
 
 
 class LeaseStore:

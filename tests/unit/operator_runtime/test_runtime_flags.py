@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from operator_runtime.flags import add_runtime_flags, env_bool, runtime_settings
+from operator_runtime.flags import add_program_flag, add_resync_flag, add_runtime_flags, env_bool, runtime_settings
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -37,3 +37,18 @@ def test_a_flag_beats_its_environment_variable(monkeypatch: pytest.MonkeyPatch) 
 def test_boolean_variables(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
     monkeypatch.setenv("SOME_FLAG", value)
     assert env_bool("SOME_FLAG", False) is expected
+
+
+def test_resync_and_program_flags_default_from_their_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = argparse.ArgumentParser()
+    add_resync_flag(parser, default_seconds=30, help_text="re-check")
+    add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
+    monkeypatch.delenv("RESYNC_SECONDS", raising=False)
+    monkeypatch.delenv("ETCDCTL_BINARY", raising=False)
+    assert (parser.parse_args([]).resync_seconds, parser.parse_args([]).etcdctl) == (30.0, None)
+    parser = argparse.ArgumentParser()
+    monkeypatch.setenv("RESYNC_SECONDS", "7")
+    monkeypatch.setenv("ETCDCTL_BINARY", "/opt/etcdctl")
+    add_resync_flag(parser, default_seconds=30, help_text="re-check")
+    add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
+    assert (parser.parse_args([]).resync_seconds, parser.parse_args([]).etcdctl) == (7.0, "/opt/etcdctl")

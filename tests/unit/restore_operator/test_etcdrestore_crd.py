@@ -10,8 +10,8 @@ import yaml
 
 from etcd_common.etcd_backup import S3Location
 from etcd_common.restore_source import RestoreSource, restore_source_to_api
-from restore_operator import planning as p
-from restore_operator.restore_status import next_status, snapshot_to_api
+from restore_operator.observed import SnapshotFacts
+from restore_operator.status import next_status, snapshot_to_api
 from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
 from tests.unit.etcd_operator.test_etcdcluster_crd import validate
 
@@ -43,7 +43,7 @@ def test_missing_cluster_name_is_refused() -> None:
 
 def test_every_status_field_written_is_kept() -> None:
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    facts = p.SnapshotFacts(sha256="a" * 64, size=10, revision=5, total_keys=2, hash=7)
+    facts = SnapshotFacts(sha256="a" * 64, size=10, revision=5, total_keys=2, hash=7)
     status = next_status({}, generation=1, now=now, phase="Completed", message="done", reason="", succeeded=True,
                          updates={"snapshot": snapshot_to_api(facts), "servedRevision": 1_000_000_005,
                                   "restoredCluster": {"name": "c", "uid": "u"}, "clusterSpec": {"size": 3}},

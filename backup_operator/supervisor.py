@@ -1,6 +1,6 @@
-"""The pass of one EtcdBackup's runner (its `operator_runtime.worker.ObjectWorker` thread):
-read the object, decide from its spec and status whether a backup is due (`schedule.next_backup`),
-take it, write status, record an event and metrics, and sleep until the next one is due.
+"""The pass of one EtcdBackup: observe -> plan one action -> act -> write status (run by its
+`operator_runtime.worker.ObjectWorker` thread): a backup taken when the schedule says one is due,
+its outcome in status, an event and metrics, then sleep until the next one is due.
 
 Deleting the EtcdBackup stops its worker (the controller does), so a periodic schedule ends with
 it; what is in S3 stays.
@@ -10,17 +10,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from backup_operator import reasons
-from backup_operator.backup_status import BackupResult, failure_status, recorded_backup, success_status
+from backup_operator import acting, reasons
+from backup_operator import actions as a
 from backup_operator.metrics import BackupMetrics
+from backup_operator.observed import BackupResult, ObservedBackup
+from backup_operator.observing import observe_backup, parse_recorded
+from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
-from backup_operator.schedule import IDLE_SECONDS, next_backup, timeout_seconds
-from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common.etcd_backup import STORAGE_TYPE_S3, EtcdBackup, parse_etcd_backup
+from backup_operator.schedule import IDLE_SECONDS
+from backup_operator.status import failure_status, success_status
+from backup_operator.taking import BackupEnvironment
+from etcd_common.etcd_backup import EtcdBackup
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import NORMAL, WARNING, EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -29,15 +33,17 @@ from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.logs import object_logger
 from operator_runtime.worker import ObjectWorker, short_error
 
-RUNNER_LOGGER_NAME = "backup_operator.backup"
+SUPERVISOR_LOGGER_NAME = "backup_operator.backup"
+# The worker's name in its log lines ("backup runner started", "... stopped"): kept as it was, for log searches.
+WORKER_ROLE = "backup runner"
 # Never sleep less than this between passes (a schedule due "now" after a failure, clock skew).
 MIN_DELAY_SECONDS = 0.5
 NOT_LEADING_DELAY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
-class RunnerContext:
-    """What every runner shares."""
+class SupervisorContext:
+    """What every supervisor shares."""
 
     backups: ObjectCache
     backup_api: ResourceClient
@@ -49,12 +55,12 @@ class RunnerContext:
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
 
 
-class BackupRunner:
-    def __init__(self, key: Key, context: RunnerContext) -> None:
+class BackupSupervisor:
+    def __init__(self, key: Key, context: SupervisorContext) -> None:
         self.key = key
         self.context = context
-        self.log = object_logger(*key, logging.getLogger(RUNNER_LOGGER_NAME), field="backup")
-        self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role="backup runner",
+        self.log = object_logger(*key, logging.getLogger(SUPERVISOR_LOGGER_NAME), field="backup")
+        self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role=WORKER_ROLE,
                                    expected_errors=(KubeError,))
 
     def reconcile_once(self) -> float:
@@ -62,35 +68,26 @@ class BackupRunner:
         raw = ctx.backups.get(self.key)
         if raw is None:
             return IDLE_SECONDS
-        backup = parse_etcd_backup(raw)
-        recorded = recorded_backup(raw.get("status"))
-        now = ctx.clock()
+        observed = observe_backup(raw, ctx.clock())
+        backup, recorded, now = observed.backup, observed.recorded, observed.now
         ctx.metrics.observe_recorded(
             backup.namespace, backup.name, consecutive_failures=recorded.consecutive_failures,
             interval_seconds=backup.spec.policy.backup_interval_seconds if backup.spec is not None else 0,
             last_success=backup.status.last_success_date)
-        problem = _spec_problem(backup)
-        if problem is not None:
-            reason, message = problem
-            if not (recorded.observed_generation == backup.generation and recorded.last_reason == reason):
-                self.log.warning("cannot back up: %s: %s", reason, message)
-                self._write_failure(raw, backup, reason, message, now, seconds=None)
+        action = plan_next_action(observed)
+        if isinstance(action, a.RejectSpec):
+            self.log.warning("cannot back up: %s: %s", action.reason, action.message)
+            self._write_failure(raw, backup, action.reason, action.message, now, seconds=None)
             return IDLE_SECONDS
-        assert backup.spec is not None
-        plan = next_backup(backup.spec, backup.generation, recorded, now)
-        if plan.due_in_seconds is None:
-            return IDLE_SECONDS
-        if plan.due_in_seconds > 0:
-            return max(MIN_DELAY_SECONDS, plan.due_in_seconds)
+        if not isinstance(action, a.TakeBackup):
+            return _delay(action)
         if not ctx.may_act():
             self.log.warning("not backing up: leadership not confirmed within the renew deadline")
             return NOT_LEADING_DELAY_SECONDS
-        self.log.info("taking a backup (%s)", plan.why)
+        self.log.info("taking a backup (%s)", action.why)
         started = time.monotonic()
         try:
-            request = BackupRequest.from_spec(backup.namespace, backup.name, backup.spec,
-                                              timeout_seconds=timeout_seconds(backup.spec))
-            result = take_backup(request, ctx.environment, self.log, now=ctx.clock)
+            result = acting.take(backup, ctx.environment, self.log, now=ctx.clock)
         except BackupFailed as failure:
             self.log.warning("backup failed: %s: %s", failure.reason, failure.message)
             updated = self._write_failure(raw, backup, failure.reason, failure.message, now,
@@ -101,14 +98,12 @@ class BackupRunner:
                                           seconds=time.monotonic() - started)
         else:
             updated = self._write_success(raw, backup, result)
-        return self._delay_after(updated or raw, backup)
+        return self._delay_after(updated or raw, observed)
 
-    def _delay_after(self, raw: dict[str, Any], backup: EtcdBackup) -> float:
-        assert backup.spec is not None
-        plan = next_backup(backup.spec, backup.generation, recorded_backup(raw.get("status")), self.context.clock())
-        if plan.due_in_seconds is None:
-            return IDLE_SECONDS
-        return max(MIN_DELAY_SECONDS, plan.due_in_seconds)
+    def _delay_after(self, raw: dict[str, Any], observed: ObservedBackup) -> float:
+        """Until the next backup is due, by the status just written (the spec as this pass read it)."""
+        after = replace(observed, recorded=parse_recorded(raw.get("status")), now=self.context.clock())
+        return _delay(plan_next_action(after))
 
     def _write_success(self, raw: dict[str, Any], backup: EtcdBackup, result: BackupResult) -> dict[str, Any] | None:
         ctx = self.context
@@ -131,7 +126,7 @@ class BackupRunner:
         ctx.metrics.observe_failure(backup.namespace, backup.name, reason, seconds=seconds)
         ctx.events.record(raw, WARNING, reason, message)
         current = raw.get("status") or {}
-        status = failure_status(current, backup.generation, recorded_backup(current), reason, message, attempt,
+        status = failure_status(current, backup.generation, parse_recorded(current), reason, message, attempt,
                                 ctx.clock())
         return self._patch_status(raw, current, status)
 
@@ -149,16 +144,10 @@ class BackupRunner:
         return updated
 
 
-def _spec_problem(backup: EtcdBackup) -> tuple[str, str] | None:
-    """A reason and message when the spec cannot be acted on at all, else None."""
-    if backup.spec is None:
-        return reasons.INVALID_SPEC, backup.spec_error or "spec is invalid"
-    spec = backup.spec
-    if spec.storage_type != STORAGE_TYPE_S3:
-        return (reasons.UNSUPPORTED_STORAGE_TYPE,
-                f"storageType {spec.storage_type} is accepted for CoreOS compatibility but not supported: use S3")
-    if not spec.etcd_endpoints and not spec.etcd_cluster_name:
-        return reasons.INVALID_SPEC, "one of spec.etcdEndpoints or spec.etcdCluster.name is required"
-    if spec.etcd_endpoints and spec.etcd_cluster_name:
-        return reasons.INVALID_SPEC, "spec.etcdEndpoints and spec.etcdCluster.name are mutually exclusive"
-    return None
+def _delay(action: a.Action) -> float:
+    """How long to sleep before the next pass after `action`."""
+    if isinstance(action, a.Wait):
+        return max(MIN_DELAY_SECONDS, action.seconds)
+    if isinstance(action, a.TakeBackup):
+        return MIN_DELAY_SECONDS
+    return IDLE_SECONDS

@@ -1,5 +1,5 @@
-"""The EtcdBackup `.status`: what the last attempt recorded (read back for the schedule) and the
-status a success or a failure writes. Pure.
+"""The EtcdBackup `.status` a success or a failure writes (read back by `observing.py` for the
+schedule). Pure.
 
 CoreOS's fields stay (`succeeded`, `Reason` with its capital R, `etcdVersion`, `etcdRevision`,
 `lastSuccessDate`); a failure sets `succeeded: false`, `Reason`, `lastResult` and the `Succeeded`
@@ -10,74 +10,18 @@ describing that success.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final
 
 from backup_operator import reasons
+from backup_operator.observed import BackupResult, RecordedBackup
 
 CONDITION_SUCCEEDED: Final = "Succeeded"
 RESULT_SUCCEEDED: Final = "Succeeded"
 
 
-@dataclass(frozen=True)
-class RecordedBackup:
-    """What the status says about earlier attempts (lenient: wrong types read as unset)."""
-
-    observed_generation: int = 0
-    succeeded: bool = False
-    last_attempt_time: datetime | None = None
-    first_attempt_time: datetime | None = None
-    consecutive_failures: int = 0
-    last_reason: str = ""
-
-
-@dataclass(frozen=True)
-class BackupResult:
-    """One successful backup."""
-
-    key: str
-    size: int
-    sha256: str
-    etcd_revision: int
-    etcd_version: str
-    started: datetime
-    duration_seconds: float
-    endpoint: str = ""
-    retained: int | None = None  # periodic backups of this path left after retention
-    retention_error: str = ""
-
-
 def format_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def _integer(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def recorded_backup(status: Any) -> RecordedBackup:
-    if not isinstance(status, Mapping):
-        return RecordedBackup()
-    last_result = status.get("lastResult")
-    return RecordedBackup(
-        observed_generation=_integer(status.get("observedGeneration")),
-        succeeded=status.get("succeeded") is True,
-        last_attempt_time=parse_time(status.get("lastAttemptTime")),
-        first_attempt_time=parse_time(status.get("firstAttemptTime")),
-        consecutive_failures=_integer(status.get("consecutiveFailures")),
-        last_reason=last_result if isinstance(last_result, str) and last_result != RESULT_SUCCEEDED else "",
-    )
 
 
 def _condition(current: Mapping[str, Any], status: str, reason: str, message: str, now: datetime) -> dict[str, Any]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from restore_operator.restore_status import next_status
+from restore_operator.status import next_status
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

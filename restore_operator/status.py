@@ -1,18 +1,26 @@
 """The `.status` of an EtcdRestore: CoreOS's `succeeded` and `reason`, plus phase, message,
-conditions, observedGeneration, the verified snapshot, the restored cluster and timestamps."""
+conditions, observedGeneration, the verified snapshot, the restored cluster and timestamps; the
+phases and condition types it uses."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from restore_operator import planning as p
+from restore_operator.observed import SnapshotFacts
+
+PHASE_VERIFYING = "Verifying"
+PHASE_REPLACING = "Replacing"
+PHASE_RESTORING = "Restoring"
+PHASE_COMPLETED = "Completed"
+PHASE_FAILED = "Failed"
+TERMINAL_PHASES = (PHASE_COMPLETED, PHASE_FAILED)
 
 CONDITION_SNAPSHOT_VERIFIED = "SnapshotVerified"
 CONDITION_CLUSTER_RESTORED = "ClusterRestored"
 
 
-def snapshot_to_api(facts: p.SnapshotFacts) -> dict[str, Any]:
+def snapshot_to_api(facts: SnapshotFacts) -> dict[str, Any]:
     return {"sha256": facts.sha256, "size": facts.size, "revision": facts.revision,
             "totalKeys": facts.total_keys, "hash": facts.hash}
 
@@ -36,7 +44,7 @@ def next_status(current: Mapping[str, Any], *, generation: int, now: datetime, p
     status["succeeded"] = succeeded
     status["observedGeneration"] = generation
     status.setdefault("startTime", timestamp(now))
-    if phase in p.TERMINAL_PHASES:
+    if phase in TERMINAL_PHASES:
         status.setdefault("completionTime", timestamp(now))
     merged = {str(c.get("type")): dict(c) for c in current.get("conditions") or [] if isinstance(c, Mapping)}
     for kind, (state, why, text) in conditions.items():

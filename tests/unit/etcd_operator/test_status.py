@@ -9,7 +9,7 @@ import pytest
 
 from etcd_common.etcdctl import EndpointStatus
 from etcd_operator import actions
-from etcd_operator.cluster_status import CONDITION_TYPES, compute_status, format_time
+from etcd_operator.status import CONDITION_TYPES, compute_status, format_time
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from backup_operator.backup_status import BackupResult, failure_status, recorded_backup, success_status
+from backup_operator.observed import BackupResult
+from backup_operator.observing import parse_recorded
+from backup_operator.status import failure_status, success_status
 
 T = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 RESULT = BackupResult(key="k_v7_x", size=100, sha256="ab", etcd_revision=7, etcd_version="3.6.16", started=T,
@@ -23,7 +25,7 @@ def test_success_status_has_coreos_and_added_fields() -> None:
 def test_failure_after_success_is_visible_and_keeps_the_last_success() -> None:
     before = success_status({}, 1, RESULT, T)
     later = T + timedelta(minutes=5)
-    status = failure_status(before, 1, recorded_backup(before), "S3Unreachable", "cannot reach", later, later)
+    status = failure_status(before, 1, parse_recorded(before), "S3Unreachable", "cannot reach", later, later)
     assert status["succeeded"] is False and status["lastResult"] == "S3Unreachable"
     assert status["Reason"] == "S3Unreachable: cannot reach"
     assert status["lastSuccessDate"] == before["lastSuccessDate"] and status["lastBackup"] == before["lastBackup"]
@@ -34,17 +36,17 @@ def test_failure_after_success_is_visible_and_keeps_the_last_success() -> None:
 
 
 def test_failures_in_a_row_count_up_and_keep_the_first_attempt() -> None:
-    first = failure_status({}, 1, recorded_backup({}), "EtcdUnreachable", "x", T, T)
+    first = failure_status({}, 1, parse_recorded({}), "EtcdUnreachable", "x", T, T)
     later = T + timedelta(seconds=10)
-    second = failure_status(first, 1, recorded_backup(first), "EtcdUnreachable", "x", later, later)
+    second = failure_status(first, 1, parse_recorded(first), "EtcdUnreachable", "x", later, later)
     assert second["consecutiveFailures"] == 2 and second["firstAttemptTime"] == "2024-01-01T12:00:00Z"
     assert second["conditions"][0]["lastTransitionTime"] == "2024-01-01T12:00:00Z"
 
 
-def test_recorded_backup_reads_what_was_written_and_survives_garbage() -> None:
-    status = failure_status({}, 4, recorded_backup({}), "S3AccessDenied", "x", T, T)
-    recorded = recorded_backup(status)
+def test_parse_recorded_reads_what_was_written_and_survives_garbage() -> None:
+    status = failure_status({}, 4, parse_recorded({}), "S3AccessDenied", "x", T, T)
+    recorded = parse_recorded(status)
     assert (recorded.observed_generation, recorded.consecutive_failures, recorded.last_reason) == (4, 1, "S3AccessDenied")
     assert recorded.last_attempt_time == T
-    assert recorded_backup({"lastAttemptTime": 5, "consecutiveFailures": "x"}).last_attempt_time is None
-    assert recorded_backup(None).observed_generation == 0
+    assert parse_recorded({"lastAttemptTime": 5, "consecutiveFailures": "x"}).last_attempt_time is None
+    assert parse_recorded(None).observed_generation == 0

@@ -1,0 +1,40 @@
+"""The actions `planning.plan_next_action` chooses from; the supervisor carries them out (the
+backup itself through `acting.py`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Action:
+    pass
+
+
+@dataclass(frozen=True)
+class RejectSpec(Action):
+    """The spec cannot be acted on: say why in status and a Warning event (once per generation)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TakeBackup(Action):
+    """A backup is due now."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Wait(Action):
+    """The next backup is due in `seconds`."""
+
+    seconds: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Done(Action):
+    """Nothing to do until the spec changes (a resync still looks)."""
+
+    why: str

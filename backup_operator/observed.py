@@ -1,0 +1,44 @@
+"""What one pass over an EtcdBackup saw: the object, what its status recorded about earlier
+attempts, and the time (`observing.py` reads them; `planning.py` decides from them); and what a
+backup that was taken found out (`BackupResult`). Pure types."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from etcd_common.etcd_backup import EtcdBackup
+
+
+@dataclass(frozen=True)
+class RecordedBackup:
+    """What the status says about earlier attempts (lenient: wrong types read as unset)."""
+
+    observed_generation: int = 0
+    succeeded: bool = False
+    last_attempt_time: datetime | None = None
+    first_attempt_time: datetime | None = None
+    consecutive_failures: int = 0
+    last_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ObservedBackup:
+    backup: EtcdBackup
+    recorded: RecordedBackup
+    now: datetime
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    """One successful backup."""
+
+    key: str
+    size: int
+    sha256: str
+    etcd_revision: int
+    etcd_version: str
+    started: datetime
+    duration_seconds: float
+    endpoint: str = ""
+    retained: int | None = None  # periodic backups of this path left after retention
+    retention_error: str = ""

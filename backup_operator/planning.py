@@ -1,0 +1,45 @@
+"""The decision: `plan_next_action(observed) -> Action`, a pure function of one pass's
+observation (`observed.py`); the actions are in `actions.py`.
+
+Rules, first match wins:
+
+ 1. A spec that cannot be acted on (unreadable, a storage type other than S3, no etcd source or
+    two of them) -> RejectSpec, once per generation and reason; after that -> Done until the
+    spec changes.
+ 2. Otherwise the schedule decides (`schedule.next_backup`): TakeBackup when a backup is due,
+    Wait until it is, or Done (a one-shot backup taken, given up, or waiting for a fix).
+"""
+from __future__ import annotations
+
+from backup_operator import reasons
+from backup_operator.actions import Action, Done, RejectSpec
+from backup_operator.observed import ObservedBackup
+from backup_operator.schedule import next_backup
+from etcd_common.etcd_backup import STORAGE_TYPE_S3, EtcdBackup
+
+
+def plan_next_action(observed: ObservedBackup) -> Action:
+    backup, recorded = observed.backup, observed.recorded
+    problem = spec_problem(backup)
+    if problem is not None:
+        reason, message = problem
+        if recorded.observed_generation == backup.generation and recorded.last_reason == reason:
+            return Done(f"waiting for the spec to be fixed ({reason})")
+        return RejectSpec(reason, message)
+    assert backup.spec is not None
+    return next_backup(backup.spec, backup.generation, recorded, observed.now)
+
+
+def spec_problem(backup: EtcdBackup) -> tuple[str, str] | None:
+    """A reason and message when the spec cannot be acted on at all, else None."""
+    if backup.spec is None:
+        return reasons.INVALID_SPEC, backup.spec_error or "spec is invalid"
+    spec = backup.spec
+    if spec.storage_type != STORAGE_TYPE_S3:
+        return (reasons.UNSUPPORTED_STORAGE_TYPE,
+                f"storageType {spec.storage_type} is accepted for CoreOS compatibility but not supported: use S3")
+    if not spec.etcd_endpoints and not spec.etcd_cluster_name:
+        return reasons.INVALID_SPEC, "one of spec.etcdEndpoints or spec.etcdCluster.name is required"
+    if spec.etcd_endpoints and spec.etcd_cluster_name:
+        return reasons.INVALID_SPEC, "spec.etcdEndpoints and spec.etcdCluster.name are mutually exclusive"
+    return None

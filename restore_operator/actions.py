@@ -1,0 +1,80 @@
+"""The actions `planning.plan_next_action` chooses from; the supervisor carries them out (the
+cluster's deletion and creation through `acting.py`). `phase` is the status phase an action
+works in."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING, PHASE_VERIFYING
+
+
+@dataclass(frozen=True)
+class Action:
+    has_effect: ClassVar[bool] = True
+    phase: ClassVar[str] = ""
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Done(Action):
+    has_effect: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Fail(Action):
+    reason: str
+    message: str
+    phase: ClassVar[str] = PHASE_FAILED
+
+    def describe(self) -> str:
+        return f"restore failed ({self.reason}): {self.message}"
+
+
+@dataclass(frozen=True)
+class VerifySnapshot(Action):
+    phase: ClassVar[str] = PHASE_VERIFYING
+
+    def describe(self) -> str:
+        return "fetch and verify the snapshot before touching any cluster"
+
+
+@dataclass(frozen=True)
+class ReplaceCluster(Action):
+    cluster_uid: str
+    cluster_spec: Mapping[str, Any]
+    phase: ClassVar[str] = PHASE_REPLACING
+
+    def describe(self) -> str:
+        return f"delete the existing EtcdCluster (uid {self.cluster_uid}) to recreate it from the snapshot"
+
+
+@dataclass(frozen=True)
+class CreateCluster(Action):
+    cluster_spec: Mapping[str, Any]
+    phase: ClassVar[str] = PHASE_RESTORING
+
+    def describe(self) -> str:
+        return f"create the EtcdCluster (size {self.cluster_spec.get('size')}) seeded from the snapshot"
+
+
+@dataclass(frozen=True)
+class Wait(Action):
+    message: str
+    phase_name: str
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Succeed(Action):
+    served_revision: int
+    phase: ClassVar[str] = PHASE_COMPLETED
+
+    def describe(self) -> str:
+        return f"the restored cluster is Running with all members and serves revision {self.served_revision}"

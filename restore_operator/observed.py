@@ -1,0 +1,76 @@
+"""What one pass over an EtcdRestore saw: its recorded status, the EtcdCluster it names and what
+that cluster serves (`observing.py` gathers it; `planning.py` decides from it). Pure types."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from etcd_common.etcd_restore import EtcdRestore
+
+
+@dataclass(frozen=True)
+class SnapshotFacts:
+    """What verification found out about the snapshot (recorded in status.snapshot)."""
+
+    sha256: str
+    size: int
+    revision: int
+    total_keys: int = 0
+    hash: int = 0
+
+
+@dataclass(frozen=True)
+class RecordedRestore:
+    """What earlier passes recorded in the restore's status."""
+
+    phase: str = ""
+    observed_generation: int = 0
+    snapshot: SnapshotFacts | None = None
+    # The spec of the replaced EtcdCluster, captured before it was deleted.
+    cluster_spec: Mapping[str, Any] | None = None
+    # uid of the EtcdCluster this restore created ("" until known).
+    restored_cluster_uid: str = ""
+
+
+@dataclass(frozen=True)
+class TargetCluster:
+    """The EtcdCluster named by the restore, as found (a summary of it; not the etcd operator's
+    `ObservedCluster`, which is one pass's full view of a cluster it runs)."""
+
+    uid: str
+    restore_uid: str  # the restore annotation's value, "" when absent
+    deleting: bool
+    spec: Mapping[str, Any]
+    phase: str = ""
+    ready: int = 0
+    members: int = 0
+
+    @property
+    def size(self) -> int:
+        size = self.spec.get("size")
+        return size if isinstance(size, int) else 0
+
+
+@dataclass(frozen=True)
+class ObservedRestore:
+    restore: EtcdRestore
+    recorded: RecordedRestore = field(default_factory=RecordedRestore)
+    cluster: TargetCluster | None = None
+    # Pods labelled with the cluster's name (left over from a deleted cluster).
+    cluster_pods: int = 0
+    # The revision the cluster's client service serves; observed only once it could be done.
+    served_revision: int | None = None
+    served_revision_error: str = ""
+    # Another EtcdRestore, not finished, whose uid the existing cluster carries.
+    other_restore_in_progress: str = ""
+    # Why the restored cluster's seed pod does not get going (a failing init container), if so.
+    seed_problem: str = ""
+
+    def cluster_is_ours(self) -> bool:
+        return self.cluster is not None and bool(self.restore.uid) and self.cluster.restore_uid == self.restore.uid
+
+    def cluster_serves_all_members(self) -> bool:
+        cluster = self.cluster
+        return (cluster is not None and cluster.phase == "Running" and cluster.size > 0
+                and cluster.ready == cluster.size and cluster.members == cluster.size)

@@ -1,0 +1,50 @@
+"""plan_next_action: the backup operator's decision, table-driven. A spec that cannot be acted on
+is reported once per generation; otherwise the schedule decides (test_schedule.py has its rules)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from backup_operator import reasons
+from backup_operator.actions import Done, RejectSpec, TakeBackup, Wait
+from backup_operator.observed import ObservedBackup, RecordedBackup
+from backup_operator.planning import plan_next_action
+from etcd_common.etcd_backup import parse_etcd_backup
+
+NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+PERIODIC = {"etcdEndpoints": ["http://e:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
+            "backupPolicy": {"backupIntervalInSecond": 600}}
+OSS = {"etcdEndpoints": ["http://e:2379"], "storageType": "OSS", "oss": {"path": "b/k"}}
+
+
+def observed(spec: Any, recorded: RecordedBackup = RecordedBackup(), generation: int = 1) -> ObservedBackup:
+    raw = {"metadata": {"namespace": "ns", "name": "b", "generation": generation}, "spec": spec}
+    return ObservedBackup(parse_etcd_backup(raw), recorded, NOW)
+
+
+def attempted(ago: float, *, generation: int = 1, reason: str = "") -> RecordedBackup:
+    return RecordedBackup(observed_generation=generation, succeeded=not reason, consecutive_failures=1 if reason else 0,
+                          last_attempt_time=NOW - timedelta(seconds=ago), last_reason=reason)
+
+
+@pytest.mark.parametrize("case, seen, expected", [
+    ("unsupported storage: rejected", observed(OSS), RejectSpec),
+    ("unsupported storage, reported for this generation: done",
+     observed(OSS, attempted(10, reason=reasons.UNSUPPORTED_STORAGE_TYPE)), Done),
+    ("unsupported storage, reported for an older generation: rejected again",
+     observed(OSS, attempted(10, reason=reasons.UNSUPPORTED_STORAGE_TYPE), generation=2), RejectSpec),
+    ("no spec: rejected", observed(None), RejectSpec),
+    ("first backup: now", observed(PERIODIC), TakeBackup),
+    ("periodic, taken 100 s ago: wait", observed(PERIODIC, attempted(100)), Wait),
+    ("periodic, one interval ago: now", observed(PERIODIC, attempted(600)), TakeBackup),
+])
+def test_plan(case: str, seen: ObservedBackup, expected: type) -> None:
+    action = plan_next_action(seen)
+    assert isinstance(action, expected), f"{case}: {action}"
+
+
+def test_wait_lasts_until_the_next_backup_is_due() -> None:
+    action = plan_next_action(observed(PERIODIC, attempted(100)))
+    assert isinstance(action, Wait) and action.seconds == 500
