@@ -12,10 +12,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_backup import S3Location
-from etcd_common.s3_storage import S3Storage, split_path
-from etcd_common.snapshot_integrity import verify_snapshot_file
+from etcd_common.api.etcd_backup import S3Location
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
+from etcd_common.storage.s3 import S3Storage, split_path
 from restore_operator.planning import SnapshotFacts
 
 log = logging.getLogger(__name__)

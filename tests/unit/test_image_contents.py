@@ -5,7 +5,7 @@ from __future__ import annotations
 import configparser
 import re
 
-from etcd_common.seed_restore_pod import SEED_PROGRAM
+from etcd_common.seed.pod import SEED_PROGRAM
 from kube_sandbox.config import CHECKOUT_DIR
 
 SHIPPED_PACKAGES = {"kube_adapter", "operator_runtime", "etcd_common", "etcd_operator", "backup_operator",

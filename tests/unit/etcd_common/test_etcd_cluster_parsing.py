@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd_cluster import SpecError, UnsupportedVersion, parse_cluster_spec, parse_etcd_cluster
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api.etcd_cluster import SpecError, UnsupportedVersion, parse_cluster_spec, parse_etcd_cluster
+from etcd_common.api.versions import EtcdVersion
 
 
 @pytest.mark.parametrize("spec, says", [

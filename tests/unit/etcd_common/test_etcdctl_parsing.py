@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common import etcdctl as etcdctl_module
-from etcd_common.etcdctl import (
+from etcd_common.etcd import etcdctl as etcdctl_module
+from etcd_common.etcd.etcdctl import (
     ClientTLS,
     ClusterUnhealthy,
     EndpointHealth,

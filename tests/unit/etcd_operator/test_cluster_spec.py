@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
-from etcd_common import etcd_cluster as shared
-from etcd_common.etcd_cluster import SpecError, StaticTLS, UnsupportedVersion, parse_recorded_status
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import etcd_cluster as shared
+from etcd_common.api.etcd_cluster import SpecError, StaticTLS, UnsupportedVersion, parse_recorded_status
+from etcd_common.api.versions import EtcdVersion
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 from etcd_operator.cluster_status import compute_status
 from etcd_operator.planning import plan_next_action
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
-from etcd_common import tcp_probe
-from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd import tcp_probe
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.observed import ObservedCluster

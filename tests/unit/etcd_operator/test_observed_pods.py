@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import EndpointStatus, Member, member_name_from_peer_url
+from etcd_common.api import constants as c
+from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.etcdctl import EndpointStatus, Member, member_name_from_peer_url
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
     MemberHealth,

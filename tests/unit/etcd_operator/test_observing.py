@@ -7,9 +7,9 @@ from typing import Any, Iterator, Sequence
 
 import pytest
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.tcp_probe import accepting_connections
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.tcp_probe import accepting_connections
 from etcd_operator.manifests import build_member_pod, member_client_url
 from etcd_operator.observing import (
     LEARNER_PROBE_TIMEOUT_SECONDS,

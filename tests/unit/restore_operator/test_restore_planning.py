@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd_restore import parse_etcd_restore
+from etcd_common.api.etcd_restore import parse_etcd_restore
 from restore_operator import planning as p
 
 UID = "restore-uid-1"

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from etcd_common.api_fields import FieldReader, object_identity
-from etcd_common.etcd_cluster import JsonDict, SpecError
+from etcd_common.api.etcd_cluster import JsonDict, SpecError
+from etcd_common.api.fields import FieldReader, object_identity
 
 STORAGE_TYPE_S3 = "S3"
 STORAGE_TYPE_ABS = "ABS"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from etcd_common.etcd_cluster import JsonDict, SpecError
+from etcd_common.api.etcd_cluster import JsonDict, SpecError
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import constants as c
+from etcd_common.api.versions import EtcdVersion
 
 if TYPE_CHECKING:
-    from etcd_common.restore_source import RestoreSource
+    from etcd_common.api.restore_source import RestoreSource
 
 JsonDict = Mapping[str, Any]
 
@@ -198,7 +198,7 @@ def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
     pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"))
     tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
     # Imported here: restore_source builds on etcd_backup, which builds on this module.
-    from etcd_common.restore_source import parse_restore_source
+    from etcd_common.api.restore_source import parse_restore_source
     restore = parse_restore_source(spec.get("restore"))
     return ClusterSpec(
         size=size,
