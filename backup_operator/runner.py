@@ -20,7 +20,8 @@ from backup_operator.metrics import BackupMetrics
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS, next_backup, timeout_seconds
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common.api.etcd_backup import STORAGE_TYPE_S3, EtcdBackup, parse_etcd_backup
+from etcd_common.api.etcd_backup import EtcdBackup, parse_etcd_backup
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import NORMAL, WARNING, EventRecorder
 from kube_adapter.patching import status_merge_patch

@@ -12,7 +12,8 @@ import dataclasses
 
 from etcd_common.api import constants as c
 from etcd_common.api import etcd_cluster as shared
-from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, JsonDict, PodPolicy, SpecError, UnsupportedVersion
+from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy, UnsupportedVersion
+from etcd_common.api.fields import JsonDict, SpecError
 from etcd_operator.versions import (
     accepted_versions_text,
     support_of,

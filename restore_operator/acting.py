@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_backup import S3Location
 from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
+from etcd_common.api.storage_locations import S3Location
 from kube_adapter.errors import AlreadyExists
 from kube_adapter.resources import ResourceClient
 from restore_operator.planning import SnapshotFacts

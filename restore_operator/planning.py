@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from etcd_common.api.etcd_backup import STORAGE_TYPE_S3
 from etcd_common.api.etcd_restore import EtcdRestore
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 
 PHASE_VERIFYING = "Verifying"
 PHASE_REPLACING = "Replacing"

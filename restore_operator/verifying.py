@@ -12,7 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from etcd_common.api.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
 from etcd_common.storage.s3 import S3Storage, split_path

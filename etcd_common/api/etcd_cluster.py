@@ -10,23 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.fields import JsonDict, SpecError
+from etcd_common.api.restore_source import RestoreSource, parse_restore_source
 from etcd_common.api.versions import EtcdVersion
-
-if TYPE_CHECKING:
-    from etcd_common.api.restore_source import RestoreSource
-
-JsonDict = Mapping[str, Any]
-
-
-class SpecError(ValueError):
-    """The spec cannot be run; `reason` says what to change."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class UnsupportedVersion(SpecError):
@@ -197,8 +186,6 @@ def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
         raise SpecError(f"spec.paused must be true or false, got {paused!r}")
     pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"))
     tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
-    # Imported here: restore_source builds on etcd_backup, which builds on this module.
-    from etcd_common.api.restore_source import parse_restore_source
     restore = parse_restore_source(spec.get("restore"))
     return ClusterSpec(
         size=size,

@@ -1,12 +1,21 @@
-"""Typed reads of raw API dicts for the parsers at the edge: every wrong shape raises the parser's
-own error class, naming the field by its path in the manifest (`spec.s3.path`)."""
+"""The bottom of the API: typed reads of raw API dicts for the parsers at the edge, where every wrong
+shape raises the parser's own `SpecError` class naming the field by its path in the manifest
+(`spec.s3.path`), and the identity every parsed object carries from its metadata."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from etcd_common.api.etcd_cluster import JsonDict, SpecError
+JsonDict = Mapping[str, Any]
+
+
+class SpecError(ValueError):
+    """The spec cannot be run; `reason` says what to change."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)

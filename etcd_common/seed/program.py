@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from etcd_common.api.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
 from etcd_common.storage.s3 import (
     AWS_SECRET_CONFIG_FILE,
     AWS_SECRET_CREDENTIALS_FILE,

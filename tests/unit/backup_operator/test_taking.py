@@ -16,7 +16,7 @@ import pytest
 from backup_operator import reasons
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common.api.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.storage import s3
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from etcd_common.api.etcd_cluster import SpecError, UnsupportedVersion, parse_cluster_spec, parse_etcd_cluster
+from etcd_common.api.etcd_cluster import UnsupportedVersion, parse_cluster_spec, parse_etcd_cluster
+from etcd_common.api.fields import SpecError
 from etcd_common.api.versions import EtcdVersion
 
 

@@ -12,7 +12,7 @@ import boto3.exceptions
 import botocore.exceptions
 import pytest
 
-from etcd_common.api.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
 from etcd_common.seed import program as seed_program
 from etcd_common.storage import s3
 

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from etcd_common.api import etcd_cluster as shared
-from etcd_common.api.etcd_cluster import SpecError, StaticTLS, UnsupportedVersion, parse_recorded_status
+from etcd_common.api.etcd_cluster import StaticTLS, UnsupportedVersion, parse_recorded_status
+from etcd_common.api.fields import SpecError
 from etcd_common.api.versions import EtcdVersion
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from etcd_common.api.etcd_backup import S3Location
 from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
+from etcd_common.api.storage_locations import S3Location
 from restore_operator import planning as p
 from restore_operator.restore_status import next_status, snapshot_to_api
 from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
