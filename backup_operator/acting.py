@@ -8,7 +8,7 @@ from datetime import datetime
 from backup_operator.observed import BackupResult
 from backup_operator.schedule import timeout_seconds
 from backup_operator.taking import BackupEnvironment, BackupRequest, Logger, take_backup
-from etcd_common.etcd_backup import EtcdBackup
+from etcd_common.api.etcd_backup import EtcdBackup
 
 
 def take(backup: EtcdBackup, environment: BackupEnvironment, log: Logger, now: Callable[[], datetime]) -> BackupResult:

@@ -11,8 +11,8 @@ from backup_operator.metrics import BackupMetrics
 from backup_operator.settings import BackupOperatorSettings
 from backup_operator.supervisor import BackupSupervisor, SupervisorContext
 from backup_operator.taking import BackupEnvironment, remove_stale_snapshots
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.resources import ETCD_BACKUPS, ETCD_CLUSTERS
+from etcd_common.api.resources import ETCD_BACKUPS, ETCD_CLUSTERS
+from etcd_common.etcd.access import EtcdAccess
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
 from kube_adapter.resources import SECRETS, ResourceClient

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from etcd_common.etcd_backup import EtcdBackup
+from etcd_common.api.etcd_backup import EtcdBackup
 
 
 @dataclass(frozen=True)

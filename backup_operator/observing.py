@@ -9,7 +9,7 @@ from typing import Any
 
 from backup_operator.observed import ObservedBackup, RecordedBackup
 from backup_operator.status import RESULT_SUCCEEDED
-from etcd_common.etcd_backup import parse_etcd_backup
+from etcd_common.api.etcd_backup import parse_etcd_backup
 
 
 def observe_backup(raw: dict[str, Any], now: datetime) -> ObservedBackup:

@@ -24,9 +24,10 @@ from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS
 from backup_operator.settings import add_etcd_tool_flags
 from backup_operator.taking import BackupRequest, take_backup
-from etcd_common import s3_storage as s3
-from etcd_common.etcd_backup import S3Location, parse_etcd_backup
-from etcd_common.resources import ETCD_BACKUPS
+from etcd_common.api.etcd_backup import parse_etcd_backup
+from etcd_common.api.resources import ETCD_BACKUPS
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.storage import s3
 from kube_adapter.client import load_api_client
 from kube_adapter.errors import KubeError
 from kube_adapter.resources import SECRETS, ResourceClient

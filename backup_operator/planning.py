@@ -15,7 +15,8 @@ from backup_operator import reasons
 from backup_operator.actions import Action, Done, RejectSpec
 from backup_operator.observed import ObservedBackup
 from backup_operator.schedule import next_backup
-from etcd_common.etcd_backup import STORAGE_TYPE_S3, EtcdBackup
+from etcd_common.api.etcd_backup import EtcdBackup
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 
 
 def plan_next_action(observed: ObservedBackup) -> Action:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 
 SUCCEEDED: Final = "BackupSucceeded"
 INVALID_SPEC: Final = "InvalidSpec"

@@ -19,7 +19,7 @@ from typing import Final
 from backup_operator import reasons
 from backup_operator.actions import Done, TakeBackup, Wait
 from backup_operator.observed import RecordedBackup
-from etcd_common.etcd_backup import BackupSpec
+from etcd_common.api.etcd_backup import BackupSpec
 
 DEFAULT_TIMEOUT_SECONDS: Final = 1800  # a multi-GB database over a modest link
 RETRY_INITIAL_SECONDS: Final = 5.0

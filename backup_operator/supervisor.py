@@ -24,7 +24,8 @@ from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS
 from backup_operator.status import failure_status, success_status
 from backup_operator.taking import BackupEnvironment
-from etcd_common.etcd_backup import EtcdBackup
+from etcd_common.api.etcd_backup import EtcdBackup, parse_etcd_backup
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import NORMAL, WARNING, EventRecorder
 from kube_adapter.patching import status_merge_patch

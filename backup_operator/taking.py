@@ -22,15 +22,17 @@ from typing import Any
 
 from backup_operator import reasons
 from backup_operator.observed import BackupResult
-from etcd_common.snapshot_integrity import follow_snapshot
+from etcd_common.etcd.snapshot_integrity import follow_snapshot
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.reasons import BackupFailed
-from etcd_common import etcdctl as ctl
-from etcd_common import s3_storage as s3
-from etcd_common.cluster_endpoints import cluster_client_access
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.etcd_backup import STORAGE_TYPE_S3, BackupSpec, S3Location
-from etcd_common.etcd_cluster import SpecError, parse_etcd_cluster
+from etcd_common.api.etcd_backup import BackupSpec
+from etcd_common.api.etcd_cluster import parse_etcd_cluster
+from etcd_common.api.fields import SpecError
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3, S3Location
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.access import EtcdAccess
+from etcd_common.etcd.endpoints import cluster_client_access
+from etcd_common.storage import s3
 from kube_adapter.errors import KubeError, NotFound
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]

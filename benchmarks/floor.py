@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from etcd_common.etcd_probe import EtcdProbe
-from etcd_common.tcp_probe import accepting_connections
+from etcd_common.etcd.probe import EtcdProbe
+from etcd_common.etcd.tcp_probe import accepting_connections
 from kube_sandbox import binaries
 
 POLL_SECONDS = 0.05

@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from benchmarks.floor import Launcher, MemberProcess
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 
 FLOOR_POD_LABEL = "etcd-floor"  # app label of floor pods (not "etcd": the benchmark counts those as members)
 IMAGE_BIN = "/usr/local/bin/etcd"  # the etcd image's binary; the kubelet maps it to the local one

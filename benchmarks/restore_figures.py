@@ -20,7 +20,7 @@ from benchmarks import floor
 from benchmarks.clusters import BenchClusters
 from benchmarks.environment import OPERATOR_NAMESPACE, ROLLOUT_TIMEOUT_SECONDS, bench_namespace
 from benchmarks.results import Result, describe_samples, median
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox import binaries
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for

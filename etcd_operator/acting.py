@@ -9,10 +9,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from etcd_common import constants as c
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcdctl import Etcdctl
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd.access import EtcdAccess
+from etcd_common.etcd.etcdctl import Etcdctl
 from etcd_operator import actions as a
 from etcd_operator import failpoints as fp
 from etcd_operator.adoption import PEER_SERVICE_PATCH

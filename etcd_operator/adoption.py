@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import constants as c
+from etcd_common.api.versions import EtcdVersion
 from etcd_operator import versions
 from etcd_operator.manifests import peer_service_name
 

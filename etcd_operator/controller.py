@@ -7,9 +7,9 @@ import logging
 import threading
 from typing import Any, Callable
 
-from etcd_common import constants as c
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.resources import ETCD_CLUSTERS
+from etcd_common.api import constants as c
+from etcd_common.api.resources import ETCD_CLUSTERS
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.failpoints import Failpoints
 from etcd_operator.metrics import OperatorMetrics

@@ -14,9 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster
-from etcd_common.seed_restore_pod import seed_restore_init_containers, seed_restore_volumes
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster
+from etcd_common.seed.pod import seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
 SECRET_FILE_MODE = 0o440
@@ -341,7 +341,7 @@ def build_member_pod(
     if affinity:
         pod_spec["affinity"] = affinity
     if state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None:
-        # spec.restore: the seed starts from the snapshot (etcd_common.seed_restore_pod).
+        # spec.restore: the seed starts from the snapshot (etcd_common.seed.pod).
         pod_spec["initContainers"] = seed_restore_init_containers(
             spec.restore, etcd_image=spec.image, member=member, initial_cluster=initial_cluster,
             cluster_token=cluster_token(cluster), security_context=etcd_container_security_context(),

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import EndpointStatus, Member
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator.ownership import NameProblem
 
 JsonDict = Mapping[str, Any]

@@ -9,10 +9,10 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.tcp_probe import accepting_connections
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.access import EtcdAccess
+from etcd_common.etcd.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
 from etcd_operator.manifests import client_selector_outdated, client_service_name, member_client_url
 from etcd_operator.observed import MemberHealth, ObservedCluster, parse_pod, parse_pvc

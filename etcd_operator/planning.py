@@ -92,10 +92,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import ClusterSpec
-from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import Member
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import ClusterSpec
+from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.etcdctl import Member
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,

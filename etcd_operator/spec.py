@@ -1,5 +1,5 @@
 """The EtcdCluster as the etcd operator reads it: the shared parse of the API shape
-(`etcd_common.etcd_cluster`), then the checks that are this operator's own.
+(`etcd_common.api.etcd_cluster`), then the checks that are this operator's own.
 
 The CRD schema already refuses wrong types and ranges; `check_cluster_spec` catches what a schema
 cannot (unsupported etcd versions, labels and annotations the operator reserves, conflicting pod
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from etcd_common import constants as c
-from etcd_common import etcd_cluster as shared
-from etcd_common.etcd_cluster import ClusterSpec, EtcdCluster, JsonDict, PodPolicy, SpecError, UnsupportedVersion
+from etcd_common.api import constants as c
+from etcd_common.api import etcd_cluster as shared
+from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy, UnsupportedVersion
+from etcd_common.api.fields import JsonDict, SpecError
 from etcd_operator.versions import (
     accepted_versions_text,
     support_of,

@@ -15,9 +15,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import Condition
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import Condition
+from etcd_common.api.versions import EtcdVersion
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,

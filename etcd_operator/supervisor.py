@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from etcd_common import constants as c
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_access import EtcdAccess
+from etcd_common.api import constants as c
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import constants as c
+from etcd_common.api.versions import EtcdVersion
 
 Support = Literal["supported", "upgrade-source", "unsupported"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from etcd_common import constants as c
-from etcd_common.etcd_backup import S3Location
-from etcd_common.etcd_restore import EtcdRestore
-from etcd_common.restore_source import RestoreSource, restore_source_to_api
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_restore import EtcdRestore
+from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
+from etcd_common.api.storage_locations import S3Location
 from kube_adapter.errors import AlreadyExists
 from kube_adapter.resources import ResourceClient
 from restore_operator.observed import SnapshotFacts

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from etcd_common import constants as c
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.resources import ETCD_CLUSTERS, ETCD_RESTORES
+from etcd_common.api import constants as c
+from etcd_common.api.resources import ETCD_CLUSTERS, ETCD_RESTORES
+from etcd_common.etcd.access import EtcdAccess
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
 from kube_adapter.resources import PODS, SECRETS, ResourceClient

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from etcd_common.etcd_restore import EtcdRestore
+from etcd_common.api.etcd_restore import EtcdRestore
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from etcd_common import constants as c
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.etcd_cluster import parse_etcd_cluster
-from etcd_common.etcd_restore import EtcdRestore
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import parse_etcd_cluster
+from etcd_common.api.etcd_restore import EtcdRestore
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.access import EtcdAccess
 from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from etcd_common.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_access import EtcdAccess
-from etcd_common.etcd_restore import EtcdRestore, parse_etcd_restore
-from etcd_common.s3_storage import S3Error, SecretReader, storage_for_location
+from etcd_common.api.etcd_restore import EtcdRestore, parse_etcd_restore
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.access import EtcdAccess
+from etcd_common.storage.s3 import S3Error, SecretReader, storage_for_location
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch

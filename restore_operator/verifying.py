@@ -12,11 +12,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_backup import S3Location
-from etcd_common.s3_storage import S3Storage, split_path
-from etcd_common.snapshot_integrity import verify_snapshot_file
 from restore_operator.observed import SnapshotFacts
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
+from etcd_common.storage.s3 import S3Storage, split_path
 
 log = logging.getLogger(__name__)
 TRIAL_MEMBER = "verify"

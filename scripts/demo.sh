@@ -41,7 +41,7 @@ S3_ENDPOINT=$("$VENV/bin/python" -c 'from kube_sandbox.config import SandboxConf
 "$VENV/bin/python" - "$S3_ENDPOINT" <<'PY'
 import sys
 from kube_sandbox.config import SandboxConfig
-from etcd_common.s3_storage import AwsCredentials, S3Storage
+from etcd_common.storage.s3 import AwsCredentials, S3Storage
 config = SandboxConfig.from_env()
 S3Storage(endpoint=sys.argv[1], force_path_style=True,
           credentials=AwsCredentials(config.s3_access_key, config.s3_secret_key)).create_bucket("etcd-backups")

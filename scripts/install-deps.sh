@@ -45,7 +45,7 @@ failed=0
 for pid in $pids; do wait "$pid" || failed=1; done
 [ "$failed" = 0 ] || { echo "a binary build failed (its output is above)" >&2; exit 1; }
 
-# The operator runs the etcdctl beside its Python (etcd_common.etcdctl.default_binary): the newest build.
+# The operator runs the etcdctl beside its Python (etcd_common.etcd.etcdctl.default_binary): the newest build.
 newest_etcd_dir=$(sort -V "$outputs/etcd" | tail -n 1 | cut -d' ' -f2)
 for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
 # helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules.

@@ -8,7 +8,7 @@ import re
 
 import setuptools
 
-from etcd_common.seed_restore_pod import SEED_PROGRAM
+from etcd_common.seed.pod import SEED_PROGRAM
 from kube_sandbox.config import CHECKOUT_DIR
 
 SHIPPED_PACKAGES = {"kube_adapter", "operator_runtime", "etcd_common", "etcd_operator", "backup_operator",

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from kubernetes import client as k8s
 
-from etcd_common import s3_storage as s3
-from etcd_common.etcdctl import snapshot_restore
+from etcd_common.etcd.etcdctl import snapshot_restore
+from etcd_common.storage import s3
 from kube_sandbox import binaries
 from kube_sandbox.testing import Sandbox, wait_for
 

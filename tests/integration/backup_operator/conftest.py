@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.backup_operator.backup_deployment import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox.config import CHECKOUT_DIR
 from tests.integration.backup_operator.backup_deployment import backup_metric
 from tests.integration.backup_operator.backups import Backups, download, keys_in_snapshot

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import wait_for
 from tests.integration.backup_operator.backups import Backups

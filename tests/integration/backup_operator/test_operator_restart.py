@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from backup_operator.keys import our_backups
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox.testing import wait_for
 from tests.integration.backup_operator.backup_deployment import (
     NAMESPACE,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox.testing import wait_for
 from tests.integration.backup_operator.backup_deployment import backup_operator_logs
 from tests.integration.backup_operator.backups import Backups, etcd_backup

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from tests.integration.backup_operator.backups import Backups, download, etcd_backup, keys_in_snapshot
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.tls_certs import coreos_static_tls

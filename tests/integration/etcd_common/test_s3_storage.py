@@ -1,4 +1,4 @@
-"""etcd_common.s3_storage against the sandbox's real S3 server (SeaweedFS): multipart upload from a
+"""etcd_common.storage.s3 against the sandbox's real S3 server (SeaweedFS): multipart upload from a
 file and from a stream, download, head with metadata, list, delete, and each failure as its class."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common import s3_storage as s3
+from etcd_common.storage import s3
 from kube_sandbox.testing import Sandbox
 
 pytestmark = pytest.mark.sandbox

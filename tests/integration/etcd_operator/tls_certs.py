@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 
 CERT_DAYS = 2
 # EC keys: generated in milliseconds, where 2048-bit RSA takes a noticeable share of 2 slow cores.

@@ -1,4 +1,4 @@
-"""The operator's per-pass probe over etcd's HTTP endpoints (etcd_common.etcd_probe) against real
+"""The operator's per-pass probe over etcd's HTTP endpoints (etcd_common.etcd.probe) against real
 etcd 3.4.23, 3.5.35 and 3.6.16 processes: it answers what etcdctl answers (member list, status,
 health), skips a learner and a dead endpoint, and sees a learner etcdctl has not promoted yet."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from etcd_common.etcd_probe import EtcdProbe
-from etcd_common.etcdctl import Unreachable
+from etcd_common.etcd.etcdctl import Unreachable
+from etcd_common.etcd.probe import EtcdProbe
 
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, wait_for
 

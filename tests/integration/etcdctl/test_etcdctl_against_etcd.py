@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common.etcdctl import (
+from etcd_common.etcd.etcdctl import (
     ClusterUnhealthy,
     Etcdctl,
     EtcdctlError,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common.etcd_backup import S3Location
-from etcd_common.etcdctl import SnapshotInvalid, snapshot_status
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.etcd.etcdctl import SnapshotInvalid, snapshot_status
 from restore_operator.verifying import verify_snapshot
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, etcd_dir
 

@@ -11,7 +11,7 @@ from backup_operator import reasons
 from backup_operator.actions import Done, RejectSpec, TakeBackup, Wait
 from backup_operator.observed import ObservedBackup, RecordedBackup
 from backup_operator.planning import plan_next_action
-from etcd_common.etcd_backup import parse_etcd_backup
+from etcd_common.api.etcd_backup import parse_etcd_backup
 
 NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 PERIODIC = {"etcdEndpoints": ["http://e:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},

@@ -9,7 +9,8 @@ from backup_operator import reasons
 from backup_operator.actions import Action, Done, TakeBackup, Wait
 from backup_operator.observed import RecordedBackup
 from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS, next_backup, retry_backoff_seconds
-from etcd_common.etcd_backup import BackupPolicy, BackupSpec, S3Location, StorageLocation
+from etcd_common.api.etcd_backup import BackupPolicy, BackupSpec
+from etcd_common.api.storage_locations import S3Location, StorageLocation
 
 NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -10,7 +10,7 @@ from backup_operator import reasons
 from backup_operator.oneshot import build_parser, build_request
 from backup_operator.reasons import BackupFailed
 from backup_operator.planning import spec_problem
-from etcd_common.etcd_backup import parse_etcd_backup
+from etcd_common.api.etcd_backup import parse_etcd_backup
 
 
 def backup(spec: Any) -> dict[str, Any]:

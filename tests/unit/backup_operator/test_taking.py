@@ -16,9 +16,9 @@ import pytest
 from backup_operator import reasons
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common import etcdctl as ctl
-from etcd_common import s3_storage as s3
-from etcd_common.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.etcd import etcdctl as ctl
+from etcd_common.storage import s3
 
 LOG = logging.getLogger("test_taking")
 STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -9,18 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from etcd_common.etcd_backup import (
+from etcd_common.api.etcd_backup import (
     BackupPolicy,
     BackupStatus,
     InvalidBackupSpec,
-    OtherLocation,
-    S3Location,
     parse_backup_spec,
     parse_backup_status,
     parse_etcd_backup,
 )
-from etcd_common.etcd_cluster import SpecError
-from etcd_common.etcd_restore import InvalidRestoreSpec, RestoreStatus, parse_etcd_restore, parse_restore_spec
+from etcd_common.api.etcd_restore import InvalidRestoreSpec, RestoreStatus, parse_etcd_restore, parse_restore_spec
+from etcd_common.api.fields import SpecError
+from etcd_common.api.storage_locations import OtherLocation, S3Location
 
 # The shapes of CoreOS's example/etcd-backup-operator/backup_cr.yaml, periodic_backup_cr.yaml and
 # example/etcd-restore-operator/restore_cr.yaml, with their placeholders filled in.

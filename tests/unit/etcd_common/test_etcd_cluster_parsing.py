@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd_cluster import SpecError, UnsupportedVersion, parse_cluster_spec, parse_etcd_cluster
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api.etcd_cluster import (
+    UnsupportedVersion,
+    parse_cluster_spec,
+    parse_etcd_cluster,
+    parse_recorded_status,
+)
+from etcd_common.api.fields import SpecError
+from etcd_common.api.versions import EtcdVersion
 
 
 @pytest.mark.parametrize("spec, says", [
@@ -45,3 +51,28 @@ def test_shared_parse_of_a_whole_cluster() -> None:
     assert spec.version == EtcdVersion(3, 4, 23) and spec.repository == "mirror/etcd"
     assert spec.warnings == ("spec.baseImage is deprecated; use spec.repository",), "no operator warnings"
     assert cluster.recorded.bootstrapped
+
+
+@pytest.mark.parametrize("status, bootstrapped", [
+    (None, False),
+    ({}, False),
+    ({"bootstrapped": True}, True),
+    ({"phase": "Running"}, True),  # adopted from the CoreOS operator
+    ({"size": 3}, True),
+    ({"phase": "Creating", "size": 0}, False),
+    # Ours: a seed pod counts in size before its member first ran; `bootstrapped` decides.
+    ({"phase": "Creating", "size": 1, "bootstrapped": False}, False),
+    ({"phase": "Failed", "size": 3, "bootstrapped": True}, True),
+])
+def test_recorded_bootstrapped(status: Any, bootstrapped: bool) -> None:
+    assert parse_recorded_status(status).bootstrapped is bootstrapped
+
+
+def test_recorded_conditions() -> None:
+    recorded = parse_recorded_status({"conditions": [
+        {"type": "Available", "status": "True", "reason": "QuorumAvailable", "lastTransitionTime": "2024-05-01T12:00:00Z"},
+        "garbage",
+    ]})
+    available = recorded.condition("Available")
+    assert available is not None and available.last_transition_time == "2024-05-01T12:00:00Z"
+    assert recorded.condition("Degraded") is None

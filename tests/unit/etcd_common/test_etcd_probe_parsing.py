@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from etcd_common.etcd_probe import parse_status
-from etcd_common.etcdctl import parse_member
+from etcd_common.etcd.etcdctl import parse_member
+from etcd_common.etcd.probe import parse_status
 
 STATUS = json.loads(
     '{"header":{"cluster_id":"12558503185269689621","member_id":"3335757982543269782","revision":"1",'

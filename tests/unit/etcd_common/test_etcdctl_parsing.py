@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common import etcdctl as etcdctl_module
-from etcd_common.etcdctl import (
+from etcd_common.etcd import etcdctl as etcdctl_module
+from etcd_common.etcd.etcdctl import (
     ClientTLS,
     ClusterUnhealthy,
     EndpointHealth,
@@ -30,6 +30,7 @@ from etcd_common.etcdctl import (
     crashed,
     error_message,
     format_member_id,
+    member_name_from_peer_url,
     parse_endpoint_health,
     parse_endpoint_status,
     parse_get_value,
@@ -275,3 +276,14 @@ def test_etcdutl_crashing_on_a_snapshot_is_an_invalid_snapshot(tmp_path: Path) -
         fake.chmod(0o755)
         with pytest.raises(SnapshotInvalid, match="not a readable etcd database: etcdutl crashed"):
             snapshot_status(str(tmp_path / "snap.db"), binary=str(fake))
+
+
+@pytest.mark.parametrize("url, member", [
+    ("http://example-abcde.example.default.svc:2380", "example-abcde"),
+    ("https://example-abcde.example.ns.svc.cluster.local:2380", "example-abcde"),
+    ("http://127.1.0.4:2380", None),
+    ("http://[::1]:2380", None),
+    ("", None),
+])
+def test_member_name_from_peer_url(url: str, member: str | None) -> None:
+    assert member_name_from_peer_url(url) == member

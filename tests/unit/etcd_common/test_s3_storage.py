@@ -1,4 +1,4 @@
-"""The pure parts of etcd_common.s3_storage: the awsSecret's files (credentials and the S3 server
+"""The pure parts of etcd_common.storage.s3: the awsSecret's files (credentials and the S3 server
 they name), paths, endpoints, which server and addressing a client ends up with, and boto3's
 failures mapped to error classes (a real S3 server is exercised by the integration tests)."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import boto3.exceptions
 import botocore.exceptions
 import pytest
 
-from etcd_common import s3_storage as s3
-from etcd_common import seed_restore_program
-from etcd_common.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.seed import program as seed_program
+from etcd_common.storage import s3
 
 CREDENTIALS = "[default]\naws_access_key_id = AKID\naws_secret_access_key = SECRET\n"
 
@@ -252,7 +252,7 @@ def test_seed_restore_fetch_takes_the_server_from_the_mounted_secret(tmp_path: P
         return len(content)
     monkeypatch.setattr(s3.S3Storage, "download_file", download_file)
 
-    size = seed_restore_program.fetch(S3Location("backups/etcd.backup"), aws_dir=str(aws_dir),
+    size = seed_program.fetch(S3Location("backups/etcd.backup"), aws_dir=str(aws_dir),
                                       sha256=hashlib.sha256(content).hexdigest(),
                                       staging_dir=str(tmp_path / "staging"), snapshot=str(tmp_path / "staging" / "s.db"))
 

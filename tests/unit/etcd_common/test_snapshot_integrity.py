@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common.etcdctl import SnapshotInvalid
-from etcd_common.snapshot_integrity import verify_snapshot_file
+from etcd_common.etcd.etcdctl import SnapshotInvalid
+from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
 
 
 def snapshot(tmp_path: Path, body: bytes) -> Path:
@@ -46,7 +46,7 @@ def test_too_short_fails(tmp_path: Path) -> None:
 
 
 def test_digest_fed_in_any_chunking_matches_the_file(tmp_path: Path) -> None:
-    from etcd_common.snapshot_integrity import SnapshotDigest
+    from etcd_common.etcd.snapshot_integrity import SnapshotDigest
 
     path = snapshot(tmp_path, bytes(range(256)) * 300)
     data = path.read_bytes()
@@ -76,7 +76,7 @@ def test_digest_fed_in_any_chunking_matches_the_file(tmp_path: Path) -> None:
 def test_follow_digests_a_snapshot_while_it_is_written_and_renamed(tmp_path: Path) -> None:
     import threading
 
-    from etcd_common.snapshot_integrity import follow_snapshot
+    from etcd_common.etcd.snapshot_integrity import follow_snapshot
 
     body = bytes(range(256)) * 40_000
     data = body + hashlib.sha256(body).digest()
@@ -99,7 +99,7 @@ def test_follow_digests_a_snapshot_while_it_is_written_and_renamed(tmp_path: Pat
 def test_follow_reports_a_truncated_snapshot(tmp_path: Path) -> None:
     import threading
 
-    from etcd_common.snapshot_integrity import follow_snapshot
+    from etcd_common.etcd.snapshot_integrity import follow_snapshot
 
     path = snapshot(tmp_path, b"a" * 100_000)
     path.write_bytes(path.read_bytes()[:-10])
@@ -112,7 +112,7 @@ def test_follow_reports_a_truncated_snapshot(tmp_path: Path) -> None:
 def test_follow_without_any_file_is_none(tmp_path: Path) -> None:
     import threading
 
-    from etcd_common.snapshot_integrity import follow_snapshot
+    from etcd_common.etcd.snapshot_integrity import follow_snapshot
 
     written = threading.Event()
     written.set()

@@ -9,10 +9,10 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import EndpointStatus, Member
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
     MemberHealth,

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observed import ObservedCluster

@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
 
-from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import member_client_url

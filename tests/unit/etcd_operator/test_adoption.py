@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from etcd_operator.acting import ActionExecutor
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api.versions import EtcdVersion
 from etcd_operator.actions import (
     CreateServices,
     NoOp,

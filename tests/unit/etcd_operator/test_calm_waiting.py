@@ -11,8 +11,8 @@ from tests.unit.etcd_operator.etcd_cluster_builders import UID, make_cluster, ra
 from tests.unit.etcd_operator.supervisor_fakes import FakeClusterApi, supervisor_with_fakes
 from tests.unit.etcd_operator.test_observing import FakeClient, FakeEtcd, observe
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd import etcdctl as ctl
 from etcd_operator import actions as a
 from etcd_operator.status import compute_status
 from etcd_operator.manifests import build_service, member_client_url

@@ -5,9 +5,10 @@ from typing import Any
 
 import pytest
 
-from etcd_common import etcd_cluster as shared
-from etcd_common.etcd_cluster import SpecError, StaticTLS, UnsupportedVersion, parse_recorded_status
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import etcd_cluster as shared
+from etcd_common.api.etcd_cluster import StaticTLS, UnsupportedVersion
+from etcd_common.api.fields import SpecError
+from etcd_common.api.versions import EtcdVersion
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
@@ -115,46 +116,6 @@ def test_invalid_spec_is_reported_not_raised() -> None:
     assert cluster.paused
     with pytest.raises(SpecError):
         cluster.require_spec()
-
-
-@pytest.mark.parametrize("status, bootstrapped", [
-    (None, False),
-    ({}, False),
-    ({"bootstrapped": True}, True),
-    ({"phase": "Running"}, True),  # adopted from the CoreOS operator
-    ({"size": 3}, True),
-    ({"phase": "Creating", "size": 0}, False),
-    # Ours: a seed pod counts in size before its member first ran; `bootstrapped` decides.
-    ({"phase": "Creating", "size": 1, "bootstrapped": False}, False),
-    ({"phase": "Failed", "size": 3, "bootstrapped": True}, True),
-])
-def test_recorded_bootstrapped(status: Any, bootstrapped: bool) -> None:
-    assert parse_recorded_status(status).bootstrapped is bootstrapped
-
-
-def test_recorded_conditions() -> None:
-    recorded = parse_recorded_status({"conditions": [
-        {"type": "Available", "status": "True", "reason": "QuorumAvailable", "lastTransitionTime": "2024-05-01T12:00:00Z"},
-        "garbage",
-    ]})
-    available = recorded.condition("Available")
-    assert available is not None and available.last_transition_time == "2024-05-01T12:00:00Z"
-    assert recorded.condition("Degraded") is None
-
-
-@pytest.mark.parametrize("text, version", [
-    ("3.5.1", EtcdVersion(3, 5, 1)),
-    ("v3.4.23", EtcdVersion(3, 4, 23)),
-    (" 3.5.10 ", EtcdVersion(3, 5, 10)),
-    ("3.5", None),
-    ("3.5.1-rc.0", None),
-])
-def test_version_parse(text: str, version: EtcdVersion | None) -> None:
-    assert EtcdVersion.parse(text) == version
-
-
-def test_versions_order_numerically() -> None:
-    assert EtcdVersion(3, 5, 10) > EtcdVersion(3, 5, 9) > EtcdVersion(3, 4, 23)
 
 
 # What the operator refuses above although the shared parse (etcd_common) accepts its shape.

@@ -18,7 +18,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     without_pods,
 )
 
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector

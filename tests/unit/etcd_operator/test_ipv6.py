@@ -1,6 +1,6 @@
 """IPv6 and dual stack: etcd listens on a bracketed pod IP where the cluster's Services are IPv6,
-member probing resolves IPv6 names, and the HTTP server binds IPv6 addresses. (Nothing here
-connects outside 127.0.0.0/8: address selection is checked with a stand-in resolver.)"""
+and the HTTP server binds IPv6 addresses (member probes resolving IPv6 names:
+tests/unit/etcd_common/test_tcp_probe.py). Nothing here connects outside 127.0.0.0/8."""
 from __future__ import annotations
 
 import socket
@@ -10,8 +10,7 @@ import pytest
 
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
-from etcd_common import tcp_probe
-from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.observed import ObservedCluster
@@ -38,18 +37,6 @@ def test_etcd_listens_on_a_bracketed_pod_ip_on_ipv6() -> None:
 def test_the_ip_family_is_the_primary_family_of_the_clusters_services(families: list[Any], ipv6: bool) -> None:
     services = [{"metadata": {"name": "example-client"}, "spec": {"ipFamilies": families[0]} if families[0] else {}}]
     assert ip_family_of_services(services) == ("IPv6" if ipv6 else "IPv4")
-
-
-def test_member_probes_resolve_ipv6_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    asked: list[int] = []
-
-    def getaddrinfo(host: str, port: int, family: int = 0, kind: int = 0) -> list[Any]:
-        asked.append(family)
-        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("fd00::7", port, 0, 0))]
-
-    monkeypatch.setattr(tcp_probe.socket, "getaddrinfo", getaddrinfo)
-    assert tcp_probe.resolve("http://m.example.default.svc:2379") == (socket.AF_INET6, ("fd00::7", 2379, 0, 0))
-    assert asked == [socket.AF_UNSPEC]
 
 
 @pytest.mark.parametrize(("host", "family", "url"), [

@@ -11,7 +11,7 @@ import yaml
 
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 
-from etcd_common.etcd_cluster import SpecError
+from etcd_common.api.fields import SpecError
 from etcd_operator.manifests import build_member_pod
 from etcd_operator.settings import parse_settings
 from etcd_operator.spec import (

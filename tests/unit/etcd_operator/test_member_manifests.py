@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 from etcd_operator.manifests import (
     build_client_service,
     build_member_pod,

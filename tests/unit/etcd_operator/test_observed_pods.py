@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
-from etcd_common.etcdctl import EndpointStatus, Member, member_name_from_peer_url
+from etcd_common.api import constants as c
+from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
     MemberHealth,
@@ -95,17 +95,6 @@ def test_parse_pvc() -> None:
     assert (pvc.name, pvc.member_name, pvc.deleting) == ("example-abcde", "example-abcde", False)
     raw["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z"
     assert parse_pvc(raw).deleting
-
-
-@pytest.mark.parametrize("url, member", [
-    ("http://example-abcde.example.default.svc:2380", "example-abcde"),
-    ("https://example-abcde.example.ns.svc.cluster.local:2380", "example-abcde"),
-    ("http://127.1.0.4:2380", None),
-    ("http://[::1]:2380", None),
-    ("", None),
-])
-def test_member_name_from_peer_url(url: str, member: str | None) -> None:
-    assert member_name_from_peer_url(url) == member
 
 
 @pytest.mark.parametrize("image, version", [

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import pytest
 
-from etcd_common import etcdctl as ctl
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.tcp_probe import accepting_connections
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd import etcdctl as ctl
 from etcd_operator.manifests import build_member_pod, member_client_url
 from etcd_operator.observing import (
     LEARNER_PROBE_TIMEOUT_SECONDS,
@@ -132,31 +130,6 @@ def test_without_a_member_list_only_listening_members_give_their_status() -> Non
     assert etcd.asked == [("member list", [member_client_url(cluster, MEMBERS[0])]),
                           ("endpoint status", [member_client_url(cluster, MEMBERS[0])])]
     assert observed.members is None and set(observed.endpoint_status) == {MEMBERS[0]}
-
-
-# --- the TCP check itself, on real loopback sockets
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(8)
-        yield server.getsockname()[1]
-
-
-def closed_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])  # nobody listens once this socket is closed
-
-
-def test_accepting_connections_tells_listening_from_closed_and_malformed(listener: int) -> None:
-    # (No unresolvable name here: resolving one would ask the machine's resolver, off loopback.)
-    open_url, closed_url = f"http://127.0.0.1:{listener}", f"http://127.0.0.1:{closed_port()}"
-    malformed = "http://127.0.0.1:not-a-port"
-    assert accepting_connections([open_url, closed_url, malformed, open_url], 2.0) == {open_url}
-    assert accepting_connections([], 2.0) == set()
 
 
 class LearnerClient(FakeClient):

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.unit.etcd_operator.etcd_cluster_builders import UID, healthy_cluster, make_pod
 
-from etcd_common.etcd_access import EtcdAccess
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.status import compute_status

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcdctl import EndpointStatus, Member
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator import actions
 from etcd_operator.manifests import member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 from etcd_operator.manifests import build_member_pod, member_peer_url, pod_policy_hash
 
 from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, make_cluster

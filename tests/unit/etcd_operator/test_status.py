@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcdctl import EndpointStatus
+from etcd_common.etcd.etcdctl import EndpointStatus
 from etcd_operator import actions
 from etcd_operator.status import CONDITION_TYPES, compute_status, format_time
 from etcd_operator.observed import ObservedCluster

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
+from etcd_common.api import constants as c
+from etcd_common.api.versions import EtcdVersion
 from etcd_operator import actions
 from etcd_operator import versions
 from etcd_operator.status import CONDITION_VERSION_SUPPORTED, compute_status, upgrade_source_event

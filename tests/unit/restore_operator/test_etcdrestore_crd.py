@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from etcd_common.etcd_backup import S3Location
-from etcd_common.restore_source import RestoreSource, restore_source_to_api
 from restore_operator.observed import SnapshotFacts
 from restore_operator.status import next_status, snapshot_to_api
+from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
+from etcd_common.api.storage_locations import S3Location
 from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
 from tests.unit.etcd_operator.test_etcdcluster_crd import validate
 

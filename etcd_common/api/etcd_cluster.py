@@ -10,23 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from etcd_common import constants as c
-from etcd_common.etcd_version import EtcdVersion
-
-if TYPE_CHECKING:
-    from etcd_common.restore_source import RestoreSource
-
-JsonDict = Mapping[str, Any]
-
-
-class SpecError(ValueError):
-    """The spec cannot be run; `reason` says what to change."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+from etcd_common.api import constants as c
+from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.restore_source import RestoreSource, parse_restore_source
+from etcd_common.api.versions import EtcdVersion
 
 
 class UnsupportedVersion(SpecError):
@@ -152,29 +141,46 @@ _CLUSTER_DOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
+class _ClusterFields(FieldReader):
+    """An EtcdCluster's fields, worded as its errors always were (older than the other kinds'): a
+    wrong value as itself (`got 1`), a wrong object by its Python type (`got str`); and a flag
+    that is null is wrong, not false."""
+
+    @staticmethod
+    def type_of(value: Any) -> str:
+        return type(value).__name__
+
+    @staticmethod
+    def shown(value: Any) -> str:
+        return repr(value)
+
+    def boolean(self, key: str) -> bool:
+        if key in self.raw and self.raw[key] is None:
+            raise self.wrong(key, "true or false", None)
+        return super().boolean(key)
+
+
 def parse_etcd_cluster(obj: JsonDict, *, parse_spec: Callable[[JsonDict], ClusterSpec] | None = None) -> EtcdCluster:
     """Parse a whole EtcdCluster object. Spec problems do not raise: they become `spec_error`,
     so the supervisor can still report them in status. `parse_spec` (default
     `parse_cluster_spec`) lets an operator add its own checks to the shape's."""
-    raw_metadata = obj.get("metadata")
-    metadata: JsonDict = raw_metadata if isinstance(raw_metadata, Mapping) else {}
-    name = str(metadata.get("name") or "")
+    identity = object_identity(obj)
     raw_spec = obj.get("spec")
     paused = isinstance(raw_spec, Mapping) and raw_spec.get("paused") is True
     spec: ClusterSpec | None = None
     spec_error: str | None = None
     unsupported_version = False
     try:
-        check_cluster_name(name)
-        spec = (parse_spec or parse_cluster_spec)(_mapping(raw_spec, "spec"))
+        check_cluster_name(identity.name)
+        spec = (parse_spec or parse_cluster_spec)(_ClusterFields(raw_spec, "spec", SpecError).raw)
     except SpecError as error:
         spec_error = error.reason
         unsupported_version = isinstance(error, UnsupportedVersion)
     return EtcdCluster(
-        name=name,
-        namespace=str(metadata.get("namespace") or "default"),
-        uid=str(metadata.get("uid") or ""),
-        generation=int(metadata.get("generation") or 0),
+        name=identity.name,
+        namespace=identity.namespace,
+        uid=identity.uid,
+        generation=identity.generation,
         spec=spec,
         spec_error=spec_error,
         unsupported_version=unsupported_version,
@@ -183,23 +189,20 @@ def parse_etcd_cluster(obj: JsonDict, *, parse_spec: Callable[[JsonDict], Cluste
     )
 
 
-def parse_cluster_spec(spec: JsonDict) -> ClusterSpec:
+def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
     """Parse `spec` (shape only); raises SpecError with a reason a user can act on, and
     UnsupportedVersion when spec.version is not an etcd version at all."""
-    size = spec.get("size")
+    spec = _ClusterFields(raw, "spec", SpecError)
+    size = spec.raw.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 7:
         raise SpecError(f"spec.size must be an integer from 1 to 7, got {size!r}")
-    version = _parse_version(spec.get("version", c.DEFAULT_VERSION))
+    version = _parse_version(spec.raw.get("version", c.DEFAULT_VERSION))
     warnings: list[str] = []
     repository = _parse_repository(spec, warnings)
-    paused = spec.get("paused", False)
-    if not isinstance(paused, bool):
-        raise SpecError(f"spec.paused must be true or false, got {paused!r}")
-    pod = _parse_pod_policy(_mapping(spec.get("pod"), "spec.pod"))
-    tls = _parse_tls(_mapping(spec.get("TLS"), "spec.TLS"))
-    # Imported here: restore_source builds on etcd_backup, which builds on this module.
-    from etcd_common.restore_source import parse_restore_source
-    restore = parse_restore_source(spec.get("restore"))
+    paused = spec.boolean("paused")
+    pod = _parse_pod_policy(spec.section("pod"))
+    tls = _parse_tls(spec.section("TLS"))
+    restore = parse_restore_source(spec.raw.get("restore"))
     return ClusterSpec(
         size=size,
         version=version,
@@ -255,18 +258,15 @@ def _parse_version(raw: Any) -> EtcdVersion:
     return version
 
 
-def _parse_repository(spec: JsonDict, warnings: list[str]) -> str:
-    repository = spec.get("repository")
-    base_image = spec.get("baseImage")
-    if isinstance(base_image, str) and base_image and repository in (None, "", c.DEFAULT_REPOSITORY):
+def _parse_repository(spec: FieldReader, warnings: list[str]) -> str:
+    repository = spec.string("repository")
+    base_image = spec.raw.get("baseImage")
+    if isinstance(base_image, str) and base_image and repository in ("", c.DEFAULT_REPOSITORY):
         # CoreOS's deprecated name for the same field; the CRD defaults `repository`, so a
         # manifest that only sets baseImage arrives with the default repository beside it.
         repository = base_image
         warnings.append("spec.baseImage is deprecated; use spec.repository")
-    if repository is None or repository == "":
-        repository = c.DEFAULT_REPOSITORY
-    if not isinstance(repository, str):
-        raise SpecError(f"spec.repository must be a string, got {repository!r}")
+    repository = repository or c.DEFAULT_REPOSITORY
     last_segment = repository.rsplit("/", 1)[-1]
     if ":" in last_segment or "@" in last_segment:
         raise SpecError(
@@ -276,48 +276,47 @@ def _parse_repository(spec: JsonDict, warnings: list[str]) -> str:
     return repository
 
 
-def _parse_pod_policy(pod: JsonDict) -> PodPolicy:
-    anti_affinity = pod.get("antiAffinity", False)
-    labels = _string_map(pod.get("labels"), "spec.pod.labels")
-    annotations = _string_map(pod.get("annotations"), "spec.pod.annotations")
-    if not isinstance(anti_affinity, bool):
-        raise SpecError(f"spec.pod.antiAffinity must be true or false, got {anti_affinity!r}")
-    affinity = _optional_mapping(pod.get("affinity"), "spec.pod.affinity")
+def _parse_pod_policy(pod: FieldReader) -> PodPolicy:
+    labels = pod.string_map("labels")
+    annotations = pod.string_map("annotations")
+    anti_affinity = pod.boolean("antiAffinity")
+    affinity = pod.mapping("affinity")
 
-    etcd_env = _list_of_mappings(pod.get("etcdEnv"), "spec.pod.etcdEnv")
+    etcd_env = pod.objects("etcdEnv")
     for variable in etcd_env:
         name = variable.get("name")
         if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
-            raise SpecError(f"spec.pod.etcdEnv: {name!r} is not a valid environment variable name")
+            raise SpecError(f"{pod.path('etcdEnv')}: {name!r} is not a valid environment variable name")
 
-    pvc_spec = _optional_mapping(pod.get("persistentVolumeClaimSpec"), "spec.pod.persistentVolumeClaimSpec")
+    pvc_spec = pod.mapping("persistentVolumeClaimSpec")
     if pvc_spec is not None:
-        requests = _mapping(_mapping(pvc_spec.get("resources"), "persistentVolumeClaimSpec.resources")
-                            .get("requests"), "persistentVolumeClaimSpec.resources.requests")
-        if not requests.get("storage"):
+        # Its errors name the path from persistentVolumeClaimSpec on, as they always have.
+        pvc = _ClusterFields(pvc_spec, "persistentVolumeClaimSpec", pod.error)
+        requests = pvc.section("resources").section("requests")
+        if not requests.raw.get("storage"):
             raise SpecError(
                 "spec.pod.persistentVolumeClaimSpec.resources.requests.storage is required "
                 "(the size of each member's volume, e.g. \"1Gi\")"
             )
 
-    dns_timeout = pod.get("DNSTimeoutInSecond") or 0
+    dns_timeout = pod.raw.get("DNSTimeoutInSecond") or 0
     if not isinstance(dns_timeout, int) or isinstance(dns_timeout, bool) or dns_timeout < 0:
         raise SpecError(f"spec.pod.DNSTimeoutInSecond must be a non-negative integer, got {dns_timeout!r}")
 
     return PodPolicy(
         labels=labels,
         annotations=annotations,
-        node_selector=_string_map(pod.get("nodeSelector"), "spec.pod.nodeSelector"),
+        node_selector=pod.string_map("nodeSelector"),
         anti_affinity=anti_affinity,
         affinity=affinity,
-        resources=_optional_mapping(pod.get("resources"), "spec.pod.resources") or None,
-        tolerations=_list_of_mappings(pod.get("tolerations"), "spec.pod.tolerations"),
+        resources=pod.mapping("resources") or None,
+        tolerations=pod.objects("tolerations"),
         etcd_env=etcd_env,
         persistent_volume_claim_spec=pvc_spec,
-        security_context=_optional_mapping(pod.get("securityContext"), "spec.pod.securityContext"),
-        busybox_image=str(pod.get("busyboxImage") or ""),
+        security_context=pod.mapping("securityContext"),
+        busybox_image=str(pod.raw.get("busyboxImage") or ""),
         dns_timeout_seconds=dns_timeout,
-        cluster_domain=_parse_cluster_domain(pod.get("ClusterDomain")),
+        cluster_domain=_parse_cluster_domain(pod.raw.get("ClusterDomain")),
     )
 
 
@@ -329,53 +328,11 @@ def _parse_cluster_domain(raw: Any) -> str:
     return "." + raw.strip(".")
 
 
-def _parse_tls(tls: JsonDict) -> StaticTLS:
-    static = _mapping(tls.get("static"), "spec.TLS.static")
-    member = _mapping(static.get("member"), "spec.TLS.static.member")
+def _parse_tls(tls: FieldReader) -> StaticTLS:
+    static = tls.section("static")
+    member = static.section("member")
     return StaticTLS(
-        member_peer_secret=_string(member.get("peerSecret"), "spec.TLS.static.member.peerSecret"),
-        member_server_secret=_string(member.get("serverSecret"), "spec.TLS.static.member.serverSecret"),
-        operator_secret=_string(static.get("operatorSecret"), "spec.TLS.static.operatorSecret"),
+        member_peer_secret=member.string("peerSecret"),
+        member_server_secret=member.string("serverSecret"),
+        operator_secret=static.string("operatorSecret"),
     )
-
-
-# Small shape checks (the schema normally guarantees these; they guard CRs written without it)
-
-
-def _mapping(value: Any, where: str) -> JsonDict:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise SpecError(f"{where} must be an object, got {type(value).__name__}")
-    return value
-
-
-def _optional_mapping(value: Any, where: str) -> JsonDict | None:
-    return None if value is None else _mapping(value, where)
-
-
-def _string(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise SpecError(f"{where} must be a string, got {value!r}")
-    return value
-
-
-def _string_map(value: Any, where: str) -> dict[str, str]:
-    mapping = _mapping(value, where)
-    for key, item in mapping.items():
-        if not isinstance(item, str):
-            raise SpecError(f"{where}.{key} must be a string, got {item!r}")
-    return {str(key): item for key, item in mapping.items()}
-
-
-def _list_of_mappings(value: Any, where: str) -> tuple[JsonDict, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise SpecError(f"{where} must be a list, got {type(value).__name__}")
-    for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise SpecError(f"{where}[{index}] must be an object, got {item!r}")
-    return tuple(value)

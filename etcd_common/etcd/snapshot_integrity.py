@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Final
 
-from etcd_common.etcdctl import SnapshotInvalid
+from etcd_common.etcd.etcdctl import SnapshotInvalid
 
 TRAILER_BYTES: Final = 32  # sha256 digest
 READ_BYTES: Final = 1024 * 1024

@@ -35,7 +35,7 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from etcd_common.etcd_backup import S3Location
+from etcd_common.api.storage_locations import S3Location
 from kube_adapter.errors import KubeError, NotFound
 
 logger = logging.getLogger(__name__)

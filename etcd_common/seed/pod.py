@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from etcd_common import constants as c
-from etcd_common.restore_source import RestoreSource
+from etcd_common.api import constants as c
+from etcd_common.api.restore_source import RestoreSource
 
 FETCH_CONTAINER: Final = "restore-fetch"
 RESTORE_CONTAINER: Final = "restore-snapshot"

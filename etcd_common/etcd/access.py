@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcd_probe import EtcdProbe
-from etcd_common.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from etcd_common.etcd.probe import EtcdProbe
 from kube_adapter.errors import KubeError, Transient
 
 log = logging.getLogger(__name__)

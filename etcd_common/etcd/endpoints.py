@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from etcd_common import constants as c
-from etcd_common.etcd_cluster import EtcdCluster
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
 
 
 @dataclass(frozen=True)

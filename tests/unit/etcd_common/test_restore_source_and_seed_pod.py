@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd_cluster import SpecError, parse_etcd_cluster
-from etcd_common.etcd_restore import parse_etcd_restore
-from etcd_common.restore_source import DEFAULT_BUMP_REVISION, parse_restore_source, restore_source_to_api
-from etcd_common.seed_restore_program import install
+from etcd_common.api.etcd_cluster import parse_etcd_cluster
+from etcd_common.api.etcd_restore import parse_etcd_restore
+from etcd_common.api.fields import SpecError
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, parse_restore_source, restore_source_to_api
+from etcd_common.seed.program import install
 from etcd_operator.manifests import build_member_pod, member_peer_url
 
 SHA = "0123456789abcdef" * 4

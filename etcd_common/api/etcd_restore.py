@@ -1,15 +1,15 @@
 """The EtcdRestore resource (CoreOS etcd.database.coreos.com/v1beta2) parsed once, at the edge, into
 frozen dataclasses. Field names follow CoreOS v1beta2 exactly (restore_cr.yaml parses unchanged);
-the storage sections are the ones an EtcdBackup writes to (`etcd_common.etcd_backup`)."""
+the storage sections are the ones an EtcdBackup writes to (`storage_locations`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from etcd_common.api_fields import FieldReader, object_identity
-from etcd_common.etcd_backup import StorageLocation, parse_storage_location
-from etcd_common.etcd_cluster import JsonDict, SpecError, parse_cluster_spec
+from etcd_common.api.etcd_cluster import parse_cluster_spec
+from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.storage_locations import StorageLocation, parse_storage_location
 
 
 class InvalidRestoreSpec(SpecError):

@@ -1,5 +1,5 @@
 """The EtcdBackup resource (CoreOS etcd.database.coreos.com/v1beta2) parsed once, at the edge, into
-frozen dataclasses; also the storage locations an EtcdRestore shares with it.
+frozen dataclasses (its storage sections: `storage_locations`).
 
 Field names follow CoreOS v1beta2 exactly, so CoreOS manifests (backup_cr.yaml,
 periodic_backup_cr.yaml) parse unchanged. The parser checks the API shape only (types, required
@@ -13,63 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from etcd_common.api_fields import FieldReader, object_identity
-from etcd_common.etcd_cluster import JsonDict, SpecError
-
-STORAGE_TYPE_S3 = "S3"
-STORAGE_TYPE_ABS = "ABS"
-STORAGE_TYPE_GCS = "GCS"
-STORAGE_TYPE_OSS = "OSS"
-# storage type -> the spec section that says where (CoreOS's `BackupSource`/`RestoreSource`).
-STORAGE_SECTIONS: Mapping[str, str] = {
-    STORAGE_TYPE_S3: "s3", STORAGE_TYPE_ABS: "abs", STORAGE_TYPE_GCS: "gcs", STORAGE_TYPE_OSS: "oss",
-}
-# section -> the field naming its credentials secret.
-_SECRET_FIELDS: Mapping[str, str] = {"abs": "absSecret", "gcs": "gcpSecret", "oss": "ossSecret"}
+from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.storage_locations import StorageLocation, parse_storage_location
 
 
 class InvalidBackupSpec(SpecError):
     """An EtcdBackup spec that does not have the v1beta2 shape; `reason` names the field."""
-
-
-@dataclass(frozen=True)
-class S3Location:
-    """`s3`: where on S3 (or an S3-compatible server) a snapshot lives."""
-
-    # "<bucket>/<key>"
-    path: str
-    # Secret with `credentials` and `config` files (profile `default`); "" = the operator's own.
-    aws_secret: str = ""
-    # "" = AWS; else an S3-compatible server's URL.
-    endpoint: str = ""
-    force_path_style: bool = False
-
-    @property
-    def bucket(self) -> str:
-        return self.path.split("/", 1)[0]
-
-    @property
-    def key(self) -> str:
-        return self.path.split("/", 1)[1] if "/" in self.path else ""
-
-
-@dataclass(frozen=True)
-class OtherLocation:
-    """`abs`, `gcs` or `oss`: read for CoreOS compatibility (path, its credentials secret from
-    `absSecret`/`gcpSecret`/`ossSecret`, and OSS's endpoint)."""
-
-    path: str
-    secret: str = ""
-    endpoint: str = ""
-
-
-@dataclass(frozen=True)
-class StorageLocation:
-    """The storage type and the section it names; the other sections are ignored."""
-
-    storage_type: str
-    s3: S3Location | None = None
-    other: OtherLocation | None = None
 
 
 @dataclass(frozen=True)
@@ -163,32 +112,6 @@ def parse_backup_spec(raw: Any) -> BackupSpec:
 def _etcd_cluster_name(spec: FieldReader) -> str:
     cluster = spec.child("etcdCluster")
     return "" if cluster is None else cluster.string("name", required=True)
-
-
-def parse_storage_location(spec: FieldReader, type_field: str) -> StorageLocation:
-    """The storage type in `type_field` (`storageType` of a backup, `backupStorageType` of a
-    restore) and the section it names, which must be present."""
-    storage_type = spec.string(type_field, required=True)
-    section = STORAGE_SECTIONS.get(storage_type)
-    if section is None:
-        raise spec.error(
-            f"{spec.path(type_field)} {storage_type!r} is not one of {', '.join(STORAGE_SECTIONS)}"
-        )
-    location = spec.child(section)
-    if location is None:
-        raise spec.error(f"{spec.path(type_field)} is {storage_type} but {spec.path(section)} is missing")
-    if section == "s3":
-        return StorageLocation(storage_type, s3=S3Location(
-            path=location.string("path", required=True),
-            aws_secret=location.string("awsSecret"),
-            endpoint=location.string("endpoint"),
-            force_path_style=location.boolean("forcePathStyle"),
-        ))
-    return StorageLocation(storage_type, other=OtherLocation(
-        path=location.string("path", required=True),
-        secret=location.string(_SECRET_FIELDS[section]),
-        endpoint=location.string("endpoint"),
-    ))
 
 
 def parse_backup_status(raw: Any) -> BackupStatus:

@@ -1,5 +1,5 @@
 """`etcd-restore-seed`: the program of the seed pod's restore init containers
-(`etcd_common.seed_restore_pod`), in the operator image.
+(`etcd_common.seed.pod`), in the operator image.
 
     etcd-restore-seed fetch --s3-path=BUCKET/KEY --sha256=HEX --staging-dir=DIR --snapshot=FILE
                             [--endpoint=URL] [--force-path-style] [--aws-dir=DIR]
@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from etcd_common.etcd_backup import S3Location
-from etcd_common.s3_storage import (
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.storage.s3 import (
     AWS_SECRET_CONFIG_FILE,
     AWS_SECRET_CREDENTIALS_FILE,
     S3Error,

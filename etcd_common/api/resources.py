@@ -1,7 +1,7 @@
 """The etcd kinds as `kube_adapter` resources, for `ResourceClient` and the controller."""
 from __future__ import annotations
 
-from etcd_common import constants as c
+from etcd_common.api import constants as c
 from kube_adapter.resources import Resource
 
 ETCD_CLUSTERS = Resource(c.API_GROUP, c.API_VERSION, c.PLURAL, c.KIND)

@@ -9,9 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from etcd_common.api_fields import FieldReader
-from etcd_common.etcd_backup import STORAGE_TYPE_S3, S3Location, parse_storage_location
-from etcd_common.etcd_cluster import SpecError
+from etcd_common.api.fields import FieldReader, SpecError
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3, S3Location, parse_storage_location
 
 # etcd's own advice for a restore that watchers of the old cluster must not see go backwards:
 # bump by more than the revisions the old cluster can have made since the snapshot.

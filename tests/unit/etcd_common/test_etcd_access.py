@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from etcd_common import constants as c
-from etcd_common.etcd_access import SECRET_REFRESH_SECONDS, EtcdAccess
-from etcd_common.etcd_cluster import EtcdCluster
-from etcd_common.etcdctl import ClientTLSUnavailable, EtcdctlError
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd.access import SECRET_REFRESH_SECONDS, EtcdAccess
+from etcd_common.etcd.etcdctl import ClientTLSUnavailable, EtcdctlError
 from kube_adapter.errors import NotFound, Transient
 
 from tests.unit.etcd_operator.etcd_cluster_builders import NAMESPACE, make_cluster

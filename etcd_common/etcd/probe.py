@@ -6,7 +6,7 @@ reports, as etcdctl checks it (but without the alarm API, which writes to the ra
 Every supervisor pass asks these; an etcdctl process per question would cost a Go program's
 start-up each time (tens of milliseconds of CPU) and make an idle operator's CPU grow with its
 clusters. Answers are the etcdctl wrapper's result types and failures its error classes, so
-callers treat both alike. Membership changes stay with etcdctl (`etcd_common.etcdctl`).
+callers treat both alike. Membership changes stay with etcdctl (`etcd_common.etcd.etcdctl`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlsplit
 
-from etcd_common.etcdctl import (
+from etcd_common.etcd.etcdctl import (
     ClientTLS,
     EndpointHealth,
     EndpointStatus,

@@ -1,0 +1,86 @@
+"""Where a snapshot is stored, as the v1beta2 kinds name it: the storage type and the section it
+names (`s3`, `abs`, `gcs`, `oss`), shared by an EtcdBackup's `storageType`, an EtcdRestore's
+`backupStorageType` and an EtcdCluster's `spec.restore`. Field names follow CoreOS v1beta2."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from etcd_common.api.fields import FieldReader
+
+STORAGE_TYPE_S3 = "S3"
+STORAGE_TYPE_ABS = "ABS"
+STORAGE_TYPE_GCS = "GCS"
+STORAGE_TYPE_OSS = "OSS"
+# storage type -> the spec section that says where (CoreOS's `BackupSource`/`RestoreSource`).
+STORAGE_SECTIONS: Mapping[str, str] = {
+    STORAGE_TYPE_S3: "s3", STORAGE_TYPE_ABS: "abs", STORAGE_TYPE_GCS: "gcs", STORAGE_TYPE_OSS: "oss",
+}
+# section -> the field naming its credentials secret.
+_SECRET_FIELDS: Mapping[str, str] = {"abs": "absSecret", "gcs": "gcpSecret", "oss": "ossSecret"}
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """`s3`: where on S3 (or an S3-compatible server) a snapshot lives."""
+
+    # "<bucket>/<key>"
+    path: str
+    # Secret with `credentials` and `config` files (profile `default`); "" = the operator's own.
+    aws_secret: str = ""
+    # "" = AWS; else an S3-compatible server's URL.
+    endpoint: str = ""
+    force_path_style: bool = False
+
+    @property
+    def bucket(self) -> str:
+        return self.path.split("/", 1)[0]
+
+    @property
+    def key(self) -> str:
+        return self.path.split("/", 1)[1] if "/" in self.path else ""
+
+
+@dataclass(frozen=True)
+class OtherLocation:
+    """`abs`, `gcs` or `oss`: read for CoreOS compatibility (path, its credentials secret from
+    `absSecret`/`gcpSecret`/`ossSecret`, and OSS's endpoint)."""
+
+    path: str
+    secret: str = ""
+    endpoint: str = ""
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """The storage type and the section it names; the other sections are ignored."""
+
+    storage_type: str
+    s3: S3Location | None = None
+    other: OtherLocation | None = None
+
+
+def parse_storage_location(spec: FieldReader, type_field: str) -> StorageLocation:
+    """The storage type in `type_field` (`storageType` of a backup, `backupStorageType` of a
+    restore) and the section it names, which must be present."""
+    storage_type = spec.string(type_field, required=True)
+    section = STORAGE_SECTIONS.get(storage_type)
+    if section is None:
+        raise spec.error(
+            f"{spec.path(type_field)} {storage_type!r} is not one of {', '.join(STORAGE_SECTIONS)}"
+        )
+    location = spec.child(section)
+    if location is None:
+        raise spec.error(f"{spec.path(type_field)} is {storage_type} but {spec.path(section)} is missing")
+    if section == "s3":
+        return StorageLocation(storage_type, s3=S3Location(
+            path=location.string("path", required=True),
+            aws_secret=location.string("awsSecret"),
+            endpoint=location.string("endpoint"),
+            force_path_style=location.boolean("forcePathStyle"),
+        ))
+    return StorageLocation(storage_type, other=OtherLocation(
+        path=location.string("path", required=True),
+        secret=location.string(_SECRET_FIELDS[section]),
+        endpoint=location.string("endpoint"),
+    ))
