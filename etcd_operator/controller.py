@@ -30,6 +30,7 @@ from kube_adapter.resources import (
 )
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.cached_client import CachedClient
 from operator_runtime.running import MayAct, always_may_act
 
 log = logging.getLogger(__name__)
@@ -64,18 +65,13 @@ class Controller:
         self.stop = stop
         self.metrics = metrics
         clusters = ResourceClient(api, ETCD_CLUSTERS)
-        pods = ResourceClient(api, PODS)
-        services = ResourceClient(api, SERVICES)
-        pvcs = ResourceClient(api, PERSISTENT_VOLUME_CLAIMS)
-        pdbs = ResourceClient(api, POD_DISRUPTION_BUDGETS)
-        pod_cache, service_cache, pvc_cache, pdb_cache = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
+        pods, services, pvcs, pdbs = (CachedClient(ResourceClient(api, resource)) for resource in
+                                      (PODS, SERVICES, PERSISTENT_VOLUME_CLAIMS, POD_DISRUPTION_BUDGETS))
         etcd = EtcdAccess(ResourceClient(api, SECRETS).get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
-            clusters=ObjectCache(), pods=pod_cache, services=service_cache, pvcs=pvc_cache,
+            clusters=ObjectCache(), pods=pods.cache, services=services.cache, pvcs=pvcs.cache,
             cluster_api=clusters,
-            executor=ActionExecutor(pods, services, pvcs, etcd,
-                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache,
-                                    pdbs=pdbs, pdb_cache=pdb_cache,
+            executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs,
                                     failpoints=Failpoints.from_environment()),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),
@@ -83,7 +79,7 @@ class Controller:
             resync_seconds=settings.resync_seconds,
             stop=stop,
             may_act=may_act,
-            pdbs=pdb_cache,
+            pdbs=pdbs.cache,
             mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
             trusted_repositories=settings.trusted_repositories,
             unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
@@ -91,9 +87,8 @@ class Controller:
         )
         self._runtime = runtime.Controller(
             clusters, self.context.clusters,
-            [runtime.OwnedKind(client, cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
-             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache),
-                                   (pdbs, pdb_cache))],
+            [runtime.OwnedKind(owned.client, owned.cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
+             for owned in (pods, services, pvcs, pdbs)],
             namespace=settings.namespace,
             make_worker=self._make_worker,
             resync_seconds=settings.resync_seconds * CONTROLLER_RESYNC_MULTIPLE,

@@ -295,7 +295,7 @@ class ClusterSupervisor:
             existing = ctx.services.get((namespace, service_name))
             if existing is None:
                 try:
-                    existing = ctx.executor.services.get(namespace, service_name)
+                    existing = ctx.executor.services.client.get(namespace, service_name)
                 except NotFound:
                     continue
             if not is_being_deleted(existing):
@@ -307,7 +307,7 @@ class ClusterSupervisor:
         other = ctx.pdbs.get((namespace, budget_name))
         if other is None:
             try:
-                other = ctx.executor.pdbs.get(namespace, budget_name)
+                other = ctx.executor.pdbs.client.get(namespace, budget_name)
             except NotFound:
                 return None
         return disruption_budget_name_problem(name, None if is_being_deleted(other) else other)

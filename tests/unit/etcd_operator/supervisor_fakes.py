@@ -14,6 +14,7 @@ from etcd_operator.observed import ObservedCluster
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.errors import Conflict, NotFound
 from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 
 
 class FakeServices:
@@ -28,8 +29,8 @@ class FakeServices:
 
 class FakeExecutor:
     def __init__(self, services: FakeServices) -> None:
-        self.services = services
-        self.pdbs = FakeServices()
+        self.services = CachedClient(services)  # type: ignore[arg-type]
+        self.pdbs = CachedClient(FakeServices())  # type: ignore[arg-type]
         self.executed: list[a.Action] = []
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:

@@ -24,7 +24,7 @@ from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector
 from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
 from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, plan_next_action
-from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 
 EVERY_POD = frozenset(name(i) for i in range(1, 6))
 
@@ -139,8 +139,7 @@ class PatchingApi:
 def test_the_executor_removes_the_label_with_a_uid_precondition_and_patches_the_selector() -> None:
     observed = healthy_cluster(3)
     api = PatchingApi()
-    executor = ActionExecutor(api, api, api, None,  # type: ignore[arg-type]
-                              pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+    executor = ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api), None)  # type: ignore[arg-type]
     executor.execute(actions.SetServing(name(2), False, "removed next", "uid-2", "2024-05-01T13:00:00Z"), observed)
     executor.execute(actions.SetServing(name(2), True, "back", ""), observed)
     executor.execute(actions.UpdateClientSelector(f"{CLUSTER}-client"), observed)
