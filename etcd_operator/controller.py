@@ -13,6 +13,7 @@ from etcd_common.resources import ETCD_CLUSTERS
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.failpoints import Failpoints
 from etcd_operator.metrics import OperatorMetrics
+from etcd_operator.planning import PlanningPolicy
 from etcd_operator.rechecking import CONTROLLER_RESYNC_MULTIPLE
 from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
@@ -82,7 +83,7 @@ class Controller:
             pdbs=pdbs.cache,
             mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
             trusted_repositories=settings.trusted_repositories,
-            unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
+            policy=PlanningPolicy(unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds),
             endpoint_slices=_endpoint_slices(ResourceClient(api, ENDPOINT_SLICES)),
         )
         self._runtime = runtime.Controller(

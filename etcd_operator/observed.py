@@ -240,8 +240,6 @@ class ObservedCluster:
     name_problem: NameProblem | None = None
     # Pod name -> message of the latest FailedMount event about it (a pod stuck setting up volumes).
     mount_failures: Mapping[str, str] = field(default_factory=dict)
-    # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
-    unhealthy_member_timeout_seconds: float | None = None
     # The primary IP family of the cluster's Services (and so of its pods): "IPv4" or "IPv6".
     ip_family: str = "IPv4"
     # The client service exists but its selector does not require the serving label (CoreOS-made,

@@ -35,7 +35,7 @@ from etcd_operator.ownership import (
     owned_by,
     service_name_problem,
 )
-from etcd_operator.planning import plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.rechecking import stable_recheck_seconds
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
@@ -88,7 +88,7 @@ class SupervisorContext:
     # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
     mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
-    unhealthy_member_timeout_seconds: float | None = None  # None: unhealthy members are waited for
+    policy: PlanningPolicy = PlanningPolicy()  # the settings the planner follows
     # (namespace, service name) -> that Service's EndpointSlices (None: not looked up).
     endpoint_slices: Callable[[str, str], list[dict[str, Any]]] | None = None
 
@@ -179,8 +179,6 @@ class ClusterSupervisor:
             observed = replace(observed, name_problem=name_problem)
         if ip_family_of_services(services) != observed.ip_family:
             observed = replace(observed, ip_family=ip_family_of_services(services))
-        if ctx.unhealthy_member_timeout_seconds is not None:
-            observed = replace(observed, unhealthy_member_timeout_seconds=ctx.unhealthy_member_timeout_seconds)
         mount_failures = self._mount_failures(observed)
         if mount_failures:
             observed = replace(observed, mount_failures=mount_failures)
@@ -198,7 +196,7 @@ class ClusterSupervisor:
             else:
                 ctx.events.record(raw, budget_action.event_type, budget_action.event_reason,
                                   budget_action.describe())
-        action = plan_next_action(observed)
+        action = plan_next_action(observed, ctx.policy)
         error: str | None = None
         if (action.has_effect or self._is_news(action)) and self._deletion_started():
             return ctx.resync_seconds

@@ -23,7 +23,7 @@ from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector
 from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
-from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, plan_next_action
+from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
 from operator_runtime.cached_client import CachedClient
 
 EVERY_POD = frozenset(name(i) for i in range(1, 6))
@@ -87,8 +87,8 @@ def test_dead_and_stuck_members_are_replaced_without_draining() -> None:
     assert isinstance(plan_next_action(dead), actions.RemoveMember)
     stuck = unhealthy(healthy_cluster(3), name(2))
     stuck = replace_pod(stuck, name(2), ready=False, unready_since=stuck.observed_at - _minutes(10))
-    stuck = dataclasses.replace(stuck, unhealthy_member_timeout_seconds=60.0, client_endpoints=EVERY_POD)
-    action = plan_next_action(stuck)
+    stuck = dataclasses.replace(stuck, client_endpoints=EVERY_POD)
+    action = plan_next_action(stuck, PlanningPolicy(unhealthy_member_timeout_seconds=60.0))
     assert isinstance(action, actions.RemoveMember) and action.purpose == "replace", action
 
 
