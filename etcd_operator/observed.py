@@ -109,6 +109,22 @@ class ObservedPVC:
     uid: str = ""
 
 
+@dataclass(frozen=True)
+class ObservedDisruptionBudget:
+    """The cluster's own PodDisruptionBudget (disruption_budget.py keeps it current)."""
+
+    name: str
+    min_available: Any  # int or percentage string, as the API holds it
+    uid: str = ""
+
+
+def parse_disruption_budget(obj: JsonDict) -> ObservedDisruptionBudget:
+    metadata = _dict(obj.get("metadata"))
+    spec = _dict(obj.get("spec"))
+    return ObservedDisruptionBudget(str(metadata.get("name") or ""), spec.get("minAvailable"),
+                                    str(metadata.get("uid") or ""))
+
+
 def parse_pod(pod: JsonDict) -> ObservedPod:
     """An etcd member pod from its API dict (as returned by the API, camelCase keys)."""
     metadata = _dict(pod.get("metadata"))
@@ -248,6 +264,8 @@ class ObservedCluster:
     # Pods the client service's EndpointSlices list as ready (its clients may still be sent
     # there); None: not looked up (every pod is labelled serving, or the lookup failed).
     client_endpoints: frozenset[str] | None = None
+    # The cluster's own PodDisruptionBudget (None: it has none yet).
+    disruption_budget: ObservedDisruptionBudget | None = None
 
     # --- pods and volumes
 

@@ -9,40 +9,31 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
-from etcd_common import constants as c
 from etcd_common import etcdctl as ctl
 from etcd_common.etcd_access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.cluster_status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
+from etcd_operator.disruption_budget import plan_disruption_budget
 from etcd_operator.logs import cluster_logger
+from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.metrics import OperatorMetrics
-from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget
-from etcd_operator.manifests import client_service_name, disruption_budget_name, ip_family_of_services, service_names
-from etcd_operator.member_start import SETTING_UP, StartProblem, start_problems
-from etcd_operator.observed import ObservedCluster, ready_endpoint_pods
-from etcd_operator.observing import observe_cluster
-from etcd_operator.ownership import (
-    NameProblem,
-    cluster_name_conflict,
-    disruption_budget_name_problem,
-    is_being_deleted,
-    owned_by,
-    service_name_problem,
-)
+from etcd_operator.observed import ObservedCluster
+from etcd_operator.observing import KubeSources, observe
+from etcd_operator.ownership import is_being_deleted
 from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.rechecking import stable_recheck_seconds
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
-from kube_adapter.resources import ResourceClient
-from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.cache import Key
+from operator_runtime.cached_client import CachedClient
 from operator_runtime.running import MayAct, always_may_act
 from operator_runtime.worker import ObjectWorker, short_error
 
@@ -64,19 +55,17 @@ WAIT_FAST_PASSES = 20
 # HTTP status/health requests to the members, no process.
 IMMINENT_POLL_SECONDS = 0.05
 IMMINENT_MAX_PASSES = 60
-MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
 
 @dataclass(frozen=True)
 class SupervisorContext:
-    """What every supervisor shares: caches fed by the controller's watches, clients, settings."""
+    """What every supervisor shares: the EtcdClusters (the watch cache; status written through),
+    what an observation reads (`kube`: the owned kinds' watch caches and lookups), the executor,
+    settings."""
 
-    clusters: ObjectCache
-    pods: ObjectCache
-    services: ObjectCache
-    pvcs: ObjectCache
-    cluster_api: ResourceClient
+    clusters: CachedClient
+    kube: KubeSources
     executor: ActionExecutor
     etcd: EtcdAccess
     events: EventRecorder
@@ -84,13 +73,8 @@ class SupervisorContext:
     resync_seconds: float
     stop: threading.Event
     may_act: MayAct = always_may_act  # asked before every action, status write and event (leader election)
-    pdbs: ObjectCache = field(default_factory=ObjectCache)
-    # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
-    mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
     policy: PlanningPolicy = PlanningPolicy()  # the settings the planner follows
-    # (namespace, service name) -> that Service's EndpointSlices (None: not looked up).
-    endpoint_slices: Callable[[str, str], list[dict[str, Any]]] | None = None
 
 
 class ClusterSupervisor:
@@ -146,11 +130,11 @@ class ClusterSupervisor:
 
     def _reconcile_once(self) -> float:
         ctx = self.context
-        if not all(cache.is_synced() for cache in (ctx.pods, ctx.services, ctx.pvcs, ctx.pdbs)):
+        if not ctx.kube.synced():
             # Until every watch has listed once, a missing pod may just be unlisted: acting now
             # could bootstrap a second seed next to a running cluster.
             return WAIT_POLL_SECONDS
-        raw = ctx.clusters.get(self.key)
+        raw = ctx.clusters.cached(*self.key)
         if raw is None:
             return ctx.resync_seconds
         if is_being_deleted(raw):
@@ -162,30 +146,8 @@ class ClusterSupervisor:
             return ctx.resync_seconds
         self._deleting = False
         cluster = check_trusted_repository(parse_etcd_cluster(raw), ctx.trusted_repositories)
-        selector = {c.LABEL_CLUSTER: cluster.name, c.LABEL_APP: c.LABEL_APP_VALUE}
-        # Only what this EtcdCluster owns (owner reference UID) is its to count, change or delete.
-        services = owned_by(ctx.services.select(cluster.namespace, selector), cluster.uid)
-        observed = observe_cluster(
-            cluster,
-            pods=owned_by(ctx.pods.select(cluster.namespace, selector), cluster.uid),
-            services=services,
-            pvcs=owned_by(ctx.pvcs.select(cluster.namespace, selector), cluster.uid),
-            etcd=ctx.etcd,
-        )
-        budgets = owned_by(ctx.pdbs.select(cluster.namespace, selector), cluster.uid)
-        budget = parse_disruption_budget(budgets[0]) if budgets else None
-        name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services, budget)
-        if name_problem is not None:
-            observed = replace(observed, name_problem=name_problem)
-        if ip_family_of_services(services) != observed.ip_family:
-            observed = replace(observed, ip_family=ip_family_of_services(services))
-        mount_failures = self._mount_failures(observed)
-        if mount_failures:
-            observed = replace(observed, mount_failures=mount_failures)
-        client_endpoints = self._client_endpoints(observed)
-        if client_endpoints is not None:
-            observed = replace(observed, client_endpoints=client_endpoints)
-        budget_action = plan_disruption_budget(observed, budget)
+        observed = observe(cluster, ctx.kube, ctx.etcd)
+        budget_action = plan_disruption_budget(observed, observed.disruption_budget)
         if budget_action is not None and ctx.may_act(ACTION_MAX_SECONDS) and not self._deletion_started():
             self.log.info("%s", budget_action.describe())
             try:
@@ -274,73 +236,6 @@ class ClusterSupervisor:
         self._waiting_on = waiting_on
         return wait_delay_seconds(self._waits)
 
-    def _name_problem(self, raw: dict[str, Any], namespace: str, name: str,
-                      owned_services: list[dict[str, Any]], budget: ObservedDisruptionBudget | None,
-                      ) -> NameProblem | None:
-        """A colliding EtcdCluster name, or a Service or PodDisruptionBudget with one of our
-        names that is not ours."""
-        ctx = self.context
-        conflict = cluster_name_conflict(raw, ctx.clusters.select(namespace, {}))
-        if conflict is not None:
-            return conflict
-        ours = {str((s.get("metadata") or {}).get("name")) for s in owned_services}
-        foreign: dict[str, dict[str, Any]] = {}
-        for service_name in service_names(name):
-            if service_name in ours:
-                continue
-            # The watch sees only labelled services: ask the API about the name itself (only
-            # while the service is missing, so a running cluster makes no extra request).
-            existing = ctx.services.get((namespace, service_name))
-            if existing is None:
-                try:
-                    existing = ctx.executor.services.client.get(namespace, service_name)
-                except NotFound:
-                    continue
-            if not is_being_deleted(existing):
-                foreign[service_name] = existing
-        problem = service_name_problem(name, foreign)
-        if problem is not None or budget is not None or ctx.executor.pdbs is None:
-            return problem
-        budget_name = disruption_budget_name(name)
-        other = ctx.pdbs.get((namespace, budget_name))
-        if other is None:
-            try:
-                other = ctx.executor.pdbs.client.get(namespace, budget_name)
-            except NotFound:
-                return None
-        return disruption_budget_name_problem(name, None if is_being_deleted(other) else other)
-
-    def _mount_failures(self, observed: ObservedCluster) -> dict[str, str]:
-        """Latest FailedMount message of each member pod still setting up its volumes after
-        MOUNT_CHECK_AFTER_SECONDS (the kubelet reports those only as events)."""
-        lookup = self.context.mount_events
-        if lookup is None:
-            return {}
-        failures: dict[str, str] = {}
-        for pod in observed.live_pods:
-            age = observed.pod_age_seconds(pod)
-            if (pod.phase != "Pending" or not pod.uid or pod.waiting_reason not in (None, *SETTING_UP)
-                    or age is None or age < MOUNT_CHECK_AFTER_SECONDS or pod.restart_count):
-                continue
-            events = lookup(observed.cluster.namespace, pod.uid)
-            if events:
-                failures[pod.name] = str(events[-1].get("message") or "")
-        return failures
-
-    def _client_endpoints(self, observed: ObservedCluster) -> frozenset[str] | None:
-        """Pods the client service still sends clients to, looked up only while a member pod is
-        drained (planning.py, "Draining"); None when not looked up or the lookup failed (then a
-        drained member is removed without waiting for its endpoint to go)."""
-        lookup = self.context.endpoint_slices
-        if lookup is None or all(pod.serving for pod in observed.live_pods):
-            return None
-        cluster = observed.cluster
-        try:
-            return ready_endpoint_pods(lookup(cluster.namespace, client_service_name(cluster.name)))
-        except KubeError as e:
-            self.log.warning("cannot read the client service's EndpointSlices: %s", short_error(e))
-            return None
-
     def _new_start_problems(self, observed: ObservedCluster) -> list[StartProblem]:
         """Member start problems not reported yet: one Warning event per incident, and one again
         only once it went away and came back. After a restart, those the status names already
@@ -359,10 +254,9 @@ class ClusterSupervisor:
         the garbage collector is deleting before it shows the cluster's own deletionTimestamp
         (separate watches), and a pass then would see members lost that are merely being deleted."""
         try:
-            fresh = self.context.cluster_api.get(*self.key)
+            fresh = self.context.clusters.fetch(*self.key)
         except NotFound:
             return True
-        self.context.clusters.upsert(fresh)
         if is_being_deleted(fresh):
             self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
             self._deleting = True
@@ -405,9 +299,9 @@ class ClusterSupervisor:
         try:
             # Against the version this pass read: a writer holding an older copy (a deposed
             # leader, a stale cache) is refused instead of overwriting a newer status.
-            updated = ctx.cluster_api.patch_status(observed.cluster.namespace, observed.cluster.name,
-                                                   status_merge_patch(current, status),
-                                                   resource_version=str(version) if version else None)
+            ctx.clusters.patch_status(observed.cluster.namespace, observed.cluster.name,
+                                      status_merge_patch(current, status),
+                                      resource_version=str(version) if version else None)
         except NotFound:
             return  # the cluster was deleted meanwhile
         except Conflict:
@@ -415,9 +309,7 @@ class ClusterSupervisor:
             # which writes the status from the newer copy.
             self.log.debug("status not written: the cluster changed since this pass read it")
             return
-        # Keep the cache's copy current so the next pass compares against what we wrote.
-        if updated:
-            ctx.clusters.upsert(updated)
+        # (Written through: the cache's copy is current, so the next pass compares against what we wrote.)
         warning = upgrade_source_event(observed, status)
         if warning:
             ctx.events.record(raw, "Warning", versions.REASON_UPGRADE_SOURCE_ONLY, warning)
