@@ -1,9 +1,6 @@
 """The pass of one EtcdCluster's supervisor: observe -> plan one action -> act -> write status
-(run by its `operator_runtime.worker.ObjectWorker` thread).
-
-Woken at once by any event about its cluster (the cluster itself, its pods, services, PVCs);
-otherwise it re-checks etcd every resync period. After an action it observes again right away;
-while waiting on etcd (a learner catching up, a member starting) it polls briefly.
+(run by its `operator_runtime.worker.ObjectWorker` thread; `rechecking.Pacing` says when the
+next pass comes unless an event about the cluster, its pods, services or PVCs wakes it first).
 """
 from __future__ import annotations
 
@@ -27,7 +24,7 @@ from etcd_operator.observed import ObservedCluster
 from etcd_operator.observing import KubeSources, observe
 from etcd_operator.ownership import is_being_deleted
 from etcd_operator.planning import PlanningPolicy, plan_next_action
-from etcd_operator.rechecking import stable_recheck_seconds
+from etcd_operator.rechecking import POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS, Outcome, Pacing
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
@@ -37,24 +34,9 @@ from operator_runtime.cached_client import CachedClient
 from operator_runtime.running import MayAct, always_may_act
 from operator_runtime.worker import ObjectWorker, short_error
 
-WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
-# A change etcd refused for now ("unhealthy cluster" for its 5 s after a change, "learner not in
-# sync") is asked again this soon: each poll's wait is time added to the change.
-POSTPONED_RETRY_SECONDS = 0.2
-WAIT_MAX_SECONDS = 5.0  # the bound of the back-off while the same wait (or report) repeats
 # The longest one action may take (etcdctl's command timeout plus API writes with their retries):
 # it is started only while the lease stays surely ours at least that long.
 ACTION_MAX_SECONDS = 10.0
-# Passes at WAIT_POLL_SECONDS before the same wait starts backing off: 10 s, longer than a new
-# learner may take to answer (etcd 3.6: up to ~7 s), which no Kubernetes event announces.
-WAIT_FAST_PASSES = 20
-# A wait the planner calls imminent (a learner whose pod just started: it serves clients and
-# catches up within a fraction of a second, and no Kubernetes event says when) is observed again
-# this soon, as the raw-etcdctl floor polls; at most IMMINENT_MAX_PASSES passes in a row (3 s),
-# then the ordinary WAIT_POLL_SECONDS schedule takes over. Each such pass is one member list and
-# HTTP status/health requests to the members, no process.
-IMMINENT_POLL_SECONDS = 0.05
-IMMINENT_MAX_PASSES = 60
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
 
@@ -84,16 +66,12 @@ class ClusterSupervisor:
         self.key = key
         self.context = context
         self.log = cluster_logger(*key)
+        self.pacing = Pacing(context.resync_seconds)
         self._last_error: str | None = None
-        self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
-        self._quiet_passes = 0  # converged passes in a row (they stretch the re-check interval)
         self._reported: tuple[str, str] | None = None  # (reason, message) of the last report's event
         self._deleting = False
         self._start_incidents: set[tuple[str, str]] | None = None  # None: not yet compared with status
         self._failing_with: str | None = None  # the failure of the last pass, if it failed
-        self._waiting_on: tuple[str, str] | None = None  # what the last passes waited on ...
-        self._waits = 0  # ... and how many passes in a row
-        self._imminent_passes = 0  # passes in a row that polled an imminent wait fast
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
@@ -121,87 +99,95 @@ class ClusterSupervisor:
 
     def reconcile_once(self) -> float:
         """One pass; returns how long to wait before the next one unless woken earlier."""
-        delay = self._reconcile_once()
-        if delay != self.context.resync_seconds:
-            self._quiet_passes = 0
-            return delay
-        self._quiet_passes += 1
-        return stable_recheck_seconds(delay, self._quiet_passes)
-
-    def _reconcile_once(self) -> float:
         ctx = self.context
         if not ctx.kube.synced():
             # Until every watch has listed once, a missing pod may just be unlisted: acting now
             # could bootstrap a second seed next to a running cluster.
-            return WAIT_POLL_SECONDS
+            return self.pacing.delay_after(None, Outcome.HELD_BACK)
         raw = ctx.clusters.cached(*self.key)
-        if raw is None:
-            return ctx.resync_seconds
-        if is_being_deleted(raw):
-            # The garbage collector removes what the cluster owns (first, with foreground
-            # propagation): recreating it, or reporting its members lost, would fight it.
-            if not self._deleting:
-                self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
-            self._deleting = True
-            return ctx.resync_seconds
-        self._deleting = False
+        if raw is None or self._being_deleted(raw):
+            return self.pacing.delay_after(None, Outcome.IDLE)
         cluster = check_trusted_repository(parse_etcd_cluster(raw), ctx.trusted_repositories)
         observed = observe(cluster, ctx.kube, ctx.etcd)
-        budget_action = plan_disruption_budget(observed, observed.disruption_budget)
-        if budget_action is not None and ctx.may_act(ACTION_MAX_SECONDS) and not self._deletion_started():
-            self.log.info("%s", budget_action.describe())
-            try:
-                ctx.executor.execute(budget_action, observed)
-            except KubeError as e:
-                # The budget protects the members; failing to keep it must not stop their care.
-                self.log.warning("%s failed: %s; retried next pass", budget_action.kind, short_error(e))
-            else:
-                ctx.events.record(raw, budget_action.event_type, budget_action.event_reason,
-                                  budget_action.describe())
+        self._keep_disruption_budget(raw, observed)
         action = plan_next_action(observed, ctx.policy)
-        error: str | None = None
         if (action.has_effect or self._is_news(action)) and self._deletion_started():
-            return ctx.resync_seconds
-        if not ctx.may_act(ACTION_MAX_SECONDS if action.has_effect else 0.0):
-            # Our lease may have expired (a frozen process, a cut network), or may before the
-            # action could end: a successor may be acting. The elector ends this process once it
-            # notices; until then, change nothing: no action, no status, no event.
-            self.log.warning("not acting (%s): leadership not confirmed for the next %.0fs",
-                             action.kind, ACTION_MAX_SECONDS if action.has_effect else 0.0)
-            return WAIT_POLL_SECONDS
-        if action.has_effect:
-            # A change etcd keeps refusing is retried every WAIT_POLL_SECONDS: say so once, not each time.
-            retrying = self._postponed == action.kind
-            self.log.log(logging.DEBUG if retrying else logging.INFO, "%s", action.describe())
-            try:
-                ctx.executor.execute(action, observed)
-            except (ctl.ClusterUnhealthy, ctl.LearnerNotReady, ctl.TooManyLearners) as e:
-                # etcd refuses membership changes until every member has been connected a while,
-                # and a promotion until the learner caught up.
-                if not retrying:
-                    self.log.info("%s postponed: %s; retrying (every %.1f-%.1fs) until etcd accepts it",
-                                  action.kind, short_error(e), POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS)
-                self._postponed = action.kind
-                self._write_status(raw, observed, action, None)
-                # Asked again soon while the refusal is new (etcd's "unhealthy cluster" lasts 5 s
-                # after a change), then backing off like any repeated wait.
-                delay = self._wait_delay((action.kind, "postponed"))
-                return POSTPONED_RETRY_SECONDS if delay <= WAIT_POLL_SECONDS else delay
-            except (ctl.EtcdctlError, KubeError) as e:
-                self._postponed = None
-                error = short_error(e)
-                self._last_error = error
-                self._write_status(raw, observed, action, error)
-                raise
-            if retrying:
-                self.log.info("%s", action.describe())  # the attempt that went through
-            self._postponed = None
-            self._last_error = None
-            ctx.metrics.count_membership_change(cluster.namespace, cluster.name, action.kind)
+            return self.pacing.delay_after(action, Outcome.IDLE)
+        if not self._may_act(action):
+            return self.pacing.delay_after(action, Outcome.HELD_BACK)
+        outcome = self._act(raw, observed, action)
+        if outcome is Outcome.DONE:
+            self._report(raw, observed, action)
+        self._write_status(raw, observed, action, self._last_error if outcome is Outcome.DONE else None)
+        return self.pacing.delay_after(action, outcome)
+
+    def _being_deleted(self, raw: dict[str, Any]) -> bool:
+        """The garbage collector removes what the cluster owns (first, with foreground
+        propagation): recreating it, or reporting its members lost, would fight it."""
+        if not is_being_deleted(raw):
+            self._deleting = False
+            return False
+        if not self._deleting:
+            self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
+        self._deleting = True
+        return True
+
+    def _keep_disruption_budget(self, raw: dict[str, Any], observed: ObservedCluster) -> None:
+        """The PodDisruptionBudget is kept current on every pass, beside the one membership action."""
+        ctx = self.context
+        budget_action = plan_disruption_budget(observed, observed.disruption_budget)
+        if budget_action is None or not ctx.may_act(ACTION_MAX_SECONDS) or self._deletion_started():
+            return
+        self.log.info("%s", budget_action.describe())
+        try:
+            ctx.executor.execute(budget_action, observed)
+        except KubeError as e:
+            # The budget protects the members; failing to keep it must not stop their care.
+            self.log.warning("%s failed: %s; retried next pass", budget_action.kind, short_error(e))
         else:
-            self._postponed = None
-            if not action.event_reason:
-                self._reported = None
+            ctx.events.record(raw, budget_action.event_type, budget_action.event_reason, budget_action.describe())
+
+    def _may_act(self, action: a.Action) -> bool:
+        """Our lease may have expired (a frozen process, a cut network), or may before the action
+        could end: a successor may be acting. The elector ends this process once it notices; until
+        then, change nothing: no action, no status, no event."""
+        seconds = ACTION_MAX_SECONDS if action.has_effect else 0.0
+        if self.context.may_act(seconds):
+            return True
+        self.log.warning("not acting (%s): leadership not confirmed for the next %.0fs", action.kind, seconds)
+        return False
+
+    def _act(self, raw: dict[str, Any], observed: ObservedCluster, action: a.Action) -> Outcome:
+        """Carry out an action with an effect; a failure is raised once the status says so."""
+        retrying = self.pacing.begin(action)
+        if not action.has_effect:
+            return Outcome.DONE
+        # A change etcd keeps refusing is retried pass after pass: say so once, not each time.
+        self.log.log(logging.DEBUG if retrying else logging.INFO, "%s", action.describe())
+        try:
+            self.context.executor.execute(action, observed)
+        except (ctl.ClusterUnhealthy, ctl.LearnerNotReady, ctl.TooManyLearners) as e:
+            # etcd refuses membership changes until every member has been connected a while,
+            # and a promotion until the learner caught up.
+            if not retrying:
+                self.log.info("%s postponed: %s; retrying (every %.1f-%.1fs) until etcd accepts it",
+                              action.kind, short_error(e), POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS)
+            return Outcome.POSTPONED
+        except (ctl.EtcdctlError, KubeError) as e:
+            self._last_error = short_error(e)
+            self._write_status(raw, observed, action, self._last_error)
+            raise
+        if retrying:
+            self.log.info("%s", action.describe())  # the attempt that went through
+        self._last_error = None
+        self.context.metrics.count_membership_change(observed.cluster.namespace, observed.cluster.name, action.kind)
+        return Outcome.DONE
+
+    def _report(self, raw: dict[str, Any], observed: ObservedCluster, action: a.Action) -> None:
+        """Events and error counts of this pass: one per incident, however many passes see it."""
+        ctx = self.context
+        if not action.has_effect and not action.event_reason:
+            self._reported = None
         news = bool(action.event_reason) and self._new_incident(raw, action)
         if news and action.event_reason:
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
@@ -211,30 +197,6 @@ class ClusterSupervisor:
             ctx.metrics.count_error("quorum_lost")
         elif news and isinstance(action, a.RejectSpec):
             ctx.metrics.count_error("invalid_spec")
-        self._write_status(raw, observed, action, self._last_error)
-        if action.has_effect:
-            self._waiting_on, self._waits = None, 0
-            self._imminent_passes = 0
-            return 0.0
-        if isinstance(action, a.Wait) and action.imminent and self._imminent_passes < IMMINENT_MAX_PASSES:
-            self._imminent_passes += 1
-            self._waiting_on, self._waits = None, 0
-            return IMMINENT_POLL_SECONDS
-        if isinstance(action, (a.Wait, a.ReportQuorumLoss)):
-            if not (isinstance(action, a.Wait) and action.imminent):
-                self._imminent_passes = 0
-            return self._wait_delay((action.kind, action.describe()))
-        self._waiting_on, self._waits = None, 0
-        self._imminent_passes = 0
-        return ctx.resync_seconds
-
-    def _wait_delay(self, waiting_on: tuple[str, str]) -> float:
-        """WAIT_POLL_SECONDS while the wait is new or changing (a learner's raft index moves on);
-        the same wait again and again backs off, doubling up to WAIT_MAX_SECONDS. Watches still
-        wake the pass at once when anything in Kubernetes changes."""
-        self._waits = self._waits + 1 if waiting_on == self._waiting_on else 1
-        self._waiting_on = waiting_on
-        return wait_delay_seconds(self._waits)
 
     def _new_start_problems(self, observed: ObservedCluster) -> list[StartProblem]:
         """Member start problems not reported yet: one Warning event per incident, and one again
@@ -316,13 +278,6 @@ class ClusterSupervisor:
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
-
-
-def wait_delay_seconds(same_waits: int) -> float:
-    """After `same_waits` passes in a row waiting on the same thing: WAIT_FAST_PASSES at
-    WAIT_POLL_SECONDS, then doubling, at most WAIT_MAX_SECONDS."""
-    doublings = max(0, same_waits - WAIT_FAST_PASSES)
-    return min(WAIT_MAX_SECONDS, WAIT_POLL_SECONDS * 2.0 ** min(doublings, 16))
 
 
 def _namespace_terminating(e: Forbidden) -> bool:

@@ -17,8 +17,8 @@ from etcd_operator import actions as a
 from etcd_operator.cluster_status import compute_status
 from etcd_operator.manifests import build_service, member_client_url
 from etcd_operator.planning import plan_next_action
+from etcd_operator.rechecking import WAIT_FAST_PASSES, WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
 from etcd_operator.spec import parse_etcd_cluster
-from etcd_operator.supervisor import WAIT_FAST_PASSES, WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
 from kube_adapter.errors import Forbidden
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -29,7 +29,7 @@ from etcd_operator.acting import ADD_VIA_MEMBERS_OLDER_THAN_SECONDS
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import LEARNER_START_SECONDS, PlanningPolicy, plan_next_action
-from etcd_operator.supervisor import (
+from etcd_operator.rechecking import (
     IMMINENT_MAX_PASSES,
     IMMINENT_POLL_SECONDS,
     WAIT_FAST_PASSES,
