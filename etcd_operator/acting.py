@@ -26,7 +26,6 @@ from etcd_operator.manifests import (
 )
 from etcd_operator.observed import ObservedCluster
 from kube_adapter.errors import AlreadyExists
-from kube_adapter.resources import ResourceClient
 from operator_runtime.cached_client import CachedClient
 
 log = logging.getLogger(__name__)

@@ -158,7 +158,8 @@ class ClusterSupervisor:
         return False
 
     def _act(self, raw: dict[str, Any], observed: ObservedCluster, action: a.Action) -> Outcome:
-        """Carry out an action with an effect; a failure is raised once the status says so."""
+        """Carry out the action (one without effect has nothing to carry out); a failure is
+        raised once the status says so."""
         retrying = self.pacing.begin(action)
         if not action.has_effect:
             return Outcome.DONE
@@ -260,7 +261,8 @@ class ClusterSupervisor:
         version = (raw.get("metadata") or {}).get("resourceVersion")
         try:
             # Against the version this pass read: a writer holding an older copy (a deposed
-            # leader, a stale cache) is refused instead of overwriting a newer status.
+            # leader, a stale cache) is refused instead of overwriting a newer status. Written
+            # through: the next pass compares against what we wrote.
             ctx.clusters.patch_status(observed.cluster.namespace, observed.cluster.name,
                                       status_merge_patch(current, status),
                                       resource_version=str(version) if version else None)
@@ -271,7 +273,6 @@ class ClusterSupervisor:
             # which writes the status from the newer copy.
             self.log.debug("status not written: the cluster changed since this pass read it")
             return
-        # (Written through: the cache's copy is current, so the next pass compares against what we wrote.)
         warning = upgrade_source_event(observed, status)
         if warning:
             ctx.events.record(raw, "Warning", versions.REASON_UPGRADE_SOURCE_ONLY, warning)
