@@ -26,8 +26,7 @@ from etcd_operator.manifests import (
 )
 from etcd_operator.observed import ObservedCluster
 from kube_adapter.errors import AlreadyExists
-from kube_adapter.resources import ResourceClient
-from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 
 log = logging.getLogger(__name__)
 
@@ -40,98 +39,120 @@ ADD_VIA_MEMBERS_OLDER_THAN_SECONDS = 6.0
 
 @dataclass(frozen=True)
 class ActionExecutor:
-    """Writes go to the API and, once accepted, straight into the watch caches: the next pass
-    must see what this one created even before the watch event arrives (or it would, say,
-    bootstrap a second seed)."""
+    """Writes go to the API through write-through clients (`CachedClient`): once accepted, they
+    are in the watch caches, and the next pass sees what this one created even before the watch
+    event arrives (or it would, say, bootstrap a second seed). `execute` hands each kind of action
+    to its own method (`_EFFECTS`)."""
 
-    pods: ResourceClient
-    services: ResourceClient
-    pvcs: ResourceClient
+    pods: CachedClient
+    services: CachedClient
+    pvcs: CachedClient
     etcd: EtcdAccess
-    pod_cache: ObjectCache
-    service_cache: ObjectCache
-    pvc_cache: ObjectCache
-    pdbs: ResourceClient | None = None
-    pdb_cache: ObjectCache = field(default_factory=ObjectCache)
+    pdbs: CachedClient | None = None
     # Tests only: die just before/after each membership effect (see failpoints.py).
     failpoints: fp.Failpoints = field(default_factory=fp.Failpoints)
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
-        cluster = observed.cluster
-        ns = cluster.namespace
-        if isinstance(action, a.CreateServices):
-            for name in action.names:
-                self._create(self.service_cache, lambda: self.services.create(ns, build_service(cluster, name)))
-        elif isinstance(action, a.PublishNotReadyAddresses):
-            self.service_cache.upsert(self.services.patch(ns, action.service_name, PEER_SERVICE_PATCH))
-        elif isinstance(action, a.UpdateClientSelector):
-            patch = {"spec": {"selector": client_service_selector(cluster.name)}}
-            self.service_cache.upsert(self.services.patch(ns, action.service_name, patch))
-        elif isinstance(action, a.SetServing):
-            value = c.LABEL_SERVING_VALUE if action.serving else None  # None: merge patch removes it
-            metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: value},
-                                        "annotations": {c.ANNOTATION_DRAINED_AT: action.at or None}}
-            if action.pod_uid:
-                metadata["uid"] = action.pod_uid  # a precondition: never a newer pod of that name
-            if action.serving:
-                self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
-            else:
-                with self.failpoints.around(fp.DRAIN, ns):
-                    self.pod_cache.upsert(self.pods.patch(ns, action.pod_name, {"metadata": metadata}))
-        elif isinstance(action, a.SetDisruptionBudget):
-            assert self.pdbs is not None, "no PodDisruptionBudget client"
-            pdbs = self.pdbs
-            if action.create:
-                body = build_disruption_budget(cluster, action.min_available)
-                self._create(self.pdb_cache, lambda: pdbs.create(ns, body))
-            else:
-                self.pdb_cache.upsert(pdbs.patch(ns, action.name, {"spec": {"minAvailable": action.min_available}}))
-        elif isinstance(action, a.CreateSeedMember):
-            self._create_member_pod(cluster, action.member_name, "new", action.initial_cluster, observed)
-        elif isinstance(action, a.CreateMemberPod):
-            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
-        elif isinstance(action, (a.DeletePod, a.UpgradeMember)):
-            # The UID precondition: only the pod the pass saw, never a newer one with its name.
-            with self.failpoints.around(fp.POD_DELETE, ns):
-                self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
-        elif isinstance(action, a.DeletePVC):
-            self.pvcs.delete(ns, action.pvc_name, uid_precondition=action.pvc_uid or None)
-        elif isinstance(action, a.AddMember):
-            # member add first: a crash before the pod exists leaves an unstarted member, which the
-            # next pass finishes with CreateMemberPod (never a ghost).
-            with self.failpoints.around(fp.MEMBER_ADD, ns):
-                self._etcd(observed, settled_first=True).member_add(action.member_name, [action.peer_url],
-                                                                   learner=action.as_learner)
-            self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
-        elif isinstance(action, a.PromoteMember):
-            with self.failpoints.around(fp.PROMOTE, ns):
-                self._etcd(observed).member_promote(action.member_id)
-        elif isinstance(action, a.RemoveMember):
-            with self.failpoints.around(fp.MEMBER_REMOVE, ns):
-                self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
-            pod = observed.pod(action.member_name)
-            if pod is not None and not pod.deleting:
-                # A removed member's etcd exits and would crash-loop in its pod; until the pod is
-                # gone, every probe that reaches it waits out a timeout. (If we die before this,
-                # a later pass deletes the orphan.)
-                with self.failpoints.around(fp.POD_DELETE, ns):
-                    self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
-        elif isinstance(action, a.MoveLeader):
-            # The leader must be among the endpoints, healthy or not (a stuck leader may still
-            # serve move-leader); etcdctl asks each for its status and sends the move to the leader.
-            with self.failpoints.around(fp.MOVE_LEADER, ns):
-                self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
+        effect = _EFFECTS.get(type(action))
+        if effect is not None:
+            effect(self, action, observed)
         elif action.has_effect:
             raise NotImplementedError(f"no executor for {type(action).__name__}")
+
+    # --- Kubernetes objects
+
+    def _create_services(self, action: a.CreateServices, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        for name in action.names:
+            self._create(self.services, cluster.namespace, build_service(cluster, name))
+
+    def _publish_not_ready_addresses(self, action: a.PublishNotReadyAddresses, observed: ObservedCluster) -> None:
+        self.services.patch(observed.cluster.namespace, action.service_name, PEER_SERVICE_PATCH)
+
+    def _update_client_selector(self, action: a.UpdateClientSelector, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        patch = {"spec": {"selector": client_service_selector(cluster.name)}}
+        self.services.patch(cluster.namespace, action.service_name, patch)
+
+    def _set_serving(self, action: a.SetServing, observed: ObservedCluster) -> None:
+        ns = observed.cluster.namespace
+        value = c.LABEL_SERVING_VALUE if action.serving else None  # None: merge patch removes it
+        metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: value},
+                                    "annotations": {c.ANNOTATION_DRAINED_AT: action.at or None}}
+        if action.pod_uid:
+            metadata["uid"] = action.pod_uid  # a precondition: never a newer pod of that name
+        if action.serving:
+            self.pods.patch(ns, action.pod_name, {"metadata": metadata})
+        else:
+            with self.failpoints.around(fp.DRAIN, ns):
+                self.pods.patch(ns, action.pod_name, {"metadata": metadata})
+
+    def _set_disruption_budget(self, action: a.SetDisruptionBudget, observed: ObservedCluster) -> None:
+        assert self.pdbs is not None, "no PodDisruptionBudget client"
+        cluster = observed.cluster
+        if action.create:
+            self._create(self.pdbs, cluster.namespace, build_disruption_budget(cluster, action.min_available))
+        else:
+            self.pdbs.patch(cluster.namespace, action.name, {"spec": {"minAvailable": action.min_available}})
+
+    def _create_seed_member(self, action: a.CreateSeedMember, observed: ObservedCluster) -> None:
+        self._create_member_pod(observed.cluster, action.member_name, "new", action.initial_cluster, observed)
+
+    def _create_existing_member_pod(self, action: a.CreateMemberPod, observed: ObservedCluster) -> None:
+        self._create_member_pod(observed.cluster, action.member_name, "existing", action.initial_cluster, observed)
+
+    def _delete_pod(self, action: a.DeletePod | a.UpgradeMember, observed: ObservedCluster) -> None:
+        ns = observed.cluster.namespace
+        # The UID precondition: only the pod the pass saw, never a newer one with its name.
+        with self.failpoints.around(fp.POD_DELETE, ns):
+            self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
+
+    def _delete_pvc(self, action: a.DeletePVC, observed: ObservedCluster) -> None:
+        self.pvcs.delete(observed.cluster.namespace, action.pvc_name, uid_precondition=action.pvc_uid or None)
+
+    # --- etcd membership
+
+    def _add_member(self, action: a.AddMember, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        # member add first: a crash before the pod exists leaves an unstarted member, which the
+        # next pass finishes with CreateMemberPod (never a ghost).
+        with self.failpoints.around(fp.MEMBER_ADD, cluster.namespace):
+            self._etcd(observed, settled_first=True).member_add(action.member_name, [action.peer_url],
+                                                               learner=action.as_learner)
+        self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
+
+    def _promote_member(self, action: a.PromoteMember, observed: ObservedCluster) -> None:
+        with self.failpoints.around(fp.PROMOTE, observed.cluster.namespace):
+            self._etcd(observed).member_promote(action.member_id)
+
+    def _remove_member(self, action: a.RemoveMember, observed: ObservedCluster) -> None:
+        ns = observed.cluster.namespace
+        with self.failpoints.around(fp.MEMBER_REMOVE, ns):
+            self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
+        pod = observed.pod(action.member_name)
+        if pod is not None and not pod.deleting:
+            # A removed member's etcd exits and would crash-loop in its pod; until the pod is
+            # gone, every probe that reaches it waits out a timeout. (If we die before this,
+            # a later pass deletes the orphan.)
+            with self.failpoints.around(fp.POD_DELETE, ns):
+                self.pods.delete(ns, pod.name, uid_precondition=pod.uid or None)
+
+    def _move_leader(self, action: a.MoveLeader, observed: ObservedCluster) -> None:
+        # The leader must be among the endpoints, healthy or not (a stuck leader may still
+        # serve move-leader); etcdctl asks each for its status and sends the move to the leader.
+        with self.failpoints.around(fp.MOVE_LEADER, observed.cluster.namespace):
+            self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
+
+    # --- helpers
 
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
                            initial_cluster: a.InitialCluster, observed: ObservedCluster) -> None:
         if cluster.require_spec().uses_persistent_volumes:
-            self._create(self.pvc_cache, lambda: self.pvcs.create(cluster.namespace, build_member_pvc(cluster, member)))
+            self._create(self.pvcs, cluster.namespace, build_member_pvc(cluster, member))
         pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster,
                                ipv6=observed.ip_family == "IPv6")
         with self.failpoints.around(fp.POD_CREATE, cluster.namespace):
-            self._create(self.pod_cache, lambda: self.pods.create(cluster.namespace, pod))
+            self._create(self.pods, cluster.namespace, pod)
 
     def _etcd(self, observed: ObservedCluster, exclude: str | None = None, include: str | None = None,
               settled_first: bool = False) -> Etcdctl:
@@ -150,11 +171,30 @@ class ActionExecutor:
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
     @staticmethod
-    def _create(cache: ObjectCache, create: Callable[[], dict[str, Any]]) -> None:
+    def _create(client: CachedClient, namespace: str, body: dict[str, Any]) -> None:
         try:
-            cache.upsert(create())
+            client.create(namespace, body)
         except AlreadyExists:
             log.info("already exists; an earlier pass created it")
+
+
+# Each kind of action with an effect, and the method that carries it out.
+_EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]] = {
+    a.CreateServices: ActionExecutor._create_services,
+    a.PublishNotReadyAddresses: ActionExecutor._publish_not_ready_addresses,
+    a.UpdateClientSelector: ActionExecutor._update_client_selector,
+    a.SetServing: ActionExecutor._set_serving,
+    a.SetDisruptionBudget: ActionExecutor._set_disruption_budget,
+    a.CreateSeedMember: ActionExecutor._create_seed_member,
+    a.CreateMemberPod: ActionExecutor._create_existing_member_pod,
+    a.DeletePod: ActionExecutor._delete_pod,
+    a.UpgradeMember: ActionExecutor._delete_pod,
+    a.DeletePVC: ActionExecutor._delete_pvc,
+    a.AddMember: ActionExecutor._add_member,
+    a.PromoteMember: ActionExecutor._promote_member,
+    a.RemoveMember: ActionExecutor._remove_member,
+    a.MoveLeader: ActionExecutor._move_leader,
+}
 
 
 def _pod_older_than(observed: ObservedCluster, member: str, seconds: float) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
 
 from etcd_common.api import constants as c
 from etcd_common.api.resources import ETCD_CLUSTERS
@@ -13,6 +12,8 @@ from etcd_common.etcd.access import EtcdAccess
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.failpoints import Failpoints
 from etcd_operator.metrics import OperatorMetrics
+from etcd_operator.observing import KubeSources
+from etcd_operator.planning import PlanningPolicy
 from etcd_operator.rechecking import CONTROLLER_RESYNC_MULTIPLE
 from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
@@ -29,31 +30,16 @@ from kube_adapter.resources import (
     ResourceClient,
 )
 from operator_runtime import controller as runtime
-from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.cache import Key
+from operator_runtime.cached_client import CachedClient
 from operator_runtime.running import MayAct, always_may_act
 
 log = logging.getLogger(__name__)
 
 MEMBER_SELECTOR = f"{c.LABEL_APP}={c.LABEL_APP_VALUE},{c.LABEL_CLUSTER}"  # every object a cluster owns
 EVENT_COMPONENT = "etcd-operator"
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on every EndpointSlice: the Service it serves
 # operator_runtime's failures, as the metric's error reasons.
 ERROR_REASONS = {runtime.WATCH_FAILED: "kube_api", runtime.WORKER_DIED: "supervisor_crash"}
-
-
-def _failed_mount_events(events: ResourceClient) -> Callable[[str, str], list[dict[str, Any]]]:
-    """(namespace, pod UID) -> the FailedMount events the kubelet recorded about that pod, oldest first."""
-    def lookup(namespace: str, pod_uid: str) -> list[dict[str, Any]]:
-        found = events.list(namespace, field_selector=f"involvedObject.uid={pod_uid},reason=FailedMount")
-        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-    return lookup
-
-
-def _endpoint_slices(slices: ResourceClient) -> Callable[[str, str], list[dict[str, Any]]]:
-    """(namespace, service name) -> the EndpointSlices of that Service."""
-    def lookup(namespace: str, service: str) -> list[dict[str, Any]]:
-        return slices.list(namespace, label_selector=f"{SERVICE_NAME_LABEL}={service}")
-    return lookup
 
 
 class Controller:
@@ -63,19 +49,15 @@ class Controller:
         self.settings = settings
         self.stop = stop
         self.metrics = metrics
-        clusters = ResourceClient(api, ETCD_CLUSTERS)
-        pods = ResourceClient(api, PODS)
-        services = ResourceClient(api, SERVICES)
-        pvcs = ResourceClient(api, PERSISTENT_VOLUME_CLAIMS)
-        pdbs = ResourceClient(api, POD_DISRUPTION_BUDGETS)
-        pod_cache, service_cache, pvc_cache, pdb_cache = ObjectCache(), ObjectCache(), ObjectCache(), ObjectCache()
+        clusters = CachedClient(ResourceClient(api, ETCD_CLUSTERS))
+        pods, services, pvcs, pdbs = (CachedClient(ResourceClient(api, resource)) for resource in
+                                      (PODS, SERVICES, PERSISTENT_VOLUME_CLAIMS, POD_DISRUPTION_BUDGETS))
         etcd = EtcdAccess(ResourceClient(api, SECRETS).get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
-            clusters=ObjectCache(), pods=pod_cache, services=service_cache, pvcs=pvc_cache,
-            cluster_api=clusters,
-            executor=ActionExecutor(pods, services, pvcs, etcd,
-                                    pod_cache=pod_cache, service_cache=service_cache, pvc_cache=pvc_cache,
-                                    pdbs=pdbs, pdb_cache=pdb_cache,
+            clusters=clusters,
+            kube=KubeSources(clusters, pods, services, pvcs, pdbs, events=ResourceClient(api, EVENTS),
+                             slices=ResourceClient(api, ENDPOINT_SLICES)),
+            executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs,
                                     failpoints=Failpoints.from_environment()),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),
@@ -83,17 +65,13 @@ class Controller:
             resync_seconds=settings.resync_seconds,
             stop=stop,
             may_act=may_act,
-            pdbs=pdb_cache,
-            mount_events=_failed_mount_events(ResourceClient(api, EVENTS)),
             trusted_repositories=settings.trusted_repositories,
-            unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
-            endpoint_slices=_endpoint_slices(ResourceClient(api, ENDPOINT_SLICES)),
+            policy=PlanningPolicy(unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds),
         )
         self._runtime = runtime.Controller(
-            clusters, self.context.clusters,
-            [runtime.OwnedKind(client, cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
-             for client, cache in ((pods, pod_cache), (services, service_cache), (pvcs, pvc_cache),
-                                   (pdbs, pdb_cache))],
+            clusters.client, clusters.cache,
+            [runtime.OwnedKind(owned.client, owned.cache, MEMBER_SELECTOR, c.LABEL_CLUSTER)
+             for owned in (pods, services, pvcs, pdbs)],
             namespace=settings.namespace,
             make_worker=self._make_worker,
             resync_seconds=settings.resync_seconds * CONTROLLER_RESYNC_MULTIPLE,

@@ -4,27 +4,9 @@ an object of its own, not a membership step, so the supervisor keeps it current 
 alongside the one membership action."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 from etcd_operator.actions import SetDisruptionBudget
 from etcd_operator.manifests import disruption_budget_name
-from etcd_operator.observed import ObservedCluster
-
-
-@dataclass(frozen=True)
-class ObservedDisruptionBudget:
-    name: str
-    min_available: Any  # int or percentage string, as the API holds it
-    uid: str = ""
-
-
-def parse_disruption_budget(obj: Mapping[str, Any]) -> ObservedDisruptionBudget:
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    return ObservedDisruptionBudget(str(metadata.get("name") or ""), spec.get("minAvailable"),
-                                    str(metadata.get("uid") or ""))
+from etcd_operator.observed import ObservedCluster, ObservedDisruptionBudget
 
 
 def min_available(observed: ObservedCluster) -> tuple[int, int]:

@@ -274,17 +274,53 @@ def build_member_pod(
     """Pod `<member>` running etcd at spec.version. `initial_cluster` is (name, peer URL) pairs:
     just this member for the seed (`state="new"`), every member for a joining one."""
     spec = cluster.require_spec()
+    container = _member_container(cluster, member, state=state, initial_cluster=initial_cluster, ipv6=ipv6)
+    volumes = _member_volumes(spec, member, container)
+    pod_spec: dict[str, Any] = {
+        "hostname": member,
+        "subdomain": peer_service_name(cluster.name),
+        "restartPolicy": "Always",
+        # Service env vars would include ETCD_* names for a cluster called "etcd", which etcd
+        # reads as flags; and etcd needs no API token.
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": member_pod_security_context(spec),
+        "containers": [container],
+        "volumes": volumes,
+        **_member_placement(cluster),
+    }
+    if state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None:
+        # spec.restore: the seed starts from the snapshot (etcd_common.seed.pod).
+        pod_spec["initContainers"] = seed_restore_init_containers(
+            spec.restore, etcd_image=spec.image, member=member, initial_cluster=initial_cluster,
+            cluster_token=cluster_token(cluster), security_context=etcd_container_security_context(),
+        )
+        volumes.extend(seed_restore_volumes(spec.restore))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _member_pod_metadata(cluster, member, state),
+            "spec": pod_spec}
+
+
+def _member_pod_metadata(cluster: EtcdCluster, member: str, state: InitialClusterState) -> dict[str, Any]:
+    """The spec's pod labels and annotations, with ours (which win): member, serving, the etcd
+    version, the initial cluster state and the pod policy hash."""
+    spec = cluster.require_spec()
     policy = spec.pod
     labels = {**policy.labels, **member_labels(cluster.name, member), c.LABEL_SERVING: c.LABEL_SERVING_VALUE}
-    annotations = {
+    metadata = _metadata(cluster, member, labels)
+    metadata["annotations"] = {
         **policy.annotations,
         c.ANNOTATION_ETCD_VERSION: str(spec.version),
         c.ANNOTATION_INITIAL_CLUSTER_STATE: state,
         c.ANNOTATION_POD_POLICY_HASH: pod_policy_hash(spec),
     }
-    metadata = _metadata(cluster, member, labels)
-    metadata["annotations"] = annotations
+    return metadata
 
+
+def _member_container(cluster: EtcdCluster, member: str, *, state: InitialClusterState,
+                      initial_cluster: Sequence[tuple[str, str]], ipv6: bool) -> dict[str, Any]:
+    """The etcd container (its data volume mounted; TLS secrets are mounted by `_member_volumes`)."""
+    spec = cluster.require_spec()
+    policy = spec.pod
     container: dict[str, Any] = {
         "name": c.ETCD_CONTAINER_NAME,
         "image": spec.image,
@@ -310,44 +346,36 @@ def build_member_pod(
         container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"})
     if policy.resources:
         container["resources"] = _plain(policy.resources)
+    return container
 
+
+def _member_volumes(spec: ClusterSpec, member: str, container: dict[str, Any]) -> list[dict[str, Any]]:
+    """The data volume (the member's PVC, or an emptyDir) and one per TLS secret, each of those
+    mounted read-only into `container`."""
     volumes: list[dict[str, Any]] = [
         {"name": c.DATA_VOLUME_NAME, "persistentVolumeClaim": {"claimName": member}}
-        if policy.uses_persistent_volumes
+        if spec.pod.uses_persistent_volumes
         else {"name": c.DATA_VOLUME_NAME, "emptyDir": {}}
     ]
     for volume_name, secret, mount_path in _tls_secrets(spec):
         # Owner-and-group readable (the group is fsGroup, which etcd runs with), never world.
         volumes.append({"name": volume_name, "secret": {"secretName": secret, "defaultMode": SECRET_FILE_MODE}})
         container["volumeMounts"].append({"name": volume_name, "mountPath": mount_path, "readOnly": True})
+    return volumes
 
-    pod_spec: dict[str, Any] = {
-        "hostname": member,
-        "subdomain": peer_service_name(cluster.name),
-        "restartPolicy": "Always",
-        # Service env vars would include ETCD_* names for a cluster called "etcd", which etcd
-        # reads as flags; and etcd needs no API token.
-        "enableServiceLinks": False,
-        "automountServiceAccountToken": False,
-        "securityContext": member_pod_security_context(spec),
-        "containers": [container],
-        "volumes": volumes,
-    }
+
+def _member_placement(cluster: EtcdCluster) -> dict[str, Any]:
+    """Where the pod may run: the spec's nodeSelector and tolerations, and the affinity."""
+    policy = cluster.require_spec().pod
+    placement: dict[str, Any] = {}
     if policy.node_selector:
-        pod_spec["nodeSelector"] = dict(policy.node_selector)
+        placement["nodeSelector"] = dict(policy.node_selector)
     if policy.tolerations:
-        pod_spec["tolerations"] = [_plain(toleration) for toleration in policy.tolerations]
+        placement["tolerations"] = [_plain(toleration) for toleration in policy.tolerations]
     affinity = _affinity(cluster)
     if affinity:
-        pod_spec["affinity"] = affinity
-    if state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None:
-        # spec.restore: the seed starts from the snapshot (etcd_common.seed.pod).
-        pod_spec["initContainers"] = seed_restore_init_containers(
-            spec.restore, etcd_image=spec.image, member=member, initial_cluster=initial_cluster,
-            cluster_token=cluster_token(cluster), security_context=etcd_container_security_context(),
-        )
-        volumes.extend(seed_restore_volumes(spec.restore))
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+        placement["affinity"] = affinity
+    return placement
 
 
 def cluster_token(cluster: EtcdCluster) -> str:

@@ -58,30 +58,12 @@ class OperatorMetrics:
             ["namespace", "cluster", "kind"],
             registry=self.registry,
         )
-        self.cluster_ready_members = Gauge(
-            f"{PREFIX}_cluster_ready_members",
-            "Members that are started, healthy and voting.",
-            ["namespace", "cluster"],
-            registry=self.registry,
-        )
-        self.cluster_members = Gauge(
-            f"{PREFIX}_cluster_members",
-            "Members in the etcd member list.",
-            ["namespace", "cluster"],
-            registry=self.registry,
-        )
-        self.cluster_quorum = Gauge(
-            f"{PREFIX}_cluster_quorum",
-            "1 if the cluster has quorum, else 0.",
-            ["namespace", "cluster"],
-            registry=self.registry,
-        )
-        self.cluster_desired_members = Gauge(
-            f"{PREFIX}_cluster_desired_members",
-            "spec.size: the members the cluster should have.",
-            ["namespace", "cluster"],
-            registry=self.registry,
-        )
+        self.cluster_ready_members = self._cluster_gauge("cluster_ready_members",
+                                                         "Members that are started, healthy and voting.")
+        self.cluster_members = self._cluster_gauge("cluster_members", "Members in the etcd member list.")
+        self.cluster_quorum = self._cluster_gauge("cluster_quorum", "1 if the cluster has quorum, else 0.")
+        self.cluster_desired_members = self._cluster_gauge("cluster_desired_members",
+                                                           "spec.size: the members the cluster should have.")
         self.cluster_phase = Gauge(
             f"{PREFIX}_cluster_phase",
             "1 for the cluster's current status phase (" + ", ".join(CLUSTER_PHASES) + "), 0 for the others.",
@@ -109,7 +91,14 @@ class OperatorMetrics:
         self.is_leader = Gauge(
             f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.", registry=self.registry
         )
-        # Every reason shows as 0 from the start, so rate() and alerts work before the first error.
+        self._show_zeros()
+
+    def _cluster_gauge(self, name: str, documentation: str) -> Gauge:
+        """A gauge per cluster (labels namespace, cluster)."""
+        return Gauge(f"{PREFIX}_{name}", documentation, ["namespace", "cluster"], registry=self.registry)
+
+    def _show_zeros(self) -> None:
+        """Every reason shows as 0 from the start, so rate() and alerts work before the first error."""
         for reason in ERROR_REASONS:
             self.errors_total.labels(reason=reason)
         for result in RECONCILE_RESULTS:

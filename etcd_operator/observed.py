@@ -109,6 +109,22 @@ class ObservedPVC:
     uid: str = ""
 
 
+@dataclass(frozen=True)
+class ObservedDisruptionBudget:
+    """The cluster's own PodDisruptionBudget (disruption_budget.py keeps it current)."""
+
+    name: str
+    min_available: Any  # int or percentage string, as the API holds it
+    uid: str = ""
+
+
+def parse_disruption_budget(obj: JsonDict) -> ObservedDisruptionBudget:
+    metadata = _dict(obj.get("metadata"))
+    spec = _dict(obj.get("spec"))
+    return ObservedDisruptionBudget(str(metadata.get("name") or ""), spec.get("minAvailable"),
+                                    str(metadata.get("uid") or ""))
+
+
 def parse_pod(pod: JsonDict) -> ObservedPod:
     """An etcd member pod from its API dict (as returned by the API, camelCase keys)."""
     metadata = _dict(pod.get("metadata"))
@@ -240,8 +256,6 @@ class ObservedCluster:
     name_problem: NameProblem | None = None
     # Pod name -> message of the latest FailedMount event about it (a pod stuck setting up volumes).
     mount_failures: Mapping[str, str] = field(default_factory=dict)
-    # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
-    unhealthy_member_timeout_seconds: float | None = None
     # The primary IP family of the cluster's Services (and so of its pods): "IPv4" or "IPv6".
     ip_family: str = "IPv4"
     # The client service exists but its selector does not require the serving label (CoreOS-made,
@@ -250,6 +264,8 @@ class ObservedCluster:
     # Pods the client service's EndpointSlices list as ready (its clients may still be sent
     # there); None: not looked up (every pod is labelled serving, or the lookup failed).
     client_endpoints: frozenset[str] | None = None
+    # The cluster's own PodDisruptionBudget (None: it has none yet).
+    disruption_budget: ObservedDisruptionBudget | None = None
 
     # --- pods and volumes
 

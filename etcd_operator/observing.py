@@ -1,21 +1,54 @@
-"""One pass's observation: the cluster's Kubernetes objects (from the watch caches) and etcd's own
-view (member list, endpoint status and health over etcd's HTTP endpoints, `EtcdAccess.probe`: no
-process per question), as an `ObservedCluster`."""
+"""One pass's observation, complete: the cluster's Kubernetes objects (from the watch caches), what
+its checks look up by name (`Lookups`: colliding names, FailedMount events, the client service's
+EndpointSlices), and etcd's own view (member list, endpoint status and health over etcd's HTTP
+endpoints, `EtcdAccess.probe`: no process per question), as an `ObservedCluster`."""
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api import constants as c
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
+from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
-from etcd_operator.manifests import client_selector_outdated, client_service_name, member_client_url
-from etcd_operator.observed import MemberHealth, ObservedCluster, parse_pod, parse_pvc
+from etcd_operator.logs import cluster_logger
+from etcd_operator.manifests import (
+    client_selector_outdated,
+    client_service_name,
+    disruption_budget_name,
+    ip_family_of_services,
+    member_client_url,
+    service_names,
+)
+from etcd_operator.member_start import SETTING_UP
+from etcd_operator.observed import (
+    MemberHealth,
+    ObservedCluster,
+    ObservedDisruptionBudget,
+    ObservedPod,
+    parse_disruption_budget,
+    parse_pod,
+    parse_pvc,
+    ready_endpoint_pods,
+)
+from etcd_operator.ownership import (
+    NameProblem,
+    cluster_name_conflict,
+    disruption_budget_name_problem,
+    is_being_deleted,
+    owned_by,
+    service_name_problem,
+)
+from kube_adapter.errors import KubeError
+from kube_adapter.resources import ResourceClient
+from operator_runtime.cached_client import CachedClient
+from operator_runtime.worker import short_error
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +61,85 @@ CONNECT_TIMEOUT_SECONDS = 1.0
 # etcd 3.6 member before it published itself) costs each pass this instead of PROBE_TIMEOUT_SECONDS.
 LEARNER_PROBE_TIMEOUT_SECONDS = 0.5
 NOT_LISTENING = "no member pod accepts connections on its client port"
+MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on every EndpointSlice: the Service it serves
 
 Connectable = Callable[[Sequence[str]], set[str]]  # URLs -> those accepting a connection now
 
 
 def _accepting(urls: Sequence[str]) -> set[str]:
     return accepting_connections(urls, CONNECT_TIMEOUT_SECONDS)
+
+
+class Lookups(Protocol):
+    """What an observation reads beyond the objects the cluster owns, each only while a check
+    needs it: a Service missing from the watch cache, say, is asked about by name."""
+
+    def neighbours(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        """The EtcdClusters of `namespace` (this one among them)."""
+        ...
+
+    def service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The Service of that name, ours or anyone's (None: there is none)."""
+        ...
+
+    def disruption_budget(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The PodDisruptionBudget of that name, ours or anyone's (None: there is none)."""
+        ...
+
+    def failed_mount_events(self, namespace: str, pod_uid: str) -> Sequence[Mapping[str, Any]]:
+        """The FailedMount events the kubelet recorded about that pod, oldest first."""
+        ...
+
+    def endpoint_slices(self, namespace: str, service: str) -> Sequence[Mapping[str, Any]]:
+        """The EndpointSlices of that Service."""
+        ...
+
+
+@dataclass(frozen=True)
+class KubeSources:
+    """The Kubernetes side of an observation: the watch caches of EtcdClusters and of the kinds a
+    cluster owns, and the `Lookups` by name (the cache first, then the API)."""
+
+    clusters: CachedClient
+    pods: CachedClient
+    services: CachedClient
+    pvcs: CachedClient
+    pdbs: CachedClient
+    events: ResourceClient
+    slices: ResourceClient
+
+    def synced(self) -> bool:
+        """Has every watch of the owned kinds listed once? Before that, a missing pod may just be
+        unlisted."""
+        return all(kind.is_synced() for kind in (self.pods, self.services, self.pvcs, self.pdbs))
+
+    def neighbours(self, namespace: str) -> list[dict[str, Any]]:
+        return self.clusters.select(namespace, {})
+
+    def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.services.find(namespace, name)
+
+    def disruption_budget(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.pdbs.find(namespace, name)
+
+    def failed_mount_events(self, namespace: str, pod_uid: str) -> list[dict[str, Any]]:
+        found = self.events.list(namespace, field_selector=f"involvedObject.uid={pod_uid},reason=FailedMount")
+        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+    def endpoint_slices(self, namespace: str, service: str) -> list[dict[str, Any]]:
+        return self.slices.list(namespace, label_selector=f"{SERVICE_NAME_LABEL}={service}")
+
+
+def observe(cluster: EtcdCluster, kube: KubeSources, etcd: EtcdAccess) -> ObservedCluster:
+    """One pass's complete observation of `cluster`: the objects it owns (their owner reference
+    carries its UID) from the watch caches, what its checks look up, and etcd's own view."""
+    def owned(kind: CachedClient) -> list[dict[str, Any]]:
+        selector = {c.LABEL_CLUSTER: cluster.name, c.LABEL_APP: c.LABEL_APP_VALUE}
+        return owned_by(kind.select(cluster.namespace, selector), cluster.uid)
+
+    return observe_cluster(cluster, pods=owned(kube.pods), services=owned(kube.services), pvcs=owned(kube.pvcs),
+                           budgets=owned(kube.pdbs), etcd=etcd, lookups=kube)
 
 
 def observe_cluster(
@@ -43,11 +149,32 @@ def observe_cluster(
     services: Sequence[dict[str, Any]],
     pvcs: Sequence[dict[str, Any]],
     etcd: EtcdAccess,
+    budgets: Sequence[dict[str, Any]] = (),
+    lookups: Lookups | None = None,
     now: datetime | None = None,
     connectable: Connectable = _accepting,
 ) -> ObservedCluster:
+    """The observation from the objects the cluster owns (API dicts), `lookups` (None: nothing is
+    looked up, so no name problem, mount failure or client endpoint is seen) and etcd."""
+    kube = _kubernetes_side(cluster, pods=pods, services=services, pvcs=pvcs, budgets=budgets, lookups=lookups,
+                            now=now or datetime.now(timezone.utc))
+    if cluster.spec is None or cluster.paused:
+        return kube
+    return _etcd_side(kube, etcd, connectable)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes side
+
+
+def _kubernetes_side(
+    cluster: EtcdCluster, *, pods: Sequence[dict[str, Any]], services: Sequence[dict[str, Any]],
+    pvcs: Sequence[dict[str, Any]], budgets: Sequence[dict[str, Any]], lookups: Lookups | None, now: datetime,
+) -> ObservedCluster:
     observed_pods = tuple(sorted((parse_pod(p) for p in pods), key=lambda p: p.name))
-    base = ObservedCluster(
+    live = tuple(pod for pod in observed_pods if not pod.deleting)
+    budget = parse_disruption_budget(budgets[0]) if budgets else None
+    return ObservedCluster(
         cluster=cluster,
         pods=observed_pods,
         pvcs=tuple(parse_pvc(p) for p in pvcs),
@@ -56,17 +183,88 @@ def observe_cluster(
         client_selector_outdated=any(
             (s.get("metadata") or {}).get("name") == client_service_name(cluster.name) and client_selector_outdated(s)
             for s in services),
-        observed_at=now or datetime.now(timezone.utc),
+        observed_at=now,
+        ip_family=ip_family_of_services(services),
+        disruption_budget=budget,
+        name_problem=_name_problem(cluster, services, budget, lookups) if lookups is not None else None,
+        mount_failures=_mount_failures(cluster, live, now, lookups) if lookups is not None else {},
+        client_endpoints=_client_endpoints(cluster, live, lookups) if lookups is not None else None,
     )
-    if cluster.spec is None or cluster.paused:
-        return base
+
+
+def _name_problem(cluster: EtcdCluster, owned_services: Sequence[Mapping[str, Any]],
+                  budget: ObservedDisruptionBudget | None, lookups: Lookups) -> NameProblem | None:
+    """A colliding EtcdCluster name, or a Service or PodDisruptionBudget with one of our names
+    that is not ours."""
+    neighbours = lookups.neighbours(cluster.namespace)
+    this = next((n for n in neighbours if (n.get("metadata") or {}).get("name") == cluster.name), None)
+    conflict = cluster_name_conflict(this, neighbours) if this is not None else None
+    if conflict is not None:
+        return conflict
+    ours = {str((s.get("metadata") or {}).get("name")) for s in owned_services}
+    foreign: dict[str, Mapping[str, Any]] = {}
+    for service_name in service_names(cluster.name):
+        if service_name in ours:
+            continue
+        # The watch sees only labelled services: ask about the name itself (only while the
+        # service is missing, so a running cluster makes no extra request).
+        existing = lookups.service(cluster.namespace, service_name)
+        if existing is not None and not is_being_deleted(existing):
+            foreign[service_name] = existing
+    problem = service_name_problem(cluster.name, foreign)
+    if problem is not None or budget is not None:
+        return problem
+    other = lookups.disruption_budget(cluster.namespace, disruption_budget_name(cluster.name))
+    if other is None:
+        return None
+    return disruption_budget_name_problem(cluster.name, None if is_being_deleted(other) else other)
+
+
+def _mount_failures(cluster: EtcdCluster, live_pods: Sequence[ObservedPod], now: datetime,
+                    lookups: Lookups) -> dict[str, str]:
+    """Latest FailedMount message of each member pod still setting up its volumes after
+    MOUNT_CHECK_AFTER_SECONDS (the kubelet reports those only as events)."""
+    failures: dict[str, str] = {}
+    for pod in live_pods:
+        age = (now - pod.created_at).total_seconds() if pod.created_at is not None else None
+        if (pod.phase != "Pending" or not pod.uid or pod.waiting_reason not in (None, *SETTING_UP)
+                or age is None or age < MOUNT_CHECK_AFTER_SECONDS or pod.restart_count):
+            continue
+        events = lookups.failed_mount_events(cluster.namespace, pod.uid)
+        if events:
+            failures[pod.name] = str(events[-1].get("message") or "")
+    return failures
+
+
+def _client_endpoints(cluster: EtcdCluster, live_pods: Sequence[ObservedPod],
+                      lookups: Lookups) -> frozenset[str] | None:
+    """Pods the client service still sends clients to, looked up only while a member pod is
+    drained (planning.py, "Draining"); None when not looked up or the lookup failed (then a
+    drained member is removed without waiting for its endpoint to go)."""
+    if all(pod.serving for pod in live_pods):
+        return None
+    try:
+        return ready_endpoint_pods(lookups.endpoint_slices(cluster.namespace, client_service_name(cluster.name)))
+    except KubeError as e:
+        cluster_logger(cluster.namespace, cluster.name).warning(
+            "cannot read the client service's EndpointSlices: %s", short_error(e))
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# etcd side
+
+
+def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable) -> ObservedCluster:
+    """`base` (the Kubernetes side) with what etcd says: members, their health and status."""
+    cluster = base.cluster
     # Ask every member whose pod has an address and whose etcd accepts connections; any one that
     # answers gives the member list. A member whose pod is gone, terminating or not listening is
     # left out of every probe (asking it would only cost a timeout), so it counts as unhealthy.
     # Ready pods first: `member list` goes to the first that answers, and a member still joining
     # (a learner refuses it; a new one may not serve yet) would cost a refusal or a timeout.
     candidates = {member_client_url(cluster, pod.member_name): pod.member_name
-                  for pod in sorted(observed_pods, key=lambda p: (not p.ready, p.name))
+                  for pod in sorted(base.pods, key=lambda p: (not p.ready, p.name))
                   if pod.ip and not pod.deleting and not pod.terminal}
     if not candidates:
         return base

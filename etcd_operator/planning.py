@@ -1,6 +1,7 @@
-"""The decision: `plan_next_action(observed) -> Action`, a pure function of one pass's
-observation. The supervisor executes the action and observes again; nothing is remembered
-between passes, so the operator may die at any instant and the next pass finishes the job.
+"""The decision: `plan_next_action(observed, policy) -> Action`, a pure function of one pass's
+observation and the operator's settings (`PlanningPolicy`). The supervisor executes the action
+and observes again; nothing is remembered between passes, so the operator may die at any instant
+and the next pass finishes the job.
 
 etcd has no "desired membership"; the goal is spec.size voting members, all healthy, all running
 the spec's image and pod policy. Rules, first match wins (the order is the safety argument):
@@ -50,8 +51,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
-11b. A learner that never answered within the bound (--unhealthy-member-timeout-seconds), or a
-    voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
+11b. A learner that never answered within the bound (the policy's unhealthy-member timeout,
+    --unhealthy-member-timeout-seconds), or a voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
     first, see "Removing the leader"); rule 14 adds its replacement.
 12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
     and caught up while every voting member is healthy (etcd's own in-sync check decides; a
@@ -141,7 +142,16 @@ LEARNER_START_SECONDS = 3.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
 
 
-def plan_next_action(observed: ObservedCluster) -> Action:
+@dataclass(frozen=True)
+class PlanningPolicy:
+    """What the operator's settings ask of the planner (flags, not observations)."""
+
+    # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
+    unhealthy_member_timeout_seconds: float | None = None
+
+
+def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = PlanningPolicy()) -> Action:
+    """The one action this pass takes (`policy` defaults to waiting for unhealthy members forever)."""
     cluster = observed.cluster
     if cluster.paused:
         return Pause()
@@ -164,7 +174,7 @@ def plan_next_action(observed: ObservedCluster) -> Action:
         return stuck
     if observed.members is None:
         return _plan_without_member_list(observed, cluster.spec)
-    return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members))
+    return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members, policy))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +364,7 @@ class _MembersWithoutPods:
 
 
 def _plan_with_member_list(
-    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...]
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...], policy: PlanningPolicy
 ) -> Action:
     found = _rule_6_members_without_pods(observed, spec, members)
     if not isinstance(found, _MembersWithoutPods):
@@ -370,7 +380,7 @@ def _plan_with_member_list(
         or _rule_9_dead_members(observed, found.dead, terminal)
         or _rule_10_leftovers(observed)
         or _rule_11_terminating(found.terminating)
-        or _plan_membership(observed, spec)
+        or _plan_membership(observed, spec, policy)
     )
 
 
@@ -482,12 +492,12 @@ def _rule_11_terminating(terminating: tuple[str, ...]) -> Action | None:
     return None
 
 
-def _plan_membership(observed: ObservedCluster, spec: ClusterSpec) -> Action:
+def _plan_membership(observed: ObservedCluster, spec: ClusterSpec, policy: PlanningPolicy) -> Action:
     """Rules 12-17: quorum, no dead member, nothing terminating."""
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
     return (
-        _rule_11b_stuck_members(observed, outdated)
+        _rule_11b_stuck_members(observed, outdated, policy.unhealthy_member_timeout_seconds)
         or _rule_12_learners(observed, spec, outdated)
         or _rule_13_unhealthy_voters(observed, spec, outdated)
         or _rules_14_15_size(observed, spec, outdated)
@@ -496,11 +506,11 @@ def _plan_membership(observed: ObservedCluster, spec: ClusterSpec) -> Action:
     )
 
 
-def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str]) -> Action | None:
+def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str], limit: float | None) -> Action | None:
     """A learner that never answered within the bound (a pod started with a stale
     --initial-cluster, a crash loop), or a voter unhealthy for longer, is replaced while quorum
-    allows (leadership moved off it first): waiting for it would block every later change."""
-    limit = observed.unhealthy_member_timeout_seconds
+    allows (leadership moved off it first): waiting for it would block every later change.
+    `limit`: the policy's unhealthy-member timeout (None: wait forever)."""
     if limit is None or observed.observed_at is None:
         return None
     for learner in sorted(observed.learners, key=lambda m: m.member_name):

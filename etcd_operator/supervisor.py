@@ -1,82 +1,53 @@
 """The pass of one EtcdCluster's supervisor: observe -> plan one action -> act -> write status
-(run by its `operator_runtime.worker.ObjectWorker` thread).
-
-Woken at once by any event about its cluster (the cluster itself, its pods, services, PVCs);
-otherwise it re-checks etcd every resync period. After an action it observes again right away;
-while waiting on etcd (a learner catching up, a member starting) it polls briefly.
+(run by its `operator_runtime.worker.ObjectWorker` thread; `rechecking.Pacing` says when the
+next pass comes unless an event about the cluster, its pods, services or PVCs wakes it first).
 """
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
-from etcd_common.api import constants as c
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
+from etcd_operator.disruption_budget import plan_disruption_budget
 from etcd_operator.logs import cluster_logger
+from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.metrics import OperatorMetrics
-from etcd_operator.disruption_budget import ObservedDisruptionBudget, parse_disruption_budget, plan_disruption_budget
-from etcd_operator.manifests import client_service_name, disruption_budget_name, ip_family_of_services, service_names
-from etcd_operator.member_start import SETTING_UP, StartProblem, start_problems
-from etcd_operator.observed import ObservedCluster, ready_endpoint_pods
-from etcd_operator.observing import observe_cluster
-from etcd_operator.ownership import (
-    NameProblem,
-    cluster_name_conflict,
-    disruption_budget_name_problem,
-    is_being_deleted,
-    owned_by,
-    service_name_problem,
-)
-from etcd_operator.planning import plan_next_action
-from etcd_operator.rechecking import stable_recheck_seconds
+from etcd_operator.observed import ObservedCluster
+from etcd_operator.observing import KubeSources, observe
+from etcd_operator.ownership import is_being_deleted
+from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.rechecking import POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS, Outcome, Pacing
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
-from kube_adapter.resources import ResourceClient
-from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.cache import Key
+from operator_runtime.cached_client import CachedClient
 from operator_runtime.running import MayAct, always_may_act
 from operator_runtime.worker import ObjectWorker, short_error
 
-WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
-# A change etcd refused for now ("unhealthy cluster" for its 5 s after a change, "learner not in
-# sync") is asked again this soon: each poll's wait is time added to the change.
-POSTPONED_RETRY_SECONDS = 0.2
-WAIT_MAX_SECONDS = 5.0  # the bound of the back-off while the same wait (or report) repeats
 # The longest one action may take (etcdctl's command timeout plus API writes with their retries):
 # it is started only while the lease stays surely ours at least that long.
 ACTION_MAX_SECONDS = 10.0
-# Passes at WAIT_POLL_SECONDS before the same wait starts backing off: 10 s, longer than a new
-# learner may take to answer (etcd 3.6: up to ~7 s), which no Kubernetes event announces.
-WAIT_FAST_PASSES = 20
-# A wait the planner calls imminent (a learner whose pod just started: it serves clients and
-# catches up within a fraction of a second, and no Kubernetes event says when) is observed again
-# this soon, as the raw-etcdctl floor polls; at most IMMINENT_MAX_PASSES passes in a row (3 s),
-# then the ordinary WAIT_POLL_SECONDS schedule takes over. Each such pass is one member list and
-# HTTP status/health requests to the members, no process.
-IMMINENT_POLL_SECONDS = 0.05
-IMMINENT_MAX_PASSES = 60
-MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
 
 @dataclass(frozen=True)
 class SupervisorContext:
-    """What every supervisor shares: caches fed by the controller's watches, clients, settings."""
+    """What every supervisor shares: the EtcdClusters (the watch cache; status written through),
+    what an observation reads (`kube`: the owned kinds' watch caches and lookups), the executor,
+    settings."""
 
-    clusters: ObjectCache
-    pods: ObjectCache
-    services: ObjectCache
-    pvcs: ObjectCache
-    cluster_api: ResourceClient
+    clusters: CachedClient
+    kube: KubeSources
     executor: ActionExecutor
     etcd: EtcdAccess
     events: EventRecorder
@@ -84,13 +55,8 @@ class SupervisorContext:
     resync_seconds: float
     stop: threading.Event
     may_act: MayAct = always_may_act  # asked before every action, status write and event (leader election)
-    pdbs: ObjectCache = field(default_factory=ObjectCache)
-    # (namespace, pod UID) -> that pod's FailedMount events, newest last (None: not looked up).
-    mount_events: Callable[[str, str], list[dict[str, Any]]] | None = None
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
-    unhealthy_member_timeout_seconds: float | None = None  # None: unhealthy members are waited for
-    # (namespace, service name) -> that Service's EndpointSlices (None: not looked up).
-    endpoint_slices: Callable[[str, str], list[dict[str, Any]]] | None = None
+    policy: PlanningPolicy = PlanningPolicy()  # the settings the planner follows
 
 
 class ClusterSupervisor:
@@ -100,16 +66,12 @@ class ClusterSupervisor:
         self.key = key
         self.context = context
         self.log = cluster_logger(*key)
+        self.pacing = Pacing(context.resync_seconds)
         self._last_error: str | None = None
-        self._postponed: str | None = None  # kind of the action etcd refused last pass, if any
-        self._quiet_passes = 0  # converged passes in a row (they stretch the re-check interval)
         self._reported: tuple[str, str] | None = None  # (reason, message) of the last report's event
         self._deleting = False
         self._start_incidents: set[tuple[str, str]] | None = None  # None: not yet compared with status
         self._failing_with: str | None = None  # the failure of the last pass, if it failed
-        self._waiting_on: tuple[str, str] | None = None  # what the last passes waited on ...
-        self._waits = 0  # ... and how many passes in a row
-        self._imminent_passes = 0  # passes in a row that polled an imminent wait fast
         self.worker = ObjectWorker(
             key, self.reconcile_once, stop=context.stop, log=self.log, role="supervisor",
             on_pass=self._count_pass, pause_on=self._pause_on, expected_errors=(ctl.EtcdctlError, KubeError),
@@ -137,111 +99,96 @@ class ClusterSupervisor:
 
     def reconcile_once(self) -> float:
         """One pass; returns how long to wait before the next one unless woken earlier."""
-        delay = self._reconcile_once()
-        if delay != self.context.resync_seconds:
-            self._quiet_passes = 0
-            return delay
-        self._quiet_passes += 1
-        return stable_recheck_seconds(delay, self._quiet_passes)
-
-    def _reconcile_once(self) -> float:
         ctx = self.context
-        if not all(cache.is_synced() for cache in (ctx.pods, ctx.services, ctx.pvcs, ctx.pdbs)):
+        if not ctx.kube.synced():
             # Until every watch has listed once, a missing pod may just be unlisted: acting now
             # could bootstrap a second seed next to a running cluster.
-            return WAIT_POLL_SECONDS
-        raw = ctx.clusters.get(self.key)
-        if raw is None:
-            return ctx.resync_seconds
-        if is_being_deleted(raw):
-            # The garbage collector removes what the cluster owns (first, with foreground
-            # propagation): recreating it, or reporting its members lost, would fight it.
-            if not self._deleting:
-                self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
-            self._deleting = True
-            return ctx.resync_seconds
-        self._deleting = False
+            return self.pacing.delay_after(None, Outcome.HELD_BACK)
+        raw = ctx.clusters.cached(*self.key)
+        if raw is None or self._being_deleted(raw):
+            return self.pacing.delay_after(None, Outcome.IDLE)
         cluster = check_trusted_repository(parse_etcd_cluster(raw), ctx.trusted_repositories)
-        selector = {c.LABEL_CLUSTER: cluster.name, c.LABEL_APP: c.LABEL_APP_VALUE}
-        # Only what this EtcdCluster owns (owner reference UID) is its to count, change or delete.
-        services = owned_by(ctx.services.select(cluster.namespace, selector), cluster.uid)
-        observed = observe_cluster(
-            cluster,
-            pods=owned_by(ctx.pods.select(cluster.namespace, selector), cluster.uid),
-            services=services,
-            pvcs=owned_by(ctx.pvcs.select(cluster.namespace, selector), cluster.uid),
-            etcd=ctx.etcd,
-        )
-        budgets = owned_by(ctx.pdbs.select(cluster.namespace, selector), cluster.uid)
-        budget = parse_disruption_budget(budgets[0]) if budgets else None
-        name_problem = self._name_problem(raw, cluster.namespace, cluster.name, services, budget)
-        if name_problem is not None:
-            observed = replace(observed, name_problem=name_problem)
-        if ip_family_of_services(services) != observed.ip_family:
-            observed = replace(observed, ip_family=ip_family_of_services(services))
-        if ctx.unhealthy_member_timeout_seconds is not None:
-            observed = replace(observed, unhealthy_member_timeout_seconds=ctx.unhealthy_member_timeout_seconds)
-        mount_failures = self._mount_failures(observed)
-        if mount_failures:
-            observed = replace(observed, mount_failures=mount_failures)
-        client_endpoints = self._client_endpoints(observed)
-        if client_endpoints is not None:
-            observed = replace(observed, client_endpoints=client_endpoints)
-        budget_action = plan_disruption_budget(observed, budget)
-        if budget_action is not None and ctx.may_act(ACTION_MAX_SECONDS) and not self._deletion_started():
-            self.log.info("%s", budget_action.describe())
-            try:
-                ctx.executor.execute(budget_action, observed)
-            except KubeError as e:
-                # The budget protects the members; failing to keep it must not stop their care.
-                self.log.warning("%s failed: %s; retried next pass", budget_action.kind, short_error(e))
-            else:
-                ctx.events.record(raw, budget_action.event_type, budget_action.event_reason,
-                                  budget_action.describe())
-        action = plan_next_action(observed)
-        error: str | None = None
+        observed = observe(cluster, ctx.kube, ctx.etcd)
+        self._keep_disruption_budget(raw, observed)
+        action = plan_next_action(observed, ctx.policy)
         if (action.has_effect or self._is_news(action)) and self._deletion_started():
-            return ctx.resync_seconds
-        if not ctx.may_act(ACTION_MAX_SECONDS if action.has_effect else 0.0):
-            # Our lease may have expired (a frozen process, a cut network), or may before the
-            # action could end: a successor may be acting. The elector ends this process once it
-            # notices; until then, change nothing: no action, no status, no event.
-            self.log.warning("not acting (%s): leadership not confirmed for the next %.0fs",
-                             action.kind, ACTION_MAX_SECONDS if action.has_effect else 0.0)
-            return WAIT_POLL_SECONDS
-        if action.has_effect:
-            # A change etcd keeps refusing is retried every WAIT_POLL_SECONDS: say so once, not each time.
-            retrying = self._postponed == action.kind
-            self.log.log(logging.DEBUG if retrying else logging.INFO, "%s", action.describe())
-            try:
-                ctx.executor.execute(action, observed)
-            except (ctl.ClusterUnhealthy, ctl.LearnerNotReady, ctl.TooManyLearners) as e:
-                # etcd refuses membership changes until every member has been connected a while,
-                # and a promotion until the learner caught up.
-                if not retrying:
-                    self.log.info("%s postponed: %s; retrying (every %.1f-%.1fs) until etcd accepts it",
-                                  action.kind, short_error(e), POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS)
-                self._postponed = action.kind
-                self._write_status(raw, observed, action, None)
-                # Asked again soon while the refusal is new (etcd's "unhealthy cluster" lasts 5 s
-                # after a change), then backing off like any repeated wait.
-                delay = self._wait_delay((action.kind, "postponed"))
-                return POSTPONED_RETRY_SECONDS if delay <= WAIT_POLL_SECONDS else delay
-            except (ctl.EtcdctlError, KubeError) as e:
-                self._postponed = None
-                error = short_error(e)
-                self._last_error = error
-                self._write_status(raw, observed, action, error)
-                raise
-            if retrying:
-                self.log.info("%s", action.describe())  # the attempt that went through
-            self._postponed = None
-            self._last_error = None
-            ctx.metrics.count_membership_change(cluster.namespace, cluster.name, action.kind)
+            return self.pacing.delay_after(action, Outcome.IDLE)
+        if not self._may_act(action):
+            return self.pacing.delay_after(action, Outcome.HELD_BACK)
+        outcome = self._act(raw, observed, action)
+        if outcome is Outcome.DONE:
+            self._report(raw, observed, action)
+        self._write_status(raw, observed, action, self._last_error if outcome is Outcome.DONE else None)
+        return self.pacing.delay_after(action, outcome)
+
+    def _being_deleted(self, raw: dict[str, Any]) -> bool:
+        """The garbage collector removes what the cluster owns (first, with foreground
+        propagation): recreating it, or reporting its members lost, would fight it."""
+        if not is_being_deleted(raw):
+            self._deleting = False
+            return False
+        if not self._deleting:
+            self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
+        self._deleting = True
+        return True
+
+    def _keep_disruption_budget(self, raw: dict[str, Any], observed: ObservedCluster) -> None:
+        """The PodDisruptionBudget is kept current on every pass, beside the one membership action."""
+        ctx = self.context
+        budget_action = plan_disruption_budget(observed, observed.disruption_budget)
+        if budget_action is None or not ctx.may_act(ACTION_MAX_SECONDS) or self._deletion_started():
+            return
+        self.log.info("%s", budget_action.describe())
+        try:
+            ctx.executor.execute(budget_action, observed)
+        except KubeError as e:
+            # The budget protects the members; failing to keep it must not stop their care.
+            self.log.warning("%s failed: %s; retried next pass", budget_action.kind, short_error(e))
         else:
-            self._postponed = None
-            if not action.event_reason:
-                self._reported = None
+            ctx.events.record(raw, budget_action.event_type, budget_action.event_reason, budget_action.describe())
+
+    def _may_act(self, action: a.Action) -> bool:
+        """Our lease may have expired (a frozen process, a cut network), or may before the action
+        could end: a successor may be acting. The elector ends this process once it notices; until
+        then, change nothing: no action, no status, no event."""
+        seconds = ACTION_MAX_SECONDS if action.has_effect else 0.0
+        if self.context.may_act(seconds):
+            return True
+        self.log.warning("not acting (%s): leadership not confirmed for the next %.0fs", action.kind, seconds)
+        return False
+
+    def _act(self, raw: dict[str, Any], observed: ObservedCluster, action: a.Action) -> Outcome:
+        """Carry out the action (one without effect has nothing to carry out); a failure is
+        raised once the status says so."""
+        retrying = self.pacing.begin(action)
+        if not action.has_effect:
+            return Outcome.DONE
+        # A change etcd keeps refusing is retried pass after pass: say so once, not each time.
+        self.log.log(logging.DEBUG if retrying else logging.INFO, "%s", action.describe())
+        try:
+            self.context.executor.execute(action, observed)
+        except (ctl.ClusterUnhealthy, ctl.LearnerNotReady, ctl.TooManyLearners) as e:
+            # etcd refuses membership changes until every member has been connected a while,
+            # and a promotion until the learner caught up.
+            if not retrying:
+                self.log.info("%s postponed: %s; retrying (every %.1f-%.1fs) until etcd accepts it",
+                              action.kind, short_error(e), POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS)
+            return Outcome.POSTPONED
+        except (ctl.EtcdctlError, KubeError) as e:
+            self._last_error = short_error(e)
+            self._write_status(raw, observed, action, self._last_error)
+            raise
+        if retrying:
+            self.log.info("%s", action.describe())  # the attempt that went through
+        self._last_error = None
+        self.context.metrics.count_membership_change(observed.cluster.namespace, observed.cluster.name, action.kind)
+        return Outcome.DONE
+
+    def _report(self, raw: dict[str, Any], observed: ObservedCluster, action: a.Action) -> None:
+        """Events and error counts of this pass: one per incident, however many passes see it."""
+        ctx = self.context
+        if not action.has_effect and not action.event_reason:
+            self._reported = None
         news = bool(action.event_reason) and self._new_incident(raw, action)
         if news and action.event_reason:
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
@@ -251,97 +198,6 @@ class ClusterSupervisor:
             ctx.metrics.count_error("quorum_lost")
         elif news and isinstance(action, a.RejectSpec):
             ctx.metrics.count_error("invalid_spec")
-        self._write_status(raw, observed, action, self._last_error)
-        if action.has_effect:
-            self._waiting_on, self._waits = None, 0
-            self._imminent_passes = 0
-            return 0.0
-        if isinstance(action, a.Wait) and action.imminent and self._imminent_passes < IMMINENT_MAX_PASSES:
-            self._imminent_passes += 1
-            self._waiting_on, self._waits = None, 0
-            return IMMINENT_POLL_SECONDS
-        if isinstance(action, (a.Wait, a.ReportQuorumLoss)):
-            if not (isinstance(action, a.Wait) and action.imminent):
-                self._imminent_passes = 0
-            return self._wait_delay((action.kind, action.describe()))
-        self._waiting_on, self._waits = None, 0
-        self._imminent_passes = 0
-        return ctx.resync_seconds
-
-    def _wait_delay(self, waiting_on: tuple[str, str]) -> float:
-        """WAIT_POLL_SECONDS while the wait is new or changing (a learner's raft index moves on);
-        the same wait again and again backs off, doubling up to WAIT_MAX_SECONDS. Watches still
-        wake the pass at once when anything in Kubernetes changes."""
-        self._waits = self._waits + 1 if waiting_on == self._waiting_on else 1
-        self._waiting_on = waiting_on
-        return wait_delay_seconds(self._waits)
-
-    def _name_problem(self, raw: dict[str, Any], namespace: str, name: str,
-                      owned_services: list[dict[str, Any]], budget: ObservedDisruptionBudget | None,
-                      ) -> NameProblem | None:
-        """A colliding EtcdCluster name, or a Service or PodDisruptionBudget with one of our
-        names that is not ours."""
-        ctx = self.context
-        conflict = cluster_name_conflict(raw, ctx.clusters.select(namespace, {}))
-        if conflict is not None:
-            return conflict
-        ours = {str((s.get("metadata") or {}).get("name")) for s in owned_services}
-        foreign: dict[str, dict[str, Any]] = {}
-        for service_name in service_names(name):
-            if service_name in ours:
-                continue
-            # The watch sees only labelled services: ask the API about the name itself (only
-            # while the service is missing, so a running cluster makes no extra request).
-            existing = ctx.services.get((namespace, service_name))
-            if existing is None:
-                try:
-                    existing = ctx.executor.services.get(namespace, service_name)
-                except NotFound:
-                    continue
-            if not is_being_deleted(existing):
-                foreign[service_name] = existing
-        problem = service_name_problem(name, foreign)
-        if problem is not None or budget is not None or ctx.executor.pdbs is None:
-            return problem
-        budget_name = disruption_budget_name(name)
-        other = ctx.pdbs.get((namespace, budget_name))
-        if other is None:
-            try:
-                other = ctx.executor.pdbs.get(namespace, budget_name)
-            except NotFound:
-                return None
-        return disruption_budget_name_problem(name, None if is_being_deleted(other) else other)
-
-    def _mount_failures(self, observed: ObservedCluster) -> dict[str, str]:
-        """Latest FailedMount message of each member pod still setting up its volumes after
-        MOUNT_CHECK_AFTER_SECONDS (the kubelet reports those only as events)."""
-        lookup = self.context.mount_events
-        if lookup is None:
-            return {}
-        failures: dict[str, str] = {}
-        for pod in observed.live_pods:
-            age = observed.pod_age_seconds(pod)
-            if (pod.phase != "Pending" or not pod.uid or pod.waiting_reason not in (None, *SETTING_UP)
-                    or age is None or age < MOUNT_CHECK_AFTER_SECONDS or pod.restart_count):
-                continue
-            events = lookup(observed.cluster.namespace, pod.uid)
-            if events:
-                failures[pod.name] = str(events[-1].get("message") or "")
-        return failures
-
-    def _client_endpoints(self, observed: ObservedCluster) -> frozenset[str] | None:
-        """Pods the client service still sends clients to, looked up only while a member pod is
-        drained (planning.py, "Draining"); None when not looked up or the lookup failed (then a
-        drained member is removed without waiting for its endpoint to go)."""
-        lookup = self.context.endpoint_slices
-        if lookup is None or all(pod.serving for pod in observed.live_pods):
-            return None
-        cluster = observed.cluster
-        try:
-            return ready_endpoint_pods(lookup(cluster.namespace, client_service_name(cluster.name)))
-        except KubeError as e:
-            self.log.warning("cannot read the client service's EndpointSlices: %s", short_error(e))
-            return None
 
     def _new_start_problems(self, observed: ObservedCluster) -> list[StartProblem]:
         """Member start problems not reported yet: one Warning event per incident, and one again
@@ -361,10 +217,9 @@ class ClusterSupervisor:
         the garbage collector is deleting before it shows the cluster's own deletionTimestamp
         (separate watches), and a pass then would see members lost that are merely being deleted."""
         try:
-            fresh = self.context.cluster_api.get(*self.key)
+            fresh = self.context.clusters.fetch(*self.key)
         except NotFound:
             return True
-        self.context.clusters.upsert(fresh)
         if is_being_deleted(fresh):
             self.log.info("cluster is being deleted; leaving its objects to the garbage collector")
             self._deleting = True
@@ -406,10 +261,11 @@ class ClusterSupervisor:
         version = (raw.get("metadata") or {}).get("resourceVersion")
         try:
             # Against the version this pass read: a writer holding an older copy (a deposed
-            # leader, a stale cache) is refused instead of overwriting a newer status.
-            updated = ctx.cluster_api.patch_status(observed.cluster.namespace, observed.cluster.name,
-                                                   status_merge_patch(current, status),
-                                                   resource_version=str(version) if version else None)
+            # leader, a stale cache) is refused instead of overwriting a newer status. Written
+            # through: the next pass compares against what we wrote.
+            ctx.clusters.patch_status(observed.cluster.namespace, observed.cluster.name,
+                                      status_merge_patch(current, status),
+                                      resource_version=str(version) if version else None)
         except NotFound:
             return  # the cluster was deleted meanwhile
         except Conflict:
@@ -417,22 +273,12 @@ class ClusterSupervisor:
             # which writes the status from the newer copy.
             self.log.debug("status not written: the cluster changed since this pass read it")
             return
-        # Keep the cache's copy current so the next pass compares against what we wrote.
-        if updated:
-            ctx.clusters.upsert(updated)
         warning = upgrade_source_event(observed, status)
         if warning:
             ctx.events.record(raw, "Warning", versions.REASON_UPGRADE_SOURCE_ONLY, warning)
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
-
-
-def wait_delay_seconds(same_waits: int) -> float:
-    """After `same_waits` passes in a row waiting on the same thing: WAIT_FAST_PASSES at
-    WAIT_POLL_SECONDS, then doubling, at most WAIT_MAX_SECONDS."""
-    doublings = max(0, same_waits - WAIT_FAST_PASSES)
-    return min(WAIT_MAX_SECONDS, WAIT_POLL_SECONDS * 2.0 ** min(doublings, 16))
 
 
 def _namespace_terminating(e: Forbidden) -> bool:

@@ -76,15 +76,7 @@ def run_operator(
     configure_logging(settings.log_format, settings.log_level)
     log.info("starting with %s", describe if describe is not None else settings)
     stop = threading.Event()
-    lost_leadership = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received %s; shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
+    _stop_on_signals(stop, log)
     api = load_api_client(settings.kubeconfig)
     endpoints = serve(settings.http_port, settings.http_address, registry, healthy=lambda: not stop.is_set(),
                       server_name=name)
@@ -93,31 +85,50 @@ def run_operator(
         if not settings.leader_elect:
             make_controller(api, stop, always_may_act).run()
             return 0
-        owner = service_account_owner(in_cluster_service_account(), settings.lease_namespace)
-        if owner is not None:
-            log.info("Lease %s/%s is owned by ServiceAccount %s: removed with it on uninstall",
-                     settings.lease_namespace, settings.lease_name, owner["name"])
-        elector = LeaderElector(api, settings.lease_namespace, settings.lease_name, settings.identity,
-                                lease_duration_seconds=lease.duration_seconds,
-                                renew_deadline_seconds=lease.renew_deadline_seconds,
-                                retry_period_seconds=lease.retry_period_seconds, owner=owner)
-        controller = make_controller(api, stop, elector.holds_lease)
-
-        def started_leading() -> None:
-            on_leadership(True)
-            log.info("became leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
-            controller.run()
-
-        def stopped_leading() -> None:
-            on_leadership(False)
-            if not stop.is_set():
-                # Another replica may act now: stop acting at once and exit, to restart as a follower.
-                log.error("lost leadership; exiting")
-                stop_retrying()  # an API call being retried must not outlive the lease either
-                lost_leadership.set()
-                stop.set()
-
-        elector.run(stop, started_leading, stopped_leading)
-        return EXIT_LOST_LEADERSHIP if lost_leadership.is_set() else 0
+        return _run_while_leading(settings, api, stop, make_controller, lease, on_leadership, log)
     finally:
         endpoints.shutdown()
+
+
+def _stop_on_signals(stop: threading.Event, log: logging.Logger) -> None:
+    """SIGTERM and SIGINT set `stop`."""
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _run_while_leading(settings: RuntimeSettings, api: KubeApi, stop: threading.Event,
+                       make_controller: ControllerFactory, lease: LeaseTiming,
+                       on_leadership: Callable[[bool], None], log: logging.Logger) -> int:
+    """Run the controller only while this replica holds the lease; losing it stops everything
+    (EXIT_LOST_LEADERSHIP)."""
+    lost_leadership = threading.Event()
+    owner = service_account_owner(in_cluster_service_account(), settings.lease_namespace)
+    if owner is not None:
+        log.info("Lease %s/%s is owned by ServiceAccount %s: removed with it on uninstall",
+                 settings.lease_namespace, settings.lease_name, owner["name"])
+    elector = LeaderElector(api, settings.lease_namespace, settings.lease_name, settings.identity,
+                            lease_duration_seconds=lease.duration_seconds,
+                            renew_deadline_seconds=lease.renew_deadline_seconds,
+                            retry_period_seconds=lease.retry_period_seconds, owner=owner)
+    controller = make_controller(api, stop, elector.holds_lease)
+
+    def started_leading() -> None:
+        on_leadership(True)
+        log.info("became leader (lease %s/%s)", settings.lease_namespace, settings.lease_name)
+        controller.run()
+
+    def stopped_leading() -> None:
+        on_leadership(False)
+        if not stop.is_set():
+            # Another replica may act now: stop acting at once and exit, to restart as a follower.
+            log.error("lost leadership; exiting")
+            stop_retrying()  # an API call being retried must not outlive the lease either
+            lost_leadership.set()
+            stop.set()
+
+    elector.run(stop, started_leading, stopped_leading)
+    return EXIT_LOST_LEADERSHIP if lost_leadership.is_set() else 0

@@ -24,6 +24,7 @@ from operator_runtime.worker import ObjectWorker, short_error
 from restore_operator import acting
 from restore_operator import actions as a
 from restore_operator.metrics import RestoreMetrics
+from restore_operator.observed import ObservedRestore
 from restore_operator.observing import observe_restore
 from restore_operator.planning import plan_next_action
 from restore_operator.settings import RestoreSettings
@@ -95,31 +96,9 @@ class RestoreSupervisor:
         if isinstance(action, a.VerifySnapshot):
             return self._verify(raw, restore, current)
         if isinstance(action, a.ReplaceCluster):
-            assert restore.spec is not None
-            # Record the spec first: after the delete, only the status remembers it.
-            self._write(raw, restore, current, action.phase, action.describe(),
-                        updates={"clusterSpec": dict(action.cluster_spec)})
-            ctx.events.record(raw, "Warning", "ReplacingCluster",
-                              f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {action.cluster_uid}) "
-                              "to recreate it from the verified snapshot")
-            acting.delete_cluster(ctx.clusters, restore.namespace, restore.spec.etcd_cluster_name, action.cluster_uid)
-            return WAIT_POLL_SECONDS
+            return self._replace_cluster(raw, restore, current, action)
         if isinstance(action, a.CreateCluster):
-            assert restore.spec is not None and restore.spec.storage.s3 is not None
-            assert observed.recorded.snapshot is not None
-            body = acting.restored_cluster_body(
-                restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
-                fetch_image=ctx.settings.fetch_image, bump_revision=ctx.settings.bump_revision)
-            uid = acting.create_cluster(ctx.clusters, body)
-            ctx.events.record(raw, "Normal", "ClusterCreated",
-                              f"created EtcdCluster {restore.spec.etcd_cluster_name} "
-                              f"(size {action.cluster_spec.get('size')}) "
-                              f"seeded from revision {observed.recorded.snapshot.revision}")
-            updates: dict[str, Any] = {"restoredCluster": {"name": restore.spec.etcd_cluster_name,
-                                                           **({"uid": uid} if uid else {})}}
-            self._write(raw, restore, current, action.phase, action.describe(), updates=updates,
-                        conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", action.describe())})
-            return WAIT_POLL_SECONDS
+            return self._create_cluster(raw, restore, current, observed, action)
         if isinstance(action, a.Succeed):
             message = action.describe()
             self._write(raw, restore, current, PHASE_COMPLETED, message, succeeded=True,
@@ -132,6 +111,38 @@ class RestoreSupervisor:
         self._write(raw, restore, current, action.phase_name, action.message,
                     conditions={CONDITION_CLUSTER_RESTORED: ("False", "Waiting", action.message)}
                     if action.phase_name == PHASE_RESTORING else {})
+        return WAIT_POLL_SECONDS
+
+    def _replace_cluster(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
+                         action: a.ReplaceCluster) -> float:
+        ctx = self.context
+        assert restore.spec is not None
+        # Record the spec first: after the delete, only the status remembers it.
+        self._write(raw, restore, current, action.phase, action.describe(),
+                    updates={"clusterSpec": dict(action.cluster_spec)})
+        ctx.events.record(raw, "Warning", "ReplacingCluster",
+                          f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {action.cluster_uid}) "
+                          "to recreate it from the verified snapshot")
+        acting.delete_cluster(ctx.clusters, restore.namespace, restore.spec.etcd_cluster_name, action.cluster_uid)
+        return WAIT_POLL_SECONDS
+
+    def _create_cluster(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
+                        observed: ObservedRestore, action: a.CreateCluster) -> float:
+        ctx = self.context
+        assert restore.spec is not None and restore.spec.storage.s3 is not None
+        assert observed.recorded.snapshot is not None
+        body = acting.restored_cluster_body(
+            restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
+            fetch_image=ctx.settings.fetch_image, bump_revision=ctx.settings.bump_revision)
+        uid = acting.create_cluster(ctx.clusters, body)
+        ctx.events.record(raw, "Normal", "ClusterCreated",
+                          f"created EtcdCluster {restore.spec.etcd_cluster_name} "
+                          f"(size {action.cluster_spec.get('size')}) "
+                          f"seeded from revision {observed.recorded.snapshot.revision}")
+        updates: dict[str, Any] = {"restoredCluster": {"name": restore.spec.etcd_cluster_name,
+                                                       **({"uid": uid} if uid else {})}}
+        self._write(raw, restore, current, action.phase, action.describe(), updates=updates,
+                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", action.describe())})
         return WAIT_POLL_SECONDS
 
     def _verify(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any]) -> float:

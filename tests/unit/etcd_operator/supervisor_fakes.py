@@ -1,5 +1,5 @@
-"""Fakes at our adapter boundary for supervisor tests: the caches are real, the API clients,
-executor and event recorder record what they are asked."""
+"""Fakes at our adapter boundary for supervisor tests: the caches (and the write-through clients
+around them) are real, the API clients, executor and event recorder record what they are asked."""
 from __future__ import annotations
 
 import threading
@@ -11,9 +11,11 @@ from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observed import ObservedCluster
+from etcd_operator.observing import KubeSources
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.errors import Conflict, NotFound
 from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 
 
 class FakeServices:
@@ -26,10 +28,16 @@ class FakeServices:
         return self.existing[name]
 
 
+class FakeListing:
+    """Events and EndpointSlices: there are none."""
+
+    def list(self, namespace: str, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+
 class FakeExecutor:
-    def __init__(self, services: FakeServices) -> None:
-        self.services = services
-        self.pdbs = FakeServices()
+    def __init__(self) -> None:
         self.executed: list[a.Action] = []
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
@@ -82,18 +90,26 @@ def supervisor_with_fakes(raw: dict[str, Any], *, services: dict[str, dict[str, 
     clusters.upsert(raw)
     for obj in objects or ():
         service_cache.upsert(obj)
-    executor = FakeExecutor(FakeServices(services))
+    executor = FakeExecutor()
     events = FakeEvents()
+    cluster_client = CachedClient(FakeClusterApi(clusters), clusters)  # type: ignore[arg-type]
+    kube = KubeSources(
+        cluster_client,
+        *(CachedClient(api, cache) for api, cache in  # type: ignore[arg-type]
+          ((FakeServices(), pods), (FakeServices(services), service_cache), (FakeServices(), pvcs),
+           (FakeServices(), pdbs))),
+        events=FakeListing(),  # type: ignore[arg-type]
+        slices=FakeListing(),  # type: ignore[arg-type]
+    )
     context = SupervisorContext(
-        clusters=clusters, pods=pods, services=service_cache, pvcs=pvcs,
-        cluster_api=FakeClusterApi(clusters),  # type: ignore[arg-type]
+        clusters=cluster_client,
+        kube=kube,
         executor=executor,  # type: ignore[arg-type]
         etcd=EtcdAccess(lambda ns, name: {}),
         events=events,  # type: ignore[arg-type]
         metrics=OperatorMetrics(CollectorRegistry()),
         resync_seconds=10.0,
         stop=threading.Event(),
-        pdbs=pdbs,
         **({"may_act": may_act} if may_act is not None else {}),
     )
     return ClusterSupervisor(("default", raw["metadata"]["name"]), context), executor, events

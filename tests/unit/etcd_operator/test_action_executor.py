@@ -14,6 +14,7 @@ from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 
 
 class RecordingApi:
@@ -32,8 +33,8 @@ class RecordingApi:
 def test_a_created_seed_pod_is_seen_by_the_next_pass_before_any_watch_event() -> None:
     pods, services, pvcs = ObjectCache(), ObjectCache(), ObjectCache()
     api = RecordingApi()
-    executor = ActionExecutor(api, api, api, EtcdAccess(lambda ns, name: {}),  # type: ignore[arg-type]
-                              pod_cache=pods, service_cache=services, pvc_cache=pvcs)
+    executor = ActionExecutor(CachedClient(api, pods), CachedClient(api, services),  # type: ignore[arg-type]
+                              CachedClient(api, pvcs), EtcdAccess(lambda ns, name: {}))  # type: ignore[arg-type]
     cluster = parse_etcd_cluster(raw_cluster({"size": 3}, status={}))  # brand new: never bootstrapped
     services_present = frozenset({cluster.name, f"{cluster.name}-client"})
     first = plan_next_action(ObservedCluster(cluster=cluster, services=services_present))
@@ -76,8 +77,7 @@ class DeletingApi(RecordingApi):
 
 
 def _executor(api: DeletingApi, etcd: RecordingEtcd) -> ActionExecutor:
-    return ActionExecutor(api, api, api, etcd,  # type: ignore[arg-type]
-                          pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+    return ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api), etcd)  # type: ignore[arg-type]
 
 
 def test_removing_a_member_asks_the_healthy_others_then_deletes_its_pod() -> None:

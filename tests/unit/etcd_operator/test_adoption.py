@@ -26,6 +26,7 @@ from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import outdated_reason, plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 from tests.integration.etcd_operator import coreos_pods
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
@@ -126,8 +127,8 @@ def test_the_fixed_peer_service_is_seen_by_the_next_pass_before_any_watch_event(
     peer = {**_coreos_peer_service(), "metadata": {**_coreos_peer_service()["metadata"], "namespace": NAMESPACE}}
     services, cache = PatchingServices(peer), ObjectCache()
     cache.upsert(peer)
-    executor = ActionExecutor(None, services, None, None,  # type: ignore[arg-type]
-                              pod_cache=ObjectCache(), service_cache=cache, pvc_cache=ObjectCache())
+    executor = ActionExecutor(CachedClient(None), CachedClient(services, cache),  # type: ignore[arg-type]
+                              CachedClient(None), None)  # type: ignore[arg-type]
     executor.execute(PublishNotReadyAddresses(CLUSTER), healthy_cluster(3))
     assert services.patches == [(NAMESPACE, CLUSTER, {"spec": {"publishNotReadyAddresses": True}})]
     cached = cache.select(NAMESPACE, {"etcd_cluster": CLUSTER})

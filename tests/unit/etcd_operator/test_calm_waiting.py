@@ -17,8 +17,8 @@ from etcd_operator import actions as a
 from etcd_operator.status import compute_status
 from etcd_operator.manifests import build_service, member_client_url
 from etcd_operator.planning import plan_next_action
+from etcd_operator.rechecking import WAIT_FAST_PASSES, WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
 from etcd_operator.spec import parse_etcd_cluster
-from etcd_operator.supervisor import WAIT_FAST_PASSES, WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
 from kube_adapter.errors import Forbidden
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -55,7 +55,7 @@ def _waiting_supervisor() -> Any:
     cluster = parse_etcd_cluster(raw)
     services = [build_service(cluster, "example"), build_service(cluster, "example-client")]
     supervisor, executor, events = supervisor_with_fakes(raw, objects=services)
-    supervisor.context.pods.upsert({
+    supervisor.context.kube.pods.cache.upsert({
         "metadata": {"name": "example-abcde", "namespace": "default", "uid": "p",
                      "labels": {"app": "etcd", "etcd_cluster": "example", "etcd_node": "example-abcde"},
                      "ownerReferences": [{"kind": "EtcdCluster", "name": "example", "uid": UID}]},
@@ -96,13 +96,13 @@ def test_status_is_written_against_its_resource_version_and_only_when_changed() 
     raw = raw_cluster({"version": "9.9.9"}, status={})
     raw["metadata"]["resourceVersion"] = "100"
     supervisor, executor, events = supervisor_with_fakes(raw)
-    api: FakeClusterApi = supervisor.context.cluster_api
+    api: FakeClusterApi = supervisor.context.clusters.client
     supervisor.reconcile_once()
     supervisor.reconcile_once()
     assert [version for _, version in api.patches] == ["100"], api.patches
     # A newer writer changed the object; our copy is stale: no overwrite, no failed pass.
-    raw2 = {**supervisor.context.clusters.get(("default", "example")), "status": {}}
-    supervisor.context.clusters.upsert(raw2)
+    raw2 = {**supervisor.context.clusters.cache.get(("default", "example")), "status": {}}
+    supervisor.context.clusters.cache.upsert(raw2)
     api.server_version = "999"
     delay = supervisor.reconcile_once()
     assert len(api.patches) == 2 and delay > 0

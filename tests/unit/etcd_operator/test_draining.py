@@ -23,8 +23,8 @@ from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector
 from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
-from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, plan_next_action
-from operator_runtime.cache import ObjectCache
+from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
+from operator_runtime.cached_client import CachedClient
 
 EVERY_POD = frozenset(name(i) for i in range(1, 6))
 
@@ -87,8 +87,8 @@ def test_dead_and_stuck_members_are_replaced_without_draining() -> None:
     assert isinstance(plan_next_action(dead), actions.RemoveMember)
     stuck = unhealthy(healthy_cluster(3), name(2))
     stuck = replace_pod(stuck, name(2), ready=False, unready_since=stuck.observed_at - _minutes(10))
-    stuck = dataclasses.replace(stuck, unhealthy_member_timeout_seconds=60.0, client_endpoints=EVERY_POD)
-    action = plan_next_action(stuck)
+    stuck = dataclasses.replace(stuck, client_endpoints=EVERY_POD)
+    action = plan_next_action(stuck, PlanningPolicy(unhealthy_member_timeout_seconds=60.0))
     assert isinstance(action, actions.RemoveMember) and action.purpose == "replace", action
 
 
@@ -139,8 +139,7 @@ class PatchingApi:
 def test_the_executor_removes_the_label_with_a_uid_precondition_and_patches_the_selector() -> None:
     observed = healthy_cluster(3)
     api = PatchingApi()
-    executor = ActionExecutor(api, api, api, None,  # type: ignore[arg-type]
-                              pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+    executor = ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api), None)  # type: ignore[arg-type]
     executor.execute(actions.SetServing(name(2), False, "removed next", "uid-2", "2024-05-01T13:00:00Z"), observed)
     executor.execute(actions.SetServing(name(2), True, "back", ""), observed)
     executor.execute(actions.UpdateClientSelector(f"{CLUSTER}-client"), observed)

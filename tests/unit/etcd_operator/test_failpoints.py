@@ -10,7 +10,7 @@ import pytest
 from etcd_operator import actions as a
 from etcd_operator import failpoints as fp
 from etcd_operator.acting import ActionExecutor
-from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name
 
 
@@ -143,9 +143,8 @@ def _run(action: a.Action, armed: str) -> tuple[list[str], int | None]:
     observed = healthy_cluster(4, size=3)
     calls: list[str] = []
     api = RecordingApi(calls)
-    executor = ActionExecutor(api, api, api, RecordingEtcd(calls),  # type: ignore[arg-type]
-                              pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache(),
-                              failpoints=_armed(armed))
+    executor = ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api),  # type: ignore[arg-type]
+                              RecordingEtcd(calls), failpoints=_armed(armed))  # type: ignore[arg-type]
     try:
         executor.execute(action, observed)
     except Died as died:

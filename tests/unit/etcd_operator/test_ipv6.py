@@ -14,7 +14,7 @@ from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.observed import ObservedCluster
-from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 from etcd_operator.manifests import build_member_pod, ip_family_of_services
 from operator_runtime.http_endpoints import server_class_for, url_for
 
@@ -57,8 +57,8 @@ def test_member_pods_of_an_ipv6_cluster_listen_on_bracketed_addresses() -> None:
             created.append(body)
             return {**body, "metadata": {**body["metadata"], "namespace": namespace}}
 
-    executor = ActionExecutor(Api(), Api(), Api(), EtcdAccess(lambda ns, name: {}),  # type: ignore[arg-type]
-                              pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+    executor = ActionExecutor(CachedClient(Api()), CachedClient(Api()), CachedClient(Api()),  # type: ignore[arg-type]
+                              EtcdAccess(lambda ns, name: {}))
     observed = ObservedCluster(cluster=make_cluster(), ip_family="IPv6")
     executor.execute(actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
                      observed)

@@ -22,7 +22,7 @@ def test_without_the_lease_no_status_and_no_event() -> None:
     raw = raw_cluster({"version": "9.9.9"}, status={})
     supervisor, executor, events = supervisor_with_fakes(raw, may_act=Lease(0.0))
     supervisor.reconcile_once()
-    assert events.recorded == [] and supervisor.context.cluster_api.patches == []  # type: ignore[attr-defined]
+    assert events.recorded == [] and supervisor.context.clusters.client.patches == []  # type: ignore[attr-defined]
 
 
 def test_an_action_that_could_outlast_the_lease_is_not_started() -> None:

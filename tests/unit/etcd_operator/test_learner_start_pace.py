@@ -28,8 +28,8 @@ from etcd_operator import supervisor as supervisor_module
 from etcd_operator.acting import ADD_VIA_MEMBERS_OLDER_THAN_SECONDS
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import ObservedCluster
-from etcd_operator.planning import LEARNER_START_SECONDS, plan_next_action
-from etcd_operator.supervisor import (
+from etcd_operator.planning import LEARNER_START_SECONDS, PlanningPolicy, plan_next_action
+from etcd_operator.rechecking import (
     IMMINENT_MAX_PASSES,
     IMMINENT_POLL_SECONDS,
     WAIT_FAST_PASSES,
@@ -83,7 +83,7 @@ def _supervisor_planning(monkeypatch: pytest.MonkeyPatch, actions: list[a.Action
     answers = iter(actions)
     last: list[a.Action] = []
 
-    def plan(observed: ObservedCluster) -> a.Action:
+    def plan(observed: ObservedCluster, policy: PlanningPolicy) -> a.Action:
         last[:] = [next(answers, last[0] if last else actions[-1])]
         return last[0]
 

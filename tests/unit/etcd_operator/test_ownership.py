@@ -22,7 +22,7 @@ from etcd_operator.ownership import (
     service_name_problem,
 )
 from etcd_operator.planning import plan_next_action
-from operator_runtime.cache import ObjectCache
+from operator_runtime.cached_client import CachedClient
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -96,8 +96,8 @@ class DeletingApi:
 
 def test_every_delete_carries_the_uid_precondition() -> None:
     api = DeletingApi()
-    executor = ActionExecutor(api, api, api, EtcdAccess(lambda ns, name: {}),  # type: ignore[arg-type]
-                              pod_cache=ObjectCache(), service_cache=ObjectCache(), pvc_cache=ObjectCache())
+    executor = ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api),  # type: ignore[arg-type]
+                              EtcdAccess(lambda ns, name: {}))
     observed = ObservedCluster(cluster=healthy_cluster(1).cluster)
     executor.execute(a.DeletePod("p", "orphan", "uid-p"), observed)
     executor.execute(a.DeletePVC("v", "orphan", "uid-v"), observed)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from etcd_operator import actions
 from etcd_operator.observed import MemberHealth, ObservedCluster
-from etcd_operator.planning import plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
 
 from tests.unit.etcd_operator.test_planning_convergence import World, converged_state, new_world, resize
 
@@ -49,8 +49,6 @@ class FaultyWorld:
     def observe(self) -> ObservedCluster:
         self.passes += 1
         observed = self.world.observe()
-        if self.unhealthy_timeout is not None:
-            observed = dataclasses.replace(observed, unhealthy_member_timeout_seconds=self.unhealthy_timeout)
         self.unhealthy_now = set()
         if not self.faulty or observed.members is None:
             self.unhealthy.clear()
@@ -106,7 +104,7 @@ def run_with_faults(faulty: FaultyWorld) -> World:
     for _ in range(MAX_PASSES):
         world.settle()
         observed = faulty.observe()
-        action = plan_next_action(observed)
+        action = plan_next_action(observed, PlanningPolicy(unhealthy_member_timeout_seconds=faulty.unhealthy_timeout))
         assert not isinstance(action, (actions.RejectSpec, actions.ReportMembersLost)), action
         assert not isinstance(action, actions.ReportQuorumLoss), f"quorum reported lost with a minority faulty: {action}"
         if isinstance(action, actions.NoOp) and not faulty.faulty:

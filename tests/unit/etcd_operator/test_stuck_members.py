@@ -24,32 +24,33 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
 
 from etcd_operator import actions
 from etcd_operator.observed import ObservedCluster, parse_pod
-from etcd_operator.planning import plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.settings import parse_settings
 
 TIMEOUT = 300.0  # observed_at is T0 + 1h; pods are created at T0 + index minutes
+POLICY = PlanningPolicy(unhealthy_member_timeout_seconds=TIMEOUT)
 
 
 def _stuck_voter(member: int = 2, *, since: timedelta = timedelta(minutes=10), count: int = 5,
-                 timeout: float | None = TIMEOUT, leader: int = 1) -> ObservedCluster:
+                 leader: int = 1) -> ObservedCluster:
     observed = unhealthy(healthy_cluster(count, size=count, leader=leader), name(member))
-    observed = replace_pod(observed, name(member), ready=False, unready_since=T0 + since)
-    return dataclasses.replace(observed, unhealthy_member_timeout_seconds=timeout)
+    return replace_pod(observed, name(member), ready=False, unready_since=T0 + since)
 
 
 def test_a_voter_unhealthy_past_the_bound_is_replaced() -> None:
-    action = plan_next_action(_stuck_voter())
+    action = plan_next_action(_stuck_voter(), POLICY)
     assert isinstance(action, actions.RemoveMember) and action.member_name == name(2), action
     assert action.purpose == "replace" and "unhealthy for" in action.reason, action
 
 
 def test_a_voter_unhealthy_for_less_than_the_bound_is_waited_for() -> None:
     observed = _stuck_voter(since=timedelta(minutes=59))  # 60 s before observed_at
-    assert isinstance(plan_next_action(observed), actions.Wait)
+    assert isinstance(plan_next_action(observed, POLICY), actions.Wait)
 
 
 def test_without_a_bound_unhealthy_voters_are_waited_for() -> None:
-    assert isinstance(plan_next_action(_stuck_voter(timeout=None)), actions.Wait)
+    assert isinstance(plan_next_action(_stuck_voter(), PlanningPolicy(unhealthy_member_timeout_seconds=None)),
+                      actions.Wait)
 
 
 # Unhealthy for 400 s: past the bound, not yet twice it.
@@ -57,19 +58,19 @@ PAST_THE_BOUND = timedelta(hours=1) - timedelta(seconds=400)
 
 
 def test_a_stuck_leader_hands_leadership_over_first() -> None:
-    action = plan_next_action(_stuck_voter(member=1, leader=1, since=PAST_THE_BOUND))
+    action = plan_next_action(_stuck_voter(member=1, leader=1, since=PAST_THE_BOUND), POLICY)
     assert isinstance(action, actions.MoveLeader) and action.from_member_name == name(1), action
 
 
 def test_a_stuck_leader_hands_over_to_the_oldest_healthy_voter_and_is_then_replaced() -> None:
     observed = _stuck_voter(member=1, leader=1, since=PAST_THE_BOUND)
-    action = plan_next_action(observed)
+    action = plan_next_action(observed, POLICY)
     assert isinstance(action, actions.MoveLeader), action
     assert (action.from_member_id, action.to_member_name) == (member_id(1), name(2)), action
     # Once another member leads, the stuck one (no longer leader) is the one removed.
     after = dataclasses.replace(observed, endpoint_status={
         n: dataclasses.replace(s, leader_id=member_id(2)) for n, s in observed.endpoint_status.items()})
-    removal = plan_next_action(after)
+    removal = plan_next_action(after, POLICY)
     assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(1), removal
     assert removal.purpose == "replace"
 
@@ -82,16 +83,16 @@ def test_a_stuck_leader_that_answers_nothing_is_removed_as_leader() -> None:
     silent = dataclasses.replace(observed, endpoint_status={
         n: s for n, s in observed.endpoint_status.items() if n != name(1)})
     assert silent.leader_id == member_id(1), "the others still name it leader"
-    action = plan_next_action(silent)
+    action = plan_next_action(silent, POLICY)
     assert isinstance(action, actions.RemoveMember) and action.member_id == member_id(1), action
     assert "cannot hand leadership over" in action.reason, action.reason
     young = dataclasses.replace(silent, observed_at=T0 + timedelta(minutes=10, seconds=60))
-    assert isinstance(plan_next_action(young), actions.Wait), "not before the bound"
+    assert isinstance(plan_next_action(young, POLICY), actions.Wait), "not before the bound"
 
 
 def test_a_stuck_leader_is_not_removed_when_that_would_lose_quorum() -> None:
     observed = unhealthy(_stuck_voter(member=1, leader=1, count=3), name(2))
-    assert isinstance(plan_next_action(observed), actions.ReportQuorumLoss)
+    assert isinstance(plan_next_action(observed, POLICY), actions.ReportQuorumLoss)
 
 
 def test_a_dead_member_that_still_leads_and_answers_hands_leadership_over_first() -> None:
@@ -122,12 +123,11 @@ def test_a_learner_that_never_answered_within_the_bound_is_replaced() -> None:
     learner = make_member(observed.cluster, NEW_MEMBER, 0x9999, learner=True)
     observed = add_member(observed, learner, healthy=False, raft_index=None)
     observed = add_pod(observed, make_pod(observed.cluster, NEW_MEMBER, index=9, ready=False, restart_count=7))
-    observed = dataclasses.replace(observed, unhealthy_member_timeout_seconds=TIMEOUT)
-    action = plan_next_action(observed)
+    action = plan_next_action(observed, POLICY)
     assert isinstance(action, actions.RemoveMember) and action.member_name == NEW_MEMBER, action
     assert action.member_id == 0x9999 and action.purpose == "replace"
     young = dataclasses.replace(observed, observed_at=T0 + timedelta(minutes=9, seconds=30))
-    assert isinstance(plan_next_action(young), actions.Wait)
+    assert isinstance(plan_next_action(young, POLICY), actions.Wait)
 
 
 def test_unready_since_is_the_ready_conditions_transition() -> None:

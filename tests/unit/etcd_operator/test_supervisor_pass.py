@@ -35,7 +35,7 @@ def test_a_deletion_the_cache_has_not_seen_yet_stops_a_report() -> None:
     cluster = parse_etcd_cluster(raw)
     services = [build_service(cluster, "example"), build_service(cluster, "example-client")]
     supervisor, executor, events = _supervisor(raw, objects=services)
-    supervisor.context.cluster_api.server_metadata = {  # type: ignore[attr-defined]
+    supervisor.context.clusters.client.server_metadata = {  # type: ignore[attr-defined]
         "deletionTimestamp": "2024-05-01T12:00:00Z", "finalizers": ["foregroundDeletion"]}
     supervisor.reconcile_once()
     supervisor.reconcile_once()
@@ -59,7 +59,7 @@ def test_a_foreign_client_service_fails_the_cluster_with_one_event_and_no_create
     delays = [supervisor.reconcile_once() for _ in range(5)]
     assert executor.executed == [] and events.recorded == [("Warning", "ServiceNameTaken")]
     assert delays == [stable_recheck_seconds(10.0, n) for n in range(1, 6)]
-    status = supervisor.context.clusters.get(("default", "example"))["status"]  # type: ignore[index]
+    status = supervisor.context.clusters.cache.get(("default", "example"))["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "ServiceNameTaken")
 
 
@@ -88,17 +88,17 @@ def test_a_member_that_does_not_start_is_one_warning_per_incident() -> None:
     cluster = parse_etcd_cluster(raw)
     services = [build_service(cluster, "example"), build_service(cluster, "example-client")]
     supervisor, executor, events = _supervisor(raw, objects=services)
-    pods = supervisor.context.pods
+    pods = supervisor.context.kube.pods.cache
     for waiting in ("ErrImagePull", "ErrImagePull", "ImagePullBackOff", "ImagePullBackOff"):
         pods.upsert(_seed_pod(waiting))
         supervisor.reconcile_once()
     assert [r for r in events.recorded if r[1] == "MemberNotStarting"] == [("Warning", "MemberNotStarting")]
-    status = supervisor.context.clusters.get(("default", "example"))["status"]  # type: ignore[index]
+    status = supervisor.context.clusters.cache.get(("default", "example"))["status"]  # type: ignore[index]
     blocked = next(c for c in status["conditions"] if c["type"] == "MemberStartBlocked")
     assert (blocked["status"], blocked["reason"]) == ("True", "ImagePullBackOff")
     pods.upsert(_seed_pod(None))  # pulled after all
     supervisor.reconcile_once()
-    status = supervisor.context.clusters.get(("default", "example"))["status"]  # type: ignore[index]
+    status = supervisor.context.clusters.cache.get(("default", "example"))["status"]  # type: ignore[index]
     blocked = next(c for c in status["conditions"] if c["type"] == "MemberStartBlocked")
     assert blocked["status"] == "False"
     pods.upsert(_seed_pod("ImagePullBackOff"))  # and lost again: a new incident
