@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SANDBOX := $(PYTHON) -m kube_sandbox
 
-.PHONY: deps demo test unit down status bench typecheck imports failure-injection
+.PHONY: deps demo test unit down status bench typecheck imports lint failure-injection
 
 deps:
 	VENV=$(VENV) bash scripts/install-deps.sh
@@ -37,6 +37,10 @@ bench: deps
 
 typecheck: deps
 	$(PYTHON) -m mypy
+
+## Lint and import order (ruff; also checked by the unit tests).
+lint: deps
+	$(VENV)/bin/ruff check .
 
 ## The layer contracts of setup.cfg [importlinter] (also checked by the unit tests).
 imports: deps

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from backup_operator.metrics import BackupMetrics
 from backup_operator.settings import BackupOperatorSettings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Final
 
 TIME_FORMAT: Final = "%Y-%m-%d-%H:%M:%S"
@@ -29,7 +29,7 @@ class PeriodicKey:
 
 def periodic_key(base_key: str, revision: int, time: datetime) -> str:
     """`<base_key>_v<revision>_<UTC time>`."""
-    utc = time.astimezone(timezone.utc) if time.tzinfo else time
+    utc = time.astimezone(UTC) if time.tzinfo else time
     return f"{base_key}_v{revision}_{utc.strftime(TIME_FORMAT)}"
 
 
@@ -39,7 +39,7 @@ def parse_periodic_key(base_key: str, key: str) -> PeriodicKey | None:
     if match is None:
         return None
     try:
-        time = datetime.strptime(match.group(2), TIME_FORMAT).replace(tzinfo=timezone.utc)
+        time = datetime.strptime(match.group(2), TIME_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         return None
     return PeriodicKey(int(match.group(1)), time, key)

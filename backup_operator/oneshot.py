@@ -14,8 +14,9 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from backup_operator import reasons
 from backup_operator.controller import backup_environment

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from operator_runtime.flags import (
     RuntimeSettings,

@@ -10,7 +10,7 @@ describing that success.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from backup_operator import reasons
@@ -21,7 +21,7 @@ RESULT_SUCCEEDED: Final = "Succeeded"
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _condition(current: Mapping[str, Any], status: str, reason: str, message: str, now: datetime) -> dict[str, Any]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from backup_operator import acting, reasons
 from backup_operator import actions as a
@@ -24,8 +25,7 @@ from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS
 from backup_operator.status import failure_status, success_status
 from backup_operator.taking import BackupEnvironment
-from etcd_common.api.etcd_backup import EtcdBackup, parse_etcd_backup
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3
+from etcd_common.api.etcd_backup import EtcdBackup
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import NORMAL, WARNING, EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -53,7 +53,7 @@ class SupervisorContext:
     metrics: BackupMetrics
     stop: threading.Event
     may_act: Callable[[], bool] = lambda: True
-    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
 class BackupSupervisor:

@@ -17,13 +17,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from backup_operator import reasons
-from backup_operator.observed import BackupResult
-from etcd_common.etcd.snapshot_integrity import follow_snapshot
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
+from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import BackupSpec
 from etcd_common.api.etcd_cluster import parse_etcd_cluster
@@ -32,6 +31,7 @@ from etcd_common.api.storage_locations import STORAGE_TYPE_S3, S3Location
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.endpoints import cluster_client_access
+from etcd_common.etcd.snapshot_integrity import follow_snapshot
 from etcd_common.storage import s3
 from kube_adapter.errors import KubeError, NotFound
 
@@ -85,7 +85,7 @@ class BackupEnvironment:
 
 
 def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
-                *, now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                *, now: Callable[[], datetime] = lambda: datetime.now(UTC),
                 monotonic: Callable[[], float] = time.monotonic) -> BackupResult:
     """Take one backup; `now` stamps it, `monotonic` measures its duration and its deadline."""
     started = now()

@@ -7,8 +7,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from benchmarks.backup_figures import measure_backup
 from benchmarks.environment import OperatorDeployment, sandbox_session

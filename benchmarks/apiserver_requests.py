@@ -56,7 +56,7 @@ class RequestRate:
     def breakdown(self, top: int = 8) -> str:
         return ", ".join(f"{verb} {target}: {count}" for (verb, target), count in self.by_kind.most_common(top))
 
-    def excess_over(self, baseline: "RequestRate", top: int = 8) -> str:
+    def excess_over(self, baseline: RequestRate, top: int = 8) -> str:
         """Request kinds served more often per second here than in `baseline`, largest first."""
         kinds = set(self.by_kind) | set(baseline.by_kind)
         excess = {k: self.by_kind[k] / self.seconds - baseline.by_kind[k] / baseline.seconds for k in kinds}

@@ -3,7 +3,8 @@ status says what a figure waits for (status polled every STATUS_POLL_SECONDS).""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException

@@ -11,9 +11,10 @@ import logging
 import os
 import time
 import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 

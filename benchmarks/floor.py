@@ -12,9 +12,10 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from etcd_common.etcd.probe import EtcdProbe
 from etcd_common.etcd.tcp_probe import accepting_connections

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 from benchmarks.apiserver_requests import RequestRate, measure_request_rate
 from benchmarks.clusters import GROUP, PLURAL, VERSION, BenchClusters

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from benchmarks import floor
-from benchmarks.pod_floor import pod_launcher
 from benchmarks.clusters import ETCD_VERSION, BenchClusters, Status
 from benchmarks.environment import bench_namespace
+from benchmarks.pod_floor import pod_launcher
 from benchmarks.results import Result, TargetOn, describe_samples, median
 from kube_sandbox.testing import Sandbox
 

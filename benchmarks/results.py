@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 # What `target` bounds: the ratio value/floor, the value itself, or the value's excess over the floor.
 TargetOn = Literal["ratio", "value", "excess"]
@@ -25,14 +26,14 @@ class Result:
 
     @classmethod
     def against_floor(cls, figure: str, unit: str, value: float, floor: float, *, target: float | None,
-                      target_on: TargetOn = "ratio", note: str = "") -> "Result":
+                      target_on: TargetOn = "ratio", note: str = "") -> Result:
         ratio = value / floor if floor > 0 else None
         checked = {"ratio": ratio, "value": value, "excess": value - floor}[target_on]
         met = None if target is None or checked is None else checked <= target
         return cls(figure, unit, value, floor, ratio, target, target_on if target is not None else None, met, note)
 
     @classmethod
-    def alone(cls, figure: str, unit: str, value: float, *, target: float | None = None, note: str = "") -> "Result":
+    def alone(cls, figure: str, unit: str, value: float, *, target: float | None = None, note: str = "") -> Result:
         met = None if target is None else value <= target
         return cls(figure, unit, value, None, None, target, "value" if target is not None else None, met, note)
 

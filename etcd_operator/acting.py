@@ -6,8 +6,9 @@ already exists counts as created, a pod or member already gone counts as deleted
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from etcd_operator.controller import Controller
 from etcd_operator.metrics import OperatorMetrics

@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Mapping, NoReturn
+from typing import Literal, NoReturn
 
 log = logging.getLogger(__name__)
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Protocol, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
-from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
 from etcd_operator.logs import cluster_logger
@@ -157,7 +157,7 @@ def observe_cluster(
     """The observation from the objects the cluster owns (API dicts), `lookups` (None: nothing is
     looked up, so no name problem, mount failure or client endpoint is seen) and etcd."""
     kube = _kubernetes_side(cluster, pods=pods, services=services, pvcs=pvcs, budgets=budgets, lookups=lookups,
-                            now=now or datetime.now(timezone.utc))
+                            now=now or datetime.now(UTC))
     if cluster.spec is None or cluster.paused:
         return kube
     return _etcd_side(kube, etcd, connectable)

@@ -52,8 +52,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     may not show a member added a moment ago.
 11. A member pod still terminating -> Wait.
 11b. A learner that never answered within the bound (the policy's unhealthy-member timeout,
-    --unhealthy-member-timeout-seconds), or a voting member unhealthy for longer -> RemoveMember(replace) while quorum allows (MoveLeader
-    first, see "Removing the leader"); rule 14 adds its replacement.
+    --unhealthy-member-timeout-seconds), or a voting member unhealthy for longer -> RemoveMember(replace)
+    while quorum allows (MoveLeader first, see "Removing the leader"); rule 14 adds its replacement.
 12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
     and caught up while every voting member is healthy (etcd's own in-sync check decides; a
     refused promote is retried); else Wait (etcd allows one learner; nothing else changes
@@ -91,7 +91,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec
@@ -112,13 +112,13 @@ from etcd_operator.actions import (
     PromoteMember,
     PublishNotReadyAddresses,
     Purpose,
-    SetServing,
-    UpdateClientSelector,
     RefuseNames,
     RejectSpec,
     RemoveMember,
     ReportMembersLost,
     ReportQuorumLoss,
+    SetServing,
+    UpdateClientSelector,
     UpgradeMember,
     Wait,
 )
@@ -454,7 +454,8 @@ def _rule_9_dead_members(
     """Dead members, then terminal pods without volumes."""
     for member in dead:
         if _removal_keeps_quorum(observed, member):
-            why = "its pod is gone and its data with it" if member.started else "it never started and its peer URL is not one this operator creates"
+            why = ("its pod is gone and its data with it" if member.started
+                   else "it never started and its peer URL is not one this operator creates")
             if member.id == observed.leader_id and _answers(observed, member):
                 handover = _hand_over_leadership(
                     observed, member, {}, f"{member.member_name} is dead ({why}) and must not lead when it is removed")
@@ -535,7 +536,7 @@ def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str],
 def _seconds_since(observed: ObservedCluster, moment: datetime | None) -> float | None:
     if moment is None or observed.observed_at is None:
         return None
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return (observed.observed_at - moment).total_seconds()
 
 
@@ -547,7 +548,7 @@ def _unhealthy_seconds(observed: ObservedCluster, member: Member) -> float | Non
     since = pod.unready_since or pod.created_at
     if since is None:
         return None
-    since = since if since.tzinfo is not None else since.replace(tzinfo=timezone.utc)
+    since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
     return (observed.observed_at - since).total_seconds()
 
 
@@ -819,7 +820,7 @@ def _unhealthy_detail(observed: ObservedCluster, member: Member) -> str:
     return f"{member.member_name} (not answering)"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _created(observed: ObservedCluster, member: Member) -> datetime:
@@ -827,4 +828,4 @@ def _created(observed: ObservedCluster, member: Member) -> datetime:
     created = pod.created_at if pod is not None else None
     if created is None:
         return _EPOCH
-    return created if created.tzinfo is not None else created.replace(tzinfo=timezone.utc)
+    return created if created.tzinfo is not None else created.replace(tzinfo=UTC)

@@ -1,12 +1,10 @@
 """The operator's effective configuration, from flags that default from environment variables."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES
-
-DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS = 300.0
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -16,6 +14,8 @@ from operator_runtime.flags import (
     runtime_settings,
     watched_namespace,
 )
+
+DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS = 300.0
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from etcd_operator.versions import (
     upgrade_source_warning,
 )
 
-
 # The repositories the official etcd images are published to (`<repository>:v<version>`).
 DEFAULT_TRUSTED_REPOSITORIES = ("quay.io/coreos/etcd", "gcr.io/etcd-development/etcd")
 # etcd environment variables that would override what the operator manages, besides the

@@ -12,7 +12,7 @@ clientPort, members.ready/unready, currentVersion, targetVersion) plus a few add
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
@@ -331,5 +331,5 @@ def _condition(
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with seconds, as Kubernetes writes times."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.etcd import etcdctl as ctl
@@ -15,7 +15,6 @@ from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator import versions
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
 from etcd_operator.disruption_budget import plan_disruption_budget
 from etcd_operator.logs import cluster_logger
 from etcd_operator.member_start import StartProblem, start_problems
@@ -26,6 +25,7 @@ from etcd_operator.ownership import is_being_deleted
 from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.rechecking import POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS, Outcome, Pacing
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
+from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -246,7 +246,7 @@ class ClusterSupervisor:
 
     def _write_status(self, raw: dict[str, Any], observed: Any, action: a.Action, error: str | None) -> None:
         ctx = self.context
-        status = _omit_empty(compute_status(observed, action, now=datetime.now(timezone.utc), last_error=error))
+        status = _omit_empty(compute_status(observed, action, now=datetime.now(UTC), last_error=error))
         members = observed.members or ()
         ctx.metrics.set_cluster_members(
             observed.cluster.namespace, observed.cluster.name,

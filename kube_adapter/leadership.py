@@ -24,7 +24,7 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client import ApiClient, CoordinationV1Api
@@ -93,7 +93,7 @@ def micro_time(moment: datetime) -> str:
     """
     if moment.microsecond == 0:
         moment = moment.replace(microsecond=1)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def held_lease_spec(

@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from kube_sandbox.config import CHECKOUT_DIR
@@ -37,13 +37,13 @@ def _required_version(go_mod: Path, module: str) -> str:
     return match.group(1)
 
 
-@lru_cache(maxsize=None)
+@cache
 def kube_version() -> str:
     """The Kubernetes release the sandbox runs, e.g. `1.37.2`."""
     return _required_version(KUBE_BUILD_MODULE / "go.mod", "k8s.io/kubernetes")
 
 
-@lru_cache(maxsize=None)
+@cache
 def built_etcd_versions() -> tuple[str, ...]:
     """The etcd releases built from Go modules, oldest first, e.g. (`3.5.35`, `3.6.16`)."""
     versions = [_required_version(go_mod, "go.etcd.io/etcd/server/v3")

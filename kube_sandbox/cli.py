@@ -9,15 +9,19 @@ import subprocess
 import sys
 import time
 import urllib.error
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kube_sandbox import binaries
 from kube_sandbox.certs import ensure_pki, write_kubeconfig
 from kube_sandbox.config import CHECKOUT_DIR, SandboxConfig
 from kube_sandbox.control_api import ControlClient
 from kube_sandbox.namespace import (
-    INITIAL_HOSTS, mount_namespace_id, nsenter_prefix, processes_in_namespace, unshare_prefix,
+    INITIAL_HOSTS,
+    mount_namespace_id,
+    nsenter_prefix,
+    processes_in_namespace,
+    unshare_prefix,
 )
 
 UP_TIMEOUT_SECONDS = 180.0

@@ -32,7 +32,7 @@ class SandboxConfig:
     pod_ip_prefix: str = POD_IP_PREFIX
 
     @classmethod
-    def from_env(cls) -> "SandboxConfig":
+    def from_env(cls) -> SandboxConfig:
         """$SANDBOX_DIR picks the state dir; $SANDBOX_PORT_OFFSET shifts every port and
         $SANDBOX_POD_IP_PREFIX (e.g. 127.2) moves the pod IPs, for a second sandbox beside the first."""
         state_dir = Path(os.environ.get("SANDBOX_DIR", str(CHECKOUT_DIR / ".sandbox"))).resolve()

@@ -6,9 +6,10 @@ import logging
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from kube_sandbox.config import HOST_IP, SandboxConfig
 

@@ -5,8 +5,8 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 log = logging.getLogger(__name__)
 

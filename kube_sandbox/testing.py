@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from kubernetes import client as k8s
 

@@ -7,7 +7,8 @@ rebuilds it from the API.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kube_adapter.watching import object_key
 

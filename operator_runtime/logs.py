@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import MutableMapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 LOG_FORMATS = ("text", "json")
@@ -22,7 +22,7 @@ DEFAULT_OBJECT_FIELD = "object"
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    moment = datetime.fromtimestamp(record.created, tz=timezone.utc)
+    moment = datetime.fromtimestamp(record.created, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

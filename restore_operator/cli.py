@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from operator_runtime.entry import operator_main
 from restore_operator.controller import Controller

@@ -3,7 +3,7 @@ created (labelled with the restore's name) wake their restore's supervisor when 
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from etcd_common.api import constants as c
 from etcd_common.api.resources import ETCD_CLUSTERS, ETCD_RESTORES

@@ -28,11 +28,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
 from restore_operator.observed import ObservedRestore
 from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING
-from etcd_common.api.etcd_restore import EtcdRestore
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 
 DEFAULT_CLUSTER_SIZE = 3
 

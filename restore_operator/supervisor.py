@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from etcd_common.api.etcd_restore import EtcdRestore, parse_etcd_restore
 from etcd_common.etcd import etcdctl as ctl
@@ -197,16 +198,16 @@ class RestoreSupervisor:
         if not isinstance(start, str):
             return None
         try:
-            began = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            began = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         except ValueError:
             return None
-        return max(0.0, (datetime.now(timezone.utc) - began).total_seconds())
+        return max(0.0, (datetime.now(UTC) - began).total_seconds())
 
     def _write(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], phase: str, message: str,
                *, reason: str = "", succeeded: bool = False, updates: dict[str, Any] | None = None,
                conditions: dict[str, tuple[str, str, str]] | None = None) -> None:
         ctx = self.context
-        status = next_status(current, generation=restore.generation, now=datetime.now(timezone.utc), phase=phase,
+        status = next_status(current, generation=restore.generation, now=datetime.now(UTC), phase=phase,
                              message=message, reason=reason, succeeded=succeeded, updates=updates,
                              conditions=conditions or {})
         if status == current:

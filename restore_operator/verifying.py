@@ -12,11 +12,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from restore_operator.observed import SnapshotFacts
 from etcd_common.api.storage_locations import S3Location
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
 from etcd_common.storage.s3 import S3Storage, split_path
+from restore_operator.observed import SnapshotFacts
 
 log = logging.getLogger(__name__)
 TRIAL_MEMBER = "verify"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client as k8s

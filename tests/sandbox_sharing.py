@@ -10,9 +10,9 @@ phases; `pytest -m alone` alone, or any single test, works as well.
 from __future__ import annotations
 
 import fcntl
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

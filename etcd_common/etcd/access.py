@@ -15,9 +15,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster

@@ -14,10 +14,10 @@ import functools
 import http.client
 import json
 import logging
-import socket
 import ssl
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from etcd_common.etcd.etcdctl import (
@@ -173,7 +173,7 @@ class EtcdProbe:
             response = connection.getresponse()
             text = response.read().decode("utf-8", errors="replace")
             status = response.status
-        except socket.timeout as e:
+        except TimeoutError as e:
             raise classify_error(f"Error: {endpoint}: context deadline exceeded ({e})") from e
         except (OSError, http.client.HTTPException) as e:
             raise classify_error(f"Error: {endpoint}: {_connection_error(e)}") from e

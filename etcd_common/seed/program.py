@@ -20,8 +20,8 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from etcd_common.api.storage_locations import S3Location
 from etcd_common.storage.s3 import (

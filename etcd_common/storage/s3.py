@@ -27,7 +27,7 @@ import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any, Final, Literal
 
 import boto3.session
@@ -571,8 +571,8 @@ def storage_for_location(location: S3Location, namespace: str, read_secret: Secr
 
 def _utc(value: Any) -> datetime:
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    return datetime.fromtimestamp(0, tz=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(0, tz=UTC)
 
 
 def _remove_quietly(path: str) -> None:

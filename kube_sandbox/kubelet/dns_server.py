@@ -14,8 +14,8 @@ import logging
 import socket
 import struct
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class DnsServer:
         while not self._stop.is_set():
             try:
                 data, client = self._socket.recvfrom(MAX_MESSAGE_BYTES)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 if self._stop.is_set():

@@ -7,7 +7,8 @@ through callables so this module stays free of API calls.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kube_sandbox.kubelet.resources import InvalidQuantity, resource_field_value
 

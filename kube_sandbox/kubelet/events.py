@@ -7,7 +7,7 @@ import logging
 import queue
 import secrets
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kube_sandbox.kubelet.kube_api import KubeApi, object_path
@@ -34,7 +34,7 @@ class EventRecorder:
         metadata = pod.get("metadata") or {}
         host = (pod.get("spec") or {}).get("nodeName") or ""
         namespace = metadata.get("namespace", "default")
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         involved = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": metadata.get("name"),
                     "uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
         if field_path:

@@ -11,9 +11,9 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ import copy
 import json
 import logging
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 import urllib3

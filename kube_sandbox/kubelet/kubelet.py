@@ -5,8 +5,8 @@ range and power switch (stop_node/start_node); the pod and service watches, the 
 cluster DNS server, the event sender and the log server are shared.
 
 Threads: one heartbeat per node, a node watch, a pod watch (one PodWorker per pod on our nodes), a
-claim watch (binding claims to volumes, provisioner.py), a service watch, the hosts-file writer, the cluster DNS server, an event sender and the optional log
-server; all share one stop Event.
+claim watch (binding claims to volumes, provisioner.py), a service watch, the hosts-file writer, the
+cluster DNS server, an event sender and the optional log server; all share one stop Event.
 """
 from __future__ import annotations
 

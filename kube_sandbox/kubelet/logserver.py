@@ -62,7 +62,7 @@ def tail_offset(path: Path, lines: int) -> int:
 
 
 class LogServer:
-    def __init__(self, kubelet: "ProcessKubelet", host: str, port: int, cert_dir: Path) -> None:
+    def __init__(self, kubelet: ProcessKubelet, host: str, port: int, cert_dir: Path) -> None:
         self.kubelet = kubelet
         self._stop = threading.Event()
         cert, key = ensure_serving_certificate(cert_dir, host)

@@ -12,9 +12,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, MutableMapping
+from typing import Any
 
 from kube_sandbox.kubelet import events
 from kube_sandbox.kubelet.containers import ContainerProcess, ProcessSpec, now_rfc3339
@@ -23,14 +24,28 @@ from kube_sandbox.kubelet.images import POD_IP_ENV, ImageCatalog, ImageNotAvaila
 from kube_sandbox.kubelet.ipam import IpAllocator
 from kube_sandbox.kubelet.kube_api import ApiError, Conflict, KubeApi, NotFound, object_path, pod_path
 from kube_sandbox.kubelet.probes import (
-    LIVENESS, READINESS, STARTUP, ExecCheck, HttpGetCheck, InvalidProbe, Probe, ProbeLoop, ProbeTarget,
-    parse_probe, run_check,
+    LIVENESS,
+    READINESS,
+    STARTUP,
+    ExecCheck,
+    HttpGetCheck,
+    InvalidProbe,
+    Probe,
+    ProbeLoop,
+    ProbeTarget,
+    parse_probe,
+    run_check,
 )
 from kube_sandbox.kubelet.rewrites import Rewriter
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import (
-    SERVICE_ACCOUNT_MOUNT_PATH, PreparedVolumes, VolumeManager, VolumeNotReady, decode_config_map,
-    decode_secret, pod_directory,
+    SERVICE_ACCOUNT_MOUNT_PATH,
+    PreparedVolumes,
+    VolumeManager,
+    VolumeNotReady,
+    decode_config_map,
+    decode_secret,
+    pod_directory,
 )
 
 log = logging.getLogger(__name__)

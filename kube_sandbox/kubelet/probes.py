@@ -14,10 +14,11 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Union
 
 from kube_sandbox.binaries import kube_version
 
@@ -40,7 +41,7 @@ class ExecCheck:
 
 @dataclass(frozen=True)
 class HttpGetCheck:
-    port: Union[int, str]
+    port: int | str
     path: str = "/"
     scheme: str = "HTTP"
     host: str = ""
@@ -49,7 +50,7 @@ class HttpGetCheck:
 
 @dataclass(frozen=True)
 class TcpSocketCheck:
-    port: Union[int, str]
+    port: int | str
     host: str = ""
 
 
@@ -100,7 +101,7 @@ def parse_probe(kind: str, raw: dict[str, Any] | None) -> Probe | None:
     )
 
 
-def _port(value: object) -> Union[int, str]:
+def _port(value: object) -> int | str:
     if value is None:
         raise InvalidProbe("probe needs a port")
     if isinstance(value, int):
@@ -119,7 +120,7 @@ class ProbeTarget:
     cwd: Path
     rewrite: Callable[[str], str] = field(default=lambda text: text)
 
-    def resolve_port(self, port: Union[int, str]) -> int:
+    def resolve_port(self, port: int | str) -> int:
         if isinstance(port, int):
             return port
         if port in self.ports:

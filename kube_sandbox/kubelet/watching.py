@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kube_sandbox.kubelet.kube_api import ApiError, Gone, KubeApi
 

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 # Real seconds: how often a waiting thread looks at its event (an Event has no callback).
 EVENT_POLL_SECONDS = 0.002
@@ -29,7 +29,7 @@ class _Waiter:
 
 
 class FakeClock:
-    def __init__(self, start: float = 1000.0, wall_start: datetime = datetime(2024, 1, 1, tzinfo=timezone.utc)) -> None:
+    def __init__(self, start: float = 1000.0, wall_start: datetime = datetime(2024, 1, 1, tzinfo=UTC)) -> None:
         self._cond = threading.Condition()
         self._start = start
         self._wall_start = wall_start

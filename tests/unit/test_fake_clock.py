@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -30,7 +30,7 @@ class Ticker:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock(start=100.0, wall_start=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    return FakeClock(start=100.0, wall_start=datetime(2024, 1, 1, tzinfo=UTC))
 
 
 @pytest.fixture
@@ -43,10 +43,10 @@ def ticker(clock: FakeClock) -> Iterator[Ticker]:
 
 
 def test_time_moves_only_when_advanced(clock: FakeClock) -> None:
-    assert clock.monotonic() == 100.0 and clock.now() == datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert clock.monotonic() == 100.0 and clock.now() == datetime(2024, 1, 1, tzinfo=UTC)
     clock.advance(2.5)
     assert clock.monotonic() == 102.5
-    assert clock.now() == datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=2.5)
+    assert clock.now() == datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=2.5)
 
 
 def test_advance_stops_at_every_wait_on_the_way(clock: FakeClock, ticker: Ticker) -> None:

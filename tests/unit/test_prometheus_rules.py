@@ -11,8 +11,8 @@ import yaml
 
 from backup_operator.metrics import BackupMetrics
 from etcd_operator.metrics import OperatorMetrics
-from restore_operator.metrics import RestoreMetrics
 from kube_sandbox.binaries import go_tool
+from restore_operator.metrics import RestoreMetrics
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULE_FILES = sorted(p for p in RULES_DIR.glob("*-rules.yaml"))

@@ -4,8 +4,9 @@ metrics, and stopping/killing it."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s

@@ -2,7 +2,7 @@
 next to the etcd operator (which makes the etcd clusters it backs up)."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,7 +18,6 @@ from tests.integration.backup_operator.backups import Backups, sandbox_storage, 
 from tests.integration.etcd_operator.operator_clusters import Clusters
 from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines, operator_logs
 from tests.sandbox_sharing import setup_lock
-
 
 S3_REFUSALS = (s3.REASON_ACCESS_DENIED,)
 

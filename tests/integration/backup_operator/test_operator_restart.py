@@ -2,7 +2,7 @@
 the next backup on time, with no backup missed or doubled beyond one interval."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -34,7 +34,7 @@ def test_operator_killed_mid_schedule_neither_misses_nor_doubles(
     first = backups.wait_succeeded("scheduled", timeout=120)
     last_attempt = datetime.fromisoformat(first["lastAttemptTime"].replace("Z", "+00:00"))
     # Kill it in the middle of the interval.
-    wait_for(lambda: datetime.now(timezone.utc) >= last_attempt + timedelta(seconds=INTERVAL_SECONDS / 2) or None,
+    wait_for(lambda: datetime.now(UTC) >= last_attempt + timedelta(seconds=INTERVAL_SECONDS / 2) or None,
              timeout=INTERVAL_SECONDS, what="the middle of the interval")
     pod = running_backup_operator_pod(backups.sandbox)
     restarts = pod.status.container_statuses[0].restart_count

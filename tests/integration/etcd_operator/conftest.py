@@ -1,8 +1,8 @@
 """The operator under test runs as a Deployment in the sandbox, under the shipped RBAC."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

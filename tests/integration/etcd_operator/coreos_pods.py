@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 GROUP_VERSION = "etcd.database.coreos.com/v1beta2"
 REPOSITORY = "quay.io/coreos/etcd"
@@ -195,7 +196,7 @@ def coreos_member_pod(cluster: dict[str, Any], member: str, *, version: str, ini
 def coreos_status(*, size: int, ready: Sequence[str], version: str, service_name: str,
                   now: datetime | None = None) -> dict[str, Any]:
     """The `status` the CoreOS operator kept on a healthy cluster (`ClusterStatus`)."""
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "phase": "Running",
         "size": size,

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kube_sandbox.testing import Sandbox
 from tests.integration.etcd_operator.operator_clusters import Clusters

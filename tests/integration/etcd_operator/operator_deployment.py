@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s

@@ -19,17 +19,18 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from etcd_operator import failpoints as fp
 from kube_sandbox.binaries import newest_etcd_version
-from operator_runtime.running import EXIT_LOST_LEADERSHIP
 from kube_sandbox.control_api import ControlApiError
 from kube_sandbox.testing import Sandbox, wait_for
+from operator_runtime.running import EXIT_LOST_LEADERSHIP
 from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.etcd_data import describe_members, member_url, read_prefix, started
 from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
@@ -86,7 +87,7 @@ def clusters(operator: Sandbox, namespace: str, apiserver_restarts: list[tuple[s
 
 def _log_timestamp() -> str:
     """Now, as the operator's log lines begin (UTC, milliseconds)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _arm(sandbox: Sandbox, namespace: str, failpoints: set[str]) -> None:

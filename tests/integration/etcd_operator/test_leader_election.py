@@ -8,16 +8,17 @@ seen unchanged for a whole lease duration."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
-from tests.integration.etcd_operator.etcd_data import member_ids
 from kube_adapter.leadership import ACQUIRE_RETRY_JITTER
 from kube_sandbox.testing import Sandbox, wait_for
 from operator_runtime.running import LeaseTiming
+from tests.integration.etcd_operator.etcd_data import member_ids
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import (
     OPERATOR_CONTAINER,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.etcd_operator.etcd_data import member_ids, member_url, read_prefix
 from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.etcd_data import member_ids, member_url, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions
 

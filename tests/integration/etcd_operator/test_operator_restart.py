@@ -6,13 +6,14 @@ the `member add` AddMember does, or a ResourceQuota makes the operator's pod cre
 after its own `member add` and the operator is SIGKILLed in that state."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
-from tests.integration.etcd_operator.etcd_data import describe_members, member_ids, peer_url, started
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.etcd_operator.etcd_data import describe_members, member_ids, peer_url, started
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import (
     OPERATOR_CONTAINER,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.etcd_operator.etcd_data import member_ids
 from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.etcd_data import member_ids
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
 OBSERVATION_SECONDS = 10.0

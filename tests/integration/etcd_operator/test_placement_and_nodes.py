@@ -3,14 +3,15 @@ pass the `restricted` Pod Security profile, and a cluster rides out the loss of 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.etcd_operator.etcd_data import member_ids, read_prefix
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.client_writes import Writer
+from tests.integration.etcd_operator.etcd_data import member_ids, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import OPERATOR_NAMESPACE
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.etcd_operator.etcd_data import read_prefix
 from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, newest_etcd_version
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.client_writes import Writer
+from tests.integration.etcd_operator.etcd_data import read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import conditions
 

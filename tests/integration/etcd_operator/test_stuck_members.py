@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from etcd_operator.manifests import build_member_pod, member_peer_url
+from etcd_operator.spec import parse_etcd_cluster
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.etcd_data import member_ids, member_url, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import operator_env, operator_stopped
-from etcd_operator.manifests import build_member_pod, member_peer_url
-from etcd_operator.spec import parse_etcd_cluster
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions
 
 # It stops, restarts or reconfigures the operator every other test relies on.

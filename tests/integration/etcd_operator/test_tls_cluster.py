@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from tests.integration.etcd_operator.etcd_data import describe_members, read_prefix, started
 from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.etcd_data import describe_members, read_prefix, started
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.tls_certs import CertificateAuthority, ClusterCertificates, coreos_static_tls
 

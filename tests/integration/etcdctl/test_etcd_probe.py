@@ -11,7 +11,6 @@ import pytest
 
 from etcd_common.etcd.etcdctl import Unreachable
 from etcd_common.etcd.probe import EtcdProbe
-
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, wait_for
 
 DEAD_ENDPOINT = "http://127.0.49.251:23790"  # nothing listens there (same block as the etcdctl tests')

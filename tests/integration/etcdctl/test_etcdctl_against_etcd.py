@@ -28,7 +28,6 @@ from etcd_common.etcd.etcdctl import (
     snapshot_restore,
     snapshot_status,
 )
-
 from kube_sandbox.binaries import built_etcd_versions
 from tests.integration.etcdctl.etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
 

@@ -4,8 +4,8 @@ EtcdClusterQuorumLost when a quorum of a cluster's members is frozen; the alert 
 are back."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -1,8 +1,9 @@
 """The etcd operator and the restore operator deployed in the sandbox from this checkout's code."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s

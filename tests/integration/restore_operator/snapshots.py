@@ -6,7 +6,8 @@ import base64
 import os
 import secrets
 import tempfile
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import boto3
 from botocore.config import Config

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kube_sandbox.testing import Sandbox, wait_for
 

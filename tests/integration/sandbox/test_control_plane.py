@@ -30,7 +30,7 @@ def test_deleting_an_owner_garbage_collects_its_dependents(sandbox: Sandbox, nam
     wait_for(lambda: not dependents(), timeout=60, what="dependents garbage-collected")
 
 
-def s3_client(sandbox: Sandbox, secret: str | None = None) -> "boto3.client":
+def s3_client(sandbox: Sandbox, secret: str | None = None) -> boto3.client:
     config = sandbox.config
     return boto3.client("s3", endpoint_url=config.s3_endpoint, region_name="us-east-1",
                         aws_access_key_id=config.s3_access_key,
@@ -89,10 +89,10 @@ def test_every_sandbox_connection_stays_on_loopback(sandbox: Sandbox) -> None:
                 local, remote = sockets[match.group(1)]
                 seen.append((process, local, remote))
     assert seen, "found no sandbox sockets to check"
-    outside = [(p, l, r) for p, l, r in seen
+    outside = [(p, local, r) for p, local, r in seen
                if r not in ("0.0.0.0", "::") and not ipaddress.ip_address(r).is_loopback]
-    listening_outside = [(p, l, r) for p, l, r in seen
-                         if l not in ("0.0.0.0", "::") and not ipaddress.ip_address(l).is_loopback]
+    listening_outside = [(p, local, r) for p, local, r in seen
+                         if local not in ("0.0.0.0", "::") and not ipaddress.ip_address(local).is_loopback]
     assert not outside, f"connections leaving loopback: {outside}"
     assert not listening_outside, f"sockets bound outside loopback: {listening_outside}"
     hosts = sandbox.config.hosts_file.read_text().split()

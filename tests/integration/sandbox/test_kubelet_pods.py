@@ -7,13 +7,22 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.integration.sandbox.sandbox_objects import (
-    Obj, apply, busybox_pod, container_status, get, is_ready, logs, phase_is, process_alive, running_and_ready,
-    wait_for_object,
-)
 
 from kube_sandbox.config import HOST_IP, NODE_NAMES
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.sandbox.sandbox_objects import (
+    Obj,
+    apply,
+    busybox_pod,
+    container_status,
+    get,
+    is_ready,
+    logs,
+    phase_is,
+    process_alive,
+    running_and_ready,
+    wait_for_object,
+)
 
 pytestmark = pytest.mark.sandbox
 

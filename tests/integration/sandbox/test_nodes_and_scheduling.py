@@ -6,15 +6,23 @@ import json
 from typing import Any
 
 import pytest
-from tests.integration.sandbox.sandbox_objects import (
-    Obj, apply, busybox_pod, condition_status, container_status, get, is_ready, process_alive, running_and_ready,
-    wait_for_object,
-)
 
 from kube_sandbox import binaries
 from kube_sandbox.config import NODE_NAMES
 from kube_sandbox.kubelet.ipam import node_pod_cidr
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.sandbox.sandbox_objects import (
+    Obj,
+    apply,
+    busybox_pod,
+    condition_status,
+    container_status,
+    get,
+    is_ready,
+    process_alive,
+    running_and_ready,
+    wait_for_object,
+)
 
 pytestmark = pytest.mark.sandbox
 

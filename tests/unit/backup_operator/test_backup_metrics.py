@@ -1,7 +1,7 @@
 """The schedule's health as metrics, from spec and status, so alerts survive an operator restart."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from backup_operator.metrics import BackupMetrics
 
@@ -12,7 +12,7 @@ def sample(metrics: BackupMetrics, name: str, **labels: str) -> float | None:
 
 def test_recorded_schedule_interval_failures_and_last_success() -> None:
     metrics = BackupMetrics()
-    last = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+    last = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
     metrics.observe_recorded("ns", "nightly", interval_seconds=3600, consecutive_failures=2, last_success=last)
     assert sample(metrics, "etcd_backup_interval_seconds", namespace="ns", backup="nightly") == 3600
     assert sample(metrics, "etcd_backup_consecutive_failures", namespace="ns", backup="nightly") == 2

@@ -2,13 +2,13 @@
 never by string order, and never touching foreign objects."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
 
 from backup_operator.keys import keys_to_delete, our_backups, parse_periodic_key, periodic_key
 
-T = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+T = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 def test_periodic_key_is_the_coreos_format() -> None:

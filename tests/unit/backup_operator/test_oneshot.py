@@ -3,7 +3,7 @@ itself is replaced (it is tested in test_taking.py and, for real, by the CronJob
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> list[BackupRequest]:
         requests.append(request)
         return BackupResult(key="etcd.backup_v42_2026-01-02-03:04:05", size=1234, sha256="ab" * 32,
                             etcd_revision=42, etcd_version="3.6.16",
-                            started=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), duration_seconds=1.5,
+                            started=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), duration_seconds=1.5,
                             endpoint="http://127.0.0.1:2379", retained=2)
     monkeypatch.setattr(oneshot, "take_backup", take_backup)
     return requests
@@ -86,7 +86,7 @@ def test_a_backup_taken_whose_retention_failed_exits_1(
 
     def take_backup(request: BackupRequest, environment: Any, log: Any) -> BackupResult:
         return BackupResult(key="k_v1_2026-01-02-03:04:05", size=1, sha256="", etcd_revision=1, etcd_version="3.6.16",
-                            started=datetime(2026, 1, 2, tzinfo=timezone.utc), duration_seconds=0.1,
+                            started=datetime(2026, 1, 2, tzinfo=UTC), duration_seconds=0.1,
                             retention_error="AccessDenied: s3:DeleteObject")
     monkeypatch.setattr(oneshot, "take_backup", take_backup)
     code = oneshot.main(args(kubeconfig, "--endpoints", "http://127.0.0.1:2379", "--s3-path", "bucket/k"))

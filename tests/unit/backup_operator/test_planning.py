@@ -2,7 +2,7 @@
 is reported once per generation; otherwise the schedule decides (test_schedule.py has its rules)."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,13 +13,16 @@ from backup_operator.observed import ObservedBackup, RecordedBackup
 from backup_operator.planning import plan_next_action
 from etcd_common.api.etcd_backup import parse_etcd_backup
 
-NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 PERIODIC = {"etcdEndpoints": ["http://e:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
             "backupPolicy": {"backupIntervalInSecond": 600}}
 OSS = {"etcdEndpoints": ["http://e:2379"], "storageType": "OSS", "oss": {"path": "b/k"}}
 
 
-def observed(spec: Any, recorded: RecordedBackup = RecordedBackup(), generation: int = 1) -> ObservedBackup:
+NOTHING_RECORDED = RecordedBackup()
+
+
+def observed(spec: Any, recorded: RecordedBackup = NOTHING_RECORDED, generation: int = 1) -> ObservedBackup:
     raw = {"metadata": {"namespace": "ns", "name": "b", "generation": generation}, "spec": spec}
     return ObservedBackup(parse_etcd_backup(raw), recorded, NOW)
 

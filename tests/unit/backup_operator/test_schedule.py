@@ -1,7 +1,7 @@
 """When the next backup is due, from spec + status + now only (so restarts neither skip nor repeat)."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS, next_backup, retry
 from etcd_common.api.etcd_backup import BackupPolicy, BackupSpec
 from etcd_common.api.storage_locations import S3Location, StorageLocation
 
-NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def due_in(action: Action) -> float | None:

@@ -8,8 +8,8 @@ import pytest
 
 from backup_operator import reasons
 from backup_operator.oneshot import build_parser, build_request
-from backup_operator.reasons import BackupFailed
 from backup_operator.planning import spec_problem
+from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import parse_etcd_backup
 
 

@@ -1,13 +1,13 @@
 """The status a success or a failure writes: CoreOS fields kept, a failure visible after successes."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from backup_operator.observed import BackupResult
 from backup_operator.observing import parse_recorded
 from backup_operator.status import failure_status, success_status
 
-T = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 RESULT = BackupResult(key="k_v7_x", size=100, sha256="ab", etcd_revision=7, etcd_version="3.6.16", started=T,
                       duration_seconds=1.25, endpoint="http://m:2379", retained=2)
 

@@ -3,7 +3,7 @@ which events it records, and how long it sleeps."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from backup_operator.schedule import IDLE_SECONDS
 from backup_operator.supervisor import NOT_LEADING_DELAY_SECONDS, BackupSupervisor, SupervisorContext
 from operator_runtime.cache import ObjectCache
 
-NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 KEY = ("ns", "b")
 
 

@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.storage import s3
 
 LOG = logging.getLogger("test_taking")
-STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 A, B, C, D = (f"http://127.0.0.1:{port}" for port in (2379, 2479, 2579, 2679))
 
 

@@ -3,7 +3,7 @@ unchanged into the v1beta2 meaning; missing fields and wrong types give a parse 
 field (as spec_error on the whole object, so the operator can report it)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -220,7 +220,7 @@ def test_invalid_restore_specs(raw: Any, reason: str) -> None:
     ({"succeeded": True, "Reason": "", "etcdVersion": "3.6.16", "etcdRevision": 42,
       "lastSuccessDate": "2026-11-23T12:00:00Z"},
      BackupStatus(succeeded=True, etcd_version="3.6.16", etcd_revision=42,
-                  last_success_date=datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc))),
+                  last_success_date=datetime(2026, 11, 23, 12, 0, tzinfo=UTC))),
     # CoreOS writes "Reason"; "reason" is read as well.
     ({"succeeded": False, "Reason": "failed to save snapshot"}, BackupStatus(reason="failed to save snapshot")),
     ({"succeeded": False, "reason": "no endpoint answered"}, BackupStatus(reason="no endpoint answered")),

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.etcd_common.test_etcd_access import Clock, SecretStore, _secret, _tls_cluster, _tls_flags
-
 from etcd_common.etcd.access import SECRET_REFRESH_SECONDS, EtcdAccess
+from tests.unit.etcd_common.test_etcd_access import Clock, SecretStore, _secret, _tls_cluster, _tls_flags
 
 
 def test_superseded_client_keys_are_removed_after_the_next_rotation() -> None:

@@ -15,7 +15,6 @@ from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd.access import SECRET_REFRESH_SECONDS, EtcdAccess
 from etcd_common.etcd.etcdctl import ClientTLSUnavailable, EtcdctlError
 from kube_adapter.errors import NotFound, Transient
-
 from tests.unit.etcd_operator.etcd_cluster_builders import NAMESPACE, make_cluster
 
 TLS_SPEC = {"TLS": {"static": {"member": {"peerSecret": "peer", "serverSecret": "server"},

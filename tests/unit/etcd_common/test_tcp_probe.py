@@ -4,7 +4,8 @@ IPv6 address selection is checked with a stand-in resolver.)"""
 from __future__ import annotations
 
 import socket
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

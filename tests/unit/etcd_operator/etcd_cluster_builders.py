@@ -6,7 +6,7 @@ case reads as "a healthy cluster, but ...".
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from etcd_common.api import constants as c
@@ -28,7 +28,7 @@ NAMESPACE = "default"
 UID = "0b5f1c1e-uid"
 NEW_SUFFIX = "zz9zz"
 NEW_MEMBER = f"{CLUSTER}-{NEW_SUFFIX}"
-T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 
 

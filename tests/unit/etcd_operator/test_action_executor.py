@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
-
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
@@ -15,6 +13,7 @@ from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 from operator_runtime.cache import ObjectCache
 from operator_runtime.cached_client import CachedClient
+from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
 
 
 class RecordingApi:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from etcd_operator.acting import ActionExecutor
 from etcd_common.api.versions import EtcdVersion
+from etcd_operator.acting import ActionExecutor
 from etcd_operator.actions import (
     CreateServices,
     NoOp,
@@ -19,12 +19,12 @@ from etcd_operator.actions import (
     UpdateClientSelector,
 )
 from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_members
-from etcd_operator.status import compute_status
 from etcd_operator.manifests import build_client_service, build_peer_service
 from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import outdated_reason, plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
+from etcd_operator.status import compute_status
 from operator_runtime.cache import ObjectCache
 from operator_runtime.cached_client import CachedClient
 from tests.integration.etcd_operator import coreos_pods

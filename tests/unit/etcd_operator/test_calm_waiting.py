@@ -4,24 +4,24 @@ only when it changed, against the resourceVersion it was computed from."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
-from typing import Any, Sequence
-
-from tests.unit.etcd_operator.etcd_cluster_builders import UID, make_cluster, raw_cluster
-from tests.unit.etcd_operator.supervisor_fakes import FakeClusterApi, supervisor_with_fakes
-from tests.unit.etcd_operator.test_observing import FakeClient, FakeEtcd, observe
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
 from etcd_operator import actions as a
-from etcd_operator.status import compute_status
 from etcd_operator.manifests import build_service, member_client_url
 from etcd_operator.planning import plan_next_action
 from etcd_operator.rechecking import WAIT_FAST_PASSES, WAIT_MAX_SECONDS, WAIT_POLL_SECONDS
 from etcd_operator.spec import parse_etcd_cluster
+from etcd_operator.status import compute_status
 from kube_adapter.errors import Forbidden
+from tests.unit.etcd_operator.etcd_cluster_builders import UID, make_cluster, raw_cluster
+from tests.unit.etcd_operator.supervisor_fakes import FakeClusterApi, supervisor_with_fakes
+from tests.unit.etcd_operator.test_observing import FakeClient, FakeEtcd, observe
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 class HealthTimesOut(FakeEtcd):

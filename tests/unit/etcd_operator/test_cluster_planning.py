@@ -14,9 +14,7 @@ from etcd_common.etcd.etcdctl import EndpointStatus
 from etcd_operator import actions, planning
 from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, version_from_image
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action
-
 from tests.unit.etcd_operator.etcd_cluster_builders import (
-    plan_through_drain,
     CLUSTER,
     NEW_MEMBER,
     PVC_SPEC,
@@ -31,6 +29,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     member_list_unavailable,
     name,
     nothing_yet,
+    plan_through_drain,
     replace_pod,
     unhealthy,
     with_spec,

@@ -10,7 +10,6 @@ from etcd_common.api.etcd_cluster import StaticTLS, UnsupportedVersion
 from etcd_common.api.fields import SpecError
 from etcd_common.api.versions import EtcdVersion
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
-
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 
 

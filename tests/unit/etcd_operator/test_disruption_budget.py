@@ -6,13 +6,12 @@ import dataclasses
 
 import pytest
 
-from tests.unit.etcd_operator.etcd_cluster_builders import UID, healthy_cluster, member_list_unavailable, with_spec
-
 from etcd_operator import actions as a
 from etcd_operator.disruption_budget import plan_disruption_budget
-from etcd_operator.observed import ObservedDisruptionBudget, parse_disruption_budget
 from etcd_operator.manifests import build_disruption_budget
+from etcd_operator.observed import ObservedDisruptionBudget, parse_disruption_budget
 from etcd_operator.ownership import NameProblem
+from tests.unit.etcd_operator.etcd_cluster_builders import UID, healthy_cluster, member_list_unavailable, with_spec
 
 
 @pytest.mark.parametrize(("size", "voters", "wanted"), [

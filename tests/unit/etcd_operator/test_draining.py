@@ -8,6 +8,13 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
+from etcd_common.api import constants as c
+from etcd_operator import actions
+from etcd_operator.acting import ActionExecutor
+from etcd_operator.manifests import client_service_selector
+from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
+from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
+from operator_runtime.cached_client import CachedClient
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
     healthy_cluster,
@@ -17,14 +24,6 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     with_spec,
     without_pods,
 )
-
-from etcd_common.api import constants as c
-from etcd_operator import actions
-from etcd_operator.acting import ActionExecutor
-from etcd_operator.manifests import client_service_selector
-from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
-from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
-from operator_runtime.cached_client import CachedClient
 
 EVERY_POD = frozenset(name(i) for i in range(1, 6))
 

@@ -13,11 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
-from etcd_operator.status import compute_status
 from etcd_common.api import constants as c
 from etcd_operator.planning import plan_next_action
-
-from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_list_unavailable, nothing_yet, unhealthy, with_spec
+from etcd_operator.status import compute_status
+from tests.unit.etcd_operator.etcd_cluster_builders import (
+    healthy_cluster,
+    member_list_unavailable,
+    nothing_yet,
+    unhealthy,
+    with_spec,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((REPO / "crds" / "etcdclusters.yaml").read_text())

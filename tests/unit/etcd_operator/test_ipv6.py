@@ -8,15 +8,14 @@ from typing import Any
 
 import pytest
 
-from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
-
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
+from etcd_operator.manifests import build_member_pod, ip_family_of_services
 from etcd_operator.observed import ObservedCluster
 from operator_runtime.cached_client import CachedClient
-from etcd_operator.manifests import build_member_pod, ip_family_of_services
 from operator_runtime.http_endpoints import server_class_for, url_for
+from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
 
 def _command(ipv6: bool) -> list[str]:

@@ -2,10 +2,9 @@
 surely held, and no action unless it stays held for as long as the action may take."""
 from __future__ import annotations
 
+from etcd_operator.supervisor import ACTION_MAX_SECONDS
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
-
-from etcd_operator.supervisor import ACTION_MAX_SECONDS
 
 
 class Lease:

@@ -9,20 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.unit.etcd_operator.etcd_cluster_builders import (
-    add_member,
-    add_pod,
-    healthy_cluster,
-    make_member,
-    make_pod,
-    name,
-    raw_cluster,
-    replace_pod,
-    unhealthy,
-)
-from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
-from tests.unit.etcd_operator.test_action_executor import DeletingApi, _executor
-
 from etcd_operator import actions as a
 from etcd_operator import supervisor as supervisor_module
 from etcd_operator.acting import ADD_VIA_MEMBERS_OLDER_THAN_SECONDS
@@ -36,6 +22,19 @@ from etcd_operator.rechecking import (
     WAIT_MAX_SECONDS,
     WAIT_POLL_SECONDS,
 )
+from tests.unit.etcd_operator.etcd_cluster_builders import (
+    add_member,
+    add_pod,
+    healthy_cluster,
+    make_member,
+    make_pod,
+    name,
+    raw_cluster,
+    replace_pod,
+    unhealthy,
+)
+from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
+from tests.unit.etcd_operator.test_action_executor import DeletingApi, _executor
 
 LEARNER = f"{name(4)}"
 

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
-
 from etcd_common.api.fields import SpecError
 from etcd_operator.manifests import build_member_pod
 from etcd_operator.settings import parse_settings
@@ -20,6 +18,7 @@ from etcd_operator.spec import (
     parse_cluster_spec,
     parse_etcd_cluster,
 )
+from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
 

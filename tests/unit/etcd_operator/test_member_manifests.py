@@ -18,7 +18,6 @@ from etcd_operator.manifests import (
     pod_policy_hash,
     service_names,
 )
-
 from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, UID, make_cluster
 
 MEMBER = "example-abcde"

@@ -3,19 +3,18 @@ status message, the MemberStartBlocked condition, and one Warning event per inci
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, nothing_yet, make_pod, add_pod
-
 from etcd_operator.actions import Wait
-from etcd_operator.status import compute_status
 from etcd_operator.member_start import start_problems
 from etcd_operator.observed import ObservedCluster, parse_pod
+from etcd_operator.status import compute_status
+from tests.unit.etcd_operator.etcd_cluster_builders import add_pod, healthy_cluster, make_pod, nothing_yet
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 POD = "example-abcde"
 
 
@@ -92,7 +91,7 @@ def test_a_learner_pod_that_cannot_pull_is_named() -> None:
 
 
 def _unschedulable_seed(age_seconds: float) -> ObservedCluster:
-    created = datetime(2024, 5, 1, 11, 59, 0, tzinfo=timezone.utc)
+    created = datetime(2024, 5, 1, 11, 59, 0, tzinfo=UTC)
     observed = nothing_yet()
     pod = parse_pod({
         "metadata": {"name": POD, "uid": "u", "labels": {"etcd_node": POD},

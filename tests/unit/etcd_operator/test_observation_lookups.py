@@ -3,24 +3,24 @@ colliding cluster, a Service or PodDisruptionBudget that is not ours, FailedMoun
 client service's EndpointSlices) is in it, asked only when the check needs it."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Mapping, Sequence
-
-from tests.unit.etcd_operator.etcd_cluster_builders import CLUSTER, T0, make_cluster, raw_cluster
+from typing import Any
 
 from etcd_common.api import constants as c
-from etcd_common.etcd.access import EtcdAccess
 from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd.access import EtcdAccess
 from etcd_operator.manifests import build_disruption_budget, build_service
 from etcd_operator.observed import ObservedCluster, ObservedDisruptionBudget
 from etcd_operator.observing import MOUNT_CHECK_AFTER_SECONDS, observe_cluster
-from etcd_operator.spec import parse_etcd_cluster
 from etcd_operator.ownership import (
     REASON_DISRUPTION_BUDGET_NAME_TAKEN,
     REASON_NAME_CONFLICT,
     REASON_SERVICE_NAME_TAKEN,
 )
+from etcd_operator.spec import parse_etcd_cluster
 from kube_adapter.errors import Transient
+from tests.unit.etcd_operator.etcd_cluster_builders import CLUSTER, T0, make_cluster, raw_cluster
 
 NOW = T0 + timedelta(minutes=1)
 

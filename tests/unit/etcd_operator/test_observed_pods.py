@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,7 +20,6 @@ from etcd_operator.observed import (
     parse_timestamp,
     version_from_image,
 )
-
 from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, healthy_cluster, make_cluster, member_id, name, unhealthy
 
 
@@ -46,7 +45,7 @@ def test_parse_running_pod() -> None:
     pod = parse_pod(_api_pod(RUNNING))
     assert pod.name == pod.member_name == "example-abcde"
     assert (pod.phase, pod.ready, pod.deleting, pod.ip) == ("Running", True, False, "127.1.0.7")
-    assert pod.created_at == datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+    assert pod.created_at == datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
     assert pod.image == "quay.io/coreos/etcd:v3.6.16" and pod.etcd_version == EtcdVersion(3, 6, 16)
     assert pod.initial_cluster_state == "existing"
     assert pod.pod_policy_hash and pod.restart_count == 2 and pod.last_termination_reason == "Error"

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
-
-import pytest
+from collections.abc import Sequence
+from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
@@ -15,7 +14,6 @@ from etcd_operator.observing import (
     PROBE_TIMEOUT_SECONDS,
     observe_cluster,
 )
-
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
 MEMBERS = ("example-aaaaa", "example-bbbbb", "example-ccccc")
@@ -25,7 +23,7 @@ LIVE_POD_STATUS = {"phase": "Running", "podIP": "127.1.0.7",
 
 
 class FakeClient:
-    def __init__(self, etcd: "FakeEtcd", endpoints: Sequence[str]) -> None:
+    def __init__(self, etcd: FakeEtcd, endpoints: Sequence[str]) -> None:
         self.etcd, self.endpoints = etcd, list(endpoints)
 
     def member_list(self) -> list[ctl.Member]:

@@ -3,15 +3,12 @@ the planner, the status and the executor do about it."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
-
-from tests.unit.etcd_operator.etcd_cluster_builders import UID, healthy_cluster, make_pod
 
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
-from etcd_operator.status import compute_status
 from etcd_operator.observed import ObservedCluster, ObservedPVC, parse_pod
 from etcd_operator.ownership import (
     REASON_NAME_CONFLICT,
@@ -22,9 +19,11 @@ from etcd_operator.ownership import (
     service_name_problem,
 )
 from etcd_operator.planning import plan_next_action
+from etcd_operator.status import compute_status
 from operator_runtime.cached_client import CachedClient
+from tests.unit.etcd_operator.etcd_cluster_builders import UID, healthy_cluster, make_pod
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _obj(name: str, *owner_uids: str, created: str = "2024-05-01T10:00:00Z") -> dict[str, Any]:

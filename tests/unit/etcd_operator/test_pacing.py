@@ -8,9 +8,6 @@ import logging
 
 import pytest
 
-from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
-from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
-
 from etcd_common.etcd import etcdctl as ctl
 from etcd_operator import actions as a
 from etcd_operator import supervisor as supervisor_module
@@ -26,6 +23,8 @@ from etcd_operator.rechecking import (
     Pacing,
     stable_recheck_seconds,
 )
+from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
+from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
 
 RESYNC = 10.0
 PROMOTE = a.PromoteMember("example-mem04", 0x1004)

@@ -21,7 +21,6 @@ from etcd_operator.observed import (
     ObservedPVC,
 )
 from etcd_operator.planning import plan_next_action
-
 from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, T0, make_cluster
 
 MAX_PASSES = 200

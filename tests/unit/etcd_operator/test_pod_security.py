@@ -12,7 +12,6 @@ import yaml
 
 from etcd_common.api import constants as c
 from etcd_operator.manifests import build_member_pod, member_peer_url, pod_policy_hash
-
 from tests.unit.etcd_operator.etcd_cluster_builders import PVC_SPEC, make_cluster
 
 REPO = Path(__file__).resolve().parents[3]

@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from etcd_common.etcd.etcdctl import EndpointStatus
 from etcd_operator import actions
-from etcd_operator.status import CONDITION_TYPES, compute_status, format_time
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
-
+from etcd_operator.status import CONDITION_TYPES, compute_status, format_time
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
     NEW_MEMBER,
@@ -34,7 +33,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     without_pods,
 )
 
-NOW = datetime(2024, 6, 1, 8, 30, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, 8, 30, 0, tzinfo=UTC)
 
 
 def _status(observed: ObservedCluster, **kwargs: Any) -> dict[str, Any]:

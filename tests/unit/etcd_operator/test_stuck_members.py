@@ -4,10 +4,14 @@ allows, leadership moved off it first."""
 from __future__ import annotations
 
 import dataclasses
-
-import pytest
 from datetime import timedelta
 
+import pytest
+
+from etcd_operator import actions
+from etcd_operator.observed import ObservedCluster, parse_pod
+from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.settings import parse_settings
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     NEW_MEMBER,
     T0,
@@ -21,11 +25,6 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     replace_pod,
     unhealthy,
 )
-
-from etcd_operator import actions
-from etcd_operator.observed import ObservedCluster, parse_pod
-from etcd_operator.planning import PlanningPolicy, plan_next_action
-from etcd_operator.settings import parse_settings
 
 TIMEOUT = 300.0  # observed_at is T0 + 1h; pods are created at T0 + index minutes
 POLICY = PlanningPolicy(unhealthy_member_timeout_seconds=TIMEOUT)

@@ -6,13 +6,12 @@ from typing import Any
 
 import pytest
 
-from tests.unit.etcd_operator.etcd_cluster_builders import UID, raw_cluster
-from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes as _supervisor
-
 from etcd_operator import actions as a
 from etcd_operator.manifests import build_service
 from etcd_operator.rechecking import stable_recheck_seconds
 from etcd_operator.spec import parse_etcd_cluster
+from tests.unit.etcd_operator.etcd_cluster_builders import UID, raw_cluster
+from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes as _supervisor
 
 
 @pytest.mark.parametrize("deleted_with", ["Foreground", "Background"])

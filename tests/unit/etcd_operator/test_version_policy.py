@@ -3,33 +3,31 @@ supported, 3.4 only to upgrade from, one minor version at a time, 3.6 only from 
 minor downgrades, everything else refused."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from etcd_common.api import constants as c
 from etcd_common.api.versions import EtcdVersion
-from etcd_operator import actions
-from etcd_operator import versions
-from etcd_operator.status import CONDITION_VERSION_SUPPORTED, compute_status, upgrade_source_event
+from etcd_operator import actions, versions
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
-
+from etcd_operator.status import CONDITION_VERSION_SUPPORTED, compute_status, upgrade_source_event
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
-    plan_through_drain,
     make_cluster,
     name,
     nothing_yet,
+    plan_through_drain,
     raw_cluster,
     replace_pod,
     with_cluster,
     with_spec,
 )
 
-NOW = datetime(2025, 6, 1, 8, 30, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 6, 1, 8, 30, 0, tzinfo=UTC)
 
 
 def v(text: str) -> EtcdVersion:

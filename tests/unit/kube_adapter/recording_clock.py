@@ -5,11 +5,11 @@ asked to wait without waiting. For code that waits and then acts on its own (ret
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 
 class RecordingClock:
-    def __init__(self, start: float = 1000.0, wall_start: datetime = datetime(2024, 1, 1, tzinfo=timezone.utc)) -> None:
+    def __init__(self, start: float = 1000.0, wall_start: datetime = datetime(2024, 1, 1, tzinfo=UTC)) -> None:
         self._lock = threading.Lock()
         self._start = start
         self._wall_start = wall_start

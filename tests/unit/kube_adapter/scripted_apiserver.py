@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes.client import ApiClient, Configuration
 
+
 @dataclass(frozen=True)
 class Reply:
     """A plain JSON answer."""
@@ -55,10 +56,10 @@ class ScriptedApiServer:
     def __init__(self) -> None:
         self._scripts: dict[tuple[str, str, bool], deque[Reply | Stream]] = defaultdict(deque)
         self._fallbacks: dict[tuple[str, str, bool], Callable[[Request], Reply | Stream]] = {}
-        self.requests: "queue.Queue[Request]" = queue.Queue()
+        self.requests: queue.Queue[Request] = queue.Queue()
         self.seen: list[Request] = []
         # Watch requests whose held stream the client closed (see Stream "hold").
-        self.hang_ups: "queue.Queue[Request]" = queue.Queue()
+        self.hang_ups: queue.Queue[Request] = queue.Queue()
         self.closing = threading.Event()
         self._lock = threading.Lock()
         server = self
@@ -143,7 +144,7 @@ class ScriptedApiServer:
                     try:
                         if self.connection.recv(1, socket.MSG_PEEK) == b"":
                             return False
-                    except socket.timeout:
+                    except TimeoutError:
                         continue
                     except OSError:
                         return False

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from kube_adapter.clock import SYSTEM_CLOCK
 
@@ -13,7 +13,7 @@ def test_the_system_clock_reads_the_real_clocks() -> None:
     assert before <= SYSTEM_CLOCK.monotonic() <= time.monotonic()
     now = SYSTEM_CLOCK.now()
     assert now.tzinfo is not None and now.utcoffset() == timedelta(0)
-    assert abs(now - datetime.now(timezone.utc)) < timedelta(minutes=1)
+    assert abs(now - datetime.now(UTC)) < timedelta(minutes=1)
 
 
 def test_the_system_clock_waits_on_the_event() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -56,13 +56,13 @@ def test_expiry_uses_the_holders_duration() -> None:
 
 
 def test_micro_time_always_has_six_fraction_digits() -> None:
-    whole_second = datetime(2024, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    whole_second = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert micro_time(whole_second) == "2024-01-01T12:00:00.000001Z"
     assert micro_time(whole_second.replace(microsecond=123456)) == "2024-01-01T12:00:00.123456Z"
 
 
 def test_spec_when_taking_over_counts_a_transition() -> None:
-    now = datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=timezone.utc)
+    now = datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=UTC)
     spec = held_lease_spec("me", record("other", transitions=3), 15, now)
     assert spec == {
         "holderIdentity": "me", "leaseDurationSeconds": 15,
@@ -72,14 +72,14 @@ def test_spec_when_taking_over_counts_a_transition() -> None:
 
 
 def test_spec_when_renewing_keeps_acquire_time_and_transitions() -> None:
-    now = datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=timezone.utc)
+    now = datetime(2024, 1, 1, 12, 0, 0, 5, tzinfo=UTC)
     spec = held_lease_spec("me", record("me", transitions=3), 15, now)
     assert (spec["acquireTime"], spec["leaseTransitions"]) == ("2024-01-01T00:00:00.000001Z", 3)
     assert held_lease_spec("me", None, 15, now)["leaseTransitions"] == 0
 
 
 def test_released_spec_has_no_holder() -> None:
-    spec = released_lease_spec(record("me", transitions=2), datetime(2024, 1, 1, tzinfo=timezone.utc))
+    spec = released_lease_spec(record("me", transitions=2), datetime(2024, 1, 1, tzinfo=UTC))
     assert spec["holderIdentity"] == "" and spec["leaseTransitions"] == 2 and spec["leaseDurationSeconds"] == 1
 
 
@@ -204,7 +204,7 @@ class Candidate:
             lease_duration_seconds=2, renew_deadline_seconds=1, retry_period_seconds=0.1, clock=clock,
         )
         self.stop = threading.Event()
-        self.log: "queue.Queue[str]" = queue.Queue()
+        self.log: queue.Queue[str] = queue.Queue()
         self.at: dict[str, float] = {}
         self.thread = threading.Thread(
             target=self.elector.run, args=(self.stop, self._logger("started"), self._logger("stopped")), daemon=True,

@@ -39,7 +39,7 @@ def bookmark(resource_version: str) -> dict[str, Any]:
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: "queue.Queue[tuple[str, dict[str, Any]]]" = queue.Queue()
+        self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
 
     def __call__(self, event_type: str, obj: dict[str, Any]) -> None:
         self.events.put((event_type, obj))

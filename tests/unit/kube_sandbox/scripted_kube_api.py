@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 from kube_sandbox.kubelet.kube_api import ApiError
 

@@ -8,7 +8,14 @@ from typing import Any
 
 from kube_sandbox.kubelet.dns import HostsFile, parse_hosts
 from kube_sandbox.kubelet.dns_server import (
-    RCODE_FORMERR, RCODE_NOERROR, RCODE_NOTIMP, RCODE_NXDOMAIN, TYPE_A, DnsServer, answer, parse_query,
+    RCODE_FORMERR,
+    RCODE_NOERROR,
+    RCODE_NOTIMP,
+    RCODE_NXDOMAIN,
+    TYPE_A,
+    DnsServer,
+    answer,
+    parse_query,
 )
 
 TYPE_AAAA = 28

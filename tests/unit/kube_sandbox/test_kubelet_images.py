@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from kube_sandbox.kubelet.images import (
-    ImageCatalog, ImageNotAvailable, container_argv, parse_etcd_version, parse_image_reference,
+    ImageCatalog,
+    ImageNotAvailable,
+    container_argv,
+    parse_etcd_version,
+    parse_image_reference,
 )
 from kube_sandbox.kubelet.rewrites import Rewriter
 

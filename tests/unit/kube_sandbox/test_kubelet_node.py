@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 from kube_sandbox.kubelet.kube_api import Conflict, KubeApi, NotFound
 from kube_sandbox.kubelet.node import LEASE_RENEW_SECONDS, NodeAgent, ready_condition_status
 from kube_sandbox.kubelet.settings import KubeletSettings
+from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 NODES = "/api/v1/nodes"
 NODE_2 = "/api/v1/nodes/sandbox-node-2"

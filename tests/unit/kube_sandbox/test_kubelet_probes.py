@@ -3,15 +3,25 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from kube_sandbox.kubelet.probes import (
-    LIVENESS, READINESS, STARTUP, ExecCheck, HttpGetCheck, InvalidProbe, ProbeLoop, ProbeTarget, TcpSocketCheck,
-    parse_probe, run_check,
+    LIVENESS,
+    READINESS,
+    STARTUP,
+    ExecCheck,
+    HttpGetCheck,
+    InvalidProbe,
+    ProbeLoop,
+    ProbeTarget,
+    TcpSocketCheck,
+    parse_probe,
+    run_check,
 )
 
 

@@ -5,11 +5,10 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
-from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
-
 from kube_sandbox.kubelet.kube_api import KubeApi
 from kube_sandbox.kubelet.provisioner import BIND_COMPLETED, ClaimBinder, persistent_volume
 from kube_sandbox.kubelet.settings import KubeletSettings
+from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 CLAIM = "/api/v1/namespaces/ns/persistentvolumeclaims/data"
 

@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 from kube_sandbox.kubelet.kube_api import KubeApi, NotFound
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import (
-    DEFAULT_TOKEN_EXPIRATION_SECONDS, VolumeManager, VolumeNotReady, token_refresh_time,
+    DEFAULT_TOKEN_EXPIRATION_SECONDS,
+    VolumeManager,
+    VolumeNotReady,
+    token_refresh_time,
 )
+from tests.unit.kube_sandbox.scripted_kube_api import ScriptedKubeApi
 
 TOKEN_PATH = "/api/v1/namespaces/ns/serviceaccounts/default/token"
 ROOT_CA = "/api/v1/namespaces/ns/configmaps/kube-root-ca.crt"
@@ -38,7 +41,7 @@ def kube_api_access_pod(**token_source: Any) -> dict[str, Any]:
 
 
 def issued(token: str, lifetime_seconds: float) -> dict[str, Any]:
-    expires = datetime.fromtimestamp(time.time() + lifetime_seconds, timezone.utc)
+    expires = datetime.fromtimestamp(time.time() + lifetime_seconds, UTC)
     return {"status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}}
 
 

@@ -46,7 +46,7 @@ class Passes:
         self.clock = clock
         self.delays = delays
         self.at: list[float] = []
-        self.ran: "queue.Queue[float]" = queue.Queue()
+        self.ran: queue.Queue[float] = queue.Queue()
 
     def __call__(self) -> float:
         self.at.append(self.clock.monotonic())

@@ -2,16 +2,16 @@
 operator writes; the EtcdCluster CRD keeps the `spec.restore` it writes (nothing pruned)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from restore_operator.observed import SnapshotFacts
-from restore_operator.status import next_status, snapshot_to_api
 from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
 from etcd_common.api.storage_locations import S3Location
+from restore_operator.observed import SnapshotFacts
+from restore_operator.status import next_status, snapshot_to_api
 from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
 from tests.unit.etcd_operator.test_etcdcluster_crd import validate
 
@@ -42,7 +42,7 @@ def test_missing_cluster_name_is_refused() -> None:
 
 
 def test_every_status_field_written_is_kept() -> None:
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     facts = SnapshotFacts(sha256="a" * 64, size=10, revision=5, total_keys=2, hash=7)
     status = next_status({}, generation=1, now=now, phase="Completed", message="done", reason="", succeeded=True,
                          updates={"snapshot": snapshot_to_api(facts), "servedRevision": 1_000_000_005,

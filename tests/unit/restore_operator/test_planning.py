@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from restore_operator import actions as a
 from etcd_common.api.etcd_restore import parse_etcd_restore
+from restore_operator import actions as a
 from restore_operator import planning as p
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
 

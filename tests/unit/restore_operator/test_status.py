@@ -1,11 +1,11 @@
 """The EtcdRestore status a pass writes: CoreOS fields plus phase, conditions, timestamps."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from restore_operator.status import next_status
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_conditions_keep_their_transition_time_until_their_status_changes() -> None:
