@@ -185,7 +185,7 @@ def test_defaults_and_bounds() -> None:
 
 def test_printer_columns_point_at_schema_fields() -> None:
     columns = {col["name"]: col for col in VERSION["additionalPrinterColumns"]}
-    assert list(columns) == ["Size", "Ready", "Version", "Phase", "Age"]
+    assert list(columns) == ["Size", "Ready", "Version", "Phase", "Reason", "Message", "Age"]
     nodes = dict(walk(SCHEMA))
     for column in columns.values():
         if column["jsonPath"] == ".metadata.creationTimestamp":
