@@ -1,8 +1,13 @@
 """The Helm chart (charts/etcd-operator/) lints, renders by default exactly the objects of the plain
-manifests in deploy/ (one behaviour, two ways to install it), and its switches do what values.yaml
-says: namespaced RBAC, operators turned off, the alert rules as a PrometheusRule."""
+manifests in deploy/ plus the recommended labels (one behaviour, two ways to install it), and its
+switches do what values.yaml says: namespaced RBAC, operators turned off, the alert rules as a
+PrometheusRule, the usual chart conventions (pull secrets, ServiceAccounts, pod annotations and
+labels, priority class, topology spread, extra env); values.schema.json refuses values of the wrong
+type; NOTES.txt and the chart's README say what a user needs."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,12 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "etcd-operator"
 # The plain manifests the default values must reproduce (namespace.yaml is the user's, not the chart's).
 PLAIN_MANIFESTS = ("rbac.yaml", "operator.yaml", "backup-operator.yaml", "restore-operator.yaml")
+OPERATORS = ("etcd-operator", "etcd-backup-operator", "etcd-restore-operator")
+# The recommended labels the chart puts on every object and pod; deploy/ carries only
+# app.kubernetes.io/name (on Deployments, Services and pods, where selectors use it).
+CHART_LABELS = ("app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/component",
+                "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by", "helm.sh/chart")
+RECOMMENDED_LABELS = ("app.kubernetes.io/name", *CHART_LABELS)
 
 
 def helm(*args: str) -> str:
@@ -30,8 +41,50 @@ def render(*values: str, release: str = "etcd-operator", namespace: str = "etcd-
     return [d for d in yaml.safe_load_all(out) if d]
 
 
+def render_json(release: str = "etcd-operator", namespace: str = "etcd-operator",
+                **values: Any) -> list[dict[str, Any]]:
+    """Render with structured values, each top-level key as --set-json."""
+    args = [f"--set-json={name}={json.dumps(value)}" for name, value in values.items()]
+    out = helm("template", release, str(CHART), f"--namespace={namespace}", *args)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def refused(*args: str) -> str:
+    """stderr of a `helm template` that must fail."""
+    result = subprocess.run([str(go_tool("helm")), "template", "x", str(CHART), *args], capture_output=True, text=True)
+    assert result.returncode != 0, f"helm accepted {args}"
+    return result.stderr
+
+
 def key(obj: dict[str, Any]) -> tuple[str, str, str]:
     return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+def without_recommended_labels(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as deploy/ writes it: no recommended labels on its metadata, none but
+    app.kubernetes.io/name on its pod template (selectors are left as they are)."""
+    obj = json.loads(json.dumps(obj))
+    labels = obj["metadata"].get("labels", {})
+    for name in RECOMMENDED_LABELS:
+        labels.pop(name, None)
+    if not labels:
+        obj["metadata"].pop("labels", None)
+    template = obj.get("spec", {}).get("template")
+    if template is not None:
+        for name in CHART_LABELS:
+            template["metadata"]["labels"].pop(name, None)
+    return obj
+
+
+def deployment(rendered: list[dict[str, Any]], base: str) -> dict[str, Any]:
+    """The Deployment of one operator (its container is named after it)."""
+    return next(d for d in rendered if d["kind"] == "Deployment"
+                and d["spec"]["template"]["spec"]["containers"][0]["name"] == base)
+
+
+def pod_spec(rendered: list[dict[str, Any]], base: str) -> dict[str, Any]:
+    spec: dict[str, Any] = deployment(rendered, base)["spec"]["template"]["spec"]
+    return spec
 
 
 def test_chart_lints() -> None:
@@ -42,9 +95,9 @@ def test_default_values_render_the_plain_manifests() -> None:
     plain = [d for name in PLAIN_MANIFESTS for d in yaml.safe_load_all((REPO / "deploy" / name).read_text()) if d]
     rendered = render()
     assert sorted(map(key, rendered)) == sorted(map(key, plain))
-    by_key = {key(d): d for d in rendered}
+    by_key = {key(d): without_recommended_labels(d) for d in rendered}
     for obj in plain:
-        assert by_key[key(obj)] == obj, f"{key(obj)} differs between the chart and deploy/"
+        assert by_key[key(obj)] == without_recommended_labels(obj), f"{key(obj)} differs between the chart and deploy/"
 
 
 def test_namespaced_rbac_grants_nothing_cluster_wide_and_watches_one_namespace() -> None:
@@ -103,10 +156,11 @@ def test_prometheus_rule_leaves_out_the_down_alert_of_an_operator_turned_off(sec
 def test_podmonitor_example_is_what_the_chart_renders() -> None:
     """deploy/prometheus/podmonitor.yaml: the chart's PodMonitors of a release named etcd-operator."""
     plain = [d for d in yaml.safe_load_all((REPO / "deploy" / "prometheus" / "podmonitor.yaml").read_text()) if d]
-    rendered = {key(d): d for d in render("metrics.podMonitor.enabled=true") if d["kind"] == "PodMonitor"}
+    rendered = {key(d): without_recommended_labels(d) for d in render("metrics.podMonitor.enabled=true")
+                if d["kind"] == "PodMonitor"}
     assert sorted(rendered) == sorted(map(key, plain))
     for obj in plain:
-        assert rendered[key(obj)] == obj, f"{key(obj)} differs between the chart and deploy/prometheus/podmonitor.yaml"
+        assert rendered[key(obj)] == without_recommended_labels(obj), f"{key(obj)} differs between the chart and deploy/prometheus/podmonitor.yaml"
 
 
 @pytest.mark.parametrize("crd", sorted(p.name for p in (REPO / "crds").glob("*.yaml")))
@@ -117,9 +171,153 @@ def test_chart_ships_the_crds(crd: str) -> None:
 def test_namespaced_scope_renders_deploy_rbac_namespaced() -> None:
     """`rbac.scope=namespace` for the etcd operator alone is deploy/rbac-namespaced.yaml."""
     plain = [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac-namespaced.yaml").read_text()) if d]
-    rendered = {key(d): d for d in render("rbac.scope=namespace", "backupOperator.enabled=false",
+    rendered = {key(d): without_recommended_labels(d) for d in render("rbac.scope=namespace", "backupOperator.enabled=false",
                                           "restoreOperator.enabled=false") if d["kind"] != "Deployment"
                 and d["kind"] != "Service"}
     assert sorted(rendered) == sorted(map(key, plain))
     for obj in plain:
-        assert rendered[key(obj)] == obj, f"{key(obj)} differs between the chart and deploy/rbac-namespaced.yaml"
+        assert rendered[key(obj)] == without_recommended_labels(obj), (
+            f"{key(obj)} differs between the chart and deploy/rbac-namespaced.yaml")
+
+
+# ---------------------------------------------------------------------------------------------
+# Chart conventions
+
+
+@pytest.mark.parametrize("release", ["etcd-operator", "blue"])
+def test_every_object_carries_the_recommended_labels_and_selectors_stay_as_in_deploy(release: str) -> None:
+    rendered = render("metrics.podMonitor.enabled=true", "metrics.prometheusRule.enabled=true", release=release)
+    for obj in rendered:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/instance"] == release, key(obj)
+        assert labels["app.kubernetes.io/managed-by"] == "Helm" and labels["app.kubernetes.io/part-of"] == "etcd-operator"
+        assert labels["app.kubernetes.io/version"] == "0.1.0" and labels["helm.sh/chart"] == "etcd-operator-0.1.0"
+        assert labels["app.kubernetes.io/name"] in OPERATORS, key(obj)
+    for base in OPERATORS:
+        spec = deployment(rendered, base)["spec"]
+        assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/name": base}}
+        pod_labels = spec["template"]["metadata"]["labels"]
+        assert {name: pod_labels[name] for name in RECOMMENDED_LABELS} == {
+            name: deployment(rendered, base)["metadata"]["labels"][name] for name in RECOMMENDED_LABELS}
+
+
+@pytest.mark.parametrize("args, complaint", [
+    (["--set=etcdOperator.replicas=two"], "/etcdOperator/replicas"),
+    (["--set=serviceAccount.create=maybe"], "/serviceAccount/create"),
+    (["--set-json=imagePullSecrets=\"regcred\""], "/imagePullSecrets"),
+    (["--set-json=extraEnv=[{\"value\":\"x\"}]"], "/extraEnv/0"),
+    (["--set-json=podLabels={\"team\":1}"], "/podLabels/team"),
+    (["--set=image.pullPolicy=Sometimes"], "/image/pullPolicy"),
+    (["--set=backupOperator.replicaz=2"], "replicaz"),
+])
+def test_values_of_the_wrong_type_are_refused_by_the_schema(args: list[str], complaint: str) -> None:
+    stderr = refused(*args)
+    assert "values don't meet the specifications of the schema" in stderr and complaint in stderr, stderr
+
+
+def test_schema_describes_every_value_of_values_yaml() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(value: Any, node: dict[str, Any], path: str) -> None:
+        if not isinstance(value, dict) or "properties" not in node:
+            return
+        for name, child in value.items():
+            assert name in node["properties"], f"{path}{name} is not in values.schema.json"
+            walk(child, node["properties"][name], f"{path}{name}.")
+    walk(values, schema, "")
+
+
+def test_image_pull_secrets_priority_class_and_extra_env_reach_every_operator() -> None:
+    rendered = render_json(imagePullSecrets=[{"name": "regcred"}], priorityClassName="etcd-critical",
+                           extraEnv=[{"name": "AWS_REGION", "value": "eu-west-1"}])
+    for base in OPERATORS:
+        spec = pod_spec(rendered, base)
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+        assert spec["priorityClassName"] == "etcd-critical"
+        assert spec["containers"][0]["env"][-1] == {"name": "AWS_REGION", "value": "eu-west-1"}
+        assert [e["name"] for e in spec["containers"][0]["env"]][:3] == ["POD_NAME", "POD_NAMESPACE", "POD_IP"]
+    for base in OPERATORS:
+        assert "imagePullSecrets" not in pod_spec(render(), base) and "priorityClassName" not in pod_spec(render(), base)
+
+
+def test_pod_annotations_and_labels_join_the_charts_own() -> None:
+    rendered = render_json(podAnnotations={"team": "storage", "prometheus.io/path": "/other"},
+                           podLabels={"team": "storage", "app.kubernetes.io/name": "not-the-selector"})
+    for base in OPERATORS:
+        template = deployment(rendered, base)["spec"]["template"]["metadata"]
+        assert template["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080",
+                                           "prometheus.io/path": "/other", "team": "storage"}
+        assert template["labels"]["team"] == "storage"
+        assert template["labels"]["app.kubernetes.io/name"] == base  # the selector's label is the chart's
+    quiet = render_json(podAnnotations={"team": "storage"}, metrics={"annotations": False})
+    assert deployment(quiet, "etcd-operator")["spec"]["template"]["metadata"]["annotations"] == {"team": "storage"}
+
+
+def test_service_accounts_take_names_and_workload_identity_annotations() -> None:
+    rendered = render_json(serviceAccount={"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/etcd"}},
+                           backupOperator={"serviceAccount": {"name": "backups",
+                                                              "annotations": {"iam.gke.io/gcp-service-account": "b@p"}}})
+    accounts = {d["metadata"]["name"]: d["metadata"].get("annotations", {}) for d in rendered if d["kind"] == "ServiceAccount"}
+    assert accounts == {
+        "etcd-operator": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/etcd"},
+        "backups": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/etcd", "iam.gke.io/gcp-service-account": "b@p"},
+        "etcd-restore-operator": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/etcd"},
+    }
+    assert pod_spec(rendered, "etcd-backup-operator")["serviceAccountName"] == "backups"
+    bindings = [d for d in rendered if d["kind"].endswith("Binding") and "backup" in d["metadata"]["name"]]
+    assert len(bindings) == 2 and all(b["subjects"][0]["name"] == "backups" for b in bindings)
+
+
+def test_service_accounts_made_elsewhere_are_used_not_created() -> None:
+    rendered = render_json(serviceAccount={"create": False}, etcdOperator={"serviceAccount": {"name": "mine"}})
+    assert not [d for d in rendered if d["kind"] == "ServiceAccount"]
+    assert pod_spec(rendered, "etcd-operator")["serviceAccountName"] == "mine"
+    assert pod_spec(rendered, "etcd-backup-operator")["serviceAccountName"] == "etcd-backup-operator"
+    assert {d["kind"] for d in rendered} >= {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    nothing = render_json(serviceAccount={"create": False}, rbac={"create": False})
+    assert {d["kind"] for d in nothing} == {"Deployment", "Service"}
+
+
+def test_topology_spread_constraints_default_to_the_operators_own_pods() -> None:
+    zone = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+    host = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"tier": "etcd"}}}
+    rendered = render_json(restoreOperator={"replicas": 2, "topologySpreadConstraints": [zone, host]})
+    assert pod_spec(rendered, "etcd-restore-operator")["topologySpreadConstraints"] == [
+        {**zone, "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "etcd-restore-operator"}}}, host]
+    assert "topologySpreadConstraints" not in pod_spec(rendered, "etcd-operator")
+
+
+def install_notes(*values: str) -> str:
+    """NOTES.txt as `helm install` prints it (a client-side dry run: no cluster needed)."""
+    env = {**os.environ, "KUBECONFIG": os.devnull}
+    result = subprocess.run([str(go_tool("helm")), "install", "demo", str(CHART), "--namespace=ops", "--dry-run=client",
+                             *(f"--set={v}" for v in values)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout[result.stdout.index("NOTES:"):]
+
+
+def test_notes_say_how_to_check_run_a_cluster_and_upgrade_the_crds() -> None:
+    notes = install_notes()
+    assert "etcd-operator, etcd-backup-operator, etcd-restore-operator" in notes and "every namespace" in notes
+    assert "kubectl -n ops get deployments -l app.kubernetes.io/instance=demo" in notes
+    assert "kubectl -n ops apply -f examples/example-etcd-cluster.yaml" in notes
+    assert "kubectl apply -f crds/" in notes and "never updates them" in notes
+    assert "is not published" in notes  # the default image
+    scoped = install_notes("rbac.scope=namespace", "watchNamespace=team-a", "backupOperator.enabled=false",
+                           "image.repository=registry.example.com/etcd-operator-py")
+    assert "watching namespace team-a" in scoped and "etcd-backup-operator" not in scoped
+    assert "kubectl -n team-a get etcd example-etcd-cluster" in scoped and "is not published" not in scoped
+
+
+def test_chart_readme_lists_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def leaves(value: Any, path: str) -> list[str]:
+        if isinstance(value, dict) and value and not path.endswith(("Context", "resources")):
+            return [leaf for name, child in value.items() for leaf in leaves(child, f"{path}.{name}" if path else name)]
+        return [path]
+    missing = [leaf for leaf in leaves(values, "") if f"`{leaf}`" not in readme]
+    assert not missing, f"charts/etcd-operator/README.md does not list {missing}"

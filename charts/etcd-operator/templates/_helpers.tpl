@@ -43,3 +43,24 @@ prometheus.io/path: /metrics
 {{ printf "%s-%s" .root.Release.Name .base | trunc 63 | trimSuffix "-" }}
 {{- end -}}
 {{- end }}
+
+{{/* The recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/)
+     of an object of one operator, `base` its app.kubernetes.io/name. Selectors use only
+     app.kubernetes.io/name, as the plain manifests of deploy/ do, so upgrades never change a selector.
+     Called with (dict "root" . "base" "etcd-backup-operator"). */}}
+{{- define "etcd-operator.labels" -}}
+app.kubernetes.io/name: {{ .base }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: etcd-operator
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* An operator's ServiceAccount name: its section's serviceAccount.name, else the operator's object
+     name. Called with (dict "root" . "base" ... "values" <its section>). */}}
+{{- define "etcd-operator.serviceAccountName" -}}
+{{- $values := .values.serviceAccount | default dict -}}
+{{- $values.name | default (include "etcd-operator.name" (dict "root" .root "base" .base)) -}}
+{{- end }}

@@ -5,7 +5,8 @@ PodMonitor. Called with a dict:
   root     the chart's top context
   base     the operator's name in a release named etcd-operator (and its app.kubernetes.io/name)
   command  its console script
-  values   its section of values.yaml (enabled, replicas, extraArgs, resources, scheduling)
+  values   its section of values.yaml (enabled, replicas, extraArgs, resources, scheduling,
+           serviceAccount)
   rules    the RBAC rules (YAML list) for what it manages
   args     extra fixed arguments (YAML list or "")
   env      extra environment (YAML list or "")
@@ -15,18 +16,31 @@ PodMonitor. Called with a dict:
 {{- $root := .root }}
 {{- $name := include "etcd-operator.name" (dict "root" $root "base" .base) }}
 {{- $ns := $root.Release.Namespace }}
-{{- if $root.Values.rbac.create }}
+{{- $labels := include "etcd-operator.labels" (dict "root" $root "base" .base) }}
+{{- $account := include "etcd-operator.serviceAccountName" (dict "root" $root "base" .base "values" .values) }}
+{{- if $root.Values.serviceAccount.create }}
+{{- $accountAnnotations := merge (dict) ((.values.serviceAccount | default dict).annotations | default dict) $root.Values.serviceAccount.annotations }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
-  name: {{ $name }}
+  name: {{ $account }}
   namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+  {{- with $accountAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 ---
+{{- end }}
+{{- if $root.Values.rbac.create }}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: {{ include "etcd-operator.roleKind" $root }}
 metadata:
   name: {{ $name }}
   {{- include "etcd-operator.roleNamespace" $root }}
+  labels:
+    {{- $labels | nindent 4 }}
 rules:
   {{- .rules | nindent 2 }}
 ---
@@ -35,13 +49,15 @@ kind: {{ include "etcd-operator.roleKind" $root }}Binding
 metadata:
   name: {{ $name }}
   {{- include "etcd-operator.roleNamespace" $root }}
+  labels:
+    {{- $labels | nindent 4 }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: {{ include "etcd-operator.roleKind" $root }}
   name: {{ $name }}
 subjects:
   - kind: ServiceAccount
-    name: {{ $name }}
+    name: {{ $account }}
     namespace: {{ $ns }}
 ---
 # Leader election: only its own Lease in the operator's namespace.
@@ -50,6 +66,8 @@ kind: Role
 metadata:
   name: {{ $name }}-leader-election
   namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
 rules:
   - apiGroups: ["coordination.k8s.io"]
     resources: ["leases"]
@@ -60,23 +78,33 @@ kind: RoleBinding
 metadata:
   name: {{ $name }}-leader-election
   namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
   name: {{ $name }}-leader-election
 subjects:
   - kind: ServiceAccount
-    name: {{ $name }}
+    name: {{ $account }}
     namespace: {{ $ns }}
 ---
 {{- end }}
+{{- /* Pod annotations: the scrape annotations and podAnnotations (podAnnotations win); pod labels:
+       podLabels and the recommended labels (ours win: app.kubernetes.io/name is the selector). */}}
+{{- $podAnnotations := dict }}
+{{- if $root.Values.metrics.annotations }}
+{{- $podAnnotations = include "etcd-operator.scrapeAnnotations" $root | fromYaml }}
+{{- end }}
+{{- $podAnnotations = merge (dict) $root.Values.podAnnotations $podAnnotations }}
+{{- $podLabels := merge (dict) ($labels | fromYaml) $root.Values.podLabels }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: {{ $name }}
   namespace: {{ $ns }}
   labels:
-    app.kubernetes.io/name: {{ .base }}
+    {{- $labels | nindent 4 }}
 spec:
   replicas: {{ .values.replicas }}
   selector:
@@ -85,13 +113,20 @@ spec:
   template:
     metadata:
       labels:
-        app.kubernetes.io/name: {{ .base }}
-      {{- if $root.Values.metrics.annotations }}
+        {{- toYaml $podLabels | nindent 8 }}
+      {{- with $podAnnotations }}
       annotations:
-        {{- include "etcd-operator.scrapeAnnotations" $root | nindent 8 }}
+        {{- toYaml . | nindent 8 }}
       {{- end }}
     spec:
-      serviceAccountName: {{ $name }}
+      serviceAccountName: {{ $account }}
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $root.Values.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
       securityContext:
         {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
       containers:
@@ -120,6 +155,9 @@ spec:
               value: /tmp
             {{- with .env }}
             {{- . | nindent 12 }}
+            {{- end }}
+            {{- with $root.Values.extraEnv }}
+            {{- toYaml . | nindent 12 }}
             {{- end }}
           ports:
             - name: http
@@ -162,6 +200,19 @@ spec:
       affinity:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with .values.topologySpreadConstraints }}
+      {{- /* A constraint without a labelSelector spreads this operator's own replicas. */}}
+      {{- $constraints := list }}
+      {{- range . }}
+      {{- $constraint := deepCopy . }}
+      {{- if not (hasKey $constraint "labelSelector") }}
+      {{- $_ := set $constraint "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" $.base)) }}
+      {{- end }}
+      {{- $constraints = append $constraints $constraint }}
+      {{- end }}
+      topologySpreadConstraints:
+        {{- toYaml $constraints | nindent 8 }}
+      {{- end }}
 {{- if $root.Values.metrics.service }}
 ---
 # /metrics of every replica, for Prometheus set-ups that discover Services/Endpoints.
@@ -171,7 +222,7 @@ metadata:
   name: {{ $name }}-metrics
   namespace: {{ $ns }}
   labels:
-    app.kubernetes.io/name: {{ .base }}
+    {{- $labels | nindent 4 }}
   {{- if $root.Values.metrics.annotations }}
   annotations:
     {{- include "etcd-operator.scrapeAnnotations" $root | nindent 4 }}
@@ -192,7 +243,7 @@ metadata:
   name: {{ $name }}
   namespace: {{ $ns }}
   labels:
-    app.kubernetes.io/name: {{ .base }}
+    {{- $labels | nindent 4 }}
     {{- with $root.Values.metrics.podMonitor.labels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
