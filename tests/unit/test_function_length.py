@@ -1,6 +1,6 @@
 """No function in the shipped packages is longer than MAX_FUNCTION_LINES (from its `def` to its
 last line): a longer one is split along its concerns, as the EtcdCluster pass was (observe, plan,
-act, report, write status; README "Inside the operators")."""
+act, report, write status; docs/dev/architecture.md "Inside the operators")."""
 from __future__ import annotations
 
 import ast
