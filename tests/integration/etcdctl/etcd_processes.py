@@ -168,6 +168,15 @@ class EtcdCluster:
     def running(self) -> list[EtcdMember]:
         return [m for m in self.members if m.process is not None and m.process.poll() is None]
 
+    def add_learner(self, etcdctl: Etcdctl, name: str, peer_url: str) -> Member:
+        """`member add --learner`, retried while etcd says "not now" (ClusterUnhealthy: a seed that
+        has just started is not yet counted as connected to its peers), as the operator retries it."""
+        added: Member = wait_for(
+            lambda: _retrying(ClusterUnhealthy, lambda: etcdctl.member_add(name, [peer_url], learner=True)),
+            timeout=30, what=f"member add {name}", interval=0.2, describe=self.describe,
+        )
+        return added
+
     def join(self, name: str, *, binary: str | None = None) -> tuple[EtcdMember, dict[str, float]]:
         """Learner add + start + promote, the way the operator adds a member (retrying while etcd
         says "not now"). Returns the member and how long each step waited on etcd."""
@@ -175,10 +184,7 @@ class EtcdCluster:
         etcdctl = self.etcdctl(*[m for m in self.running() if m is not member])
         timings: dict[str, float] = {}
         started_adding = time.monotonic()
-        added = wait_for(
-            lambda: _retrying(ClusterUnhealthy, lambda: etcdctl.member_add(name, [member.peer_url], learner=True)),
-            timeout=30, what=f"member add {name}", interval=0.2, describe=self.describe,
-        )
+        added = self.add_learner(etcdctl, name, member.peer_url)
         timings[f"add {name}"] = time.monotonic() - started_adding
         self.start_added_member(member, etcdctl.member_list())
         started_promoting = time.monotonic()

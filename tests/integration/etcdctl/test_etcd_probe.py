@@ -56,7 +56,7 @@ def test_learner_refuses_the_member_list_and_the_next_endpoint_answers(etcd_clus
     seed = etcd_cluster.start_seed()
     etcdctl = etcd_cluster.etcdctl()
     learner = etcd_cluster.new_member("m2")
-    added = etcdctl.member_add("m2", [learner.peer_url], learner=True)
+    added = etcd_cluster.add_learner(etcdctl, "m2", learner.peer_url)
     etcd_cluster.start_added_member(learner, etcdctl.member_list())
 
     def learner_status_answers() -> bool:

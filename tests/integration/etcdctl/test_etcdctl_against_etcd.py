@@ -62,7 +62,7 @@ def test_learner_is_added_rejected_twice_and_promoted_once_in_sync(etcd_cluster:
     etcdctl = etcd_cluster.etcdctl()
     second = etcd_cluster.new_member("m2")
 
-    added = etcdctl.member_add("m2", [second.peer_url], learner=True)
+    added = etcd_cluster.add_learner(etcdctl, "m2", second.peer_url)
     assert added.id != 0 and added.is_learner
     assert added.peer_urls == (second.peer_url,)
     assert not added.started, "a member that never ran has no name and no client URLs"
@@ -108,7 +108,7 @@ def _promoted(etcdctl: Etcdctl, member_id: int) -> bool:
 def test_removing_a_member_twice_is_quiet(etcd_cluster: EtcdCluster) -> None:
     etcd_cluster.start_seed()
     etcdctl = etcd_cluster.etcdctl()
-    ghost = etcdctl.member_add("m2", ["http://127.0.49.252:23800"], learner=True)
+    ghost = etcd_cluster.add_learner(etcdctl, "m2", "http://127.0.49.252:23800")
 
     etcdctl.member_remove(ghost.id)
     etcdctl.member_remove(ghost.id)
@@ -204,7 +204,7 @@ def test_every_etcdctl_release_parses_the_same(cluster_factory: ClusterFactory, 
     live, dead = etcdctl.endpoint_status()
     assert live.is_leader and live.version == ETCD_VERSIONS[-1] and not dead.reachable
     assert [h.healthy for h in etcdctl.endpoint_health()] == [True, False]
-    learner = Etcdctl([seed.client_url], binary=binary).member_add("m2", ["http://127.0.49.251:23800"], learner=True)
+    learner = cluster.add_learner(Etcdctl([seed.client_url], binary=binary), "m2", "http://127.0.49.251:23800")
     assert learner.is_learner and not learner.started
 
 

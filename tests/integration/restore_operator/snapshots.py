@@ -35,7 +35,7 @@ def ensure_bucket(sandbox: Sandbox) -> None:
     client = s3_client(sandbox)
     try:
         client.create_bucket(Bucket=BUCKET)
-    except client.exceptions.BucketAlreadyOwnedByYou:
+    except (client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists):  # another worker made it
         pass
 
 

@@ -16,6 +16,7 @@ from tests.integration.restore_operator.conftest import Restores
 from tests.integration.restore_operator.snapshots import (
     BUCKET,
     create_aws_secret,
+    ensure_bucket,
     put_object,
     snapshot_to_s3,
     unique_key,
@@ -102,6 +103,8 @@ def test_bad_snapshot_fails_and_leaves_the_cluster_serving(clusters: Clusters, r
     clusters.put(name, "still", "here")
     uid = clusters.get(name)["metadata"]["uid"]
     key = unique_key(problem)
+    # The bucket exists in every case ("missing" is the object, not the bucket), whichever test ran first.
+    ensure_bucket(clusters.sandbox)
     secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
     if problem == "garbage":
         put_object(clusters.sandbox, key, b"this is not an etcd snapshot\n" * 1000)
