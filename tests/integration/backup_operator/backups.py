@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 import socket
 import subprocess
 import tempfile
@@ -170,4 +171,5 @@ def download(storage: s3.S3Storage, bucket: str, key: str) -> Path:
 
 
 def unique_bucket(prefix: str) -> str:
-    return f"{prefix}-{int(time.time() * 1000) % 10**9}"
+    """A bucket name no other test uses, parallel workers included."""
+    return f"{prefix}-{int(time.time() * 1000) % 10**9}-{secrets.token_hex(3)}"

@@ -4,6 +4,7 @@ own so no test meets another's leftovers."""
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import time
 import urllib.error
@@ -34,8 +35,13 @@ CLIENT_PORT = 23790
 PEER_PORT = 23800
 START_TIMEOUT_SECONDS = 20.0
 
-# 127.0.50.1, 127.0.50.2, ...: a fresh loopback address for every member started in the session.
-_addresses = (f"127.0.{50 + n // 250}.{1 + n % 250}" for n in itertools.count())
+# A fresh loopback address for every member started in the session: 127.0.50.1, 127.0.50.2, ... in
+# the first pytest-xdist worker (or without xdist); ten /24 blocks of their own for every other
+# worker from 127.0.80.0 on (gw1 80-89, gw2 90-99, ...), so parallel workers never bind or ask each
+# other's members. 127.0.49.x holds addresses nothing listens on; 127.0.70.x is the benchmarks'.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_FIRST_BLOCK = 50 if _WORKER == 0 else 80 + 10 * (_WORKER - 1)
+_addresses = (f"127.0.{_FIRST_BLOCK + n // 250}.{1 + n % 250}" for n in itertools.count())
 
 T = TypeVar("T")
 
