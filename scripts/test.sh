@@ -28,6 +28,12 @@ run_phase() {
 suite_start=$SECONDS
 run_phase "tests that share the sandbox, $WORKERS workers" -n "$WORKERS" --dist worksteal -m "not alone" "$@"
 shared=$?
+# pytest exits 0 or 1 when its tests ran; anything else (interrupted, a usage or internal error, no
+# test collected, killed by a signal) ends the suite here: phase 2 would act on a sandbox nobody watches.
+if [ "$shared" -gt 1 ]; then
+  echo "=== suite stopped: the shared phase ended with exit $shared"
+  exit "$shared"
+fi
 run_phase "tests that run alone" -p no:xdist -m alone "$@"
 alone=$?
 echo "=== suite: $(( (SECONDS - suite_start) / 60 )) min $(( (SECONDS - suite_start) % 60 )) s (shared phase exit $shared, alone phase exit $alone)"
