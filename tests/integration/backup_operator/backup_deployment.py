@@ -30,7 +30,7 @@ def sources_hash() -> str:
         for path in sorted((CHECKOUT_DIR / package).rglob("*.py")):
             digest.update(str(path.relative_to(CHECKOUT_DIR)).encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    return "sha256-" + digest.hexdigest()[:16]  # never all digits: kubectl's YAML would read a number
 
 
 def deploy_backup_operator(sandbox: Sandbox) -> str:

@@ -96,7 +96,7 @@ def _arm(sandbox: Sandbox, namespace: str, failpoints: set[str]) -> None:
         fp.FAILPOINTS_ENV: ",".join(sorted(failpoints)),
         fp.NAMESPACE_ENV: namespace,
         fp.FIRED_FILE_ENV: FIRED_FILE,
-    }, revision=secrets.token_hex(4))
+    }, revision=f"r{secrets.token_hex(4)}")  # a letter first: kubectl's YAML reads "01283e11" as a number
     pod = running_operator_pod(sandbox).metadata.name
     armed = ", ".join(sorted(failpoints))
 
