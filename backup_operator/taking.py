@@ -30,6 +30,7 @@ from etcd_common.api.fields import SpecError
 from etcd_common.api.storage_locations import STORAGE_TYPE_S3, S3Location
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
+from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
 from etcd_common.etcd.snapshot_integrity import follow_snapshot
 from etcd_common.storage import s3
@@ -230,11 +231,11 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
     except ctl.EtcdctlError as error:
         raise BackupFailed(reasons.ETCD_UNREACHABLE,
                            f"no etcd member answers at {', '.join(candidates)}: {error.message}") from error
-    healthy = [s for s in statuses if s.reachable and not s.is_learner and not s.errors]
+    healthy = [s for s in statuses if s.reachable and not s.is_learner and not _refuses_snapshots(s)]
     for status in statuses:
         if status not in healthy:
             log.warning("skipping etcd member %s: %s", status.endpoint,
-                        "; ".join(status.errors) or ("learner" if status.is_learner else "unhealthy"))
+                        _refuses_snapshots(status) or ("learner" if status.is_learner else "unhealthy"))
     if not healthy:
         raise BackupFailed(reasons.ETCD_UNREACHABLE, f"no healthy etcd member among {', '.join(candidates)}")
     healthy.sort(key=lambda s: (s.revision, s.raft_index), reverse=True)
@@ -329,3 +330,11 @@ def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, max_back
         log.warning("retention failed: %s", error.message)
         return None, error.message
     return len(our_backups(base_key, keys)) - len(doomed), ""
+
+
+def _refuses_snapshots(status: ctl.EndpointStatus) -> str:
+    """Why this member must not be snapshotted ("" if it may): an error of its own (no leader),
+    or a CORRUPT alarm raised for it. NOSPACE does not count: a snapshot only reads."""
+    own = [error for error in status.errors if not is_alarm(error)]
+    corrupt = [alarm for alarm in status.alarms if alarm.kind == CORRUPT and alarm.member_id == status.member_id]
+    return "; ".join([*own, *(alarm.describe() for alarm in corrupt)])

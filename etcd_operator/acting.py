@@ -6,12 +6,15 @@ already exists counts as created, a pod or member already gone counts as deleted
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.etcdctl import Etcdctl
 from etcd_operator import actions as a
@@ -25,6 +28,7 @@ from etcd_operator.manifests import (
     client_service_selector,
     member_client_url,
 )
+from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observed import ObservedCluster
 from kube_adapter.errors import AlreadyExists
 from operator_runtime.cached_client import CachedClient
@@ -36,6 +40,9 @@ log = logging.getLogger(__name__)
 # pod is that young (creationTimestamp has whole seconds, hence the extra second), so an add is
 # sent to older voters when there are any; the client picks among its endpoints at random.
 ADD_VIA_MEMBERS_OLDER_THAN_SECONDS = 6.0
+# A defragmentation rewrites the database file; slow disks manage ~10 MB/s.
+DEFRAGMENT_BASE_TIMEOUT_SECONDS = 60.0
+DEFRAGMENT_BYTES_PER_SECOND = 10 * 1000 * 1000
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class ActionExecutor:
     pvcs: CachedClient
     etcd: EtcdAccess
     pdbs: CachedClient | None = None
+    metrics: OperatorMetrics | None = None  # maintenance results and durations
     # Tests only: die just before/after each membership effect (see failpoints.py).
     failpoints: fp.Failpoints = field(default_factory=fp.Failpoints)
 
@@ -144,6 +152,61 @@ class ActionExecutor:
         with self.failpoints.around(fp.MOVE_LEADER, observed.cluster.namespace):
             self._etcd(observed, include=action.from_member_name).move_leader(action.to_member_id)
 
+    # --- maintenance
+
+    def _defragment(self, action: a.Defragment, observed: ObservedCluster) -> None:
+        """Defragment, then record the outcome on the pod and send clients to it again (it was
+        drained first); a failure is raised after that, for status and the retry."""
+        cluster = observed.cluster
+        started = time.monotonic()
+        error: ctl.EtcdctlError | None = None
+        try:
+            self.etcd.maintenance(cluster).defragment(member_client_url(cluster, action.member_name),
+                                                      timeout_seconds=defragment_timeout_seconds(action.db_size))
+        except ctl.EtcdctlError as e:
+            error = e
+        if self.metrics is not None:
+            self.metrics.observe_defragmentation(cluster.namespace, cluster.name, time.monotonic() - started,
+                                                 ok=error is None)
+        when = observed.observed_at or datetime.now(UTC)
+        at = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        recorded = c.ANNOTATION_DEFRAGMENTED_AT if error is None else c.ANNOTATION_DEFRAGMENT_FAILED_AT
+        metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: c.LABEL_SERVING_VALUE},
+                                    "annotations": {recorded: at, c.ANNOTATION_DRAINED_AT: None}}
+        if action.pod_uid:
+            metadata["uid"] = action.pod_uid
+        self.pods.patch(cluster.namespace, action.pod_name, {"metadata": metadata})
+        if error is not None:
+            raise error
+
+    def _compact_history(self, action: a.CompactHistory, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        try:
+            self.etcd.maintenance(cluster).compact(self._any_member_url(observed), action.revision)
+        except ctl.EtcdctlError:
+            if self.metrics is not None:
+                self.metrics.count_compaction(cluster.namespace, cluster.name, ok=False)
+            raise
+        if self.metrics is not None:
+            self.metrics.count_compaction(cluster.namespace, cluster.name, ok=True)
+
+    def _disarm_alarm(self, action: a.DisarmAlarm, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        ok = False
+        try:
+            self.etcd.maintenance(cluster).disarm(self._any_member_url(observed), action.alarm)
+            ok = True
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe_alarm_recovery(cluster.namespace, cluster.name, action.alarm.kind,
+                                                    action.raised_for_seconds, ok=ok)
+
+    def _any_member_url(self, observed: ObservedCluster) -> str:
+        """A healthy voting member's client URL (cluster-wide calls: any member serves them)."""
+        cluster = observed.cluster
+        voters = observed.healthy_voters or observed.voting_members
+        return member_client_url(cluster, sorted(m.member_name for m in voters)[0])
+
     # --- helpers
 
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
@@ -195,7 +258,16 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.PromoteMember: ActionExecutor._promote_member,
     a.RemoveMember: ActionExecutor._remove_member,
     a.MoveLeader: ActionExecutor._move_leader,
+    a.Defragment: ActionExecutor._defragment,
+    a.CompactHistory: ActionExecutor._compact_history,
+    a.DisarmAlarm: ActionExecutor._disarm_alarm,
 }
+
+
+def defragment_timeout_seconds(db_size_bytes: int) -> float:
+    """How long a member's defragmentation may take: a minute, plus a second per
+    DEFRAGMENT_BYTES_PER_SECOND of database (it rewrites the whole file)."""
+    return DEFRAGMENT_BASE_TIMEOUT_SECONDS + db_size_bytes / DEFRAGMENT_BYTES_PER_SECOND
 
 
 def _pod_older_than(observed: ObservedCluster, member: str, seconds: float) -> bool:

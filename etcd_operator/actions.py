@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Union
 
+from etcd_common.etcd.alarms import NOSPACE, Alarm
+
 Purpose = Literal["scale", "replace", "upgrade"]
 InitialCluster = tuple[tuple[str, str], ...]  # (member name, peer URL) pairs
 
@@ -396,6 +398,86 @@ class UpgradeMember(_Action):
         return f"restart member {self.member_name} on its volume with the new pod spec: {self.reason}"
 
 
+# --- maintenance (etcd_operator/maintenance.py plans these)
+
+MaintenanceReason = Literal["fragmented", "no-space"]
+
+
+@dataclass(frozen=True)
+class Defragment(_Action):
+    """Defragment one member (drained from the client service first: it serves nothing while
+    its database file is rewritten); its pod records when (or that it failed)."""
+
+    member_name: str
+    member_id: int
+    pod_name: str
+    db_size: int
+    db_size_in_use: int
+    purpose: MaintenanceReason
+    reason: str
+    pod_uid: str = ""
+
+    KIND: ClassVar[str] = "defragment"
+    event_reason: ClassVar[str | None] = "MemberDefragmenting"
+
+    @property
+    def reclaimable_bytes(self) -> int:
+        return max(self.db_size - self.db_size_in_use, 0)
+
+    def describe(self) -> str:
+        return f"defragment member {self.member_name}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class CompactHistory(_Action):
+    """Compact the key history up to `revision` (under NOSPACE: the first step of the recovery)."""
+
+    revision: int
+    reason: str
+
+    KIND: ClassVar[str] = "compact"
+    event_reason: ClassVar[str | None] = "HistoryCompacted"
+
+    def describe(self) -> str:
+        return f"compact history up to revision {self.revision}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class DisarmAlarm(_Action):
+    """Deactivate one raised alarm (a recovered NOSPACE, or a CORRUPT of a member since removed)."""
+
+    alarm: Alarm
+    reason: str
+    # Since the alarm was first reported in status (the recovery's duration), if known.
+    raised_for_seconds: float | None = None
+
+    KIND: ClassVar[str] = "disarm"
+    event_reason: ClassVar[str | None] = "AlarmDisarmed"
+
+    def describe(self) -> str:
+        return f"disarm alarm {self.alarm.describe()}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ReportAlarm(_Action):
+    """An alarm the operator cannot (or may not) clear by itself: status and one Warning event
+    say what it is and what a person must do; nothing is changed."""
+
+    alarm_kind: str
+    reason: str
+
+    KIND: ClassVar[str] = "alarm"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return "NoSpaceAlarm" if self.alarm_kind == NOSPACE else "CorruptAlarm"
+
+    def describe(self) -> str:
+        return f"alarm {self.alarm_kind}: {self.reason}"
+
+
 Action = Union[
     Pause,
     RejectSpec,
@@ -418,4 +500,8 @@ Action = Union[
     RemoveMember,
     MoveLeader,
     UpgradeMember,
+    Defragment,
+    CompactHistory,
+    DisarmAlarm,
+    ReportAlarm,
 ]

@@ -57,7 +57,7 @@ class Controller:
             clusters=clusters,
             kube=KubeSources(clusters, pods, services, pvcs, pdbs, events=ResourceClient(api, EVENTS),
                              slices=ResourceClient(api, ENDPOINT_SLICES)),
-            executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs,
+            executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs, metrics=metrics,
                                     failpoints=Failpoints.from_environment()),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),

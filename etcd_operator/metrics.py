@@ -27,13 +27,16 @@ ERROR_REASONS: Final = (
 # The `kind` of every action with an effect (etcd_operator/actions.py).
 MEMBERSHIP_CHANGE_KINDS: Final = (
     "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
-    "services", "delete-pod", "delete-pvc", "serving",
+    "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm",
 )
 RECONCILE_RESULTS: Final = ("ok", "error")
 # The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/status.py).
 CLUSTER_PHASES: Final = ("Creating", "Running", "Failed")
 RECONCILE_BUCKETS_SECONDS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 RECHECK_LAG_BUCKETS_SECONDS: Final = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0)
+MAINTENANCE_RESULTS: Final = ("succeeded", "failed")
+ALARM_KINDS: Final = ("NOSPACE", "CORRUPT")
+MAINTENANCE_BUCKETS_SECONDS: Final = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
 
 class OperatorMetrics:
@@ -91,7 +94,39 @@ class OperatorMetrics:
         self.is_leader = Gauge(
             f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.", registry=self.registry
         )
+        self._define_maintenance_metrics()
         self._show_zeros()
+
+    def _define_maintenance_metrics(self) -> None:
+        """Compaction, defragmentation and alarms (etcd_operator/maintenance.py)."""
+        cluster_labels = ["namespace", "cluster"]
+        self.defragmentations_total = Counter(
+            f"{PREFIX}_defragmentations", "Member defragmentations the operator ran, by result.",
+            [*cluster_labels, "result"], registry=self.registry)
+        self.defragmentation_duration_seconds = Histogram(
+            f"{PREFIX}_defragmentation_duration_seconds", "Time one member's defragmentation took.",
+            cluster_labels, buckets=MAINTENANCE_BUCKETS_SECONDS, registry=self.registry)
+        self.compactions_total = Counter(
+            f"{PREFIX}_compactions", "History compactions the operator ran (NOSPACE recovery), by result.",
+            [*cluster_labels, "result"], registry=self.registry)
+        self.alarm_recoveries_total = Counter(
+            f"{PREFIX}_alarm_recoveries", "Alarms the operator disarmed (result succeeded) or failed to.",
+            [*cluster_labels, "alarm", "result"], registry=self.registry)
+        self.alarm_recovery_duration_seconds = Histogram(
+            f"{PREFIX}_alarm_recovery_duration_seconds",
+            "From the alarm first reported in status to its disarming by the operator.",
+            [*cluster_labels, "alarm"], buckets=MAINTENANCE_BUCKETS_SECONDS, registry=self.registry)
+        self.alarms_active = Gauge(
+            f"{PREFIX}_alarms_active", "1 while the cluster has this alarm raised (any member), else 0.",
+            [*cluster_labels, "alarm"], registry=self.registry)
+        self.member_db_size_bytes = Gauge(
+            f"{PREFIX}_member_db_size_bytes", "Size of the member's database file, as it reports it.",
+            [*cluster_labels, "member"], registry=self.registry)
+        self.member_db_size_in_use_bytes = Gauge(
+            f"{PREFIX}_member_db_size_in_use_bytes", "Bytes of the member's database file in use.",
+            [*cluster_labels, "member"], registry=self.registry)
+        self.backend_quota_bytes = self._cluster_gauge(
+            "backend_quota_bytes", "The cluster's backend quota (spec.backendQuota, or etcd's default).")
 
     def _cluster_gauge(self, name: str, documentation: str) -> Gauge:
         """A gauge per cluster (labels namespace, cluster)."""
@@ -117,6 +152,37 @@ class OperatorMetrics:
         if kind not in MEMBERSHIP_CHANGE_KINDS:
             raise ValueError(f"unknown membership change kind {kind!r}; one of {MEMBERSHIP_CHANGE_KINDS}")
         self.membership_changes_total.labels(namespace=namespace, cluster=cluster, kind=kind).inc()
+
+    def observe_defragmentation(self, namespace: str, cluster: str, seconds: float, *, ok: bool) -> None:
+        result = "succeeded" if ok else "failed"
+        self.defragmentations_total.labels(namespace=namespace, cluster=cluster, result=result).inc()
+        if ok:
+            self.defragmentation_duration_seconds.labels(namespace=namespace, cluster=cluster).observe(seconds)
+
+    def count_compaction(self, namespace: str, cluster: str, *, ok: bool) -> None:
+        self.compactions_total.labels(namespace=namespace, cluster=cluster, result="succeeded" if ok else "failed").inc()
+
+    def observe_alarm_recovery(self, namespace: str, cluster: str, alarm: str, seconds: float | None, *,
+                               ok: bool) -> None:
+        """An alarm disarmed (`ok`) or not; `seconds` since it was first reported, if known."""
+        result = "succeeded" if ok else "failed"
+        self.alarm_recoveries_total.labels(namespace=namespace, cluster=cluster, alarm=alarm, result=result).inc()
+        if ok and seconds is not None:
+            self.alarm_recovery_duration_seconds.labels(namespace=namespace, cluster=cluster, alarm=alarm).observe(seconds)
+
+    def set_storage(self, namespace: str, cluster: str, *, quota_bytes: int, alarms: set[str],
+                    members: dict[str, tuple[int, int]]) -> None:
+        """Quota, raised alarms and each member's (database size, size in use) as last observed."""
+        self.backend_quota_bytes.labels(namespace=namespace, cluster=cluster).set(quota_bytes)
+        for kind in ALARM_KINDS:
+            self.alarms_active.labels(namespace=namespace, cluster=cluster, alarm=kind).set(1 if kind in alarms else 0)
+        for labels in _series_of(self.member_db_size_bytes, namespace, cluster):
+            if labels[2] not in members:
+                self.member_db_size_bytes.remove(*labels)
+                self.member_db_size_in_use_bytes.remove(*labels)
+        for member, (size, in_use) in members.items():
+            self.member_db_size_bytes.labels(namespace=namespace, cluster=cluster, member=member).set(size)
+            self.member_db_size_in_use_bytes.labels(namespace=namespace, cluster=cluster, member=member).set(in_use)
 
     def count_error(self, reason: str) -> None:
         if reason not in ERROR_REASONS:
@@ -154,3 +220,16 @@ class OperatorMetrics:
                 self.membership_changes_total.remove(namespace, cluster, kind)
             except KeyError:
                 pass
+        self._forget_maintenance(namespace, cluster)
+
+    def _forget_maintenance(self, namespace: str, cluster: str) -> None:
+        for metric in (self.defragmentations_total, self.defragmentation_duration_seconds, self.compactions_total,
+                       self.alarm_recoveries_total, self.alarm_recovery_duration_seconds, self.alarms_active,
+                       self.member_db_size_bytes, self.member_db_size_in_use_bytes, self.backend_quota_bytes):
+            for labels in _series_of(metric, namespace, cluster):
+                metric.remove(*labels)
+
+
+def _series_of(metric: Counter | Gauge | Histogram, namespace: str, cluster: str) -> list[tuple[str, ...]]:
+    """The label values of `metric`'s series for one cluster (namespace, cluster first)."""
+    return [tuple(labels) for labels in list(metric._metrics) if tuple(labels[:2]) == (namespace, cluster)]

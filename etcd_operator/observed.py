@@ -19,6 +19,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.alarms import Alarm
 from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator.ownership import NameProblem
 
@@ -68,6 +69,9 @@ class ObservedPod:
     drained_at: datetime | None = None
     # The scheduler's message while it finds no node for the pod (PodScheduled False, Unschedulable).
     unschedulable_message: str | None = None
+    # When the operator last defragmented its member, and when a defragmentation last failed.
+    defragmented_at: datetime | None = None
+    defragment_failed_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -169,6 +173,8 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         serving=labels.get(c.LABEL_SERVING) == c.LABEL_SERVING_VALUE,
         drained_at=parse_timestamp(annotations.get(c.ANNOTATION_DRAINED_AT)),
         unschedulable_message=_unschedulable_message(status.get("conditions")),
+        defragmented_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENTED_AT)),
+        defragment_failed_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENT_FAILED_AT)),
     )
 
 
@@ -258,6 +264,10 @@ class ObservedCluster:
     mount_failures: Mapping[str, str] = field(default_factory=dict)
     # The primary IP family of the cluster's Services (and so of its pods): "IPv4" or "IPv6".
     ip_family: str = "IPv4"
+    # Raised alarms (NOSPACE, CORRUPT), from the members' status; see etcd_common/etcd/alarms.py.
+    alarms: tuple[Alarm, ...] = ()
+    # Under NOSPACE only: is history compacted up to the current revision? (None: not asked.)
+    history_compacted: bool | None = None
     # The client service exists but its selector does not require the serving label (CoreOS-made,
     # or made before draining existed): migrated before any member is drained.
     client_selector_outdated: bool = False
@@ -357,6 +367,14 @@ class ObservedCluster:
             if member.id == leader_id:
                 return member
         return None
+
+    def alarmed(self, kind: str) -> tuple[Alarm, ...]:
+        return tuple(alarm for alarm in self.alarms if alarm.kind == kind)
+
+    @property
+    def revision(self) -> int:
+        """The newest store revision a member reported (0: none answered)."""
+        return max((status.revision for status in self.endpoint_status.values()), default=0)
 
     def initial_cluster(self) -> tuple[tuple[str, str], ...]:
         """`--initial-cluster` pairs for a member joining now: every member with the exact peer

@@ -15,6 +15,7 @@ from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
+from etcd_common.etcd.alarms import NOSPACE
 from etcd_common.etcd.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
 from etcd_operator.logs import cluster_logger
@@ -285,7 +286,28 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     health, statuses, health_error = _member_health(
         cluster, [m for m in observed_members if m.member_name in reachable], etcd)
     _log_timing(cluster, started, len(reachable), f"{len(observed_members)} member(s), {len(health)} health-checked")
-    return replace(base, members=observed_members, health=health, endpoint_status=statuses, health_error=health_error)
+    observed = replace(base, members=observed_members, health=health, endpoint_status=statuses,
+                       health_error=health_error)
+    return _alarms(observed, etcd)
+
+
+def _alarms(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
+    """The raised alarms the members report and, under NOSPACE (no write can move the revision),
+    whether history is compacted up to the current revision: the first step of the recovery."""
+    alarms = tuple(sorted({alarm for status in observed.endpoint_status.values() for alarm in status.alarms}))
+    if not alarms:
+        return observed
+    observed = replace(observed, alarms=alarms)
+    if not observed.alarmed(NOSPACE) or observed.revision == 0:
+        return observed
+    newest = max(observed.endpoint_status.items(), key=lambda item: item[1].revision)[0]
+    cluster = observed.cluster
+    try:
+        compacted = etcd.maintenance(cluster).compacted_through(member_client_url(cluster, newest), observed.revision)
+    except ctl.EtcdctlError as e:
+        log.warning("%s/%s: cannot tell whether history is compacted: %s", cluster.namespace, cluster.name, e)
+        return observed
+    return replace(observed, history_compacted=compacted)
 
 
 def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) -> None:

@@ -104,6 +104,7 @@ from etcd_operator.actions import (
     CreateMemberPod,
     CreateSeedMember,
     CreateServices,
+    Defragment,
     DeletePod,
     DeletePVC,
     MoveLeader,
@@ -123,6 +124,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
+from etcd_operator.maintenance import plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
     client_service_name,
     member_name,
@@ -201,6 +203,13 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
         what = f"member {action.member_name} is removed next"
     elif isinstance(action, UpgradeMember):
         what = f"member {action.member_name} is restarted next"
+    elif isinstance(action, Defragment):
+        if len(observed.voting_members) == 1:
+            return action  # no other member to send its clients to
+        for pod in sorted(observed.live_pods, key=lambda p: p.name):
+            if not pod.serving and pod.member_name != action.member_name and pod.member_name in observed.member_names:
+                return SetServing(pod.name, True, "it was drained for an earlier step", pod.uid)
+        what = f"member {action.member_name} is defragmented next (it serves nothing meanwhile)"
     else:
         return action
     target = observed.pod(action.member_name)
@@ -498,11 +507,13 @@ def _plan_membership(observed: ObservedCluster, spec: ClusterSpec, policy: Plann
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
     return (
-        _rule_11b_stuck_members(observed, outdated, policy.unhealthy_member_timeout_seconds)
+        plan_alarms(observed, spec, outdated)  # 11c
+        or _rule_11b_stuck_members(observed, outdated, policy.unhealthy_member_timeout_seconds)
         or _rule_12_learners(observed, spec, outdated)
         or _rule_13_unhealthy_voters(observed, spec, outdated)
         or _rules_14_15_size(observed, spec, outdated)
         or _rule_16_upgrade(observed, spec, outdated)
+        or plan_defragmentation(observed, spec, outdated)  # 16b
         or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
     )
 

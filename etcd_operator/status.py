@@ -18,6 +18,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import Condition
 from etcd_common.api.versions import EtcdVersion
+from etcd_common.etcd.alarms import CORRUPT, NOSPACE
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
@@ -29,6 +30,7 @@ from etcd_operator.actions import (
     RemoveMember,
     ReportMembersLost,
 )
+from etcd_operator.maintenance import CONDITION_ALARM_RAISED
 from etcd_operator.manifests import client_service_name
 from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.observed import ObservedCluster
@@ -50,7 +52,10 @@ FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken",
                                "DisruptionBudgetNameTaken")
 # Is a member pod kept from starting (no node fits, image, volume, crash loop)? Reasons are the pod's own.
 CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
+# Does etcd have an alarm raised (NOSPACE: writes refused; CORRUPT: a member's data disagrees)?
+# Reasons: NoSpaceAlarm, CorruptAlarm, NoAlarm.
 CONDITION_TYPES = (
+    CONDITION_ALARM_RAISED,
     CONDITION_AVAILABLE,
     CONDITION_SCALING,
     CONDITION_UPGRADING,
@@ -81,7 +86,8 @@ def compute_status(
         upgrading_to = str(spec.version)
 
     availability = _availability(observed, bootstrapped)
-    phase, reason, summary = _phase(observed, action, availability, bootstrapped)
+    alarm = _alarm(observed)
+    phase, reason, summary = _phase(observed, action, availability, bootstrapped, alarm)
     message = summary
     problems = start_problems(observed)
     if problems:
@@ -96,7 +102,8 @@ def compute_status(
         _condition(observed, CONDITION_SCALING, *_scaling(observed, bootstrapped), now=now),
         _condition(observed, CONDITION_UPGRADING, *_upgrading(observed), now=now),
         _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
-        _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary), now=now),
+        _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary, alarm), now=now),
+        _condition(observed, CONDITION_ALARM_RAISED, *alarm, now=now),
         _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
         _condition(observed, CONDITION_MEMBER_START_BLOCKED, *_start_blocked(problems), now=now),
     ]
@@ -118,8 +125,32 @@ def compute_status(
         "lastError": last_error or "",
         "warnings": list(spec.warnings) if spec is not None else [],
         "conditions": conditions,
+        "maintenance": maintenance_status(observed),
     }
 
+
+def maintenance_status(observed: ObservedCluster) -> dict[str, Any]:
+    """Storage as the members report it: quota, raised alarms, and per member the database size,
+    the size in use, and when the operator last defragmented it (or failed to)."""
+    spec = observed.cluster.spec
+    members = []
+    for member in sorted(observed.members or (), key=lambda m: m.member_name):
+        entry: dict[str, Any] = {"name": member.member_name}
+        status = observed.endpoint_status.get(member.member_name)
+        if status is not None:
+            entry["dbSize"] = status.db_size
+            entry["dbSizeInUse"] = status.db_size_in_use
+        pod = observed.pod(member.member_name)
+        if pod is not None and pod.defragmented_at is not None:
+            entry["lastDefragmented"] = format_time(pod.defragmented_at)
+        if pod is not None and pod.defragment_failed_at is not None:
+            entry["lastDefragmentFailed"] = format_time(pod.defragment_failed_at)
+        members.append(entry)
+    return {
+        "backendQuota": spec.effective_quota_bytes if spec is not None else 0,
+        "alarms": [alarm.describe() for alarm in observed.alarms],
+        "members": members,
+    }
 
 def member_readiness(observed: ObservedCluster) -> tuple[list[str], list[str]]:
     """(ready, unready) member names: a healthy voting member is ready; learners, unstarted and
@@ -185,8 +216,36 @@ def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
     return "False", "EtcdUnreachable", f"{len(ready)} of {len(pods)} member pods ready; {why}"
 
 
+def _alarm(observed: ObservedCluster) -> Verdict:
+    if observed.alarmed(CORRUPT):
+        members = ", ".join(_member_name(observed, a.member_id) for a in observed.alarmed(CORRUPT))
+        return "True", "CorruptAlarm", f"etcd raised CORRUPT for {members}: it refuses writes until it is cleared"
+    if observed.alarmed(NOSPACE):
+        spec = observed.cluster.spec
+        quota = f" of {spec.effective_quota_bytes} bytes" if spec is not None else ""
+        return ("True", "NoSpaceAlarm", f"etcd raised NOSPACE: the database reached its quota{quota}; writes are "
+                                        f"refused, reads are served")
+    return "False", "NoAlarm", "no etcd alarm raised"
+
+
+def _member_name(observed: ObservedCluster, member_id: int) -> str:
+    return next((m.member_name for m in observed.members or () if m.id == member_id), f"member {member_id:x}")
+
+
+def alarm_event(observed: ObservedCluster, status: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of the Warning event due when `status` newly reports an alarm (once
+    per alarm raised, not every pass), else None."""
+    new = next((cond for cond in status.get("conditions") or () if cond.get("type") == CONDITION_ALARM_RAISED), None)
+    if new is None or new.get("status") != "True":
+        return None
+    old = observed.cluster.recorded.condition(CONDITION_ALARM_RAISED)
+    if old is not None and old.status == "True" and old.reason == new.get("reason"):
+        return None
+    return str(new.get("reason")), str(new.get("message") or "")
+
+
 def _phase(
-    observed: ObservedCluster, action: Action | None, availability: Verdict, bootstrapped: bool
+    observed: ObservedCluster, action: Action | None, availability: Verdict, bootstrapped: bool, alarm: Verdict,
 ) -> tuple[str, str, str]:
     """(phase, reason, one-line summary)."""
     cluster = observed.cluster
@@ -199,6 +258,8 @@ def _phase(
     if isinstance(action, ReportMembersLost):
         return PHASE_FAILED, "MembersLost", action.reason
     available, reason, message = availability
+    if available == "True" and alarm[0] == "True":
+        return PHASE_RUNNING, alarm[1], f"{alarm[2]} ({message})"
     if available == "True":
         return PHASE_RUNNING, reason, message
     if available == "Unknown":
@@ -255,12 +316,15 @@ def _recovering(observed: ObservedCluster, action: Action | None) -> Verdict:
     return "False", "NoFailedMembers", "every member has its pod"
 
 
-def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: str, summary: str) -> Verdict:
+def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: str, summary: str,
+              alarm: Verdict) -> Verdict:
     if observed.cluster.spec is None or phase_reason in FAILED_WITHOUT_ETCD_REASONS:
         return "True", phase_reason, summary
     available, reason, message = availability
     if available == "Unknown":
         return "Unknown", reason, message
+    if available == "True" and alarm[0] == "True":
+        return "True", alarm[1], alarm[2]
     if available != "True" or reason == "PodsReady":
         return "True", "EtcdUnreachable" if reason == "PodsReady" else reason, message
     unhealthy = sorted(m.member_name for m in observed.unhealthy_voters)

@@ -25,7 +25,7 @@ from etcd_operator.ownership import is_being_deleted
 from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.rechecking import POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS, Outcome, Pacing
 from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES, check_trusted_repository, parse_etcd_cluster
-from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, compute_status, upgrade_source_event
+from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, alarm_event, compute_status, upgrade_source_event
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -255,6 +255,11 @@ class ClusterSupervisor:
         spec = observed.cluster.spec
         ctx.metrics.set_cluster_phase(observed.cluster.namespace, observed.cluster.name, status.get("phase", ""),
                                       desired_members=spec.size if spec is not None else None)
+        if spec is not None:
+            ctx.metrics.set_storage(
+                observed.cluster.namespace, observed.cluster.name, quota_bytes=spec.effective_quota_bytes,
+                alarms={alarm.kind for alarm in observed.alarms},
+                members={name: (s.db_size, s.db_size_in_use) for name, s in observed.endpoint_status.items()})
         current = raw.get("status") or {}
         if status == current:
             return
@@ -276,6 +281,9 @@ class ClusterSupervisor:
         warning = upgrade_source_event(observed, status)
         if warning:
             ctx.events.record(raw, "Warning", versions.REASON_UPGRADE_SOURCE_ONLY, warning)
+        alarm = alarm_event(observed, status)
+        if alarm is not None:
+            ctx.events.record(raw, "Warning", *alarm)
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))

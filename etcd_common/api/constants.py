@@ -37,8 +37,12 @@ ANNOTATION_ETCD_VERSION: Final = "etcd.version"
 ANNOTATION_INITIAL_CLUSTER_STATE: Final = f"{API_GROUP}/initial-cluster-state"
 # Hash of the pod policy the pod was built from; a different hash means the pod is outdated.
 ANNOTATION_POD_POLICY_HASH: Final = f"{API_GROUP}/pod-policy-hash"
+# When the operator last defragmented the member (RFC 3339), and when a defragmentation last failed.
+ANNOTATION_DEFRAGMENTED_AT: Final = f"{API_GROUP}/defragmented-at"
+ANNOTATION_DEFRAGMENT_FAILED_AT: Final = f"{API_GROUP}/defragment-failed-at"
 RESERVED_ANNOTATION_KEYS: Final = frozenset(
-    {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH, ANNOTATION_DRAINED_AT}
+    {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH, ANNOTATION_DRAINED_AT,
+     ANNOTATION_DEFRAGMENTED_AT, ANNOTATION_DEFRAGMENT_FAILED_AT}
 )
 
 INITIAL_CLUSTER_STATE_NEW: Final = "new"

@@ -23,6 +23,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from etcd_common.etcd.maintenance import EtcdMaintenance
 from etcd_common.etcd.probe import EtcdProbe
 from kube_adapter.errors import KubeError, Transient
 
@@ -78,11 +79,18 @@ class EtcdAccess:
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> EtcdProbe:
         """Read-only questions (member list, status, health) over etcd's HTTP endpoints, with the
         same client certificate as `client`; raises `ClientTLSUnavailable` as `client` does."""
+        return EtcdProbe(endpoints, tls=self._cluster_tls(cluster), timeout_seconds=timeout_seconds)
+
+    def maintenance(self, cluster: EtcdCluster) -> EtcdMaintenance:
+        """Compaction, defragmentation and alarm calls, with the same client certificate as `probe`."""
+        return EtcdMaintenance(tls=self._cluster_tls(cluster))
+
+    def _cluster_tls(self, cluster: EtcdCluster) -> ClientTLS | None:
         spec = cluster.require_spec()
-        secret_name = spec.tls.operator_secret if spec.tls.client_tls else None
-        tls = (self._client_tls(cluster.namespace, cluster.name, secret_name, "spec.TLS.static.operatorSecret")
-               if secret_name else None)
-        return EtcdProbe(endpoints, tls=tls, timeout_seconds=timeout_seconds)
+        if not spec.tls.client_tls:
+            return None
+        return self._client_tls(cluster.namespace, cluster.name, spec.tls.operator_secret,
+                                "spec.TLS.static.operatorSecret")
 
     def client_with_secret(self, namespace: str, owner: str, endpoints: Sequence[str], secret_name: str | None, *,
                            secret_field: str = "client TLS secret", command_timeout_seconds: float = 5.0) -> Etcdctl:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from etcd_common.etcd.alarms import Alarm, parse_alarms
+
 logger = logging.getLogger(__name__)
 
 BINARY_ENV = "ETCDCTL_BINARY"
@@ -98,6 +100,13 @@ class EndpointStatus:
     errors: tuple[str, ...] = ()
     # The store revision the member answered with (its response header).
     revision: int = 0
+    # Bytes of the database file in use; `db_size` minus this is what defragmentation reclaims.
+    db_size_in_use: int = 0
+
+    @property
+    def alarms(self) -> tuple[Alarm, ...]:
+        """The cluster's raised alarms, as this member reports them in `errors`."""
+        return parse_alarms(self.errors)
 
     @property
     def reachable(self) -> bool:
@@ -349,6 +358,7 @@ def parse_endpoint_status(output: str) -> list[EndpointStatus]:
                 raft_index=int(status.get("raftIndex", 0)),
                 raft_term=int(status.get("raftTerm", 0)),
                 db_size=int(status.get("dbSize", 0)),
+                db_size_in_use=int(status.get("dbSizeInUse", 0)),
                 is_learner=bool(status.get("isLearner", False)),
                 errors=_strings(status.get("errors")),
                 revision=int(header.get("revision", 0)),

@@ -103,28 +103,18 @@ class EtcdProbe:
                 for endpoint, outcome in zip(self.endpoints, outcomes)]
 
     def endpoint_health(self) -> list[EndpointHealth]:
-        """Health of every endpoint, in endpoint order, as `etcdctl endpoint health` judges it: a
-        linearizable read answers (through the leader), and no alarm is raised (alarms are the
-        cluster's: they make every endpoint unhealthy, as etcdctl reports them).
-
-        Alarms come from the `errors` of one member's status, a local read: not from the alarm
-        API, whose every call (even a list) is a raft proposal. One log entry per health check
-        soon has the leader send each new member a snapshot instead of log entries, and a new
-        etcd 3.6 member that receives one right after it started loses its first attempt to
-        publish itself and serves no client until etcd's 7 s request timeout retries it.
+        """Health of every endpoint, in endpoint order: a linearizable read answers (through the
+        leader). Unlike `etcdctl endpoint health`, raised alarms do not make an endpoint unhealthy:
+        a NOSPACE cluster still serves reads and has its quorum, and the operator must tell that
+        apart from a lost quorum. Alarms are in `endpoint_status()` (`EndpointStatus.alarms`), a
+        local read: not the alarm API, whose every call (even a list) is a raft proposal. One log
+        entry per health check soon has the leader send each new member a snapshot instead of log
+        entries, and a new etcd 3.6 member that receives one right after it started loses its first
+        attempt to publish itself and serves no client until etcd's 7 s request timeout retries it.
 
         Not etcd's `/health`: etcd 3.4 serves it with a v2 QGET through the raft log, which an
         etcd 3.6 member replaying that log refuses (see tests/integration/etcdctl)."""
-        results = self._each(self._read_of)
-        answering = [health.endpoint for health in results if health.healthy]
-        if not answering:
-            return results
-        status = self._status_of(answering[0])
-        if isinstance(status, EtcdctlError) or not status.errors:
-            return results  # the read just went through; an unanswered status is no alarm
-        described = "; ".join(status.errors)
-        return [EndpointHealth(endpoint=h.endpoint, healthy=False, error=f"Active Alarm(s): {described}")
-                for h in results]
+        return self._each(self._read_of)
 
     # --- one endpoint
 
@@ -153,44 +143,51 @@ class EtcdProbe:
             return list(pool.map(ask, self.endpoints))
 
     def _request(self, endpoint: str, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        parts = urlsplit(endpoint)
-        if not parts.hostname:
-            raise EtcdctlError(f"not an endpoint URL: {endpoint!r}")
-        connection: http.client.HTTPConnection
-        if parts.scheme == "https":
-            if self.tls is None:
-                context = ssl.create_default_context()
-            else:
-                context = _ssl_context(self.tls.ca_file, self.tls.cert_file, self.tls.key_file)
-            connection = http.client.HTTPSConnection(parts.hostname, parts.port or 2379,
-                                                     timeout=self.timeout_seconds, context=context)
+        return gateway_request(endpoint, method, path, body, tls=self.tls, timeout_seconds=self.timeout_seconds)
+
+
+def gateway_request(endpoint: str, method: str, path: str, body: dict[str, Any] | None, *,
+                    tls: ClientTLS | None, timeout_seconds: float) -> dict[str, Any]:
+    """One call to a member's gRPC gateway; the answer's JSON object, or the etcdctl wrapper's
+    error class for what went wrong (classified as etcdctl would)."""
+    parts = urlsplit(endpoint)
+    if not parts.hostname:
+        raise EtcdctlError(f"not an endpoint URL: {endpoint!r}")
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        if tls is None:
+            context = ssl.create_default_context()
         else:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port or 2379, timeout=self.timeout_seconds)
-        payload = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
-        try:
-            connection.request(method, path, body=payload, headers=headers)
-            response = connection.getresponse()
-            text = response.read().decode("utf-8", errors="replace")
-            status = response.status
-        except TimeoutError as e:
-            raise classify_error(f"Error: {endpoint}: context deadline exceeded ({e})") from e
-        except (OSError, http.client.HTTPException) as e:
-            raise classify_error(f"Error: {endpoint}: {_connection_error(e)}") from e
-        finally:
-            connection.close()
-        try:
-            document = json.loads(text) if text.strip() else {}
-        except ValueError:
-            document = None
-        if status != 200 or not isinstance(document, dict):
-            # The gateway's error body: {"error": "...", "code": <gRPC code>, "message": "..."}.
-            message = (document.get("message") or document.get("error")) if isinstance(document, dict) else None
-            described = message or f"HTTP {status}: {text.strip()[:200]}"
-            if "permission denied" in described.lower():
-                raise PermissionDenied(described)
-            raise classify_error(f"Error: {described}")
-        return document
+            context = _ssl_context(tls.ca_file, tls.cert_file, tls.key_file)
+        connection = http.client.HTTPSConnection(parts.hostname, parts.port or 2379,
+                                                 timeout=timeout_seconds, context=context)
+    else:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port or 2379, timeout=timeout_seconds)
+    payload = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if payload is not None else {}
+    try:
+        connection.request(method, path, body=payload, headers=headers)
+        response = connection.getresponse()
+        text = response.read().decode("utf-8", errors="replace")
+        status = response.status
+    except TimeoutError as e:
+        raise classify_error(f"Error: {endpoint}: context deadline exceeded ({e})") from e
+    except (OSError, http.client.HTTPException) as e:
+        raise classify_error(f"Error: {endpoint}: {_connection_error(e)}") from e
+    finally:
+        connection.close()
+    try:
+        document = json.loads(text) if text.strip() else {}
+    except ValueError:
+        document = None
+    if status != 200 or not isinstance(document, dict):
+        # The gateway's error body: {"error": "...", "code": <gRPC code>, "message": "..."}.
+        message = (document.get("message") or document.get("error")) if isinstance(document, dict) else None
+        described = message or f"HTTP {status}: {text.strip()[:200]}"
+        if "permission denied" in described.lower():
+            raise PermissionDenied(described)
+        raise classify_error(f"Error: {described}")
+    return document
 
 
 def _connection_error(error: BaseException) -> str:
@@ -220,6 +217,8 @@ def parse_status(endpoint: str, document: dict[str, Any]) -> EndpointStatus:
         raft_index=int(document.get("raftIndex", 0)),
         raft_term=int(document.get("raftTerm", 0)),
         db_size=int(document.get("dbSize", 0)),
+        db_size_in_use=int(document.get("dbSizeInUse", 0)),
         is_learner=bool(document.get("isLearner", False)),
         errors=tuple(str(e) for e in document.get("errors") or ()),
+        revision=int(header.get("revision", 0)),
     )

@@ -201,7 +201,7 @@ def nothing_yet(*, bootstrapped: bool = False, spec: dict[str, Any] | None = Non
 
 
 def plan_through_drain(observed: ObservedCluster) -> Any:
-    """plan_next_action, past the drain that precedes a removal or restart (planning.py,
+    """plan_next_action, past the drain that precedes a removal, restart or defragmentation (planning.py,
     "Draining"): a SetServing(false) is applied to the observation (the client service then no
     longer lists the pod) and planning goes on; the action then must take that very member away."""
     from etcd_operator import actions
@@ -212,6 +212,7 @@ def plan_through_drain(observed: ObservedCluster) -> Any:
         return action
     drained = replace_pod(observed, action.pod_name, serving=False)
     after = plan_next_action(drained)
-    assert isinstance(after, (actions.RemoveMember, actions.UpgradeMember)) and after.member_name == action.pod_name, \
+    assert isinstance(after, (actions.RemoveMember, actions.UpgradeMember, actions.Defragment)) \
+        and after.member_name == action.pod_name, \
         f"drained {action.pod_name}, then planned {after}"
     return after
