@@ -40,7 +40,6 @@ DENIED_ETCD_ENV = frozenset({
     "ETCD_DISCOVERY_ENDPOINTS",
     "ETCD_AUTO_TLS",
     "ETCD_PEER_AUTO_TLS",
-    "ETCD_LISTEN_METRICS_URLS",  # client-TLS members are probed on the metrics listener it sets
 })
 
 

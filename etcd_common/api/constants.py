@@ -45,12 +45,22 @@ RESERVED_ANNOTATION_KEYS: Final = frozenset(
      ANNOTATION_DEFRAGMENTED_AT, ANNOTATION_DEFRAGMENT_FAILED_AT}
 )
 
+# Prometheus's conventional scrape annotations, set on every member pod (its metrics listener);
+# the same keys in spec.pod.annotations win, so a user can turn scraping off ("false").
+ANNOTATION_PROMETHEUS_SCRAPE: Final = "prometheus.io/scrape"
+ANNOTATION_PROMETHEUS_PORT: Final = "prometheus.io/port"
+ANNOTATION_PROMETHEUS_PATH: Final = "prometheus.io/path"
+
 INITIAL_CLUSTER_STATE_NEW: Final = "new"
 INITIAL_CLUSTER_STATE_EXISTING: Final = "existing"
 
 # --- ports and names of the things a cluster is made of
 CLIENT_PORT: Final = 2379
 PEER_PORT: Final = 2380
+# Plain-HTTP listener of every member for /metrics and /health (`--listen-metrics-urls`).
+METRICS_PORT: Final = 2381
+METRICS_PORT_NAME: Final = "metrics"
+METRICS_PATH: Final = "/metrics"
 CLIENT_PORT_NAME: Final = "client"
 PEER_PORT_NAME: Final = "peer"
 CLIENT_SERVICE_SUFFIX: Final = "-client"  # client service `<cluster>-client`; peer service `<cluster>`
@@ -115,6 +125,17 @@ LEARNER_MINOR_VERSIONS: Final = frozenset({"3.4", "3.5", "3.6"})
 # etcd promotes a learner only once its log is within 10% of the leader's; we wait for the same.
 LEARNER_CATCH_UP_RATIO: Final = 0.9
 
+# --- the backend quota (`--quota-backend-bytes`)
+KIB: Final = 1024
+MIB: Final = 1024 * KIB
+GIB: Final = 1024 * MIB
+# What etcd uses when the flag is not given (spec.backendQuota unset).
+ETCD_DEFAULT_QUOTA_BACKEND_BYTES: Final = 2 * GIB
+# etcd's documented suggested maximum: above it a warning in status.
+SUGGESTED_MAX_QUOTA_BACKEND_BYTES: Final = 8 * GIB
+# The most spec.backendQuota may ask for (the CRD schema holds the same for integers).
+MAX_QUOTA_BACKEND_BYTES: Final = 100 * GIB
+
 # Flags the operator sets on every member; `spec.pod.etcdEnv` may not set them again (etcd refuses
 # to start when an ETCD_* variable shadows a flag given on the command line).
 OPERATOR_MANAGED_ETCD_FLAGS: Final = (
@@ -135,6 +156,7 @@ OPERATOR_MANAGED_ETCD_FLAGS: Final = (
     "trusted-ca-file",
     "cert-file",
     "key-file",
+    "listen-metrics-urls",
 )
 
 # --- the EtcdBackup API (CoreOS v1beta2, same group and version)

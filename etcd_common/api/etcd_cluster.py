@@ -14,6 +14,15 @@ from typing import Any
 
 from etcd_common.api import constants as c
 from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.maintenance import (
+    Alarms,
+    Compaction,
+    Defragmentation,
+    parse_alarms,
+    parse_backend_quota,
+    parse_compaction,
+    parse_defragmentation,
+)
 from etcd_common.api.restore_source import RestoreSource, parse_restore_source
 from etcd_common.api.versions import EtcdVersion
 
@@ -75,6 +84,19 @@ class ClusterSpec:
     warnings: tuple[str, ...] = ()
     # `spec.restore` (addition): the snapshot the seed member is restored from at bootstrap.
     restore: RestoreSource | None = None
+    # Day two (additions, etcd_common.api.maintenance): `spec.compaction`, `spec.backendQuota`
+    # (bytes; None: etcd's default), `spec.defragmentation`, `spec.alarms`.
+    compaction: Compaction = field(default_factory=Compaction)
+    backend_quota_bytes: int | None = None
+    defragmentation: Defragmentation = field(default_factory=Defragmentation)
+    alarms: Alarms = field(default_factory=Alarms)
+
+    @property
+    def effective_quota_bytes(self) -> int:
+        """The quota etcd runs with: spec.backendQuota, or etcd's default (2 GiB)."""
+        if self.backend_quota_bytes is None:
+            return c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES
+        return self.backend_quota_bytes
 
     @property
     def image(self) -> str:
@@ -203,6 +225,7 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
     pod = _parse_pod_policy(spec.section("pod"))
     tls = _parse_tls(spec.section("TLS"))
     restore = parse_restore_source(spec.raw.get("restore"))
+    compaction = parse_compaction(spec.section("compaction"), warnings)
     return ClusterSpec(
         size=size,
         version=version,
@@ -212,6 +235,10 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
         tls=tls,
         warnings=tuple(warnings),
         restore=restore,
+        compaction=compaction,
+        backend_quota_bytes=parse_backend_quota(spec),
+        defragmentation=parse_defragmentation(spec.section("defragmentation")),
+        alarms=parse_alarms(spec.section("alarms")),
     )
 
 
