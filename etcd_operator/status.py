@@ -52,10 +52,7 @@ FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken",
                                "DisruptionBudgetNameTaken")
 # Is a member pod kept from starting (no node fits, image, volume, crash loop)? Reasons are the pod's own.
 CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
-# Does etcd have an alarm raised (NOSPACE: writes refused; CORRUPT: a member's data disagrees)?
-# Reasons: NoSpaceAlarm, CorruptAlarm, NoAlarm.
 CONDITION_TYPES = (
-    CONDITION_ALARM_RAISED,
     CONDITION_AVAILABLE,
     CONDITION_SCALING,
     CONDITION_UPGRADING,
@@ -63,6 +60,9 @@ CONDITION_TYPES = (
     CONDITION_DEGRADED,
     CONDITION_VERSION_SUPPORTED,
     CONDITION_MEMBER_START_BLOCKED,
+    # Does etcd have an alarm raised (NOSPACE: writes refused; CORRUPT: a member's data disagrees)?
+    # Reasons: NoSpaceAlarm, CorruptAlarm, NoAlarm.
+    CONDITION_ALARM_RAISED,
 )
 
 
@@ -103,9 +103,9 @@ def compute_status(
         _condition(observed, CONDITION_UPGRADING, *_upgrading(observed), now=now),
         _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
         _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary, alarm), now=now),
-        _condition(observed, CONDITION_ALARM_RAISED, *alarm, now=now),
         _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
         _condition(observed, CONDITION_MEMBER_START_BLOCKED, *_start_blocked(problems), now=now),
+        _condition(observed, CONDITION_ALARM_RAISED, *alarm, now=now),
     ]
     return {
         "observedGeneration": cluster.generation,

@@ -5,6 +5,7 @@ import typing
 
 import pytest
 
+from etcd_common.etcd.alarms import CORRUPT, NOSPACE, Alarm
 from etcd_operator import actions
 
 SAMPLES: list[actions.Action] = [
@@ -29,10 +30,15 @@ SAMPLES: list[actions.Action] = [
     actions.RemoveMember("example-abcde", 0xABC, "scale", "too many"),
     actions.MoveLeader("a", 1, "b", 2, "a is removed"),
     actions.UpgradeMember("example-abcde", "example-abcde", "runs 3.4.23"),
+    actions.Defragment("example-abcde", 0xABC, "example-abcde", 100, 10, "fragmented", "90 % reclaimable"),
+    actions.CompactHistory(4321, "NOSPACE"),
+    actions.DisarmAlarm(Alarm(NOSPACE, 0xABC), "recovered"),
+    actions.ReportAlarm(CORRUPT, "raised for a majority"),
 ]
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
+    "defragment", "compact", "disarm", "alarm",
 }
 
 
@@ -59,4 +65,4 @@ def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str
 
 def test_warnings_for_what_needs_a_human() -> None:
     warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
-    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames"}
+    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames", "ReportAlarm"}
