@@ -76,16 +76,16 @@ class Sandbox:
                                  f"{result.stdout}\n{result.stderr}")
         return result
 
-    def exec(self, argv: Sequence[str], *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Run a command inside the sandbox namespace, where pod DNS names resolve."""
+    def exec(self, argv: Sequence[str], *, timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run a command inside the sandbox namespace, where pod DNS names resolve (`stdin`: its input)."""
         result: subprocess.CompletedProcess[str] = run_in_sandbox(
-            self.config, list(argv), capture_output=True, timeout=timeout)
+            self.config, list(argv), capture_output=True, timeout=timeout, input=stdin)
         return result
 
     def etcdctl(self, endpoints: Sequence[str], *args: str, version: str | None = None,
-                timeout: float = 30) -> subprocess.CompletedProcess[str]:
+                timeout: float = 30, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """etcdctl of `version` (default: the newest built etcd) run where pod DNS names resolve."""
         etcdctl = binaries.etcd_dir(version or binaries.newest_etcd_version()) / "etcdctl"
         argv = [str(etcdctl), f"--endpoints={','.join(endpoints)}", "--dial-timeout=3s",
                 "--command-timeout=10s", *args]
-        return self.exec(argv, timeout=timeout)
+        return self.exec(argv, timeout=timeout, stdin=stdin)
