@@ -217,7 +217,8 @@ def parse_backend_quota(spec: FieldReader) -> int | None:
     if quota is None:
         raise spec.error(f"{where}: {_quoted(raw)} is not a size like 8Gi, 512Mi or 16777216 (bytes)")
     if quota == 0:
-        raise spec.error(f"{where} must be more than 0; leave it unset for etcd's default ({format_bytes(c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES)})")
+        default = format_bytes(c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES)
+        raise spec.error(f"{where} must be more than 0; leave it unset for etcd's default ({default})")
     if quota > c.MAX_QUOTA_BACKEND_BYTES:
         raise spec.error(
             f"{where}: {_quoted(raw)} is more than {format_bytes(c.MAX_QUOTA_BACKEND_BYTES)}, the most this operator "
