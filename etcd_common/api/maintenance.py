@@ -33,6 +33,8 @@ SECONDS_PER_DAY: Final = 24 * 3600
 # take it ("5m", "1h30m", "1.5h"); the CRD schema holds the same pattern (a bare number too, for
 # the revision mode).
 DURATION_PATTERN: Final = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
+# spec.compaction.retention in the CRD schema: a duration or a bare number (which mode decides).
+RETENTION_PATTERN: Final = r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$"
 _DURATION_PART_RE: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 _DURATION_UNIT_SECONDS: Final = {
     "ns": Decimal("1e-9"), "us": Decimal("1e-6"), "ms": Decimal("1e-3"), "s": Decimal(1), "m": Decimal(60),
