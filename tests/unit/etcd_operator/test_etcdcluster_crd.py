@@ -346,6 +346,14 @@ def test_the_schema_admits_what_the_parser_accepts(kind: str, case: str, spec: d
         assert admitted is parsed
 
 
+def test_maintenance_example_is_admitted_and_runs_without_warnings() -> None:
+    example = yaml.safe_load((REPO / "examples" / "cluster-with-maintenance.yaml").read_text())
+    assert admit(example) == ([], [])
+    spec = parse_cluster_spec(example["spec"])
+    assert spec.warnings == () and spec.backend_quota_bytes == 4 * c.GIB
+    assert spec.defragmentation.window is not None and spec.compaction.retention == "1h"
+
+
 def test_unknown_spec_fields_are_pruned() -> None:
     errors, pruned = admit(manifest({"size": 3, "selfHosted": {}, "pod": {"nonsense": 1}}))
     assert errors == [] and sorted(pruned) == [".spec.pod.nonsense", ".spec.selfHosted"]
