@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from etcd_common.api.fields import SpecError
-from etcd_operator.manifests import build_member_pod
+from etcd_operator.manifests import COMPACTION_ENV, QUOTA_ENV, build_member_pod
 from etcd_operator.settings import parse_settings
 from etcd_operator.spec import (
     DEFAULT_TRUSTED_REPOSITORIES,
@@ -70,17 +70,26 @@ TLS_SPEC = {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "oper
 def test_every_flag_the_operator_sets_is_one_etcd_env_may_not_shadow(spec: dict[str, Any], state: str) -> None:
     """The deny list follows the command line: for each --flag a member pod's etcd is started with,
     ETCD_<FLAG> in spec.pod.etcdEnv is refused (etcd would refuse to start, or the variable would
-    win over what the operator manages)."""
+    win over what the operator manages); but the compaction and quota variables of CoreOS-era
+    manifests, which the operator honours by leaving its own flag out."""
+    flags = _etcd_flags({**spec, "size": 1}, state)
+    assert "name" in flags and "initial-cluster" in flags and "auto-compaction-retention" in flags
+    for flag in flags:
+        variable = "ETCD_" + flag.upper().replace("-", "_")
+        with_variable = {**spec, "size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}}
+        if variable in COMPACTION_ENV + QUOTA_ENV:
+            assert flag not in _etcd_flags(with_variable, state), variable
+            continue
+        with pytest.raises(SpecError, match=variable):
+            parse_cluster_spec(with_variable)
+
+
+def _etcd_flags(spec: dict[str, Any], state: str) -> list[str]:
     cluster = parse_etcd_cluster(raw_cluster(spec))
     pod = build_member_pod(cluster, "example-abcde", state=state,  # type: ignore[arg-type]
                            initial_cluster=[("example-abcde", "http://example-abcde.example:2380")])
     etcd = next(container for container in pod["spec"]["containers"] if container["name"] == "etcd")
-    flags = [argument[2:].split("=", 1)[0] for argument in etcd["command"] if argument.startswith("--")]
-    assert "name" in flags and "initial-cluster" in flags
-    for flag in flags:
-        variable = "ETCD_" + flag.upper().replace("-", "_")
-        with pytest.raises(SpecError, match=variable):
-            parse_cluster_spec({**spec, "size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}})
+    return [argument[2:].split("=", 1)[0] for argument in etcd["command"] if argument.startswith("--")]
 
 
 def test_etcd_env_may_tune_what_the_operator_leaves_alone() -> None:
