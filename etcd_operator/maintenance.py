@@ -92,6 +92,12 @@ def plan_defragmentation(observed: ObservedCluster, spec: ClusterSpec, outdated:
     return _defragment_next(observed, candidates, "fragmented")
 
 
+def near_quota(observed: ObservedCluster, spec: ClusterSpec) -> bool:
+    """Is a member's database past QUOTA_PRESSURE_RATIO of the quota?"""
+    limit = QUOTA_PRESSURE_RATIO * spec.effective_quota_bytes
+    return any(status.db_size >= limit for status in observed.endpoint_status.values())
+
+
 def alarm_raised_seconds(observed: ObservedCluster) -> float | None:
     """Since status first reported the alarm (its condition's transition), if known."""
     condition = observed.cluster.recorded.condition(CONDITION_ALARM_RAISED)

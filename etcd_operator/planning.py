@@ -125,7 +125,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
-from etcd_operator.maintenance import plan_alarms, plan_defragmentation
+from etcd_operator.maintenance import near_quota, plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
     client_service_name,
     member_name,
@@ -515,7 +515,8 @@ def _plan_membership(observed: ObservedCluster, spec: ClusterSpec, policy: Plann
         or _rules_14_15_size(observed, spec, outdated)
         or _rule_16_upgrade(observed, spec, outdated)
         or plan_defragmentation(observed, spec, outdated)  # 16b
-        or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
+        or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}",
+                near_quota=near_quota(observed, spec))  # 17
     )
 
 
