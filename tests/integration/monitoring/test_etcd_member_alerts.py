@@ -92,11 +92,13 @@ def test_full_database_pages_and_resolves_once_the_operator_recovers(clusters: C
                     timeout=FIRE_TIMEOUT, what="EtcdDatabaseNearQuota firing")
     assert [(s["metric"]["pod"], s["metric"]["severity"]) for s in near] == [(member, "warning")], near
 
-    # Make room the way a person would (deletes pass under NOSPACE), and raise the alarm again should
-    # the operator have disarmed it meanwhile: without compaction the deleted revisions still fill
-    # the database, so the next put is refused, and the operator's recovery compacts them away.
-    clusters.etcdctl(NAME, "del", "--prefix", FILL_PREFIX)
+    # Live keys fill the quota: the operator compacts and defragments but does not disarm while they
+    # do not fit (the next write would raise the alarm again). Should it have disarmed meanwhile (the
+    # first fill left room after its defragmentation), fill again: refused at once while the alarm is
+    # raised. Then make room the way a person would (deletes pass under NOSPACE); the operator's
+    # recovery compacts the deleted revisions away, defragments and disarms.
     filler.fill_until_refused()
+    clusters.etcdctl(NAME, "del", "--prefix", FILL_PREFIX)
 
     def recovered() -> bool:
         firing = prometheus.alerts("EtcdAlarmActive", **labels) + prometheus.alerts("EtcdDatabaseNearQuota", **labels)
