@@ -3,7 +3,8 @@
 A seed pod of a cluster with a restore source runs, before etcd:
  1. `restore-fetch` (the operator image's `etcd-restore-seed fetch`): downloads the snapshot from
     S3 with the credentials of `spec.restore.s3.awsSecret` (mounted read-only) onto the member's
-    data volume and checks its sha256; no HTTP server, no unauthenticated hop;
+    data volume, only the object verified (`etag` / `versionId`), and checks its sha256; no HTTP
+    server, no unauthenticated hop;
  2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` (3.4 images:
     `etcdctl snapshot restore`, `tools.restore_tool`) for the seed's name, peer URL and the new
     cluster token, with `--bump-revision`/`--mark-compacted` where the tool has them, into a
@@ -47,20 +48,9 @@ def seed_restore_init_containers(
 ) -> list[dict[str, Any]]:
     """The three init containers, in order (see the module docstring)."""
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
-    fetch_args = [
-        "fetch",
-        f"--s3-path={source.s3.path}",
-        f"--sha256={source.sha256}",
-        f"--staging-dir={STAGING_DIR}",
-        f"--snapshot={SNAPSHOT_FILE}",
-    ]
-    if source.s3.endpoint:
-        fetch_args.append(f"--endpoint={source.s3.endpoint}")
-    if source.s3.force_path_style:
-        fetch_args.append("--force-path-style")
+    fetch_args = _fetch_args(source)
     fetch_mounts = list(data_mount)
     if source.s3.aws_secret:
-        fetch_args.append(f"--aws-dir={AWS_DIR}")
         fetch_mounts.append({"name": AWS_VOLUME, "mountPath": AWS_DIR, "readOnly": True})
     peer_urls = [url for name, url in initial_cluster if name == member]
     tool = restore_tool(etcd_version)
@@ -97,6 +87,28 @@ def seed_restore_init_containers(
             "volumeMounts": data_mount, "securityContext": security,
         },
     ]
+
+
+def _fetch_args(source: RestoreSource) -> list[str]:
+    """`etcd-restore-seed fetch` for `source`: the object verified, where and with what to read it."""
+    args = [
+        "fetch",
+        f"--s3-path={source.s3.path}",
+        f"--sha256={source.sha256}",
+        f"--staging-dir={STAGING_DIR}",
+        f"--snapshot={SNAPSHOT_FILE}",
+    ]
+    if source.etag:
+        args.append(f"--etag={source.etag}")
+    if source.version_id:
+        args.append(f"--version-id={source.version_id}")
+    if source.s3.endpoint:
+        args.append(f"--endpoint={source.s3.endpoint}")
+    if source.s3.force_path_style:
+        args.append("--force-path-style")
+    if source.s3.aws_secret:
+        args.append(f"--aws-dir={AWS_DIR}")
+    return args
 
 
 def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:

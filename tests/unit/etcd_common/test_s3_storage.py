@@ -246,7 +246,7 @@ def test_seed_restore_fetch_takes_the_server_from_the_mounted_secret(tmp_path: P
     content = b"snapshot bytes"
     used: list[tuple[str, str | None]] = []
 
-    def download_file(self: s3.S3Storage, bucket: str, key: str, path: str) -> int:
+    def download_file(self: s3.S3Storage, bucket: str, key: str, path: str, **pins: str) -> int:
         used.append((self.endpoint, self.addressing_style))
         Path(path).write_bytes(content)
         return len(content)

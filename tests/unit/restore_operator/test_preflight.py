@@ -1,0 +1,114 @@
+"""The preflight: what fails a restore before anything is deleted, and how the seed will restore
+(table-driven over plan_next_action, so the rules' order is tested with it)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from etcd_common.api.etcd_restore import parse_etcd_restore
+from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES
+from restore_operator import actions as a
+from restore_operator import preflight as pf
+from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
+from restore_operator.planning import plan_next_action
+from restore_operator.preflight import RestorePolicy
+
+UID = "restore-uid-1"
+FACTS = SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
+POLICY = RestorePolicy(bump_revision=1_000_000_000)
+
+
+def restore(*, aws_secret: str = "aws", template: dict[str, Any] | None = None) -> Any:
+    s3 = {"path": "bucket/key", **({"awsSecret": aws_secret} if aws_secret else {})}
+    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": s3}
+    if template is not None:
+        spec["clusterSpec"] = template
+    return parse_etcd_restore({"metadata": {"name": "r", "namespace": "ns", "uid": UID, "generation": 1},
+                               "spec": spec})
+
+
+def existing(spec: dict[str, Any]) -> TargetCluster:
+    return TargetCluster(uid="cluster-uid", restore_uid="", deleting=False, spec=spec, phase="Running", ready=1,
+                         members=1)
+
+
+def seen(restore_: Any = None, cluster: TargetCluster | None = None, **recorded: Any) -> ObservedRestore:
+    return ObservedRestore(restore_ or restore(), RecordedRestore(snapshot=FACTS, **recorded), cluster)
+
+
+UNTRUSTED = "docker.io/attacker/anything"
+
+
+@pytest.mark.parametrize(("case", "observed", "policy", "reason"), [
+    ("no awsSecret: the seed could not fetch", seen(restore(aws_secret=""), existing({"size": 1})), POLICY,
+     pf.REASON_SEED_WITHOUT_CREDENTIALS),
+    ("no awsSecret, new cluster from a template", seen(restore(aws_secret="", template={"size": 1})), POLICY,
+     pf.REASON_SEED_WITHOUT_CREDENTIALS),
+    ("the cluster named does not exist, no template", seen(), POLICY, pf.REASON_CLUSTER_NOT_FOUND),
+    ("existing cluster on an unsupported version", seen(cluster=existing({"size": 1, "version": "3.3.25"})), POLICY,
+     pf.REASON_UNSUPPORTED_VERSION),
+    ("template on an unsupported version", seen(restore(template={"version": "3.7.0"})), POLICY,
+     pf.REASON_UNSUPPORTED_VERSION),
+    ("existing cluster with an unreadable spec", seen(cluster=existing({"size": 9})), POLICY,
+     pf.REASON_INVALID_CLUSTER_SPEC),
+    ("existing cluster from an untrusted repository", seen(cluster=existing({"size": 1, "repository": UNTRUSTED})),
+     POLICY, pf.REASON_UNTRUSTED_IMAGE),
+    ("the operator's fetch image untrusted", seen(cluster=existing({"size": 1})),
+     replace(POLICY, fetch_image=f"{UNTRUSTED}:latest"), pf.REASON_UNTRUSTED_IMAGE),
+    ("fetch image untrusted, new cluster", seen(restore(template={"size": 1})),
+     replace(POLICY, fetch_image=f"{UNTRUSTED}:latest"), pf.REASON_UNTRUSTED_IMAGE),
+    ("fetch image from a trusted mirror", seen(cluster=existing({"size": 1})),
+     replace(POLICY, fetch_image="mirror.example/etcd-operator-py:1",
+             trusted_repositories=(*DEFAULT_TRUSTED_REPOSITORIES, "mirror.example/")), None),
+    ("a 3.6 cluster", seen(cluster=existing({"size": 3, "version": "3.6.16"})), POLICY, None),
+    ("a 3.4 cluster (etcdctl restores it)", seen(cluster=existing({"size": 3, "version": "3.4.23"})), POLICY, None),
+])
+def test_preflight_refusals(case: str, observed: ObservedRestore, policy: RestorePolicy, reason: str | None) -> None:
+    action = plan_next_action(observed, policy)
+    if reason is None:
+        assert isinstance(action, (a.ReplaceCluster, a.CreateCluster)), f"{case}: {action}"
+        return
+    assert isinstance(action, a.Fail) and action.reason == reason, f"{case}: {action}"
+    if reason != pf.REASON_CLUSTER_NOT_FOUND:
+        assert "nothing was deleted" in action.message, action.message
+
+
+def test_untrusted_image_message_names_the_field_and_the_trusted_list() -> None:
+    action = plan_next_action(seen(cluster=existing({"size": 1})), replace(POLICY, fetch_image=f"{UNTRUSTED}:x"))
+    assert isinstance(action, a.Fail)
+    assert "--fetch-image" in action.message and UNTRUSTED in action.message
+    assert ", ".join(DEFAULT_TRUSTED_REPOSITORIES) in action.message
+
+
+def test_refusal_leaves_the_cluster_alone_whatever_its_state() -> None:
+    """No action that deletes or creates comes out of a refused preflight."""
+    for cluster in (existing({"size": 1, "repository": UNTRUSTED}), None):
+        action = plan_next_action(seen(restore(aws_secret=""), cluster), POLICY)
+        assert not isinstance(action, (a.ReplaceCluster, a.CreateCluster)), action
+
+
+@pytest.mark.parametrize(("version", "bump", "warned"), [
+    ("3.4.23", 0, True),  # etcdctl before 3.4.27: no --bump-revision
+    ("3.4.27", 1_000_000_000, False),
+    ("3.5.0", 0, True),  # etcdutl before 3.5.10: no --bump-revision
+    ("3.5.9", 0, True),
+    ("3.5.10", 1_000_000_000, False),
+    ("3.6.16", 1_000_000_000, False),
+])
+def test_a_tool_without_bump_revision_restores_unbumped_with_a_warning(version: str, bump: int,
+                                                                      warned: bool) -> None:
+    recorded = {"phase": "Replacing", "cluster_spec": {"size": 3, "version": version}}
+    action = plan_next_action(seen(**recorded), POLICY)
+    assert isinstance(action, a.CreateCluster), action
+    assert action.bump_revision == bump
+    assert bool(action.warning) is warned
+    if warned:
+        assert "--bump-revision" in action.warning and "re-list" in action.warning
+
+
+def test_bump_revision_zero_by_flag_is_no_warning() -> None:
+    recorded = {"phase": "Replacing", "cluster_spec": {"size": 3, "version": "3.5.5"}}
+    action = plan_next_action(seen(**recorded), replace(POLICY, bump_revision=0))
+    assert isinstance(action, a.CreateCluster) and action.bump_revision == 0 and not action.warning
