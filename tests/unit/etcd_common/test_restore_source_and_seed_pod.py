@@ -151,3 +151,10 @@ def test_coreos_restore_example_parses() -> None:
     parsed = parse_etcd_restore(yaml.safe_load(text))
     assert parsed.spec is not None and parsed.spec.etcd_cluster_name == "example-etcd-cluster"
     assert parsed.spec.storage.s3 is not None and parsed.spec.storage.s3.aws_secret == "<aws-secret>"
+
+
+def test_the_seed_fetches_the_object_verified_only() -> None:
+    fetch = seed_pod(cluster({**RESTORE, "etag": "etag-1", "versionId": "v7"}))["spec"]["initContainers"][0]
+    assert "--etag=etag-1" in fetch["args"] and "--version-id=v7" in fetch["args"]
+    unpinned = seed_pod(cluster())["spec"]["initContainers"][0]
+    assert not any(arg.startswith(("--etag", "--version-id")) for arg in unpinned["args"])

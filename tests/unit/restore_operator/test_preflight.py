@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES
+from etcd_common.api.restore_source import parse_restore_source
+from etcd_common.api.storage_locations import S3Location
+from etcd_common.storage.s3 import ObjectInfo
 from restore_operator import actions as a
 from restore_operator import preflight as pf
+from restore_operator.acting import restored_cluster_body
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
 from restore_operator.planning import plan_next_action
 from restore_operator.preflight import RestorePolicy
@@ -112,3 +117,31 @@ def test_bump_revision_zero_by_flag_is_no_warning() -> None:
     recorded = {"phase": "Replacing", "cluster_spec": {"size": 3, "version": "3.5.5"}}
     action = plan_next_action(seen(**recorded), replace(POLICY, bump_revision=0))
     assert isinstance(action, a.CreateCluster) and action.bump_revision == 0 and not action.warning
+
+
+INFO = ObjectInfo(key="key", size=4096, last_modified=datetime(2024, 1, 1, tzinfo=UTC), etag="etag-1")
+
+
+@pytest.mark.parametrize(("case", "facts", "info", "reason"), [
+    ("still the object verified", replace(FACTS, etag="etag-1"), INFO, None),
+    ("deleted since", replace(FACTS, etag="etag-1"), None, pf.REASON_SNAPSHOT_MISSING),
+    ("replaced, same size", replace(FACTS, etag="etag-1"), replace(INFO, etag="etag-2"), pf.REASON_SNAPSHOT_CHANGED),
+    ("no ETag recorded (older status): same size passes", FACTS, replace(INFO, etag="other"), None),
+    ("no ETag recorded: another size is another object", FACTS, replace(INFO, size=10), pf.REASON_SNAPSHOT_CHANGED),
+])
+def test_the_object_is_rechecked_before_the_delete(case: str, facts: SnapshotFacts, info: ObjectInfo | None,
+                                                    reason: str | None) -> None:
+    problem = pf.snapshot_object_problem("bucket/key", facts, info)
+    assert (problem.reason if problem else None) == reason, case
+    if problem is not None:
+        assert "nothing was deleted" in problem.message and "s3://bucket/key" in problem.message
+
+
+def test_the_verified_object_is_what_the_created_cluster_names() -> None:
+    facts = replace(FACTS, etag="etag-1", version_id="v7")
+    body = restored_cluster_body(restore(), {"size": 1}, facts, location=S3Location("bucket/key", aws_secret="aws"),
+                                 fetch_image="etcd-operator-py:0.1.0", bump_revision=0)
+    source = body["spec"]["restore"]
+    assert (source["etag"], source["versionId"], source["bumpRevision"]) == ("etag-1", "v7", 0)
+    parsed = parse_restore_source(source)
+    assert parsed is not None and (parsed.etag, parsed.version_id) == ("etag-1", "v7")
