@@ -6,7 +6,8 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
 
  1. A finished restore (Completed, or Failed for this generation) -> Done. A restore runs once.
  2. Spec unreadable, or a storage type other than S3 -> Fail (nothing touched).
- 3. No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
+ 3. No awsSecret -> Fail: the seed pod could not fetch the snapshot (`preflight.py`).
+    No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
     its failure fails the restore and leaves any cluster untouched.
  4. The EtcdCluster exists and carries this restore's uid (we created it):
     - being deleted (by someone else) -> Wait;
@@ -37,7 +38,7 @@ from typing import Any
 from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
 from restore_operator.observed import ObservedRestore
-from restore_operator.preflight import RestorePolicy, cluster_not_found, preflight
+from restore_operator.preflight import RestorePolicy, cluster_not_found, preflight, seed_credentials_problem
 from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING
 
 DEFAULT_CLUSTER_SIZE = 3
@@ -61,6 +62,9 @@ def plan_next_action(observed: ObservedRestore, policy: RestorePolicy = DEFAULT_
     if restore.spec.storage_type != STORAGE_TYPE_S3 or restore.spec.storage.s3 is None:
         return Fail(REASON_UNSUPPORTED_STORAGE,
                     f"spec.backupStorageType {restore.spec.storage_type} is not supported; only S3 is")
+    no_credentials = seed_credentials_problem(restore)
+    if no_credentials is not None:
+        return no_credentials
     if recorded.snapshot is None:
         return VerifySnapshot()
     cluster = observed.cluster

@@ -50,13 +50,9 @@ class RestorePlan:
 
 def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: RestorePolicy) -> RestorePlan | Fail:
     """The plan for restoring into an EtcdCluster with `target_spec`, or why it must not start."""
-    assert restore.spec is not None and restore.spec.storage.s3 is not None
-    location = restore.spec.storage.s3
-    if not location.aws_secret:
-        return Fail(REASON_SEED_WITHOUT_CREDENTIALS,
-                    f"spec.s3.awsSecret is empty: this operator could read s3://{location.path} with its own "
-                    "identity, but the seed pod that fetches the snapshot has no credentials; name a Secret with "
-                    f"the AWS `credentials` (and `config`) files in spec.s3.awsSecret; {NOTHING_TOUCHED}")
+    no_credentials = seed_credentials_problem(restore)
+    if no_credentials is not None:
+        return no_credentials
     try:
         spec = parse_cluster_spec(dict(target_spec))
     except SpecError as error:
@@ -70,14 +66,28 @@ def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: Rest
                     f"etcd {spec.version} cannot be restored into: the etcd operator runs {accepted}; set "
                     f"spec.clusterSpec.version (e.g. {c.DEFAULT_VERSION}); {NOTHING_TOUCHED}")
     trusted = policy.trusted_repositories
-    problem = (untrusted_image_problem("spec.repository of the EtcdCluster to create", spec.image, trusted)
-               or untrusted_image_problem("the fetch image (--fetch-image / RESTORE_FETCH_IMAGE)",
-                                          policy.fetch_image, trusted))
-    if problem:
-        return Fail(REASON_UNTRUSTED_IMAGE, f"{problem}; {NOTHING_TOUCHED}")
+    untrusted = (untrusted_image_problem("spec.repository of the EtcdCluster to create", spec.image, trusted)
+                 or untrusted_image_problem("the fetch image (--fetch-image / RESTORE_FETCH_IMAGE)",
+                                            policy.fetch_image, trusted))
+    if untrusted:
+        return Fail(REASON_UNTRUSTED_IMAGE, f"{untrusted}; {NOTHING_TOUCHED}")
     if policy.bump_revision and not tool.can_bump_revision:
         return RestorePlan(bump_revision=0, warning=no_bump_warning(spec.version, tool))
     return RestorePlan(bump_revision=policy.bump_revision)
+
+
+def seed_credentials_problem(restore: EtcdRestore) -> Fail | None:
+    """The seed pod fetches the snapshot with the awsSecret's credentials, and with nothing else
+    (it has no service account token): without one, whatever this operator could read with its
+    own identity, the seed could not. Known before anything is downloaded."""
+    assert restore.spec is not None and restore.spec.storage.s3 is not None
+    location = restore.spec.storage.s3
+    if location.aws_secret:
+        return None
+    return Fail(REASON_SEED_WITHOUT_CREDENTIALS,
+                f"spec.s3.awsSecret is empty: the seed pod that fetches s3://{location.path} would have no "
+                "credentials (this operator's own identity does not reach it); name a Secret with the AWS "
+                f"`credentials` (and `config`) files in spec.s3.awsSecret; {NOTHING_TOUCHED}")
 
 
 def cluster_not_found(restore: EtcdRestore) -> Fail:

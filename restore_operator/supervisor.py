@@ -168,8 +168,9 @@ class RestoreSupervisor:
         ctx = self.context
         assert restore.spec is not None and restore.spec.storage.s3 is not None
         location = restore.spec.storage.s3
-        self._write(raw, restore, current, PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
-        current = (ctx.restores.get(self.key) or raw).get("status") or {}
+        if not current.get("lastError"):  # while S3 fails, the message keeps saying why
+            self._write(raw, restore, current, PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
+            current = (ctx.restores.get(self.key) or raw).get("status") or {}
         started = time.monotonic()
         try:
             storage = storage_for_location(location, restore.namespace, ctx.read_secret)

@@ -145,3 +145,10 @@ def test_the_verified_object_is_what_the_created_cluster_names() -> None:
     assert (source["etag"], source["versionId"], source["bumpRevision"]) == ("etag-1", "v7", 0)
     parsed = parse_restore_source(source)
     assert parsed is not None and (parsed.etag, parsed.version_id) == ("etag-1", "v7")
+
+
+def test_no_aws_secret_fails_before_anything_is_downloaded() -> None:
+    unverified = ObservedRestore(restore(aws_secret=""), RecordedRestore(), existing({"size": 1}))
+    action = plan_next_action(unverified, POLICY)
+    assert isinstance(action, a.Fail) and action.reason == pf.REASON_SEED_WITHOUT_CREDENTIALS
+    assert "spec.s3.awsSecret" in action.message
