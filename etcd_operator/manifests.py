@@ -306,8 +306,9 @@ def build_member_pod(
     if state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None:
         # spec.restore: the seed starts from the snapshot (etcd_common.seed.pod).
         pod_spec["initContainers"] = seed_restore_init_containers(
-            spec.restore, etcd_image=spec.image, member=member, initial_cluster=initial_cluster,
-            cluster_token=cluster_token(cluster), security_context=etcd_container_security_context(),
+            spec.restore, etcd_image=spec.image, etcd_version=spec.version, member=member,
+            initial_cluster=initial_cluster, cluster_token=cluster_token(cluster),
+            security_context=etcd_container_security_context(),
         )
         volumes.extend(seed_restore_volumes(spec.restore))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _member_pod_metadata(cluster, member, state),

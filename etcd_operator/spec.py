@@ -14,6 +14,7 @@ from etcd_common.api import constants as c
 from etcd_common.api import etcd_cluster as shared
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy, UnsupportedVersion
 from etcd_common.api.fields import JsonDict, SpecError
+from etcd_common.api.images import TRUSTED_REPOSITORIES_FLAG, repository_trusted, untrusted_image_problem
 from etcd_common.api.maintenance import Compaction, format_bytes, parse_quantity_bytes
 from etcd_operator.manifests import COMPACTION_ENV, QUOTA_ENV, etcd_env_sets
 from etcd_operator.versions import (
@@ -23,8 +24,6 @@ from etcd_operator.versions import (
     upgrade_source_warning,
 )
 
-# The repositories the official etcd images are published to (`<repository>:v<version>`).
-DEFAULT_TRUSTED_REPOSITORIES = ("quay.io/coreos/etcd", "gcr.io/etcd-development/etcd")
 # etcd environment variables that would override what the operator manages, besides the
 # ETCD_<FLAG> of each flag it sets: a config file replaces every flag, force-new-cluster and
 # discovery rewrite membership, strict-reconfig-check off lets unsafe member changes through,
@@ -52,21 +51,24 @@ _STORAGE_FIELD = "spec.pod.persistentVolumeClaimSpec.resources.requests.storage"
 
 
 def check_trusted_repository(cluster: EtcdCluster, trusted: tuple[str, ...]) -> EtcdCluster:
-    """The cluster, or a copy whose spec is refused because spec.repository is not one of
-    `trusted` (an entry ending in "/" trusts every repository under it): the operator starts
-    pods for whoever can write an EtcdCluster, and must not run just any image for them."""
+    """The cluster, or a copy whose spec is refused because spec.repository, or the
+    spec.restore.fetchImage of a cluster not bootstrapped yet, is not from one of `trusted` (an
+    entry ending in "/" trusts every repository under it): the operator starts pods for whoever
+    can write an EtcdCluster, and must not run just any image for them. A bootstrapped cluster's
+    fetchImage is never run again, so it is not held against the cluster."""
     spec = cluster.spec
-    if spec is None or repository_trusted(spec.repository, trusted):
+    if spec is None:
         return cluster
-    return dataclasses.replace(cluster, spec=None, spec_error=(
-        f"spec.repository {spec.repository} is not a repository this operator trusts "
-        f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with "
-        f"--trusted-repositories / TRUSTED_REPOSITORIES)"
-    ))
-
-
-def repository_trusted(repository: str, trusted: tuple[str, ...]) -> bool:
-    return any(repository == entry or (entry.endswith("/") and repository.startswith(entry)) for entry in trusted)
+    problem = None
+    if not repository_trusted(spec.repository, trusted):
+        problem = (f"spec.repository {spec.repository} is not a repository this operator trusts "
+                   f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with "
+                   f"{TRUSTED_REPOSITORIES_FLAG})")
+    elif spec.restore is not None and not cluster.recorded.bootstrapped:
+        problem = untrusted_image_problem("spec.restore.fetchImage", spec.restore.fetch_image, trusted)
+    if problem is None:
+        return cluster
+    return dataclasses.replace(cluster, spec=None, spec_error=problem)
 
 
 def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
