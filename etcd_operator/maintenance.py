@@ -11,8 +11,8 @@ Alarms (rule 11c, after the quorum checks, before membership changes):
   person's call; the way back is a restore). `spec.alarms.replaceCorruptMembers: false`: report only.
 - NOSPACE (etcd refuses writes; reads go on, so members stay healthy and in the client service)
   -> with `spec.alarms.recoverNoSpace` (the default): CompactHistory up to the current revision
-  (no write can move it meanwhile), then Defragment every member with space to reclaim, one at a
-  time, the leader last (MoveLeader first), then DisarmAlarm once the data in use fits the quota
+  (no write can move it meanwhile), then Defragment every member not defragmented since the alarm
+  (or with space to reclaim), one at a time, the leader last (MoveLeader first), then DisarmAlarm once the data in use fits the quota
   with room to write. If it does not fit (nothing left to compact), ReportAlarm says so; a larger
   spec.backendQuota rolls the members (rule 16) and the alarm is disarmed after.
 
@@ -103,15 +103,36 @@ def near_quota(observed: ObservedCluster, spec: ClusterSpec) -> bool:
 
 def alarm_raised_seconds(observed: ObservedCluster) -> float | None:
     """Since status first reported the alarm (its condition's transition), if known."""
+    since = _alarm_raised_at(observed)
+    if since is None or observed.observed_at is None:
+        return None
+    return max((observed.observed_at - since).total_seconds(), 0.0)
+
+
+def _alarm_raised_at(observed: ObservedCluster) -> datetime | None:
+    """When status first reported the raised alarm (None: not reported yet)."""
     condition = observed.cluster.recorded.condition(CONDITION_ALARM_RAISED)
-    if condition is None or condition.status != "True" or observed.observed_at is None:
+    if condition is None or condition.status != "True":
         return None
     try:
         since = datetime.fromisoformat(condition.last_transition_time.replace("Z", "+00:00"))
     except ValueError:
         return None
-    since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
-    return max((observed.observed_at - since).total_seconds(), 0.0)
+    return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+
+
+def _defragmented_since(observed: ObservedCluster, member: Member, since: datetime | None) -> bool:
+    """Was the member defragmented after the alarm was raised? A follower may go on reporting the
+    space compaction freed as in use until its next write, which NOSPACE holds back: every member
+    is defragmented once in the recovery, whatever it reports. (Alarm time unknown: trust the report.)"""
+    if since is None:
+        return True
+    pod = observed.pod(member.member_name)
+    done = pod.defragmented_at if pod is not None else None
+    if done is None:
+        return False
+    done = done if done.tzinfo is not None else done.replace(tzinfo=UTC)
+    return done >= since
 
 
 def reclaimable_bytes(status: EndpointStatus) -> int:
@@ -159,9 +180,11 @@ def _plan_no_space(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[
         return Wait("NOSPACE: cannot tell yet whether history is compacted; asking again")
     if not observed.history_compacted:
         return CompactHistory(revision, "NOSPACE: etcd refuses writes; old revisions go first")
+    since = _alarm_raised_at(observed)
     candidates = [m for m in observed.voting_members
                   if (status := observed.endpoint_status.get(m.member_name)) is not None
-                  and reclaimable_bytes(status) >= max(NO_SPACE_RECLAIM_BYTES, NO_SPACE_RECLAIM_RATIO * status.db_size)]
+                  and (reclaimable_bytes(status) >= max(NO_SPACE_RECLAIM_BYTES, NO_SPACE_RECLAIM_RATIO * status.db_size)
+                       or not _defragmented_since(observed, m, since))]
     step = _defragment_next(observed, candidates, "no-space")
     if step is not None:
         return step

@@ -19,6 +19,7 @@ from etcd_operator.planning import plan_next_action
 from etcd_operator.status import alarm_event, compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
+    make_cluster,
     member_id,
     name,
     plan_through_drain,
@@ -231,3 +232,22 @@ def test_status_shows_each_members_storage() -> None:
 def test_endpoint_status_alarms_are_parsed() -> None:
     status = EndpointStatus(1, 1, errors=("memberID:12 alarm:NOSPACE ", "etcdserver: no leader"))
     assert status.alarms == (Alarm(NOSPACE, 12),)
+
+
+def test_no_space_recovery_defragments_every_member_once_whatever_it_reports() -> None:
+    """A follower may report the space compaction freed as in use until its next write (which
+    NOSPACE holds back): once the alarm is in status, each member not defragmented since is."""
+    observed = _no_space(compacted=True, sizes={i: (3.0, 3.0) for i in (1, 2, 3)})
+    assert observed.observed_at is not None
+    raised = observed.observed_at - timedelta(seconds=20)
+    status = {"bootstrapped": True, "conditions": [{"type": "AlarmRaised", "status": "True", "reason": "NoSpaceAlarm",
+                                                    "lastTransitionTime": raised.strftime("%Y-%m-%dT%H:%M:%SZ")}]}
+    observed = dataclasses.replace(observed, cluster=make_cluster({**SMALL_QUOTA}, status=status))
+    before = replace_pod(observed, name(3), defragmented_at=raised - timedelta(seconds=5))
+    action = plan_through_drain(before)
+    assert isinstance(action, actions.Defragment) and action.member_name == name(3), action
+    done = before
+    for member in (1, 2, 3):
+        done = replace_pod(done, name(member), defragmented_at=raised + timedelta(seconds=member))
+    disarm = plan_next_action(done)
+    assert isinstance(disarm, actions.DisarmAlarm) and disarm.raised_for_seconds == 20.0, disarm
