@@ -13,8 +13,9 @@ Alarms (rule 11c, after the quorum checks, before membership changes):
   -> with `spec.alarms.recoverNoSpace` (the default): CompactHistory up to the current revision
   (no write can move it meanwhile), then Defragment every member not defragmented since the alarm
   (or with space to reclaim), one at a time, the leader last (MoveLeader first), then DisarmAlarm
-  once the data in use fits the quota with room to write. If it does not fit (nothing left to compact), ReportAlarm says so; a larger
-  spec.backendQuota rolls the members (rule 16) and the alarm is disarmed after.
+  once the data in use fits the quota with room to write. If it does not fit (nothing left to
+  compact), ReportAlarm says so; a larger spec.backendQuota rolls the members (rule 16) and the
+  alarm is disarmed after.
 
 Defragmentation (rule 16b, only when nothing else is to do: every member healthy and up to date,
 no learner, no alarm, inside `spec.defragmentation.window`): a member whose reclaimable space
