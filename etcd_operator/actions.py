@@ -141,6 +141,9 @@ class NoOp(_Action):
     """Converged: spec.size healthy members, all at spec.version."""
 
     reason: str = "converged"
+    # A member's database is close to the quota: NOSPACE may come with no Kubernetes event to
+    # announce it, so the cluster is re-checked sooner (rechecking.NEAR_QUOTA_RECHECK_SECONDS).
+    near_quota: bool = False
 
     KIND: ClassVar[str] = "noop"
     has_effect: ClassVar[bool] = False

@@ -49,7 +49,10 @@ from etcd_operator.observed import ObservedCluster
 MIB = 1024 * 1024
 # Routine defragmentation of a member that failed one waits this long.
 DEFRAGMENT_RETRY_SECONDS = 600.0
-# A database past this fraction of the quota is defragmented early ...
+# A database past this fraction of the quota is watched closely (re-checked every few seconds: it
+# may fill with no Kubernetes event to announce it) ...
+NEAR_QUOTA_RATIO = 0.5
+# ... and past this one defragmented early ...
 QUOTA_PRESSURE_RATIO = 0.8
 # ... when at least this fraction of it would be reclaimed.
 PRESSURE_RECLAIM_RATIO = 0.1
@@ -90,6 +93,12 @@ def plan_defragmentation(observed: ObservedCluster, spec: ClusterSpec, outdated:
         return None
     candidates = [m for m in voters if _fragmented(observed, spec, m) and not _failed_recently(observed, m)]
     return _defragment_next(observed, candidates, "fragmented")
+
+
+def near_quota(observed: ObservedCluster, spec: ClusterSpec) -> bool:
+    """Is a member's database past NEAR_QUOTA_RATIO of the quota?"""
+    limit = NEAR_QUOTA_RATIO * spec.effective_quota_bytes
+    return any(status.db_size >= limit for status in observed.endpoint_status.values())
 
 
 def alarm_raised_seconds(observed: ObservedCluster) -> float | None:

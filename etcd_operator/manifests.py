@@ -15,15 +15,24 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster
+from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
 from etcd_common.seed.pod import seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
 SECRET_FILE_MODE = 0o440
-# Plain-HTTP listener for /health and /metrics of client-TLS members: readiness is probed there,
-# so member pods need no client certificate (the operator's stays out of them).
-METRICS_PORT = 2381
-METRICS_PORT_NAME = "metrics"
+# Plain-HTTP listener for /health and /metrics on every member (Prometheus scrapes it); readiness
+# of client-TLS members is probed there, so member pods need no client certificate.
+METRICS_PORT = c.METRICS_PORT
+METRICS_PORT_NAME = c.METRICS_PORT_NAME
+# etcd's /health with the NOSPACE alarm left out (etcd >= 3.5): a member whose only problem is a
+# full quota still serves reads, so it stays ready and in the client service while the operator
+# frees space. Every httpGet readiness probe is of a 3.5+ member (see `_readiness_probe`).
+READINESS_HEALTH_PATH = "/health?exclude=NOSPACE"
+# etcd variables CoreOS-era manifests set in spec.pod.etcdEnv for what spec.compaction and
+# spec.backendQuota now say: honoured, the operator then leaves its own flag out
+# (`maintenance_flags`), since etcd refuses to start when a variable shadows a flag.
+COMPACTION_ENV = ("ETCD_AUTO_COMPACTION_MODE", "ETCD_AUTO_COMPACTION_RETENTION")
+QUOTA_ENV = ("ETCD_QUOTA_BACKEND_BYTES",)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,6 +120,8 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
     adding a field to PodPolicy later does not change the hash of existing pods (and roll them).
     Excluded on purpose: the PVC spec (an existing claim cannot change), the cluster domain
     (a member keeps the peer URL it was added with) and the TLS mode (refused by the planner).
+    The compaction and quota flags are in: default compaction made them non-empty, so the first
+    operator version with them rolled every existing cluster once (docs/upgrades.md).
     The security contexts are hashed as the pod gets them (defaults merged with the user's), so
     a change of the operator's defaults rolls the members once, and only once."""
     pod = spec.pod
@@ -129,6 +140,9 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
         "peerSecret": spec.tls.member_peer_secret,
         "serverSecret": spec.tls.member_server_secret,
         "operatorSecret": spec.tls.operator_secret,
+        # Read by etcd only at start: a change restarts the members one at a time (rule 16).
+        "maintenanceFlags": maintenance_flags(spec),
+        "metricsPort": METRICS_PORT,
     }
     kept = {key: value for key, value in material.items() if value not in (None, "", False, [], {})}
     canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
@@ -292,8 +306,9 @@ def build_member_pod(
     if state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None:
         # spec.restore: the seed starts from the snapshot (etcd_common.seed.pod).
         pod_spec["initContainers"] = seed_restore_init_containers(
-            spec.restore, etcd_image=spec.image, member=member, initial_cluster=initial_cluster,
-            cluster_token=cluster_token(cluster), security_context=etcd_container_security_context(),
+            spec.restore, etcd_image=spec.image, etcd_version=spec.version, member=member,
+            initial_cluster=initial_cluster, cluster_token=cluster_token(cluster),
+            security_context=etcd_container_security_context(),
         )
         volumes.extend(seed_restore_volumes(spec.restore))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _member_pod_metadata(cluster, member, state),
@@ -302,18 +317,29 @@ def build_member_pod(
 
 def _member_pod_metadata(cluster: EtcdCluster, member: str, state: InitialClusterState) -> dict[str, Any]:
     """The spec's pod labels and annotations, with ours (which win): member, serving, the etcd
-    version, the initial cluster state and the pod policy hash."""
+    version, the initial cluster state and the pod policy hash. The Prometheus scrape annotations
+    go under the spec's, so a user can turn scraping off."""
     spec = cluster.require_spec()
     policy = spec.pod
     labels = {**policy.labels, **member_labels(cluster.name, member), c.LABEL_SERVING: c.LABEL_SERVING_VALUE}
     metadata = _metadata(cluster, member, labels)
     metadata["annotations"] = {
+        **prometheus_annotations(),
         **policy.annotations,
         c.ANNOTATION_ETCD_VERSION: str(spec.version),
         c.ANNOTATION_INITIAL_CLUSTER_STATE: state,
         c.ANNOTATION_POD_POLICY_HASH: pod_policy_hash(spec),
     }
     return metadata
+
+
+def prometheus_annotations() -> dict[str, str]:
+    """Prometheus's conventional annotations pointing at the member's metrics listener."""
+    return {
+        c.ANNOTATION_PROMETHEUS_SCRAPE: "true",
+        c.ANNOTATION_PROMETHEUS_PORT: str(METRICS_PORT),
+        c.ANNOTATION_PROMETHEUS_PATH: c.METRICS_PATH,
+    }
 
 
 def _member_container(cluster: EtcdCluster, member: str, *, state: InitialClusterState,
@@ -333,6 +359,7 @@ def _member_container(cluster: EtcdCluster, member: str, *, state: InitialCluste
         "ports": [
             {"name": c.CLIENT_PORT_NAME, "containerPort": c.CLIENT_PORT, "protocol": "TCP"},
             {"name": c.PEER_PORT_NAME, "containerPort": c.PEER_PORT, "protocol": "TCP"},
+            {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "volumeMounts": [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}],
         "readinessProbe": _readiness_probe(cluster, member),
@@ -342,8 +369,6 @@ def _member_container(cluster: EtcdCluster, member: str, *, state: InitialCluste
         # exited (shown in the pod's lastState and the cluster's status).
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    if _probes_metrics_listener(spec):
-        container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"})
     if policy.resources:
         container["resources"] = _plain(policy.resources)
     return container
@@ -418,8 +443,8 @@ def etcd_command(
             f"--peer-cert-file={c.PEER_TLS_DIR}/{c.PEER_CERT_FILE}",
             f"--peer-key-file={c.PEER_TLS_DIR}/{c.PEER_KEY_FILE}",
         ]
-    if _probes_metrics_listener(spec):
-        command.append(f"--listen-metrics-urls=http://{pod_ip}:{METRICS_PORT}")
+    # Every member (etcd >= 3.3 has the flag): /metrics for Prometheus, /health for probes.
+    command.append(f"--listen-metrics-urls=http://{pod_ip}:{METRICS_PORT}")
     if spec.tls.client_tls:
         command += [
             "--client-cert-auth=true",
@@ -427,7 +452,24 @@ def etcd_command(
             f"--cert-file={c.SERVER_TLS_DIR}/{c.SERVER_CERT_FILE}",
             f"--key-file={c.SERVER_TLS_DIR}/{c.SERVER_KEY_FILE}",
         ]
-    return command
+    return command + maintenance_flags(spec)
+
+
+def etcd_env_sets(pod: PodPolicy, *names: str) -> bool:
+    """Whether spec.pod.etcdEnv sets any of the variables `names`."""
+    return any(variable.get("name") in names for variable in pod.etcd_env)
+
+
+def maintenance_flags(spec: ClusterSpec) -> list[str]:
+    """etcd's compaction flags (spec.compaction) and `--quota-backend-bytes` (spec.backendQuota,
+    when set), but those whose setting spec.pod.etcdEnv already makes (`COMPACTION_ENV`,
+    `QUOTA_ENV`); flags etcd 3.4 has too."""
+    flags: list[str] = []
+    if not etcd_env_sets(spec.pod, *COMPACTION_ENV):
+        flags += spec.compaction.etcd_flags()
+    if spec.backend_quota_bytes is not None and not etcd_env_sets(spec.pod, *QUOTA_ENV):
+        flags.append(f"--quota-backend-bytes={spec.backend_quota_bytes}")
+    return flags
 
 
 def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
@@ -437,14 +479,16 @@ def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
     etcd 3.4 answers `/health` with a v2 QGET that goes through the raft log; etcd 3.6 refuses to
     apply such entries ("detected disallowed v2 WAL") when it replays that log, so a 3.4 cluster
     probed on /health could not take 3.6 members later. Its members (and TLS members) are probed
-    with `etcdctl endpoint health`, a v3 read that leaves nothing in the log."""
+    with `etcdctl endpoint health`, a v3 read that leaves nothing in the log (which, unlike
+    /health?exclude=NOSPACE, fails on a member with the NOSPACE alarm: 3.4 has no `exclude`).
+    The httpGet probes are of 3.5+ members only and leave NOSPACE out (`READINESS_HEALTH_PATH`)."""
     timing = {"initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3}
     spec = cluster.require_spec()
     if _probes_metrics_listener(spec):
-        return {"httpGet": {"path": "/health", "port": METRICS_PORT, "scheme": "HTTP"}, **timing}
+        return {"httpGet": {"path": READINESS_HEALTH_PATH, "port": METRICS_PORT, "scheme": "HTTP"}, **timing}
     if spec.tls.client_tls or spec.version.minor_version in c.UPGRADE_SOURCE_MINOR_VERSIONS:
         return {"exec": {"command": _etcdctl_probe(cluster, member, ["endpoint", "health"])}, **timing}
-    return {"httpGet": {"path": "/health", "port": c.CLIENT_PORT, "scheme": "HTTP"}, **timing}
+    return {"httpGet": {"path": READINESS_HEALTH_PATH, "port": c.CLIENT_PORT, "scheme": "HTTP"}, **timing}
 
 
 def _liveness_probe() -> dict[str, Any]:
@@ -482,7 +526,8 @@ def _etcdctl_probe(cluster: EtcdCluster, member: str, arguments: list[str]) -> l
 
 def _probes_metrics_listener(spec: ClusterSpec) -> bool:
     """Client-TLS members (but those of an upgrade-source version, see `_readiness_probe`) are
-    probed on a plain metrics listener instead of with etcdctl and a client certificate."""
+    probed on the plain metrics listener (every member has one) instead of with etcdctl and a
+    client certificate."""
     return spec.tls.client_tls and spec.version.minor_version not in c.UPGRADE_SOURCE_MINOR_VERSIONS
 
 

@@ -174,6 +174,11 @@ class OperatorMetrics:
                     members: dict[str, tuple[int, int]]) -> None:
         """Quota, raised alarms and each member's (database size, size in use) as last observed."""
         self.backend_quota_bytes.labels(namespace=namespace, cluster=cluster).set(quota_bytes)
+        for result in MAINTENANCE_RESULTS:  # at 0 from the start: increase() then sees the first failure
+            self.defragmentations_total.labels(namespace=namespace, cluster=cluster, result=result)
+            self.compactions_total.labels(namespace=namespace, cluster=cluster, result=result)
+            for kind in ALARM_KINDS:
+                self.alarm_recoveries_total.labels(namespace=namespace, cluster=cluster, alarm=kind, result=result)
         for kind in ALARM_KINDS:
             self.alarms_active.labels(namespace=namespace, cluster=cluster, alarm=kind).set(1 if kind in alarms else 0)
         for labels in _series_of(self.member_db_size_bytes, namespace, cluster):

@@ -63,7 +63,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 14. Fewer voting members than spec.size -> AddMember (as learner), one at a time.
 15. More -> remove one: unhealthy, then outdated, then non-leader, then newest. The leader is
     never removed while it leads: MoveLeader first.
-16. Outdated members (image or pod policy differs from the spec), oldest first, leader last
+16. Outdated members (image or pod policy, which includes the compaction and quota flags,
+    differs from the spec), oldest first, leader last
     (MoveLeader first): on a PVC, when the others keep a quorum (3 or more voters) ->
     UpgradeMember (restart on the volume, same member); on emptyDir, or with 1 or 2 voters
     (whose restart would stop writes) -> AddMember(purpose upgrade) at the new spec, and rule 15
@@ -124,7 +125,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
-from etcd_operator.maintenance import plan_alarms, plan_defragmentation
+from etcd_operator.maintenance import near_quota, plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
     client_service_name,
     member_name,
@@ -281,7 +282,7 @@ def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
         return f"runs image {pod.image}, spec asks for {spec.image}"
     # Pods without the annotation (e.g. made by the CoreOS operator) are left alone.
     if pod.pod_policy_hash is not None and pod.pod_policy_hash != pod_policy_hash(spec):
-        return "spec.pod or spec.TLS changed since its pod was created"
+        return "spec.pod, spec.TLS, spec.compaction or spec.backendQuota changed since its pod was created"
     return None
 
 
@@ -514,7 +515,8 @@ def _plan_membership(observed: ObservedCluster, spec: ClusterSpec, policy: Plann
         or _rules_14_15_size(observed, spec, outdated)
         or _rule_16_upgrade(observed, spec, outdated)
         or plan_defragmentation(observed, spec, outdated)  # 16b
-        or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}")  # 17
+        or NoOp(f"{len(voters)} healthy member(s) running etcd {spec.version}",
+                near_quota=near_quota(observed, spec))  # 17
     )
 
 

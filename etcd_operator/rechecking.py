@@ -11,13 +11,14 @@ supervisor, told what each pass did (`delay_after(action, outcome)`).
   process) still turns its pod NotReady through the readiness probe, which is an event. A
   cluster found converged pass after pass is therefore re-checked less often, up to
   STABLE_RECHECK_MAX_MULTIPLE resync periods; any pass that is not a quiet one (an action, a
-  wait) starts over at one.
+  wait) starts over at one. One whose database is near the quota is re-checked every
+  NEAR_QUOTA_RECHECK_SECONDS instead (NOSPACE comes without an event).
 """
 from __future__ import annotations
 
 import enum
 
-from etcd_operator.actions import Action, ReportQuorumLoss, Wait
+from etcd_operator.actions import Action, NoOp, ReportQuorumLoss, Wait
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
 # A change etcd refused for now ("unhealthy cluster" for its 5 s after a change, "learner not in
@@ -35,6 +36,9 @@ WAIT_FAST_PASSES = 20
 IMMINENT_POLL_SECONDS = 0.05
 IMMINENT_MAX_PASSES = 60
 STABLE_RECHECK_MAX_MULTIPLE = 3.0
+# A converged cluster whose database is near the quota (NoOp.near_quota) is re-checked this often:
+# etcd raises NOSPACE without any Kubernetes event, and the recovery starts at the next pass.
+NEAR_QUOTA_RECHECK_SECONDS = 2.0
 # The controller's own resync (wake every supervisor, restart one whose thread died) is only a net
 # under the supervisors' schedules: were it every resync period, it would wake every cluster at
 # the same instant, and stretching a stable cluster's interval would change nothing.
@@ -105,6 +109,8 @@ class Pacing:
             return self._same_wait((action.kind, action.describe()))
         self._waiting_on, self._waits = None, 0
         self._imminent_passes = 0
+        if isinstance(action, NoOp) and action.near_quota:
+            return NEAR_QUOTA_RECHECK_SECONDS
         return self.resync_seconds
 
     def _same_wait(self, waiting_on: tuple[str, str]) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from etcd_operator.spec import DEFAULT_TRUSTED_REPOSITORIES
+from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -40,8 +40,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
     add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
     parser.add_argument(
         "--trusted-repositories", default=env_str("TRUSTED_REPOSITORIES", ",".join(DEFAULT_TRUSTED_REPOSITORIES)),
-        help="comma-separated image repositories EtcdClusters may use in spec.repository (an entry "
-             "ending in / trusts every repository under it); others are refused "
+        help="comma-separated image repositories EtcdClusters may use in spec.repository and "
+             "spec.restore.fetchImage (an entry ending in / trusts every repository under it); others are refused "
              f"[TRUSTED_REPOSITORIES, default {','.join(DEFAULT_TRUSTED_REPOSITORIES)}]")
     parser.add_argument(
         "--unhealthy-member-timeout-seconds", type=float,
@@ -56,5 +56,5 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),
         unhealthy_member_timeout_seconds=args.unhealthy_member_timeout_seconds or None,
-        trusted_repositories=tuple(r.strip() for r in args.trusted_repositories.split(",") if r.strip()),
+        trusted_repositories=parse_trusted_repositories(args.trusted_repositories),
     )

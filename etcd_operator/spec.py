@@ -14,6 +14,9 @@ from etcd_common.api import constants as c
 from etcd_common.api import etcd_cluster as shared
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy, UnsupportedVersion
 from etcd_common.api.fields import JsonDict, SpecError
+from etcd_common.api.images import TRUSTED_REPOSITORIES_FLAG, repository_trusted, untrusted_image_problem
+from etcd_common.api.maintenance import Compaction, format_bytes, parse_quantity_bytes
+from etcd_operator.manifests import COMPACTION_ENV, QUOTA_ENV, etcd_env_sets
 from etcd_operator.versions import (
     accepted_versions_text,
     support_of,
@@ -21,8 +24,6 @@ from etcd_operator.versions import (
     upgrade_source_warning,
 )
 
-# The repositories the official etcd images are published to (`<repository>:v<version>`).
-DEFAULT_TRUSTED_REPOSITORIES = ("quay.io/coreos/etcd", "gcr.io/etcd-development/etcd")
 # etcd environment variables that would override what the operator manages, besides the
 # ETCD_<FLAG> of each flag it sets: a config file replaces every flag, force-new-cluster and
 # discovery rewrite membership, strict-reconfig-check off lets unsafe member changes through,
@@ -43,22 +44,31 @@ DENIED_ETCD_ENV = frozenset({
 })
 
 
+# What a member's volume must hold beyond twice the backend quota (defragmentation writes a
+# second copy of the database beside the first): WAL segments and snapshots.
+QUOTA_VOLUME_HEADROOM_BYTES = 256 * c.MIB
+_STORAGE_FIELD = "spec.pod.persistentVolumeClaimSpec.resources.requests.storage"
+
+
 def check_trusted_repository(cluster: EtcdCluster, trusted: tuple[str, ...]) -> EtcdCluster:
-    """The cluster, or a copy whose spec is refused because spec.repository is not one of
-    `trusted` (an entry ending in "/" trusts every repository under it): the operator starts
-    pods for whoever can write an EtcdCluster, and must not run just any image for them."""
+    """The cluster, or a copy whose spec is refused because spec.repository, or the
+    spec.restore.fetchImage of a cluster not bootstrapped yet, is not from one of `trusted` (an
+    entry ending in "/" trusts every repository under it): the operator starts pods for whoever
+    can write an EtcdCluster, and must not run just any image for them. A bootstrapped cluster's
+    fetchImage is never run again, so it is not held against the cluster."""
     spec = cluster.spec
-    if spec is None or repository_trusted(spec.repository, trusted):
+    if spec is None:
         return cluster
-    return dataclasses.replace(cluster, spec=None, spec_error=(
-        f"spec.repository {spec.repository} is not a repository this operator trusts "
-        f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with "
-        f"--trusted-repositories / TRUSTED_REPOSITORIES)"
-    ))
-
-
-def repository_trusted(repository: str, trusted: tuple[str, ...]) -> bool:
-    return any(repository == entry or (entry.endswith("/") and repository.startswith(entry)) for entry in trusted)
+    problem = None
+    if not repository_trusted(spec.repository, trusted):
+        problem = (f"spec.repository {spec.repository} is not a repository this operator trusts "
+                   f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with "
+                   f"{TRUSTED_REPOSITORIES_FLAG})")
+    elif spec.restore is not None and not cluster.recorded.bootstrapped:
+        problem = untrusted_image_problem("spec.restore.fetchImage", spec.restore.fetch_image, trusted)
+    if problem is None:
+        return cluster
+    return dataclasses.replace(cluster, spec=None, spec_error=problem)
 
 
 def parse_etcd_cluster(obj: JsonDict) -> EtcdCluster:
@@ -88,6 +98,8 @@ def check_cluster_spec(spec: ClusterSpec) -> ClusterSpec:
     warnings.extend(spec.warnings)
     warnings.extend(_check_pod_policy(spec.pod))
     _check_tls(spec)
+    warnings.extend(_check_maintenance_env(spec))
+    warnings.extend(_check_backend_quota(spec))
     return dataclasses.replace(spec, warnings=tuple(warnings))
 
 
@@ -134,3 +146,81 @@ def _check_tls(spec: ClusterSpec) -> None:
             "spec.TLS.static.member.serverSecret and spec.TLS.static.operatorSecret go together: "
             "members serve client TLS with the first and the operator connects with the second"
         )
+
+
+def _check_maintenance_env(spec: ClusterSpec) -> list[str]:
+    """CoreOS-era manifests set compaction and the quota with etcdEnv: still honoured (the
+    operator then leaves its flags out, see `manifests.maintenance_flags`), with a warning;
+    refused beside the spec field that says the same."""
+    warnings: list[str] = []
+    for names, field, is_set in (
+        (COMPACTION_ENV, "spec.compaction", spec.compaction != Compaction()),
+        (QUOTA_ENV, "spec.backendQuota", spec.backend_quota_bytes is not None),
+    ):
+        used = [name for name in names if etcd_env_sets(spec.pod, name)]
+        if not used:
+            continue
+        if is_set:
+            raise SpecError(
+                f"spec.pod.etcdEnv sets {', '.join(used)} and {field} is set too: keep only {field}"
+            )
+        warnings.append(f"spec.pod.etcdEnv sets {', '.join(used)}: honoured, but {field} is the field for it")
+    return warnings
+
+
+def volume_needed_bytes(quota_bytes: int) -> int:
+    """The smallest member volume a backend quota fits: 2 x quota + the headroom."""
+    return 2 * quota_bytes + QUOTA_VOLUME_HEADROOM_BYTES
+
+
+def _check_backend_quota(spec: ClusterSpec) -> list[str]:
+    """Raises SpecError for a spec.backendQuota the member volumes cannot hold; warns about one
+    above etcd's suggested maximum, and about a volume too small for etcd's default quota (not
+    refused: CoreOS manifests must keep working). No check on emptyDir, nor when the quota is
+    left to an etcdEnv variable."""
+    if etcd_env_sets(spec.pod, *QUOTA_ENV):
+        return []
+    warnings: list[str] = []
+    quota = spec.backend_quota_bytes
+    if quota is not None and quota > c.SUGGESTED_MAX_QUOTA_BACKEND_BYTES:
+        warnings.append(
+            f"spec.backendQuota {format_bytes(quota)} is above "
+            f"{format_bytes(c.SUGGESTED_MAX_QUOTA_BACKEND_BYTES)}, etcd's suggested maximum: a bigger database "
+            f"makes defragmentation, snapshots and member restarts slow"
+        )
+    storage = _volume_storage(spec)
+    if storage is None:
+        return warnings
+    written, volume = storage
+    needed = volume_needed_bytes(spec.effective_quota_bytes)
+    if volume >= needed:
+        return warnings
+    rule = (
+        f"a member's volume must hold 2 x the quota + {format_bytes(QUOTA_VOLUME_HEADROOM_BYTES)} = "
+        f"{format_bytes(needed)} (defragmentation writes a second copy of the database; the WAL and "
+        f"snapshots need room)"
+    )
+    fits = (volume - QUOTA_VOLUME_HEADROOM_BYTES) // 2 // c.MIB * c.MIB
+    if quota is None:
+        advice = f"set spec.backendQuota to at most {format_bytes(fits)}" if fits > 0 else "request more storage"
+        warnings.append(
+            f"{_STORAGE_FIELD} {written} is too small for etcd's default quota of "
+            f"{format_bytes(c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES)}: {rule}; {advice}"
+        )
+        return warnings
+    advice = f"lower spec.backendQuota to at most {format_bytes(fits)} or " if fits > 0 else ""
+    raise SpecError(
+        f"spec.backendQuota {format_bytes(quota)} does not fit {_STORAGE_FIELD} {written}: {rule}; "
+        f"{advice}request at least {format_bytes(needed)} of storage"
+    )
+
+
+def _volume_storage(spec: ClusterSpec) -> tuple[str, int] | None:
+    """The member volume's size as written and in bytes; None on emptyDir (or a size this parser
+    does not read: the API server judges the claim)."""
+    claim = spec.pod.persistent_volume_claim_spec
+    if claim is None:
+        return None
+    storage = ((claim.get("resources") or {}).get("requests") or {}).get("storage")
+    volume = parse_quantity_bytes(storage)
+    return None if volume is None else (str(storage), volume)

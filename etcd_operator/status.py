@@ -88,15 +88,8 @@ def compute_status(
     availability = _availability(observed, bootstrapped)
     alarm = _alarm(observed)
     phase, reason, summary = _phase(observed, action, availability, bootstrapped, alarm)
-    message = summary
     problems = start_problems(observed)
-    if problems:
-        message = f"{message}; {'; '.join(p.describe() for p in problems)}"
-    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
-        message = f"{message}; {action.describe()}"
-    if last_error:
-        message = f"{message}; last error: {last_error}"
-
+    message = _message(summary, problems, action, last_error)
     conditions = [
         _condition(observed, CONDITION_AVAILABLE, *availability, now=now),
         _condition(observed, CONDITION_SCALING, *_scaling(observed, bootstrapped), now=now),
@@ -127,6 +120,19 @@ def compute_status(
         "conditions": conditions,
         "maintenance": maintenance_status(observed),
     }
+
+
+def _message(summary: str, problems: tuple[StartProblem, ...], action: Action | None, last_error: str | None) -> str:
+    """The one-line `message`: the phase's summary, what keeps members from starting, what this
+    pass does, and the last error."""
+    message = summary
+    if problems:
+        message = f"{message}; {'; '.join(p.describe() for p in problems)}"
+    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
+        message = f"{message}; {action.describe()}"
+    if last_error:
+        message = f"{message}; last error: {last_error}"
+    return message
 
 
 def maintenance_status(observed: ObservedCluster) -> dict[str, Any]:

@@ -151,8 +151,11 @@ class Controller:
             key = cache.remove(obj)
             self._stop_worker(key)
             return
+        previous = cache.get(object_key(obj))
         key = cache.upsert(obj)
-        self._ensure_worker(key).notify()
+        worker = self._ensure_worker(key)
+        if previous is None or not status_only_change(previous, obj):
+            worker.notify()
 
     def _on_owned_event(self, kind: OwnedKind) -> Callable[[str, dict[str, Any]], None]:
         cache = kind.cache
@@ -211,3 +214,18 @@ class Controller:
             worker.stop()
             self._on_deleted(key)
             log.info("%s/%s deleted; worker stopped", *key)
+
+
+# Metadata the API server changes on every write, status writes included.
+_WRITE_BOOKKEEPING = ("resourceVersion", "managedFields")
+
+
+def status_only_change(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Did only the status change (the operator's own status write, echoed by the watch)? Such an
+    event wakes no worker: the pass that wrote it already acted on everything else, and with
+    status that moves on its own (a member's database size) every write would otherwise wake the
+    next pass at once."""
+    def rest(obj: dict[str, Any]) -> dict[str, Any]:
+        metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _WRITE_BOOKKEEPING}
+        return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": metadata}
+    return rest(before) == rest(after)

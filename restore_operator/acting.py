@@ -25,7 +25,8 @@ def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: 
                           location: S3Location, fetch_image: str, bump_revision: int) -> dict[str, Any]:
     assert restore.spec is not None
     source = RestoreSource(s3=location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
-                           fetch_image=fetch_image, restore_uid=restore.uid)
+                           fetch_image=fetch_image, restore_uid=restore.uid, etag=facts.etag,
+                           version_id=facts.version_id)
     return {
         "apiVersion": c.API_GROUP_VERSION,
         "kind": c.KIND,

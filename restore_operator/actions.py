@@ -55,6 +55,9 @@ class ReplaceCluster(Action):
 @dataclass(frozen=True)
 class CreateCluster(Action):
     cluster_spec: Mapping[str, Any]
+    # What the seed bumps the restored revisions by (0 when the version's tool cannot, see `warning`).
+    bump_revision: int = 0
+    warning: str = ""
     phase: ClassVar[str] = PHASE_RESTORING
 
     def describe(self) -> str:

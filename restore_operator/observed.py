@@ -18,6 +18,10 @@ class SnapshotFacts:
     revision: int
     total_keys: int = 0
     hash: int = 0
+    # The S3 object verified: its ETag, and its version id in a versioned bucket ("" when none);
+    # the seed fetches that object and no other.
+    etag: str = ""
+    version_id: str = ""
 
 
 @dataclass(frozen=True)

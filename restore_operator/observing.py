@@ -130,7 +130,8 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
         facts = SnapshotFacts(
             sha256=str(snapshot.get("sha256")), size=_int(snapshot.get("size")),
             revision=_int(snapshot.get("revision")), total_keys=_int(snapshot.get("totalKeys")),
-            hash=_int(snapshot.get("hash")),
+            hash=_int(snapshot.get("hash")), etag=str(snapshot.get("etag") or ""),
+            version_id=str(snapshot.get("versionId") or ""),
         )
     cluster_spec = raw.get("clusterSpec")
     restored = raw.get("restoredCluster")

@@ -6,13 +6,16 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
 
  1. A finished restore (Completed, or Failed for this generation) -> Done. A restore runs once.
  2. Spec unreadable, or a storage type other than S3 -> Fail (nothing touched).
- 3. No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
+ 3. No awsSecret -> Fail: the seed pod could not fetch the snapshot (`preflight.py`).
+    No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
     its failure fails the restore and leaves any cluster untouched.
  4. The EtcdCluster exists and carries this restore's uid (we created it):
     - being deleted (by someone else) -> Wait;
     - Running with spec.size ready members serving at least the snapshot's revision -> Succeed;
     - otherwise -> Wait (the etcd operator is seeding and growing it).
- 5. The EtcdCluster exists and is not ours -> ReplaceCluster: its spec is recorded in status
+ 5. The EtcdCluster exists and is not ours -> the preflight (`preflight.py`: the seed's
+    credentials, the spec, version and images of the cluster to create) fails the restore, or
+    ReplaceCluster: its spec is recorded in status
     first (so a restart after the delete can still recreate it), then it is deleted (foreground,
     uid precondition). Destructive by design, as in CoreOS; it happens only after rule 3.
     Already being deleted, or another EtcdRestore still restoring it -> Wait (two restores of
@@ -21,16 +24,21 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
     Fail: someone deleted it before the restore completed; restoring again would be a second
     restore nobody asked for.
  7. No EtcdCluster, but pods of that name still exist -> Wait (a new seed must not meet them).
- 8. No EtcdCluster -> CreateCluster from the recorded spec (the replaced cluster's), else the
-    restore's `clusterSpec` template, else the defaults; with `spec.restore` and this restore's uid.
+ 8. No EtcdCluster -> Fail when none was ever there to replace and the restore gives no
+    `clusterSpec` (a restore names a cluster that exists, or says how to make a new one); else
+    the preflight, then CreateCluster from the recorded spec (the replaced cluster's), else the
+    template; with `spec.restore` (the revision bump the version's tool can take) and this
+    restore's uid.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
 from restore_operator.observed import ObservedRestore
+from restore_operator.preflight import RestorePolicy, cluster_not_found, preflight, seed_credentials_problem
 from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING
 
 DEFAULT_CLUSTER_SIZE = 3
@@ -40,7 +48,10 @@ REASON_UNSUPPORTED_STORAGE = "UnsupportedStorageType"
 REASON_CLUSTER_DELETED = "RestoredClusterDeleted"
 
 
-def plan_next_action(observed: ObservedRestore) -> Action:
+DEFAULT_POLICY = RestorePolicy()
+
+
+def plan_next_action(observed: ObservedRestore, policy: RestorePolicy = DEFAULT_POLICY) -> Action:
     restore = observed.restore
     recorded = observed.recorded
     if recorded.phase == PHASE_COMPLETED or (
@@ -51,6 +62,9 @@ def plan_next_action(observed: ObservedRestore) -> Action:
     if restore.spec.storage_type != STORAGE_TYPE_S3 or restore.spec.storage.s3 is None:
         return Fail(REASON_UNSUPPORTED_STORAGE,
                     f"spec.backupStorageType {restore.spec.storage_type} is not supported; only S3 is")
+    no_credentials = seed_credentials_problem(restore)
+    if no_credentials is not None:
+        return no_credentials
     if recorded.snapshot is None:
         return VerifySnapshot()
     cluster = observed.cluster
@@ -67,6 +81,13 @@ def plan_next_action(observed: ObservedRestore) -> Action:
             return Wait(f"the restored cluster is Running but does not serve the snapshot's revision "
                         f"{recorded.snapshot.revision} yet ({detail})", PHASE_RESTORING)
         return Succeed(served)
+    return _plan_replacement(observed, policy)
+
+
+def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Action:
+    """Rules 5-8: the snapshot is verified and no cluster of ours exists (yet)."""
+    restore, recorded, cluster = observed.restore, observed.recorded, observed.cluster
+    assert restore.spec is not None
     created = recorded.restored_cluster_uid
     if created and (cluster is None or cluster.uid != created):
         return Fail(REASON_CLUSTER_DELETED,
@@ -78,17 +99,29 @@ def plan_next_action(observed: ObservedRestore) -> Action:
         if observed.other_restore_in_progress:
             return Wait(f"EtcdRestore {observed.other_restore_in_progress} is restoring this cluster; "
                         "waiting for it to finish before replacing it", PHASE_REPLACING)
-        return ReplaceCluster(cluster.uid, recorded.cluster_spec or cluster.spec)
+        spec = recorded.cluster_spec or cluster.spec
+        checked = preflight(restore, without_restore(spec), policy)
+        return checked if isinstance(checked, Fail) else ReplaceCluster(cluster.uid, spec)
+    if recorded.cluster_spec is None and restore.spec.cluster_spec is None:
+        return cluster_not_found(restore)
     if observed.cluster_pods:
         return Wait(f"{observed.cluster_pods} pod(s) of the deleted cluster still exist", PHASE_REPLACING)
-    return CreateCluster(new_cluster_spec(observed))
+    new_spec = new_cluster_spec(observed)
+    checked = preflight(restore, new_spec, policy)
+    if isinstance(checked, Fail):
+        return checked
+    return CreateCluster(new_spec, bump_revision=checked.bump_revision, warning=checked.warning)
 
 
 def new_cluster_spec(observed: ObservedRestore) -> dict[str, Any]:
     """The spec to create: the replaced cluster's, else the template, else the defaults (without
     any earlier `restore`, which the executor sets)."""
     spec = observed.restore.spec
-    base = observed.recorded.cluster_spec or (spec.cluster_spec if spec is not None else None) or {}
-    result = {key: value for key, value in base.items() if key != "restore"}
+    return without_restore(observed.recorded.cluster_spec or (spec.cluster_spec if spec is not None else None) or {})
+
+
+def without_restore(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec` without an earlier `restore`, with the default size when it names none."""
+    result = {key: value for key, value in spec.items() if key != "restore"}
     result.setdefault("size", DEFAULT_CLUSTER_SIZE)
     return result

@@ -5,6 +5,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
 from operator_runtime.flags import (
     RuntimeSettings,
@@ -27,6 +28,7 @@ class RestoreSettings:
     etcdutl_binary: str | None
     etcdctl_binary: str | None
     runtime: RuntimeSettings
+    trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
@@ -46,6 +48,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
                         default=int(env_str("RESTORE_BUMP_REVISION", str(DEFAULT_BUMP_REVISION))),
                         help="added to the restored revisions (and marked compacted) so watchers never "
                              "see revisions go backwards; 0: none [RESTORE_BUMP_REVISION]")
+    parser.add_argument(
+        "--trusted-repositories", default=env_str("TRUSTED_REPOSITORIES", ",".join(DEFAULT_TRUSTED_REPOSITORIES)),
+        help="the etcd operator's trusted image repositories (set both the same): a restore whose fetch image "
+             "or EtcdCluster repository is not among them fails before anything is deleted "
+             f"[TRUSTED_REPOSITORIES, default {','.join(DEFAULT_TRUSTED_REPOSITORIES)}]")
     add_program_flag(parser, "etcdutl", env="ETCDUTL_BINARY")
     add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
     args = parser.parse_args(argv)
@@ -60,4 +67,5 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
         etcdutl_binary=args.etcdutl,
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),
+        trusted_repositories=parse_trusted_repositories(args.trusted_repositories),
     )

@@ -14,7 +14,7 @@ from typing import Any
 from etcd_common.api.etcd_restore import EtcdRestore, parse_etcd_restore
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
-from etcd_common.storage.s3 import S3Error, SecretReader, storage_for_location
+from etcd_common.storage.s3 import S3Error, S3ObjectNotFound, SecretReader, split_path, storage_for_location
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -25,9 +25,10 @@ from operator_runtime.worker import ObjectWorker, short_error
 from restore_operator import acting
 from restore_operator import actions as a
 from restore_operator.metrics import RestoreMetrics
-from restore_operator.observed import ObservedRestore
+from restore_operator.observed import ObservedRestore, SnapshotFacts
 from restore_operator.observing import observe_restore
 from restore_operator.planning import plan_next_action
+from restore_operator.preflight import NOTHING_TOUCHED, RestorePolicy, snapshot_object_problem
 from restore_operator.settings import RestoreSettings
 from restore_operator.status import (
     CONDITION_CLUSTER_RESTORED,
@@ -36,8 +37,11 @@ from restore_operator.status import (
     PHASE_FAILED,
     PHASE_RESTORING,
     PHASE_VERIFYING,
+    S3_UNREACHABLE_TIMEOUT_SECONDS,
+    failing_seconds,
     next_status,
     snapshot_to_api,
+    track_error,
 )
 from restore_operator.verifying import verify_snapshot
 
@@ -67,6 +71,9 @@ class RestoreSupervisor:
         self.context = context
         self.log = object_logger(key[0], key[1], logging.getLogger(__name__), field="restore")
         self._started = time.monotonic()
+        settings = context.settings
+        self.policy = RestorePolicy(fetch_image=settings.fetch_image, bump_revision=settings.bump_revision,
+                                    trusted_repositories=settings.trusted_repositories)
         self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role="restore",
                                    on_pass=self._count_pass, expected_errors=(KubeError, S3Error, ctl.EtcdctlError))
 
@@ -82,7 +89,7 @@ class RestoreSupervisor:
         restore = parse_etcd_restore(raw)
         observed = observe_restore(restore, raw, clusters=ctx.clusters, pods=ctx.pods, etcd=ctx.etcd,
                                    find_restore=lambda ns, name: ctx.restores.get((ns, name)))
-        action = plan_next_action(observed)
+        action = plan_next_action(observed, self.policy)
         if isinstance(action, a.Done):
             return ctx.settings.resync_seconds
         if action.has_effect and not ctx.may_act():
@@ -96,6 +103,14 @@ class RestoreSupervisor:
             return ctx.settings.resync_seconds
         if isinstance(action, a.VerifySnapshot):
             return self._verify(raw, restore, current)
+        if isinstance(action, (a.ReplaceCluster, a.CreateCluster)):
+            # Still the object verified? Checked again right before the delete (or the create).
+            assert observed.recorded.snapshot is not None
+            nothing_deleted = isinstance(action, a.ReplaceCluster) or not observed.recorded.cluster_spec
+            stopped = self._recheck_snapshot(raw, restore, current, observed.recorded.snapshot,
+                                             nothing_deleted=nothing_deleted)
+            if stopped is not None:
+                return stopped
         if isinstance(action, a.ReplaceCluster):
             return self._replace_cluster(raw, restore, current, action)
         if isinstance(action, a.CreateCluster):
@@ -120,7 +135,7 @@ class RestoreSupervisor:
         assert restore.spec is not None
         # Record the spec first: after the delete, only the status remembers it.
         self._write(raw, restore, current, action.phase, action.describe(),
-                    updates={"clusterSpec": dict(action.cluster_spec)})
+                    updates={"clusterSpec": dict(action.cluster_spec), "lastError": None})
         ctx.events.record(raw, "Warning", "ReplacingCluster",
                           f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {action.cluster_uid}) "
                           "to recreate it from the verified snapshot")
@@ -134,24 +149,28 @@ class RestoreSupervisor:
         assert observed.recorded.snapshot is not None
         body = acting.restored_cluster_body(
             restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
-            fetch_image=ctx.settings.fetch_image, bump_revision=ctx.settings.bump_revision)
+            fetch_image=ctx.settings.fetch_image, bump_revision=action.bump_revision)
         uid = acting.create_cluster(ctx.clusters, body)
+        if action.warning:
+            ctx.events.record(raw, "Warning", "RevisionNotBumped", action.warning)
         ctx.events.record(raw, "Normal", "ClusterCreated",
                           f"created EtcdCluster {restore.spec.etcd_cluster_name} "
                           f"(size {action.cluster_spec.get('size')}) "
                           f"seeded from revision {observed.recorded.snapshot.revision}")
         updates: dict[str, Any] = {"restoredCluster": {"name": restore.spec.etcd_cluster_name,
                                                        **({"uid": uid} if uid else {})}}
-        self._write(raw, restore, current, action.phase, action.describe(), updates=updates,
-                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", action.describe())})
+        message = f"{action.describe()}; {action.warning}" if action.warning else action.describe()
+        self._write(raw, restore, current, action.phase, message, updates={**updates, "lastError": None},
+                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", message)})
         return WAIT_POLL_SECONDS
 
     def _verify(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any]) -> float:
         ctx = self.context
         assert restore.spec is not None and restore.spec.storage.s3 is not None
         location = restore.spec.storage.s3
-        self._write(raw, restore, current, PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
-        current = (ctx.restores.get(self.key) or raw).get("status") or {}
+        if not current.get("lastError"):  # while S3 fails, the message keeps saying why
+            self._write(raw, restore, current, PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
+            current = (ctx.restores.get(self.key) or raw).get("status") or {}
         started = time.monotonic()
         try:
             storage = storage_for_location(location, restore.namespace, ctx.read_secret)
@@ -159,9 +178,8 @@ class RestoreSupervisor:
                                        etcdutl=ctx.settings.etcdutl_binary)
         except S3Error as error:
             if error.transient:
-                self._write(raw, restore, current, PHASE_VERIFYING, f"{error.message}; retrying",
-                            conditions={CONDITION_SNAPSHOT_VERIFIED: ("False", error.reason, error.message)})
-                raise
+                return self._s3_failing(raw, restore, current, error, f"cannot verify s3://{location.path}",
+                                        verified=False, consequence=NOTHING_TOUCHED)
             self._fail(raw, restore, current, error.reason, error.message)
             return ctx.settings.resync_seconds
         except ctl.SnapshotInvalid as error:
@@ -179,10 +197,56 @@ class RestoreSupervisor:
         message = (f"snapshot verified: revision {facts.revision}, {facts.total_keys} keys, {facts.size} bytes, "
                    f"sha256 {facts.sha256}")
         self._write(raw, restore, current, PHASE_VERIFYING, message,
-                    updates={"snapshot": snapshot_to_api(facts)},
+                    updates={"snapshot": snapshot_to_api(facts), "lastError": None},
                     conditions={CONDITION_SNAPSHOT_VERIFIED: ("True", "Verified", message)})
         ctx.events.record(raw, "Normal", "SnapshotVerified", message)
         return 0.0
+
+    def _recheck_snapshot(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
+                          facts: SnapshotFacts, *, nothing_deleted: bool) -> float | None:
+        """None while the object is still the one verified; else the restore failed (or will be
+        retried: S3 not answering) and this is the delay before the next pass."""
+        assert restore.spec is not None and restore.spec.storage.s3 is not None
+        location = restore.spec.storage.s3
+        consequence = NOTHING_TOUCHED if nothing_deleted else "the replaced cluster was deleted already"
+        bucket, key = split_path(location.path)
+        try:
+            storage = storage_for_location(location, restore.namespace, self.context.read_secret)
+            info = storage.head(bucket, key, version_id=facts.version_id)
+        except S3ObjectNotFound:
+            info = None
+        except S3Error as error:
+            if error.transient:
+                return self._s3_failing(raw, restore, current, error, f"cannot re-check s3://{location.path}",
+                                        verified=True, consequence=consequence)
+            self._fail(raw, restore, current, error.reason, f"{error.message}; {consequence}")
+            return self.context.settings.resync_seconds
+        problem = snapshot_object_problem(location.path, facts, info, consequence=consequence)
+        if problem is None:
+            return None
+        self._fail(raw, restore, current, problem.reason, problem.message)
+        return self.context.settings.resync_seconds
+
+    def _s3_failing(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], error: S3Error,
+                    doing: str, *, verified: bool, consequence: str) -> float:
+        """S3 did not answer (transient): status says so and since when (status.lastError); after
+        S3_UNREACHABLE_TIMEOUT_SECONDS of it the restore fails, else the error goes to the worker,
+        which retries with backoff."""
+        now = datetime.now(UTC)
+        last = track_error(current.get("lastError"), error.message, now)
+        seconds = failing_seconds(last, now)
+        limit = S3_UNREACHABLE_TIMEOUT_SECONDS
+        if seconds >= limit:
+            self._fail(raw, restore, current, error.reason,
+                       f"{doing}: S3 has been failing for {seconds:.0f} s (limit {limit:.0f} s); last error: "
+                       f"{error.message}; {consequence}")
+            return self.context.settings.resync_seconds
+        message = (f"{doing}: {error.message}; failing for {seconds:.0f} s, retrying "
+                   f"(the restore fails after {limit:.0f} s of this)")
+        conditions = {} if verified else {CONDITION_SNAPSHOT_VERIFIED: ("False", error.reason, message)}
+        self._write(raw, restore, current, str(current.get("phase") or PHASE_VERIFYING), message,
+                    updates={"lastError": last}, conditions=conditions)
+        raise error
 
     def _fail(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], reason: str,
               message: str) -> None:
@@ -191,7 +255,7 @@ class RestoreSupervisor:
         self._write(raw, restore, current, PHASE_FAILED, message, reason=reason, conditions=conditions)
         self.context.events.record(raw, "Warning", "RestoreFailed", f"{reason}: {message}")
         self.context.metrics.count_restore("failed", self._elapsed(current))
-        self.log.warning("restore failed (%s): %s; no cluster was touched", reason, message)
+        self.log.warning("restore failed (%s): %s", reason, message)
 
     def _elapsed(self, current: dict[str, Any]) -> float | None:
         start = current.get("startTime")

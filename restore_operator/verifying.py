@@ -1,5 +1,6 @@
-"""Fetch and verify a snapshot before any cluster is touched: download it (with the restore's
-credentials) into a private temporary directory, check the SHA-256 trailer etcd appends to every
+"""Fetch and verify a snapshot before any cluster is touched: read the object's ETag (and version
+id), download that object and no other (If-Match; with the restore's credentials) into a private
+temporary directory, check the SHA-256 trailer etcd appends to every
 snapshot (first: etcdutl crashes on some truncated files), read it with `etcdutl snapshot status`
 and restore it once into a throwaway data directory (etcdutl checks the same trailer and the
 database itself). The copy is removed afterwards, whatever happened."""
@@ -39,7 +40,8 @@ def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str |
     try:
         path = os.path.join(directory, "snapshot.db")
         started = time.monotonic()
-        size = storage.download_file(bucket, key, path)
+        info = storage.head(bucket, key)
+        size = storage.download_file(bucket, key, path, if_match=info.etag, version_id=info.version_id)
         downloaded = time.monotonic()
         sha256 = verify_snapshot_file(path, where=f"s3://{bucket}/{key}")
         status = ctl.snapshot_status(path, binary=etcdutl)
@@ -48,8 +50,8 @@ def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str |
             initial_cluster=f"{TRIAL_MEMBER}={TRIAL_PEER_URL}", initial_advertise_peer_urls=[TRIAL_PEER_URL],
             initial_cluster_token="verify", binary=etcdutl,
         )
-        facts = SnapshotFacts(sha256=sha256, size=size, revision=status.revision,
-                              total_keys=status.total_keys, hash=status.hash)
+        facts = SnapshotFacts(sha256=sha256, size=size, revision=status.revision, total_keys=status.total_keys,
+                              hash=status.hash, etag=info.etag, version_id=info.version_id)
         log.info("snapshot s3://%s/%s verified: %d bytes, revision %d, %d keys, sha256 %s",
                  bucket, key, size, status.revision, status.total_keys, sha256)
         return Verified(facts, downloaded - started, time.monotonic() - downloaded)

@@ -33,6 +33,8 @@ SECONDS_PER_DAY: Final = 24 * 3600
 # take it ("5m", "1h30m", "1.5h"); the CRD schema holds the same pattern (a bare number too, for
 # the revision mode).
 DURATION_PATTERN: Final = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
+# spec.compaction.retention in the CRD schema: a duration or a bare number (which mode decides).
+RETENTION_PATTERN: Final = r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$"
 _DURATION_PART_RE: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 _DURATION_UNIT_SECONDS: Final = {
     "ns": Decimal("1e-9"), "us": Decimal("1e-6"), "ms": Decimal("1e-3"), "s": Decimal(1), "m": Decimal(60),
@@ -217,7 +219,8 @@ def parse_backend_quota(spec: FieldReader) -> int | None:
     if quota is None:
         raise spec.error(f"{where}: {_quoted(raw)} is not a size like 8Gi, 512Mi or 16777216 (bytes)")
     if quota == 0:
-        raise spec.error(f"{where} must be more than 0; leave it unset for etcd's default ({format_bytes(c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES)})")
+        default = format_bytes(c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES)
+        raise spec.error(f"{where} must be more than 0; leave it unset for etcd's default ({default})")
     if quota > c.MAX_QUOTA_BACKEND_BYTES:
         raise spec.error(
             f"{where}: {_quoted(raw)} is more than {format_bytes(c.MAX_QUOTA_BACKEND_BYTES)}, the most this operator "

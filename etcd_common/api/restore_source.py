@@ -35,6 +35,9 @@ class RestoreSource:
     fetch_image: str = DEFAULT_FETCH_IMAGE
     # uid of the EtcdRestore that wrote it ("" when written by hand).
     restore_uid: str = ""
+    # The S3 object verified (ETag; version id in a versioned bucket): the seed fetches only it.
+    etag: str = ""
+    version_id: str = ""
 
 
 def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> RestoreSource | None:
@@ -58,6 +61,8 @@ def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> Restor
         bump_revision=bump,
         fetch_image=restore.string("fetchImage") or DEFAULT_FETCH_IMAGE,
         restore_uid=restore.string("restoreUID"),
+        etag=restore.string("etag"),
+        version_id=restore.string("versionId"),
     )
 
 
@@ -80,4 +85,8 @@ def restore_source_to_api(source: RestoreSource) -> dict[str, Any]:
     }
     if source.restore_uid:
         result["restoreUID"] = source.restore_uid
+    if source.etag:
+        result["etag"] = source.etag
+    if source.version_id:
+        result["versionId"] = source.version_id
     return result

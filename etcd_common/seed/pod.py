@@ -3,10 +3,12 @@
 A seed pod of a cluster with a restore source runs, before etcd:
  1. `restore-fetch` (the operator image's `etcd-restore-seed fetch`): downloads the snapshot from
     S3 with the credentials of `spec.restore.s3.awsSecret` (mounted read-only) onto the member's
-    data volume and checks its sha256; no HTTP server, no unauthenticated hop;
- 2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` for the seed's
-    name, peer URL and the new cluster token, with `--bump-revision`/`--mark-compacted`, into a
-    staging directory (etcdutl also checks the snapshot's integrity hash);
+    data volume, only the object verified (`etag` / `versionId`), and checks its sha256; no HTTP
+    server, no unauthenticated hop;
+ 2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` (3.4 images:
+    `etcdctl snapshot restore`, `tools.restore_tool`) for the seed's name, peer URL and the new
+    cluster token, with `--bump-revision`/`--mark-compacted` where the tool has them, into a
+    staging directory (the tool also checks the snapshot's integrity hash);
  3. `restore-install` (`etcd-restore-seed install`): moves the staged data directory to etcd's
     `--data-dir`, unless one is already there (an init container re-run never overwrites data
     etcd may have written), and removes the staging files.
@@ -19,12 +21,13 @@ from typing import Any, Final
 
 from etcd_common.api import constants as c
 from etcd_common.api.restore_source import RestoreSource
+from etcd_common.api.versions import EtcdVersion
+from etcd_common.seed.tools import restore_tool
 
 FETCH_CONTAINER: Final = "restore-fetch"
 RESTORE_CONTAINER: Final = "restore-snapshot"
 INSTALL_CONTAINER: Final = "restore-install"
 SEED_PROGRAM: Final = "etcd-restore-seed"
-ETCDUTL_BINARY: Final = "/usr/local/bin/etcdutl"
 # On the member's data volume, next to etcd's data dir (same filesystem: the install is a rename).
 STAGING_DIR: Final = f"{c.DATA_VOLUME_MOUNT_PATH}/restore"
 SNAPSHOT_FILE: Final = f"{STAGING_DIR}/snapshot.db"
@@ -37,6 +40,7 @@ def seed_restore_init_containers(
     source: RestoreSource,
     *,
     etcd_image: str,
+    etcd_version: EtcdVersion,
     member: str,
     initial_cluster: Sequence[tuple[str, str]],
     cluster_token: str,
@@ -44,32 +48,24 @@ def seed_restore_init_containers(
 ) -> list[dict[str, Any]]:
     """The three init containers, in order (see the module docstring)."""
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
-    fetch_args = [
-        "fetch",
-        f"--s3-path={source.s3.path}",
-        f"--sha256={source.sha256}",
-        f"--staging-dir={STAGING_DIR}",
-        f"--snapshot={SNAPSHOT_FILE}",
-    ]
-    if source.s3.endpoint:
-        fetch_args.append(f"--endpoint={source.s3.endpoint}")
-    if source.s3.force_path_style:
-        fetch_args.append("--force-path-style")
+    fetch_args = _fetch_args(source)
     fetch_mounts = list(data_mount)
     if source.s3.aws_secret:
-        fetch_args.append(f"--aws-dir={AWS_DIR}")
         fetch_mounts.append({"name": AWS_VOLUME, "mountPath": AWS_DIR, "readOnly": True})
     peer_urls = [url for name, url in initial_cluster if name == member]
+    tool = restore_tool(etcd_version)
+    if tool is None:
+        raise ValueError(f"etcd {etcd_version} has no snapshot restore tool this operator knows")
     restore_command = [
-        ETCDUTL_BINARY, "snapshot", "restore", SNAPSHOT_FILE,
+        tool.binary, "snapshot", "restore", SNAPSHOT_FILE,
         f"--data-dir={STAGED_DATA_DIR}",
         f"--name={member}",
         "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
         f"--initial-advertise-peer-urls={','.join(peer_urls)}",
         f"--initial-cluster-token={cluster_token}",
     ]
-    if source.bump_revision:
-        # etcdutl takes the two together (3.5.x and 3.6.x both have them).
+    if source.bump_revision and tool.can_bump_revision:
+        # Taken together; a tool without them restores unbumped (the restore operator warned).
         restore_command += [f"--bump-revision={source.bump_revision}", "--mark-compacted"]
     security = dict(security_context)
     return [
@@ -81,6 +77,7 @@ def seed_restore_init_containers(
         {
             "name": RESTORE_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
             "command": restore_command, "volumeMounts": data_mount, "securityContext": security,
+            **({"env": [{"name": k, "value": v} for k, v in tool.env]} if tool.env else {}),
         },
         {
             "name": INSTALL_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
@@ -90,6 +87,28 @@ def seed_restore_init_containers(
             "volumeMounts": data_mount, "securityContext": security,
         },
     ]
+
+
+def _fetch_args(source: RestoreSource) -> list[str]:
+    """`etcd-restore-seed fetch` for `source`: the object verified, where and with what to read it."""
+    args = [
+        "fetch",
+        f"--s3-path={source.s3.path}",
+        f"--sha256={source.sha256}",
+        f"--staging-dir={STAGING_DIR}",
+        f"--snapshot={SNAPSHOT_FILE}",
+    ]
+    if source.etag:
+        args.append(f"--etag={source.etag}")
+    if source.version_id:
+        args.append(f"--version-id={source.version_id}")
+    if source.s3.endpoint:
+        args.append(f"--endpoint={source.s3.endpoint}")
+    if source.s3.force_path_style:
+        args.append("--force-path-style")
+    if source.s3.aws_secret:
+        args.append(f"--aws-dir={AWS_DIR}")
+    return args
 
 
 def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:

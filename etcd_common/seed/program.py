@@ -2,11 +2,14 @@
 (`etcd_common.seed.pod`), in the operator image.
 
     etcd-restore-seed fetch --s3-path=BUCKET/KEY --sha256=HEX --staging-dir=DIR --snapshot=FILE
+                            [--etag=ETAG] [--version-id=ID]
                             [--endpoint=URL] [--force-path-style] [--aws-dir=DIR]
     etcd-restore-seed install --staging-dir=DIR --staged-data-dir=DIR --data-dir=DIR
 
 `fetch` clears the staging directory, downloads the object with the credentials of the mounted
-awsSecret (`credentials` and `config` files) and refuses it unless its sha256 is the one given.
+awsSecret (`credentials` and `config` files) and refuses it unless its sha256 is the one given;
+with --etag / --version-id it asks S3 for that object only (If-Match / VersionId), so an object
+replaced since the restore operator verified it is refused before it is downloaded.
 --endpoint and --force-path-style win over the secret's `endpoint_url` and `s3` `addressing_style`
 (as for the operators: `S3Storage.for_location`).
 `install` moves the data directory etcdutl restored into place, unless etcd's data directory
@@ -28,6 +31,7 @@ from etcd_common.storage.s3 import (
     AWS_SECRET_CONFIG_FILE,
     AWS_SECRET_CREDENTIALS_FILE,
     S3Error,
+    S3ObjectChanged,
     S3Storage,
     parse_aws_files,
     split_path,
@@ -48,7 +52,8 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def fetch(location: S3Location, *, aws_dir: str | None, sha256: str, staging_dir: str, snapshot: str) -> int:
+def fetch(location: S3Location, *, aws_dir: str | None, sha256: str, staging_dir: str, snapshot: str,
+          etag: str = "", version_id: str = "") -> int:
     """Download the snapshot into `snapshot` (inside a fresh `staging_dir`); returns its size."""
     shutil.rmtree(staging_dir, ignore_errors=True)
     os.makedirs(staging_dir, exist_ok=True)
@@ -60,7 +65,12 @@ def fetch(location: S3Location, *, aws_dir: str | None, sha256: str, staging_dir
         credentials = parse_aws_files(files[AWS_SECRET_CREDENTIALS_FILE], files[AWS_SECRET_CONFIG_FILE],
                                       where=f"awsSecret mounted at {aws_dir}")
     bucket, key = split_path(location.path)
-    size = S3Storage.for_location(location, credentials).download_file(bucket, key, snapshot)
+    storage = S3Storage.for_location(location, credentials)
+    try:
+        size = storage.download_file(bucket, key, snapshot, if_match=etag, version_id=version_id)
+    except S3ObjectChanged as error:
+        raise SnapshotMismatch(f"{error.message}: s3://{bucket}/{key} changed since the restore verified it "
+                               f"(ETag {etag or '-'}, version {version_id or '-'})") from error
     found = file_sha256(snapshot)
     if found != sha256.lower():
         os.remove(snapshot)
@@ -95,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fetch_parser.add_argument("--aws-dir", default=None,
                               help="directory with the awsSecret's `credentials` and `config` files")
     fetch_parser.add_argument("--sha256", required=True)
+    fetch_parser.add_argument("--etag", default="", help="fetch only the object with this ETag (If-Match)")
+    fetch_parser.add_argument("--version-id", default="", help="fetch this version of the object")
     fetch_parser.add_argument("--staging-dir", required=True)
     fetch_parser.add_argument("--snapshot", required=True)
     install_parser = steps.add_parser("install", help="move the restored data directory into place")
@@ -106,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.step == "fetch":
             location = S3Location(path=args.s3_path, endpoint=args.endpoint, force_path_style=args.force_path_style)
             size = fetch(location, aws_dir=args.aws_dir, sha256=args.sha256, staging_dir=args.staging_dir,
-                         snapshot=args.snapshot)
+                         snapshot=args.snapshot, etag=args.etag, version_id=args.version_id)
             print(f"fetched s3://{args.s3_path} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}")
         else:
             print(install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir))

@@ -58,6 +58,8 @@ DEFAULT_REGION: Final = "us-east-1"
 # (a stream's parts are buffered: at most MAX_CONCURRENCY of them).
 PART_SIZE_BYTES: Final = 8 * 1024 * 1024
 MULTIPART_THRESHOLD_BYTES: Final = 8 * 1024 * 1024
+# A pinned download (If-Match / VersionId) streams one GetObject to disk in pieces of this size.
+DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
 MAX_CONCURRENCY: Final = 10  # boto3's own default
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
@@ -71,6 +73,7 @@ REASON_BUCKET_NOT_FOUND: Final = "S3BucketNotFound"
 REASON_OBJECT_NOT_FOUND: Final = "S3ObjectNotFound"
 REASON_UNREACHABLE: Final = "S3Unreachable"
 REASON_LOCATION_INVALID: Final = "S3LocationInvalid"
+REASON_OBJECT_CHANGED: Final = "S3ObjectChanged"
 REASON_FAILED: Final = "S3Failed"
 
 SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secret dict
@@ -112,6 +115,12 @@ class S3BucketNotFound(S3Error):
 
 class S3ObjectNotFound(S3Error):
     reason = REASON_OBJECT_NOT_FOUND
+
+
+class S3ObjectChanged(S3Error):
+    """The object is not the one asked for by ETag or version id (replaced since; HTTP 412)."""
+
+    reason = REASON_OBJECT_CHANGED
 
 
 class S3Unreachable(S3Error):
@@ -159,6 +168,9 @@ def translate_error(error: BaseException, *, bucket: str, key: str = "", operati
             code = str(details.get("Code") or "")
             status = int(response_metadata.get("HTTPStatusCode") or 0)
             text = str(details.get("Message") or code or status)
+            if code == "PreconditionFailed" or status == 412:
+                return S3ObjectChanged(f"{doing}: the object is not the one asked for (ETag or version "
+                                       "changed: replaced since)")
             if code == "NoSuchBucket" or (status == 404 and not key):
                 return S3BucketNotFound(f"{doing}: bucket {bucket!r} does not exist")
             if code in ("NoSuchKey", "NotFound", "404") or status == 404:
@@ -367,6 +379,7 @@ class ObjectInfo:
     last_modified: datetime
     etag: str = ""
     metadata: Mapping[str, str] | None = None
+    version_id: str = ""  # in a versioned bucket; "" otherwise
 
 
 @dataclass(frozen=True)
@@ -503,12 +516,16 @@ class S3Storage:
         info = self.head(bucket, key)
         return UploadResult(bucket, key, info.size, info.etag)
 
-    def download_file(self, bucket: str, key: str, path: str) -> int:
+    def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         """Download an object to `path` (written beside it and renamed once complete: a failed
-        download leaves no partial file at `path`); returns its size."""
+        download leaves no partial file at `path`); returns its size. With `if_match` (an ETag)
+        or `version_id`, that object or none: S3ObjectChanged when the key holds another."""
         partial = f"{path}.part"
         try:
-            self.client.download_file(bucket, key, partial, Config=self.transfer_config)
+            if if_match or version_id:
+                self._get_pinned(bucket, key, partial, if_match=if_match, version_id=version_id)
+            else:
+                self.client.download_file(bucket, key, partial, Config=self.transfer_config)
             os.replace(partial, path)
         except Exception as error:
             _remove_quietly(partial)
@@ -517,16 +534,30 @@ class S3Storage:
             raise translate_error(error, bucket=bucket, key=key, operation="download") from error
         return os.path.getsize(path)
 
-    def head(self, bucket: str, key: str) -> ObjectInfo:
-        """Size, time, ETag and user metadata of one object; S3ObjectNotFound if there is none."""
+    def _get_pinned(self, bucket: str, key: str, path: str, *, if_match: str, version_id: str) -> None:
+        """One GetObject with If-Match / VersionId (the transfer manager takes neither), streamed
+        to `path` chunk by chunk."""
+        pins: dict[str, str] = {}
+        if if_match:
+            pins["IfMatch"] = f'"{if_match.strip(chr(34))}"'
+        if version_id:
+            pins["VersionId"] = version_id
+        answer = self.client.get_object(Bucket=bucket, Key=key, **pins)
+        with open(path, "wb") as out:
+            for chunk in answer["Body"].iter_chunks(DOWNLOAD_CHUNK_BYTES):
+                out.write(chunk)
+
+    def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo:
+        """Size, time, ETag and user metadata of one object (of one version of it, in a versioned
+        bucket); S3ObjectNotFound if there is none."""
         try:
-            answer = self.client.head_object(Bucket=bucket, Key=key)
+            answer = self.client.head_object(Bucket=bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
         except Exception as error:
             raise translate_error(error, bucket=bucket, key=key, operation="read") from error
         return ObjectInfo(
             key=key, size=int(answer.get("ContentLength", 0)),
             last_modified=_utc(answer.get("LastModified")), etag=str(answer.get("ETag", "")).strip('"'),
-            metadata=dict(answer.get("Metadata") or {}),
+            metadata=dict(answer.get("Metadata") or {}), version_id=str(answer.get("VersionId") or ""),
         )
 
     def exists(self, bucket: str, key: str) -> bool:

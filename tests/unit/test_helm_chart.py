@@ -1,9 +1,10 @@
 """The Helm chart (charts/etcd-operator/) lints, renders by default exactly the objects of the plain
 manifests in deploy/ plus the recommended labels (one behaviour, two ways to install it), and its
 switches do what values.yaml says: namespaced RBAC, operators turned off, the alert rules as a
-PrometheusRule, the usual chart conventions (pull secrets, ServiceAccounts, pod annotations and
-labels, priority class, topology spread, extra env); values.schema.json refuses values of the wrong
-type; NOTES.txt and the chart's README say what a user needs."""
+PrometheusRule, PodMonitors (honorLabels on the operators', one for the etcd members), the usual
+chart conventions (pull secrets, ServiceAccounts, pod annotations and labels, priority class,
+topology spread, extra env); values.schema.json refuses values of the wrong type; NOTES.txt and the
+chart's README say what a user needs."""
 from __future__ import annotations
 
 import json
@@ -137,8 +138,8 @@ def test_prometheus_rule_carries_the_shipped_alert_rules() -> None:
     shipped = [g for path in sorted((REPO / "deploy" / "prometheus").glob("*-rules.yaml"))
                for g in yaml.safe_load(path.read_text())["groups"]]
     assert rule["spec"]["groups"] == shipped
-    monitors = {d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for d in rendered if d["kind"] == "PodMonitor"}
-    assert monitors == {"etcd-operator", "etcd-backup-operator", "etcd-restore-operator"}
+    monitors = {d["metadata"]["name"]: d["spec"]["selector"]["matchLabels"] for d in rendered if d["kind"] == "PodMonitor"}
+    assert monitors == {**{base: {"app.kubernetes.io/name": base} for base in OPERATORS}, "etcd-members": {"app": "etcd"}}
 
 
 @pytest.mark.parametrize("section, alert", [("etcdOperator", "EtcdOperatorDown"),
@@ -161,6 +162,43 @@ def test_podmonitor_example_is_what_the_chart_renders() -> None:
     assert sorted(rendered) == sorted(map(key, plain))
     for obj in plain:
         assert rendered[key(obj)] == without_recommended_labels(obj), f"{key(obj)} differs between the chart and deploy/prometheus/podmonitor.yaml"
+
+
+def test_operator_podmonitors_keep_the_metrics_own_namespace_label() -> None:
+    """honorLabels: the operators' `namespace` label is an EtcdCluster's (or EtcdBackup's)
+    namespace; prometheus-operator's target label `namespace` (the operator pod's) must not
+    replace it."""
+    monitors = [d for d in render("metrics.podMonitor.enabled=true", release="blue") if d["kind"] == "PodMonitor"]
+    operators = [d for d in monitors if "app.kubernetes.io/name" in d["spec"]["selector"]["matchLabels"]]
+    assert len(operators) == len(OPERATORS)
+    for monitor in operators:
+        assert [e.get("honorLabels") for e in monitor["spec"]["podMetricsEndpoints"]] == [True], key(monitor)
+
+
+def members_monitors(*values: str, release: str = "etcd-operator", namespace: str = "etcd-operator") -> list[dict[str, Any]]:
+    return [d for d in render("metrics.podMonitor.enabled=true", *values, release=release, namespace=namespace)
+            if d["kind"] == "PodMonitor" and d["spec"]["selector"]["matchLabels"] == {"app": "etcd"}]
+
+
+def test_members_podmonitor_scrapes_every_etcd_member_on_its_metrics_port() -> None:
+    """What deploy/prometheus/scrape-config.yaml's etcd-members job keeps: pods labelled app=etcd
+    (etcd_operator/manifests.py), port `metrics`, every namespace; etcd_cluster as a target label."""
+    (monitor,) = members_monitors(release="blue")
+    assert monitor["metadata"]["name"] == "blue-etcd-members"
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["podTargetLabels"] == ["etcd_cluster"]
+    assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert members_monitors("metrics.podMonitor.interval=10s")[0]["spec"]["podMetricsEndpoints"][0]["interval"] == "10s"
+
+
+def test_members_podmonitor_follows_the_watched_namespaces_and_can_be_turned_off() -> None:
+    (scoped,) = members_monitors("rbac.scope=namespace", namespace="team-a")
+    assert scoped["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}
+    (watching,) = members_monitors("rbac.scope=namespace", "watchNamespace=team-b", namespace="team-a")
+    assert watching["spec"]["namespaceSelector"] == {"matchNames": ["team-b"]}
+    assert not members_monitors("metrics.podMonitor.members.enabled=false")
+    assert not members_monitors("etcdOperator.enabled=false")
+    assert not [d for d in render("metrics.podMonitor.members.enabled=true") if d["kind"] == "PodMonitor"]
 
 
 @pytest.mark.parametrize("crd", sorted(p.name for p in (REPO / "crds").glob("*.yaml")))

@@ -255,5 +255,7 @@ spec:
     - port: http
       path: /metrics
       interval: {{ $root.Values.metrics.podMonitor.interval }}
+      {{- /* The operators' `namespace` label (a cluster's or backup's) must win over the target's. */}}
+      honorLabels: true
 {{- end }}
 {{- end }}

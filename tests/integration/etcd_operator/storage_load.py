@@ -64,10 +64,11 @@ class Overwriter:
         """Write steadily for `seconds` (paced to `bytes_per_second`), or until `stop` is set."""
         started = time.monotonic()
         while not self.stop.is_set() and time.monotonic() - started < seconds:
+            began = time.monotonic()
             self.write_once()
-            if self.bytes_per_second:
-                due = started + self.written_bytes / self.bytes_per_second
-                self.stop.wait(max(due - time.monotonic(), 0.0))  # a rate limit, not a synchronisation
+            if self.bytes_per_second:  # a rate limit (no catching up after a slow write), not a synchronisation
+                spacing = self.value_bytes * self.keys_per_txn / self.bytes_per_second
+                self.stop.wait(max(began + spacing - time.monotonic(), 0.0))
 
     def lost(self, stored: dict[str, str]) -> dict[str, str]:
         """Keys whose stored value is neither the last acknowledged one nor one tried after it."""

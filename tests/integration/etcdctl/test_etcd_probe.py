@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from etcd_common.etcd.alarms import NOSPACE, Alarm
 from etcd_common.etcd.etcdctl import Unreachable
 from etcd_common.etcd.probe import EtcdProbe
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, wait_for
@@ -95,13 +96,19 @@ def test_health_checks_write_nothing_to_the_raft_log(etcd_cluster: EtcdCluster) 
     assert after.raft_index == before.raft_index
 
 
-def test_an_alarm_makes_every_endpoint_unhealthy(etcd_cluster: EtcdCluster, etcd_version: str) -> None:
+def test_an_alarm_is_reported_by_status_and_leaves_the_endpoint_healthy(etcd_cluster: EtcdCluster,
+                                                                          etcd_version: str) -> None:
+    """NOSPACE still serves reads and keeps its quorum: the operator must tell it from a dead
+    member, so health stays a linearizable read and the alarm comes with the status."""
     seed = etcd_cluster.start_seed()
     [status] = EtcdProbe([seed.client_url]).endpoint_status()
     alarm = {"memberID": str(status.member_id), "alarm": "NOSPACE"}
     _post(seed.client_url, "/v3/maintenance/alarm", {"action": "ACTIVATE", **alarm})
     [health] = EtcdProbe([seed.client_url]).endpoint_health()
-    assert not health.healthy and "NOSPACE" in health.error, health
-    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
-    [health] = EtcdProbe([seed.client_url]).endpoint_health()
     assert health.healthy, health
+    [alarmed] = EtcdProbe([seed.client_url]).endpoint_status()
+    assert alarmed.alarms == (Alarm(NOSPACE, status.member_id),), alarmed
+    assert alarmed.db_size_in_use > 0 and alarmed.revision > 0, alarmed
+    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
+    [cleared] = EtcdProbe([seed.client_url]).endpoint_status()
+    assert cleared.alarms == (), cleared

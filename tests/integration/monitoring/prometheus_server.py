@@ -29,8 +29,9 @@ def _free_port() -> int:
 
 
 def prometheus_config(sandbox: Sandbox, token_file: Path, *, interval: str) -> dict[str, Any]:
-    """deploy/prometheus/scrape-config.yaml and the rules, plus what an in-cluster Prometheus finds
-    by itself: the API server's address, its CA and a token of the ServiceAccount `prometheus`."""
+    """deploy/prometheus/scrape-config.yaml (both jobs: the operators and the etcd members) and every
+    rule file, plus what an in-cluster Prometheus finds by itself: the API server's address, its CA
+    and a token of the ServiceAccount `prometheus`."""
     shipped = yaml.safe_load((PROMETHEUS_DIR / "scrape-config.yaml").read_text())
     for job in shipped["scrape_configs"]:
         for sd in job["kubernetes_sd_configs"]:
@@ -59,6 +60,16 @@ class Prometheus:
 
     def targets(self, job: str) -> list[dict[str, Any]]:
         return [t for t in self.query_api("/api/v1/targets")["activeTargets"] if t["labels"].get("job") == job]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.query_api("/api/v1/query", query=expr)["result"]
+        return result
+
+    def fired(self, name: str, within: str, **labels: str) -> list[dict[str, Any]]:
+        """The alert's `ALERTS` series that were firing at some evaluation within `within` (a
+        PromQL duration): an alert that fired and resolved between two polls is still seen."""
+        matchers = "".join(f', {k}="{v}"' for k, v in labels.items())
+        return self.query(f'max_over_time(ALERTS{{alertname="{name}", alertstate="firing"{matchers}}}[{within}])')
 
     def alerts(self, name: str, **labels: str) -> list[dict[str, Any]]:
         return [a for a in self.query_api("/api/v1/alerts")["alerts"] if a["labels"].get("alertname") == name

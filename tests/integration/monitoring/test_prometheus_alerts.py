@@ -4,30 +4,15 @@ EtcdClusterQuorumLost when a quorum of a cluster's members is frozen; the alert 
 are back."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from kube_sandbox.testing import Sandbox, wait_for
+from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
-from tests.integration.monitoring.prometheus_server import Prometheus, start_prometheus
+from tests.integration.monitoring.prometheus_server import Prometheus
 
 ETCD_CONTAINER = "etcd"
 JOB = "etcd-operator"
 # The rule waits `for: 1m`; discovery, scrapes and evaluation add a few seconds.
 FIRE_TIMEOUT = 150
 RESOLVE_TIMEOUT = 120
-
-
-@pytest.fixture
-def prometheus(operator: Sandbox, tmp_path: Path) -> Iterator[Prometheus]:
-    server = start_prometheus(operator, tmp_path)
-    try:
-        yield server
-    finally:
-        server.stop()
-        print(f"\nprometheus log tail:\n{server.log.read_text()[-1500:]}")
 
 
 def test_quorum_lost_alert_fires_and_resolves(clusters: Clusters, prometheus: Prometheus) -> None:

@@ -12,7 +12,9 @@ from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.api.fields import SpecError
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, parse_restore_source, restore_source_to_api
+from etcd_common.api.versions import EtcdVersion
 from etcd_common.seed.program import install
+from etcd_common.seed.tools import no_bump_warning, restore_tool
 from etcd_operator.manifests import build_member_pod, member_peer_url
 
 SHA = "0123456789abcdef" * 4
@@ -90,6 +92,37 @@ def test_bump_revision_zero_leaves_revisions_alone() -> None:
     assert not any(arg.startswith("--bump-revision") for arg in command) and "--mark-compacted" not in command
 
 
+@pytest.mark.parametrize(("version", "program", "bumped"), [
+    ("3.4.23", "/usr/local/bin/etcdctl", False),  # 3.4 images have no etcdutl; etcdctl bumps from 3.4.27
+    ("3.4.27", "/usr/local/bin/etcdctl", True),
+    ("3.5.0", "/usr/local/bin/etcdutl", False),  # etcdutl from 3.5.0, --bump-revision from 3.5.10
+    ("3.5.9", "/usr/local/bin/etcdutl", False),
+    ("3.5.10", "/usr/local/bin/etcdutl", True),
+    ("3.5.35", "/usr/local/bin/etcdutl", True),
+    ("3.6.0", "/usr/local/bin/etcdutl", True),
+    ("3.6.16", "/usr/local/bin/etcdutl", True),
+])
+def test_the_restore_program_is_the_one_the_version_has(version: str, program: str, bumped: bool) -> None:
+    restore = seed_pod(cluster(version=version))["spec"]["initContainers"][1]
+    command = restore["command"]
+    assert command[:3] == [program, "snapshot", "restore"]
+    assert any(arg.startswith("--bump-revision=") for arg in command) is bumped
+    assert ("--mark-compacted" in command) is bumped
+    assert (restore.get("env") == [{"name": "ETCDCTL_API", "value": "3"}]) is program.endswith("etcdctl")
+
+
+@pytest.mark.parametrize(("version", "tool", "bump"), [
+    ("3.3.25", None, False), ("3.4.0", "etcdctl", False), ("3.4.26", "etcdctl", False), ("3.4.27", "etcdctl", True),
+    ("3.5.0", "etcdutl", False), ("3.5.9", "etcdutl", False), ("3.5.10", "etcdutl", True), ("3.6.16", "etcdutl", True),
+])
+def test_restore_tool_by_version(version: str, tool: str | None, bump: bool) -> None:
+    found = restore_tool(EtcdVersion.of(version))
+    assert (found.name if found else None) == tool
+    assert (found.can_bump_revision if found else False) is bump
+    if found is not None and not bump:
+        assert "--bump-revision" in no_bump_warning(EtcdVersion.of(version), found)
+
+
 def test_install_moves_restored_data_once(tmp_path: Path) -> None:
     staging, data = tmp_path / "restore", tmp_path / "data"
     (staging / "data" / "member").mkdir(parents=True)
@@ -118,3 +151,10 @@ def test_coreos_restore_example_parses() -> None:
     parsed = parse_etcd_restore(yaml.safe_load(text))
     assert parsed.spec is not None and parsed.spec.etcd_cluster_name == "example-etcd-cluster"
     assert parsed.spec.storage.s3 is not None and parsed.spec.storage.s3.aws_secret == "<aws-secret>"
+
+
+def test_the_seed_fetches_the_object_verified_only() -> None:
+    fetch = seed_pod(cluster({**RESTORE, "etag": "etag-1", "versionId": "v7"}))["spec"]["initContainers"][0]
+    assert "--etag=etag-1" in fetch["args"] and "--version-id=v7" in fetch["args"]
+    unpinned = seed_pod(cluster())["spec"]["initContainers"][0]
+    assert not any(arg.startswith(("--etag", "--version-id")) for arg in unpinned["args"])

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3.exceptions
 import botocore.exceptions
 import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
 
 from etcd_common.api.storage_locations import S3Location
 from etcd_common.seed import program as seed_program
@@ -246,7 +250,7 @@ def test_seed_restore_fetch_takes_the_server_from_the_mounted_secret(tmp_path: P
     content = b"snapshot bytes"
     used: list[tuple[str, str | None]] = []
 
-    def download_file(self: s3.S3Storage, bucket: str, key: str, path: str) -> int:
+    def download_file(self: s3.S3Storage, bucket: str, key: str, path: str, **pins: str) -> int:
         used.append((self.endpoint, self.addressing_style))
         Path(path).write_bytes(content)
         return len(content)
@@ -257,3 +261,63 @@ def test_seed_restore_fetch_takes_the_server_from_the_mounted_secret(tmp_path: P
                                       staging_dir=str(tmp_path / "staging"), snapshot=str(tmp_path / "staging" / "s.db"))
 
     assert size == len(content) and used == [("http://127.0.0.1:9000", "path")]
+
+
+def test_precondition_failed_is_the_object_changed() -> None:
+    translated = s3.translate_error(client_error("PreconditionFailed", 412), bucket="b", key="k")
+    assert type(translated) is s3.S3ObjectChanged and not translated.transient
+
+
+def stubbed_storage() -> tuple[s3.S3Storage, Stubber]:
+    storage = s3.S3Storage(endpoint="http://127.0.0.1:9", credentials=s3.AwsCredentials("id", "secret"))
+    return storage, Stubber(storage.client)
+
+
+def test_pinned_download_asks_for_that_object_only(tmp_path: Path) -> None:
+    storage, stub = stubbed_storage()
+    content = b"x" * (3 * s3.DOWNLOAD_CHUNK_BYTES + 5)
+    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(content), len(content))},
+                      {"Bucket": "b", "Key": "k", "IfMatch": '"etag-1"', "VersionId": "v7"})
+    with stub:
+        size = storage.download_file("b", "k", str(tmp_path / "s.db"), if_match="etag-1", version_id="v7")
+    stub.assert_no_pending_responses()
+    assert size == len(content) and (tmp_path / "s.db").read_bytes() == content
+
+
+def test_pinned_download_of_a_replaced_object_leaves_no_file(tmp_path: Path) -> None:
+    storage, stub = stubbed_storage()
+    stub.add_client_error("get_object", service_error_code="PreconditionFailed", http_status_code=412,
+                          expected_params={"Bucket": "b", "Key": "k", "IfMatch": '"etag-1"'})
+    with stub, pytest.raises(s3.S3ObjectChanged):
+        storage.download_file("b", "k", str(tmp_path / "s.db"), if_match="etag-1")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_head_reads_the_version_asked_for() -> None:
+    storage, stub = stubbed_storage()
+    stub.add_response("head_object", {"ContentLength": 10, "ETag": '"e"', "VersionId": "v7",
+                                      "LastModified": datetime(2024, 1, 1, tzinfo=UTC)},
+                      {"Bucket": "b", "Key": "k", "VersionId": "v7"})
+    with stub:
+        info = storage.head("b", "k", version_id="v7")
+    assert (info.etag, info.version_id, info.size) == ("e", "v7", 10)
+
+
+def test_seed_fetch_passes_the_pins_and_refuses_a_replaced_object(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[dict[str, str]] = []
+
+    def download_file(self: s3.S3Storage, bucket: str, key: str, path: str, **pins: str) -> int:
+        asked.append(pins)
+        raise s3.S3ObjectChanged(f"download s3://{bucket}/{key}: the object is not the one asked for")
+    monkeypatch.setattr(s3.S3Storage, "download_file", download_file)
+
+    with pytest.raises(seed_program.SnapshotMismatch, match="changed since the restore verified it"):
+        seed_program.fetch(S3Location("backups/etcd.backup"), aws_dir=None, sha256="a" * 64,
+                           staging_dir=str(tmp_path / "staging"), snapshot=str(tmp_path / "staging" / "s.db"),
+                           etag="etag-1", version_id="v7")
+    assert asked == [{"if_match": "etag-1", "version_id": "v7"}]
+    code = seed_program.main(["fetch", "--s3-path=backups/etcd.backup", f"--sha256={'a' * 64}",
+                              f"--staging-dir={tmp_path / 'staging'}", f"--snapshot={tmp_path / 'staging' / 's.db'}",
+                              "--etag=etag-1"])
+    assert code == 1

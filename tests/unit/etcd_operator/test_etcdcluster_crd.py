@@ -14,7 +14,10 @@ import pytest
 import yaml
 
 from etcd_common.api import constants as c
+from etcd_common.api import maintenance
+from etcd_common.api.fields import SpecError
 from etcd_operator.planning import plan_next_action
+from etcd_operator.spec import parse_cluster_spec
 from etcd_operator.status import compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
@@ -44,6 +47,10 @@ def validate(schema: Schema, value: Any, path: str = "") -> tuple[list[str], lis
     if schema.get("x-kubernetes-int-or-string"):
         if not isinstance(value, (int, str)) or isinstance(value, bool):
             errors.append(f"{where}: must be an integer or a string")
+        elif isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+            errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
+        elif isinstance(value, int) and not schema.get("minimum", value) <= value <= schema.get("maximum", value):
+            errors.append(f"{where}: {value} out of [{schema.get('minimum')}, {schema.get('maximum')}]")
         return errors, pruned
     kind = schema.get("type")
     checks = {
@@ -244,6 +251,107 @@ def test_full_coreos_manifest_keeps_every_field() -> None:
 def test_bad_manifests_are_refused(spec: dict[str, Any], complaint: str) -> None:
     errors, _ = admit(manifest(spec))
     assert any(complaint in error for error in errors), errors
+
+
+@pytest.mark.parametrize("spec, complaint", [
+    pytest.param({"compaction": {"retention": "-1h"}}, ".spec.compaction.retention", id="retention-negative"),
+    pytest.param({"compaction": {"retention": -5}}, ".spec.compaction.retention", id="retention-negative-integer"),
+    pytest.param({"compaction": {"retention": "abc"}}, ".spec.compaction.retention", id="retention-unparsable"),
+    pytest.param({"compaction": {"mode": "hourly"}}, ".spec.compaction.mode", id="mode"),
+    pytest.param({"defragmentation": {"thresholdPercent": 0}}, ".spec.defragmentation.thresholdPercent: 0 < 1",
+                 id="threshold-0"),
+    pytest.param({"defragmentation": {"thresholdPercent": 101}}, ".spec.defragmentation.thresholdPercent: 101 > 100",
+                 id="threshold-101"),
+    pytest.param({"backendQuota": "8GB"}, ".spec.backendQuota", id="quota-unit"),
+    pytest.param({"backendQuota": "-1Gi"}, ".spec.backendQuota", id="quota-negative"),
+    pytest.param({"backendQuota": 0}, ".spec.backendQuota", id="quota-zero"),
+    pytest.param({"backendQuota": 107374182401}, ".spec.backendQuota", id="quota-over-100Gi"),
+    pytest.param({"defragmentation": {"minimumFreeSize": "64MB"}}, ".spec.defragmentation.minimumFreeSize",
+                 id="minimum-free-unit"),
+    pytest.param({"defragmentation": {"window": {"start": "2:00", "duration": "4h"}}},
+                 ".spec.defragmentation.window.start", id="window-start"),
+    pytest.param({"defragmentation": {"window": {"start": "02:00", "duration": "4"}}},
+                 ".spec.defragmentation.window.duration", id="window-duration"),
+    pytest.param({"defragmentation": {"window": {"start": "02:00"}}}, "duration is required", id="window-open-ended"),
+    pytest.param({"alarms": {"recoverNoSpace": "yes"}}, ".spec.alarms.recoverNoSpace", id="alarm-string"),
+])
+def test_bad_maintenance_fields_are_refused(spec: dict[str, Any], complaint: str) -> None:
+    errors, _ = admit(manifest({"size": 3, **spec}))
+    assert any(complaint in error for error in errors), errors
+
+
+def test_maintenance_patterns_are_the_parsers() -> None:
+    properties = SCHEMA["properties"]["spec"]["properties"]
+    defragmentation = properties["defragmentation"]["properties"]
+    assert properties["compaction"]["properties"]["retention"]["pattern"] == maintenance.RETENTION_PATTERN
+    assert properties["backendQuota"]["pattern"] == maintenance.QUANTITY_PATTERN
+    assert defragmentation["minimumFreeSize"]["pattern"] == maintenance.QUANTITY_PATTERN
+    assert defragmentation["window"]["properties"]["duration"]["pattern"] == maintenance.DURATION_PATTERN
+    assert defragmentation["window"]["properties"]["start"]["pattern"] == maintenance.WINDOW_START_PATTERN
+    assert properties["backendQuota"]["maximum"] == c.MAX_QUOTA_BACKEND_BYTES
+    assert properties["compaction"]["properties"]["mode"]["enum"] == list(maintenance.COMPACTION_MODES)
+
+
+# Inputs the schema admits and the parser refuses: what depends on the mode (a bare number is a
+# revision count, a duration is not) and zero (etcd's "off": the parser says to use disabled).
+_ONLY_THE_PARSER_REFUSES = {
+    ("compaction", "periodic-bare-number"), ("compaction", "zero-duration"), ("compaction", "revision-duration"),
+    ("compaction", "revision-zero"), ("backendQuota", "over-100Gi-string"), ("window", "over-a-day"),
+    ("window", "under-a-second"),
+}
+
+
+@pytest.mark.parametrize("kind, case, spec", [
+    ("compaction", "periodic", {"compaction": {"retention": "1h30m"}}),
+    ("compaction", "periodic-fraction", {"compaction": {"mode": "periodic", "retention": "1.5h"}}),
+    ("compaction", "periodic-bare-number", {"compaction": {"retention": "5"}}),
+    ("compaction", "zero-duration", {"compaction": {"retention": "0s"}}),
+    ("compaction", "revision", {"compaction": {"mode": "revision", "retention": "10000"}}),
+    ("compaction", "revision-integer", {"compaction": {"mode": "revision", "retention": 10000}}),
+    ("compaction", "revision-duration", {"compaction": {"mode": "revision", "retention": "1h"}}),
+    ("compaction", "revision-zero", {"compaction": {"mode": "revision", "retention": "0"}}),
+    ("compaction", "disabled", {"compaction": {"mode": "disabled"}}),
+    ("compaction", "negative", {"compaction": {"retention": "-1h"}}),
+    ("compaction", "days", {"compaction": {"retention": "1d"}}),
+    ("backendQuota", "integer", {"backendQuota": 16777216}),
+    ("backendQuota", "Mi", {"backendQuota": "16Mi"}),
+    ("backendQuota", "Gi", {"backendQuota": "8Gi"}),
+    ("backendQuota", "decimal-SI", {"backendQuota": "2G"}),
+    ("backendQuota", "fraction", {"backendQuota": "1.5Gi"}),
+    ("backendQuota", "GB", {"backendQuota": "8GB"}),
+    ("backendQuota", "milli", {"backendQuota": "100m"}),
+    ("backendQuota", "space", {"backendQuota": "8 Gi"}),
+    ("backendQuota", "zero", {"backendQuota": 0}),
+    ("backendQuota", "over-100Gi-string", {"backendQuota": "101Gi"}),
+    ("window", "over-midnight", {"defragmentation": {"window": {"start": "22:00", "duration": "4h"}}}),
+    ("window", "over-a-day", {"defragmentation": {"window": {"start": "22:00", "duration": "25h"}}}),
+    ("window", "under-a-second", {"defragmentation": {"window": {"start": "22:00", "duration": "10ms"}}}),
+    ("window", "no-leading-zero", {"defragmentation": {"window": {"start": "2:00", "duration": "4h"}}}),
+    ("window", "seconds", {"defragmentation": {"window": {"start": "02:00:00", "duration": "4h"}}}),
+    ("threshold", "1", {"defragmentation": {"thresholdPercent": 1}}),
+    ("threshold", "100", {"defragmentation": {"thresholdPercent": 100}}),
+    ("threshold", "0", {"defragmentation": {"thresholdPercent": 0}}),
+])
+def test_the_schema_admits_what_the_parser_accepts(kind: str, case: str, spec: dict[str, Any]) -> None:
+    full = {"size": 3, **spec}
+    admitted = admit(manifest(full))[0] == []
+    try:
+        parse_cluster_spec(full)
+        parsed = True
+    except SpecError:
+        parsed = False
+    if (kind, case) in _ONLY_THE_PARSER_REFUSES:
+        assert admitted and not parsed
+    else:
+        assert admitted is parsed
+
+
+def test_maintenance_example_is_admitted_and_runs_without_warnings() -> None:
+    example = yaml.safe_load((REPO / "examples" / "cluster-with-maintenance.yaml").read_text())
+    assert admit(example) == ([], [])
+    spec = parse_cluster_spec(example["spec"])
+    assert spec.warnings == () and spec.backend_quota_bytes == 4 * c.GIB
+    assert spec.defragmentation.window is not None and spec.compaction.retention == "1h"
 
 
 def test_unknown_spec_fields_are_pruned() -> None:

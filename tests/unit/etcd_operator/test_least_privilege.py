@@ -10,14 +10,10 @@ import pytest
 import yaml
 
 from etcd_common.api.fields import SpecError
-from etcd_operator.manifests import build_member_pod
+from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, image_repository, untrusted_image_problem
+from etcd_operator.manifests import COMPACTION_ENV, QUOTA_ENV, build_member_pod
 from etcd_operator.settings import parse_settings
-from etcd_operator.spec import (
-    DEFAULT_TRUSTED_REPOSITORIES,
-    check_trusted_repository,
-    parse_cluster_spec,
-    parse_etcd_cluster,
-)
+from etcd_operator.spec import check_trusted_repository, parse_cluster_spec, parse_etcd_cluster
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,6 +37,56 @@ def test_a_trusted_prefix_covers_the_repositories_under_it() -> None:
     cluster = parse_etcd_cluster(raw_cluster({"repository": "mirror.example.com/etcd-io/etcd"}))
     assert check_trusted_repository(cluster, ("mirror.example.com/etcd-io/",)).spec is not None
     assert check_trusted_repository(cluster, ("mirror.example.com/etcd",)).spec is None
+
+
+def restore_spec(fetch_image: str | None) -> dict[str, Any]:
+    source: dict[str, Any] = {"backupStorageType": "S3", "s3": {"path": "bucket/key", "awsSecret": "aws"},
+                              "sha256": "a" * 64}
+    if fetch_image is not None:
+        source["fetchImage"] = fetch_image
+    return {"restore": source}
+
+
+@pytest.mark.parametrize(("case", "fetch_image", "trusted", "bootstrapped", "refused"), [
+    ("the default fetch image (this project's own)", None, DEFAULT_TRUSTED_REPOSITORIES, False, False),
+    ("the project's image at another tag", "etcd-operator-py:0.2.0", DEFAULT_TRUSTED_REPOSITORIES, False, False),
+    ("an attacker's image", "docker.io/attacker/anything:latest", DEFAULT_TRUSTED_REPOSITORIES, False, True),
+    ("a digest does not hide the repository", "docker.io/attacker/x@sha256:" + "b" * 64,
+     DEFAULT_TRUSTED_REPOSITORIES, False, True),
+    ("a mirror trusted by prefix", "mirror.example.com/tools/etcd-operator-py:1", ("quay.io/coreos/etcd", "mirror.example.com/"), False,
+     False),
+    ("an image whose name only starts like a trusted one", "etcd-operator-py-evil:1", DEFAULT_TRUSTED_REPOSITORIES,
+     False, True),
+    ("a bootstrapped cluster never runs it again", "docker.io/attacker/anything:latest",
+     DEFAULT_TRUSTED_REPOSITORIES, True, False),
+])
+def test_restore_fetch_image_must_be_trusted(case: str, fetch_image: str | None, trusted: tuple[str, ...],
+                                             bootstrapped: bool, refused: bool) -> None:
+    status = {"bootstrapped": True} if bootstrapped else {}
+    cluster = parse_etcd_cluster(raw_cluster(restore_spec(fetch_image), status=status))
+    checked = check_trusted_repository(cluster, trusted)
+    assert (checked.spec is None) is refused, case
+    if refused:
+        assert checked.spec_error is not None and "spec.restore.fetchImage" in checked.spec_error
+        assert str(fetch_image) in checked.spec_error and ", ".join(trusted) in checked.spec_error
+
+
+def test_an_untrusted_fetch_image_gets_no_seed_pod_built() -> None:
+    """Refused means the supervisor gets no spec: nothing (no pod) is created from it."""
+    cluster = parse_etcd_cluster(raw_cluster(restore_spec("docker.io/attacker/anything:latest"), status={}))
+    assert check_trusted_repository(cluster, DEFAULT_TRUSTED_REPOSITORIES).spec is None
+
+
+@pytest.mark.parametrize(("image", "repository"), [
+    ("etcd-operator-py:0.1.0", "etcd-operator-py"),
+    ("registry:5000/team/tool:1.0", "registry:5000/team/tool"),
+    ("registry:5000/team/tool", "registry:5000/team/tool"),
+    ("quay.io/coreos/etcd@sha256:" + "c" * 64, "quay.io/coreos/etcd"),
+    ("quay.io/coreos/etcd:v3.5.1@sha256:" + "c" * 64, "quay.io/coreos/etcd"),
+])
+def test_image_repository_drops_tag_and_digest(image: str, repository: str) -> None:
+    assert image_repository(image) == repository
+    assert untrusted_image_problem("f", image, (repository,)) is None
 
 
 def test_trusted_repositories_flag_defaults_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,17 +116,26 @@ TLS_SPEC = {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "oper
 def test_every_flag_the_operator_sets_is_one_etcd_env_may_not_shadow(spec: dict[str, Any], state: str) -> None:
     """The deny list follows the command line: for each --flag a member pod's etcd is started with,
     ETCD_<FLAG> in spec.pod.etcdEnv is refused (etcd would refuse to start, or the variable would
-    win over what the operator manages)."""
+    win over what the operator manages); but the compaction and quota variables of CoreOS-era
+    manifests, which the operator honours by leaving its own flag out."""
+    flags = _etcd_flags({**spec, "size": 1}, state)
+    assert "name" in flags and "initial-cluster" in flags and "auto-compaction-retention" in flags
+    for flag in flags:
+        variable = "ETCD_" + flag.upper().replace("-", "_")
+        with_variable = {**spec, "size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}}
+        if variable in COMPACTION_ENV + QUOTA_ENV:
+            assert flag not in _etcd_flags(with_variable, state), variable
+            continue
+        with pytest.raises(SpecError, match=variable):
+            parse_cluster_spec(with_variable)
+
+
+def _etcd_flags(spec: dict[str, Any], state: str) -> list[str]:
     cluster = parse_etcd_cluster(raw_cluster(spec))
     pod = build_member_pod(cluster, "example-abcde", state=state,  # type: ignore[arg-type]
                            initial_cluster=[("example-abcde", "http://example-abcde.example:2380")])
     etcd = next(container for container in pod["spec"]["containers"] if container["name"] == "etcd")
-    flags = [argument[2:].split("=", 1)[0] for argument in etcd["command"] if argument.startswith("--")]
-    assert "name" in flags and "initial-cluster" in flags
-    for flag in flags:
-        variable = "ETCD_" + flag.upper().replace("-", "_")
-        with pytest.raises(SpecError, match=variable):
-            parse_cluster_spec({**spec, "size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}})
+    return [argument[2:].split("=", 1)[0] for argument in etcd["command"] if argument.startswith("--")]
 
 
 def test_etcd_env_may_tune_what_the_operator_leaves_alone() -> None:

@@ -63,12 +63,19 @@ def test_seed_pod() -> None:
         f"--initial-cluster={MEMBER}=http://{HOST}:2380",
         "--initial-cluster-state=new",
         f"--initial-cluster-token={UID}",
+        "--listen-metrics-urls=http://$(POD_IP):2381",
+        "--auto-compaction-mode=periodic",
+        "--auto-compaction-retention=1h",
     ]
     assert container["env"] == [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     assert container["volumeMounts"] == [{"name": "etcd-data", "mountPath": "/var/etcd"}]
     assert spec["volumes"] == [{"name": "etcd-data", "emptyDir": {}}]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 2379, "scheme": "HTTP"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health?exclude=NOSPACE", "port": 2379, "scheme": "HTTP"}
     assert container["livenessProbe"]["tcpSocket"] == {"port": 2379}
+    assert container["ports"][-1] == {"name": "metrics", "containerPort": 2381, "protocol": "TCP"}
+    assert metadata["annotations"]["prometheus.io/scrape"] == "true"
+    assert metadata["annotations"]["prometheus.io/port"] == "2381"
+    assert metadata["annotations"]["prometheus.io/path"] == "/metrics"
     assert "affinity" not in spec and "nodeSelector" not in spec
 
 
@@ -119,7 +126,7 @@ def test_tls_member() -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["member-peer-tls"] == "/etc/etcdtls/member/peer-tls" and "etcd-client-tls" not in mounts
     assert "--listen-metrics-urls=http://$(POD_IP):2381" in command
-    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 2381, "scheme": "HTTP"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health?exclude=NOSPACE", "port": 2381, "scheme": "HTTP"}
 
 
 def test_3_4_members_are_probed_without_v2_requests() -> None:
@@ -131,7 +138,7 @@ def test_3_4_members_are_probed_without_v2_requests() -> None:
         "/usr/local/bin/etcdctl", f"--endpoints=http://{HOST}:2379", "--dial-timeout=3s", "--command-timeout=4s",
         "endpoint", "health",
     ]
-    assert _container(_seed_pod({"version": "3.5.35"}))["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert _container(_seed_pod({"version": "3.5.35"}))["readinessProbe"]["httpGet"]["path"] == "/health?exclude=NOSPACE"
 
 
 def test_peer_tls_only_keeps_http_clients() -> None:
@@ -203,6 +210,12 @@ def test_services() -> None:
     pytest.param({"pod": {"labels": {"team": "db"}}}, True, id="labels"),
     pytest.param({"pod": {"persistentVolumeClaimSpec": PVC_SPEC}}, True, id="storage-kind"),
     pytest.param({"TLS": {"static": {"member": {"peerSecret": "p"}}}}, True, id="tls-secret"),
+    pytest.param({"compaction": {"mode": "periodic", "retention": "1h"}}, False, id="compaction-default-spelled-out"),
+    pytest.param({"compaction": {"retention": "30m"}}, True, id="compaction-retention"),
+    pytest.param({"compaction": {"mode": "disabled"}}, True, id="compaction-disabled"),
+    pytest.param({"backendQuota": "1Gi"}, True, id="backend-quota"),
+    pytest.param({"defragmentation": {"thresholdPercent": 20}, "alarms": {"recoverNoSpace": False}}, False,
+                 id="defragmentation-and-alarms-are-not-flags"),
 ])
 def test_pod_policy_hash(change: dict[str, Any], rolls: bool) -> None:
     base = pod_policy_hash(make_cluster().require_spec())

@@ -87,3 +87,27 @@ def test_recheck_lag_keeps_the_worst_seen() -> None:
         metrics.observe_recheck_lag(seconds)
     assert sample(metrics, "etcd_operator_recheck_lag_seconds_count") == 3
     assert sample(metrics, "etcd_operator_recheck_lag_max_seconds") == 0.5
+
+
+def test_storage_and_maintenance_series_per_cluster() -> None:
+    metrics = OperatorMetrics()
+    metrics.set_storage("ns", "c", quota_bytes=16 << 20, alarms={"NOSPACE"},
+                        members={"c-a": (10 << 20, 4 << 20), "c-b": (8 << 20, 8 << 20)})
+    assert sample(metrics, "etcd_operator_backend_quota_bytes", namespace="ns", cluster="c") == 16 << 20
+    assert sample(metrics, "etcd_operator_alarms_active", namespace="ns", cluster="c", alarm="NOSPACE") == 1
+    assert sample(metrics, "etcd_operator_alarms_active", namespace="ns", cluster="c", alarm="CORRUPT") == 0
+    assert sample(metrics, "etcd_operator_member_db_size_in_use_bytes", namespace="ns", cluster="c", member="c-a") == 4 << 20
+    # Failures count from 0, so increase() over the first failure is 1 (the alerts rely on it).
+    assert sample(metrics, "etcd_operator_defragmentations_total", namespace="ns", cluster="c", result="failed") == 0
+    assert sample(metrics, "etcd_operator_alarm_recoveries_total", namespace="ns", cluster="c",
+                  alarm="NOSPACE", result="failed") == 0
+    metrics.set_storage("ns", "c", quota_bytes=16 << 20, alarms=set(), members={"c-a": (4 << 20, 4 << 20)})
+    assert sample(metrics, "etcd_operator_member_db_size_bytes", namespace="ns", cluster="c", member="c-b") is None
+    metrics.observe_defragmentation("ns", "c", 1.5, ok=True)
+    metrics.observe_alarm_recovery("ns", "c", "NOSPACE", 12.0, ok=True)
+    assert sample(metrics, "etcd_operator_defragmentation_duration_seconds_count", namespace="ns", cluster="c") == 1
+    assert sample(metrics, "etcd_operator_alarm_recovery_duration_seconds_sum", namespace="ns", cluster="c",
+                  alarm="NOSPACE") == 12.0
+    metrics.forget_cluster("ns", "c")
+    assert sample(metrics, "etcd_operator_backend_quota_bytes", namespace="ns", cluster="c") is None
+    assert sample(metrics, "etcd_operator_defragmentations_total", namespace="ns", cluster="c", result="succeeded") is None

@@ -4,6 +4,7 @@ number of passes; a refused change: again soon; converged: the resync period, st
 stays converged) and the one refusal it remembers for the supervisor's log."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -15,6 +16,7 @@ from etcd_operator.observed import ObservedCluster
 from etcd_operator.rechecking import (
     IMMINENT_MAX_PASSES,
     IMMINENT_POLL_SECONDS,
+    NEAR_QUOTA_RECHECK_SECONDS,
     POSTPONED_RETRY_SECONDS,
     WAIT_FAST_PASSES,
     WAIT_MAX_SECONDS,
@@ -142,3 +144,25 @@ def test_a_refused_change_is_retried_soon_and_logged_once(monkeypatch: pytest.Mo
     info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "promote" in r.getMessage()]
     assert len([m for m in info if "postponed" in m]) == 1, info
     assert info.count(PROMOTE.describe()) == 2, "the first attempt and the one that went through"
+
+
+def test_a_cluster_near_its_quota_is_re_checked_sooner() -> None:
+    """NOSPACE comes with no Kubernetes event: a converged cluster whose database is near the quota
+    is not left for stretched resync periods."""
+    pacing = Pacing(RESYNC)
+    near = a.NoOp("3 healthy member(s) running etcd 3.6.16", near_quota=True)
+    assert _delays(pacing, near, Outcome.DONE, 5) == [NEAR_QUOTA_RECHECK_SECONDS] * 5
+    assert pacing.delay_after(CONVERGED, Outcome.DONE) == RESYNC
+
+
+def test_near_quota_is_seen_by_the_planner() -> None:
+    from etcd_operator.planning import plan_next_action
+    from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster
+
+    observed = healthy_cluster(3, spec={"backendQuota": "16Mi"})
+    statuses = dict(observed.endpoint_status)
+    full = dataclasses.replace(statuses["example-mem02"], db_size=14 * 2**20, db_size_in_use=14 * 2**20)
+    action = plan_next_action(dataclasses.replace(observed, endpoint_status={**statuses, "example-mem02": full}))
+    assert isinstance(action, a.NoOp) and action.near_quota, action
+    quiet = plan_next_action(observed)
+    assert isinstance(quiet, a.NoOp) and not quiet.near_quota

@@ -195,7 +195,8 @@ def test_operator_pod_has_a_writable_tmp_for_client_certificates() -> None:
 def test_pod_policy_hash_is_pinned() -> None:
     """Changing this value rolls every member of every cluster once when the operator is upgraded:
     only on purpose (and say so in the release notes)."""
-    assert pod_policy_hash(make_cluster().require_spec()) == "41527df25d49ab9d"
+    # Changed on purpose (issue 21): the default compaction flags and the metrics listener.
+    assert pod_policy_hash(make_cluster().require_spec()) == "99b96668afb7a678"
 
 
 @pytest.mark.parametrize("change, rolls", [

@@ -193,3 +193,21 @@ def test_stopping_the_controller_stops_every_worker(running: Running) -> None:
 
     assert not running.thread.is_alive()
     assert running.worker("w1").stopped and running.worker("w2").stopped
+
+
+def test_a_status_only_change_wakes_no_worker(running: Running) -> None:
+    """The operator's own status write comes back through the watch; a status that moves on its
+    own (database sizes) would otherwise wake the next pass at once, pass after pass."""
+    running.primary.send(ADDED, {**obj("w1"), "spec": {"size": 3}, "status": {"phase": "Creating"}})
+    before = running.worker("w1").notified
+    written = {**obj("w1"), "spec": {"size": 3}, "status": {"phase": "Running"}}
+    written["metadata"]["resourceVersion"] = "2"
+    running.primary.send(MODIFIED, written)
+    assert running.worker("w1").notified == before
+    assert running.primary_cache.get(("ns", "w1")) == written  # the cache still has the newest
+    changed = {**written, "spec": {"size": 5}}
+    running.primary.send(MODIFIED, changed)
+    assert running.worker("w1").notified == before + 1
+    relabelled = {**changed, "metadata": {**changed["metadata"], "labels": {"team": "a"}}}
+    running.primary.send(MODIFIED, relabelled)
+    assert running.worker("w1").notified == before + 2

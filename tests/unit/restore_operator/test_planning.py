@@ -37,6 +37,7 @@ def observed(**fields: Any) -> ObservedRestore:
 
 
 VERIFIED = RecordedRestore(snapshot=FACTS)
+REPLACED = RecordedRestore(phase="Replacing", snapshot=FACTS, cluster_spec={"size": 3, "version": "3.6.16"})
 
 
 @pytest.mark.parametrize("case, seen, expected", [
@@ -61,8 +62,9 @@ VERIFIED = RecordedRestore(snapshot=FACTS)
      a.Succeed),
     ("rule 5: someone else's cluster is replaced", observed(cluster=cluster()), a.ReplaceCluster),
     ("rule 5: being deleted already", observed(cluster=cluster(deleting=True)), a.Wait),
-    ("rule 6: old pods still there", observed(cluster_pods=2), a.Wait),
-    ("rule 7: nothing there", observed(), a.CreateCluster),
+    ("rule 7: old pods still there", observed(recorded=REPLACED, cluster_pods=2), a.Wait),
+    ("rule 8: replaced, now gone", observed(recorded=REPLACED), a.CreateCluster),
+    ("rule 8: never there, no clusterSpec", observed(), a.Fail),
 ])
 def test_plan(case: str, seen: ObservedRestore, expected: type) -> None:
     action = p.plan_next_action(seen)
@@ -91,11 +93,11 @@ def test_replace_keeps_the_spec_recorded_before_the_delete() -> None:
 @pytest.mark.parametrize("recorded_spec, template, expected", [
     ({"size": 5, "version": "3.5.35", "restore": {"old": True}}, None, {"size": 5, "version": "3.5.35"}),
     (None, {"size": 1, "version": "3.6.16"}, {"size": 1, "version": "3.6.16"}),
-    (None, None, {"size": 3}),
     (None, {"version": "3.5.35"}, {"size": 3, "version": "3.5.35"}),
 ])
 def test_new_cluster_spec(recorded_spec: Any, template: Any, expected: dict[str, Any]) -> None:
-    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": {"path": "b/k"}}
+    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
+                            "s3": {"path": "b/k", "awsSecret": "aws"}}
     if template is not None:
         spec["clusterSpec"] = template
     recorded = RecordedRestore(snapshot=FACTS, cluster_spec=recorded_spec)

@@ -1,0 +1,41 @@
+"""Which image repositories an operator may start containers from: a spec names images
+(`spec.repository`, `spec.restore.fetchImage`) and whoever may write one must not make an operator
+run just any image. Pure."""
+from __future__ import annotations
+
+from typing import Final
+
+from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
+
+# The repository of this project's own image (the default fetch image): the operators already run it.
+OPERATOR_IMAGE_REPOSITORY: Final = DEFAULT_FETCH_IMAGE.rsplit(":", 1)[0]
+# The repositories the official etcd images are published to (`<repository>:v<version>`), and ours.
+DEFAULT_TRUSTED_REPOSITORIES: Final = ("quay.io/coreos/etcd", "gcr.io/etcd-development/etcd",
+                                       OPERATOR_IMAGE_REPOSITORY)
+TRUSTED_REPOSITORIES_FLAG: Final = "--trusted-repositories / TRUSTED_REPOSITORIES"
+
+
+def image_repository(image: str) -> str:
+    """`registry:5000/team/tool` of `registry:5000/team/tool:1.0@sha256:...` (tag and digest off)."""
+    name = image.strip().split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    last = last.split(":", 1)[0]
+    return f"{head}/{last}" if head else last
+
+
+def repository_trusted(repository: str, trusted: tuple[str, ...]) -> bool:
+    """`repository` is an entry of `trusted`, or under an entry ending in "/"."""
+    return any(repository == entry or (entry.endswith("/") and repository.startswith(entry)) for entry in trusted)
+
+
+def untrusted_image_problem(field: str, image: str, trusted: tuple[str, ...]) -> str | None:
+    """Why `image` (the value of `field`) may not run, or None when its repository is trusted."""
+    if repository_trusted(image_repository(image), trusted):
+        return None
+    return (f"{field} {image} is not from a repository this operator trusts "
+            f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with {TRUSTED_REPOSITORIES_FLAG})")
+
+
+def parse_trusted_repositories(text: str) -> tuple[str, ...]:
+    """The comma-separated flag value as a tuple (blanks dropped)."""
+    return tuple(entry.strip() for entry in text.split(",") if entry.strip())

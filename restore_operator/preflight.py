@@ -1,0 +1,116 @@
+"""What a restore must pass before anything is deleted (pure): the seed pod can fetch the snapshot
+(an awsSecret to read it with), the EtcdCluster to create is one the etcd operator will run (its
+spec, etcd version and images), and the program of that version's image that restores it. A
+failure here fails the restore and leaves the existing cluster as it is. The snapshot object
+itself is re-checked (still there, the same object) by the supervisor just before the delete."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import parse_cluster_spec
+from etcd_common.api.etcd_restore import EtcdRestore
+from etcd_common.api.fields import SpecError
+from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, untrusted_image_problem
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
+from etcd_common.seed.tools import no_bump_warning, restore_tool
+from etcd_common.storage.s3 import ObjectInfo
+from restore_operator.actions import Fail
+from restore_operator.observed import SnapshotFacts
+
+REASON_SEED_WITHOUT_CREDENTIALS = "SeedHasNoCredentials"
+REASON_INVALID_CLUSTER_SPEC = "InvalidClusterSpec"
+REASON_UNSUPPORTED_VERSION = "UnsupportedVersion"
+REASON_UNTRUSTED_IMAGE = "UntrustedImage"
+REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
+REASON_SNAPSHOT_MISSING = "SnapshotMissing"
+REASON_SNAPSHOT_CHANGED = "SnapshotChanged"
+NOTHING_TOUCHED = "nothing was deleted"
+
+
+@dataclass(frozen=True)
+class RestorePolicy:
+    """The restore operator's flags that decide what a restore creates (from `RestoreSettings`)."""
+
+    fetch_image: str = DEFAULT_FETCH_IMAGE
+    bump_revision: int = DEFAULT_BUMP_REVISION
+    trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """How the seed will restore: the revision bump its tool can take, and what the user should
+    know about it ("" when nothing)."""
+
+    bump_revision: int
+    warning: str = ""
+
+
+def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: RestorePolicy) -> RestorePlan | Fail:
+    """The plan for restoring into an EtcdCluster with `target_spec`, or why it must not start."""
+    no_credentials = seed_credentials_problem(restore)
+    if no_credentials is not None:
+        return no_credentials
+    try:
+        spec = parse_cluster_spec(dict(target_spec))
+    except SpecError as error:
+        return Fail(REASON_INVALID_CLUSTER_SPEC,
+                    f"the EtcdCluster to create would be refused: {error.reason}; fix spec.clusterSpec (or the "
+                    f"existing EtcdCluster's spec); {NOTHING_TOUCHED}")
+    tool = restore_tool(spec.version)
+    if spec.version.minor_version not in c.ACCEPTED_MINOR_VERSIONS or tool is None:
+        accepted = ", ".join(f"{minor}.x" for minor in c.ACCEPTED_MINOR_VERSIONS)
+        return Fail(REASON_UNSUPPORTED_VERSION,
+                    f"etcd {spec.version} cannot be restored into: the etcd operator runs {accepted}; set "
+                    f"spec.clusterSpec.version (e.g. {c.DEFAULT_VERSION}); {NOTHING_TOUCHED}")
+    trusted = policy.trusted_repositories
+    untrusted = (untrusted_image_problem("spec.repository of the EtcdCluster to create", spec.image, trusted)
+                 or untrusted_image_problem("the fetch image (--fetch-image / RESTORE_FETCH_IMAGE)",
+                                            policy.fetch_image, trusted))
+    if untrusted:
+        return Fail(REASON_UNTRUSTED_IMAGE, f"{untrusted}; {NOTHING_TOUCHED}")
+    if policy.bump_revision and not tool.can_bump_revision:
+        return RestorePlan(bump_revision=0, warning=no_bump_warning(spec.version, tool))
+    return RestorePlan(bump_revision=policy.bump_revision)
+
+
+def seed_credentials_problem(restore: EtcdRestore) -> Fail | None:
+    """The seed pod fetches the snapshot with the awsSecret's credentials, and with nothing else
+    (it has no service account token): without one, whatever this operator could read with its
+    own identity, the seed could not. Known before anything is downloaded."""
+    assert restore.spec is not None and restore.spec.storage.s3 is not None
+    location = restore.spec.storage.s3
+    if location.aws_secret:
+        return None
+    return Fail(REASON_SEED_WITHOUT_CREDENTIALS,
+                f"spec.s3.awsSecret is empty: the seed pod that fetches s3://{location.path} would have no "
+                "credentials (this operator's own identity does not reach it); name a Secret with the AWS "
+                f"`credentials` (and `config`) files in spec.s3.awsSecret; {NOTHING_TOUCHED}")
+
+
+def cluster_not_found(restore: EtcdRestore) -> Fail:
+    assert restore.spec is not None
+    return Fail(REASON_CLUSTER_NOT_FOUND,
+                f"EtcdCluster {restore.spec.etcd_cluster_name} does not exist in namespace {restore.namespace}: "
+                "create it first, or give spec.clusterSpec to restore into a new cluster of that name")
+
+
+def snapshot_object_problem(path: str, facts: SnapshotFacts, info: ObjectInfo | None, *,
+                            consequence: str = NOTHING_TOUCHED) -> Fail | None:
+    """Why the object at `path` (`info`: as S3 describes it now, None when it is gone; the
+    verified version when one was recorded) is no longer the snapshot verified, if it is not.
+    Compared by ETag, else (a status written before ETags were recorded) by size."""
+    if info is None:
+        return Fail(REASON_SNAPSHOT_MISSING,
+                    f"s3://{path} is gone since it was verified; {consequence}; put the backup back (or name "
+                    "another) and create a new EtcdRestore")
+    changed = (facts.etag and info.etag != facts.etag) or (not facts.etag and facts.size and info.size != facts.size)
+    if not changed:
+        return None
+    was = f"ETag {facts.etag}" if facts.etag else f"{facts.size} bytes"
+    now = f"ETag {info.etag}" if facts.etag else f"{info.size} bytes"
+    return Fail(REASON_SNAPSHOT_CHANGED,
+                f"s3://{path} was replaced since it was verified ({was}, now {now}); {consequence}; create a new "
+                "EtcdRestore to verify and restore the object as it is now")
