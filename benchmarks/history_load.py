@@ -109,5 +109,15 @@ def compact(url: str, revision_number: int) -> None:
                     timeout_seconds=REQUEST_TIMEOUT_SECONDS)
 
 
+def compact_all_history(url: str) -> None:
+    """Compact up to the current revision, then write once: etcd 3.6 followers go on reporting
+    the space in use before a compaction until their next write commits (measured on plain
+    members: 32 MiB in use on the followers, 4 MiB on the leader, until one put), and the operator
+    would see nothing to reclaim on them. Clients that write make this happen on their own."""
+    compact(url, revision(url))
+    if not write_accepted(url):
+        raise RuntimeError(f"{url}: the write after the compaction was refused")
+
+
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()

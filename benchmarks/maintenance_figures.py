@@ -127,11 +127,12 @@ def _operator_run(sandbox: Sandbox, clusters: BenchClusters, name: str, quota: i
     wait_for(lambda: _serving_member_takes_a_write(clusters, name), timeout=RECOVERY_TIMEOUT_SECONDS,
              interval=POLL_SECONDS, what=f"{clusters.namespace}/{name} writable again after NOSPACE")
     no_space = time.monotonic() - refused_at
+    log.info("%s: writable %.2fs after NOSPACE (%.0f MiB written)", name, no_space, refused_after / MIB)
     writer.write(refill)
     sizes = tuple(history_load.db_size(url) for url in urls)
     requests_before = _defragment_requests(sandbox, clusters.namespace, name)
     timeline = DefragmentTimeline({pod.name: pod.defragmented_at for pod in _pod_views(clusters, name)})
-    history_load.compact(urls[0], history_load.revision(urls[0]))
+    history_load.compact_all_history(urls[0])
     wait_for(lambda: timeline.observe(_pod_views(clusters, name), time.monotonic()),
              timeout=DEFRAGMENT_TIMEOUT_SECONDS, interval=POLL_SECONDS,
              what=f"{clusters.namespace}/{name}: every member defragmented after the compaction")

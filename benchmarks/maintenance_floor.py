@@ -48,7 +48,7 @@ def measure_floor(quota_bytes: int, refill_bytes: int, size: int = 3) -> Mainten
         no_space = time.monotonic() - refused_at
         writer.write(refill_bytes)
         sizes = tuple(history_load.db_size(url) for url in urls)
-        history_load.compact(urls[0], history_load.revision(urls[0]))
+        history_load.compact_all_history(urls[0])
         defragments = tuple(_timed(etcdctl, [url], "defrag") for url in urls)
         log.info("floor: writable %.2fs after NOSPACE (%.0f MiB written); defrag %s s of %s MiB", no_space,
                  refused_after / history_load.MIB, ", ".join(f"{s:.2f}" for s in defragments),
