@@ -15,6 +15,7 @@ from benchmarks.backup_figures import measure_backup
 from benchmarks.environment import OperatorDeployment, sandbox_session
 from benchmarks.fleet_figures import measure_fleet
 from benchmarks.idle_figures import measure_idle_fleet
+from benchmarks.maintenance_figures import QUICK_QUOTA_MIB, QUOTA_MIB, measure_maintenance
 from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
 from benchmarks.restore_figures import measure_restore
 from benchmarks.results import Result, table, write_json
@@ -23,7 +24,8 @@ from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger("benchmarks")
 
-FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "fleet")
+FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "fleet",
+           "maintenance")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
@@ -52,7 +54,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Benchmark the etcd operator in the local sandbox (started here unless it runs; stopped "
                     "afterwards only if started here). Every timed figure is a ratio against a floor measured "
                     "in this run: the same membership changes done with raw etcdctl on plain etcd processes (scale 3->5: "
-                    "with its members started as bare pods, benchmarks/pod_floor.py). "
+                    "with its members started as bare pods, benchmarks/pod_floor.py); maintenance: NOSPACE recovered "
+                    "and members defragmented by hand with etcdctl on plain etcd processes with the same history. "
                     f"Figures: {', '.join(FIGURES)}.",
     )
     parser.epilog = ("The sandbox is shared with anyone else using it: the idle-requests figure scales the "
@@ -62,7 +65,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", action="append", choices=FIGURES, metavar="FIGURE",
                         help=f"run only this figure (repeatable): {', '.join(FIGURES)} [all]")
     parser.add_argument("--quick", action="store_true", default=_env("BENCH_QUICK", "") == "1",
-                        help=f"fewer sizes and counts, one run each, {QUICK_IDLE_WINDOW_SECONDS:.0f}s idle windows "
+                        help=f"fewer sizes and counts, one run each, {QUICK_IDLE_WINDOW_SECONDS:.0f}s idle windows, "
+                             f"a {QUICK_QUOTA_MIB} MiB backend quota for maintenance (else {QUOTA_MIB}) "
                              "[BENCH_QUICK=1]")
     parser.add_argument("--repeat", type=int, default=_optional_env("BENCH_REPEAT", int),
                         help="runs per timed figure, operator and floor interleaved; the median is reported "
@@ -122,6 +126,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
         steps.append(("backup", lambda s, o: measure_backup(s, args.repeat)))
     if "fleet" in selected:
         steps.append(("fleet", lambda s, o: measure_fleet(s, o, args.fleet_counts, args.idle_window)))
+    if "maintenance" in selected:
+        quota_mib = QUICK_QUOTA_MIB if args.quick else QUOTA_MIB
+        steps.append(("maintenance", lambda s, o: measure_maintenance(s, args.repeat, quota_mib)))
     return steps
 
 

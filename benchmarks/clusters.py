@@ -21,9 +21,10 @@ GONE_TIMEOUT_SECONDS = 120.0
 Status = dict[str, Any]
 
 
-def etcd_cluster(name: str, size: int) -> dict[str, Any]:
+def etcd_cluster(name: str, size: int, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An EtcdCluster of `size` members of ETCD_VERSION; `spec`: further spec fields."""
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "EtcdCluster", "metadata": {"name": name},
-            "spec": {"size": size, "version": ETCD_VERSION}}
+            "spec": {"size": size, "version": ETCD_VERSION, **(spec or {})}}
 
 
 class BenchClusters:
@@ -37,8 +38,9 @@ class BenchClusters:
 
     # --- the API
 
-    def create(self, name: str, size: int) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, etcd_cluster(name, size))
+    def create(self, name: str, size: int, spec: dict[str, Any] | None = None) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL,
+                                                    etcd_cluster(name, size, spec))
 
     def get(self, name: str) -> dict[str, Any]:
         return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace,

@@ -81,6 +81,7 @@ class RawCluster:
     members: dict[int, RawMember] = field(default_factory=dict)  # running members by index
     changed_at: float = 0.0  # time.monotonic() when the last membership change completed
     launch: Launcher = start_local_process  # how a member's etcd is started
+    etcd_flags: tuple[str, ...] = ()  # added to every member's command line (e.g. a backend quota)
     _next_index: int = 0
     _last_error: str = ""
 
@@ -143,6 +144,10 @@ class RawCluster:
     def wait_settled(self) -> None:
         wait_settled_since(self.changed_at)
 
+    def client_urls(self) -> list[str]:
+        """The running members' client URLs, in the order they were added."""
+        return [self._client(i) for i in sorted(self.members)]
+
     def stop(self) -> None:
         for member in self.members.values():
             member.process.kill()
@@ -176,7 +181,7 @@ class RawCluster:
                 f"--listen-client-urls={self._client(index)}", f"--advertise-client-urls={self._client(index)}",
                 f"--listen-peer-urls={self._peer(index)}", f"--initial-advertise-peer-urls={self._peer(index)}",
                 f"--initial-cluster={','.join(initial)}", f"--initial-cluster-state={state}",
-                "--initial-cluster-token=floor"]
+                "--initial-cluster-token=floor", *self.etcd_flags]
         member = RawMember(index, self.launch(name, argv, self.workdir / f"{name}.log"))
         self.members[index] = member
         return member
