@@ -42,3 +42,14 @@ def parse_recorded(status: Any) -> RecordedBackup:
         consecutive_failures=_integer(status.get("consecutiveFailures")),
         last_reason=last_result if isinstance(last_result, str) and last_result != RESULT_SUCCEEDED else "",
     )
+
+
+def records_attempt(status: Any, attempt: Mapping[str, Any]) -> bool:
+    """Whether `status` already records the attempt that `attempt` (a status this operator computed)
+    describes, or a later one: then there is nothing left to write."""
+    recorded, wanted = parse_recorded(status), parse_recorded(attempt)
+    if recorded.last_attempt_time is None or wanted.last_attempt_time is None:
+        return False
+    if recorded.last_attempt_time != wanted.last_attempt_time:
+        return recorded.last_attempt_time > wanted.last_attempt_time
+    return (recorded.succeeded, recorded.last_reason) == (wanted.succeeded, wanted.last_reason)

@@ -162,8 +162,8 @@ def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[
         print(f"etcd-backup: cannot list: {error.reason}: {error.message}", file=sys.stderr)
         return EXIT_FAILED
     periodic = {p.key: p for p in our_backups(base_key, (o.key for o in objects))}
-    for info in sorted(objects, key=lambda o: (periodic[o.key].revision, periodic[o.key].time)
-                       if o.key in periodic else (-1, o.last_modified)):
+    for info in sorted(objects, key=lambda o: (1, periodic[o.key].time, periodic[o.key].revision)
+                       if o.key in periodic else (0, o.last_modified, 0)):
         if info.key != base_key and info.key not in periodic:
             continue  # foreign objects under the same prefix
         entry = periodic.get(info.key)

@@ -4,6 +4,18 @@ its outcome in status, an event and metrics, then sleep until the next one is du
 
 Deleting the EtcdBackup stops its worker (the controller does), so a periodic schedule ends with
 it; what is in S3 stays.
+
+A status write that fails after an attempt (the API server busy, a webhook down) does not lose the
+attempt: the status it computed is kept in memory and written first by the next pass (after the
+worker's backoff), which then plans from it, so a backup that was uploaded is never taken again
+for want of its status (before, each pass saw no record of it and took it again, about every 30 s).
+It is level-triggered against the API: the kept status is only written while the object (same uid)
+does not record that attempt or a later one, so a write that succeeded but whose answer was lost,
+or another operator instance's newer record, is not overwritten. Finding the uploaded object in the
+bucket instead was rejected: the bucket cannot tell our upload from another writer's to the same
+path (a one-shot key is fixed; a CronJob or a second EtcdBackup may share a periodic path), and it
+costs a listing per pass. Memory does not survive a restart: then at most one backup is taken
+again, as after a crash during an upload.
 """
 from __future__ import annotations
 
@@ -19,7 +31,7 @@ from backup_operator import acting, reasons
 from backup_operator import actions as a
 from backup_operator.metrics import BackupMetrics
 from backup_operator.observed import BackupResult, ObservedBackup
-from backup_operator.observing import observe_backup, parse_recorded
+from backup_operator.observing import observe_backup, parse_recorded, records_attempt
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS
@@ -56,10 +68,19 @@ class SupervisorContext:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class UnwrittenStatus:
+    """A status computed after an attempt whose write failed: written by the next pass."""
+
+    uid: str
+    status: dict[str, Any]
+
+
 class BackupSupervisor:
     def __init__(self, key: Key, context: SupervisorContext) -> None:
         self.key = key
         self.context = context
+        self.unwritten: UnwrittenStatus | None = None
         self.log = object_logger(*key, logging.getLogger(SUPERVISOR_LOGGER_NAME), field="backup")
         self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role=WORKER_ROLE,
                                    expected_errors=(KubeError,))
@@ -67,7 +88,10 @@ class BackupSupervisor:
     def reconcile_once(self) -> float:
         ctx = self.context
         raw = ctx.backups.get(self.key)
+        if raw is not None and self.unwritten is not None:
+            raw = self._write_unwritten(raw)
         if raw is None:
+            self.unwritten = None
             return IDLE_SECONDS
         observed = observe_backup(raw, ctx.clock())
         backup, recorded, now = observed.backup, observed.recorded, observed.now
@@ -131,18 +155,41 @@ class BackupSupervisor:
                                 ctx.clock())
         return self._patch_status(raw, current, status)
 
+    def _write_unwritten(self, raw: dict[str, Any]) -> dict[str, Any] | None:
+        """Write the status a failed write left out, unless the API already records that attempt
+        or a later one; the object to plan from (None: deleted meanwhile)."""
+        unwritten, self.unwritten = self.unwritten, None
+        assert unwritten is not None
+        current = raw.get("status") or {}
+        if unwritten.uid != _uid(raw) or records_attempt(current, unwritten.status):
+            return raw
+        self.log.info("writing the status of the last attempt (%s), which a failed write left out; "
+                      "the attempt is not repeated", unwritten.status.get("lastResult"))
+        return self._patch_status(raw, current, unwritten.status)
+
     def _patch_status(self, raw: dict[str, Any], current: dict[str, Any],
                       status: dict[str, Any]) -> dict[str, Any] | None:
         ctx = self.context
+        self.unwritten = UnwrittenStatus(_uid(raw), status)
         try:
             updated = ctx.backup_api.patch_status(self.key[0], self.key[1], status_merge_patch(current, status))
         except NotFound:
+            self.unwritten = None
             self.log.info("EtcdBackup deleted meanwhile; status not written")
             return None
+        except KubeError as error:
+            self.log.warning("status write failed: %s; kept, and written by the next pass (the backup is not "
+                             "taken again)", short_error(error))
+            raise
+        self.unwritten = None
         if updated:
             # The next pass schedules from what we wrote, even before the watch brings it.
             ctx.backups.upsert(updated)
         return updated
+
+
+def _uid(raw: dict[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("uid") or "")
 
 
 def _delay(action: a.Action) -> float:

@@ -136,7 +136,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     retained: int | None = None
     retention_error = ""
     if request.periodic:
-        retained, retention_error = _apply_retention(storage, bucket, base_key, request.max_backups, log)
+        retained, retention_error = _apply_retention(storage, bucket, base_key, key, request.max_backups, log)
     return BackupResult(
         key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
         started=started, duration_seconds=monotonic() - clock_start, endpoint=endpoint,
@@ -316,13 +316,14 @@ def _snapshot_readable(status_call: Future[ctl.SnapshotStatus], endpoint: str) -
         raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot from {endpoint}: {error.message}") from error
 
 
-def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, max_backups: int,
+def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, uploaded: str, max_backups: int,
                      log: Logger) -> tuple[int | None, str]:
-    """Delete the oldest periodic backups of `base_key` beyond `max_backups`; returns how many
-    remain and an error text ("" if none). A failure here does not undo the backup."""
+    """Delete the oldest periodic backups of `base_key` beyond `max_backups`, never `uploaded` (the
+    backup just taken, counted even if the listing does not show it yet); returns how many remain
+    and an error text ("" if none). A failure here does not undo the backup."""
     try:
-        keys = [info.key for info in storage.list(bucket, base_key)]
-        doomed = keys_to_delete(base_key, keys, max_backups)
+        keys = list(dict.fromkeys([*(info.key for info in storage.list(bucket, base_key)), uploaded]))
+        doomed = keys_to_delete(base_key, keys, max_backups, keep=uploaded)
         for key in doomed:
             storage.delete(bucket, key)
             log.info("retention (maxBackups %d): deleted s3://%s/%s", max_backups, bucket, key)

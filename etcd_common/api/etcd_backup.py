@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity, spec_or_error
 from etcd_common.api.storage_locations import StorageLocation, parse_storage_location
 
 
@@ -78,12 +78,7 @@ def parse_etcd_backup(obj: JsonDict) -> EtcdBackup:
     """Parse a whole EtcdBackup. Spec problems do not raise: they become `spec_error`, so the
     operator can report them in the object's status."""
     identity = object_identity(obj)
-    spec: BackupSpec | None = None
-    spec_error: str | None = None
-    try:
-        spec = parse_backup_spec(obj.get("spec"))
-    except InvalidBackupSpec as error:
-        spec_error = error.reason
+    spec, spec_error = spec_or_error(obj.get("spec"), parse_backup_spec, InvalidBackupSpec)
     return EtcdBackup(
         name=identity.name, namespace=identity.namespace, uid=identity.uid, generation=identity.generation,
         spec=spec, spec_error=spec_error, status=parse_backup_status(obj.get("status")),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from etcd_common.api.etcd_cluster import parse_cluster_spec
-from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity, spec_or_error
 from etcd_common.api.storage_locations import StorageLocation, parse_storage_location
 
 
@@ -53,12 +53,7 @@ class EtcdRestore:
 def parse_etcd_restore(obj: JsonDict) -> EtcdRestore:
     """Parse a whole EtcdRestore. Spec problems do not raise: they become `spec_error`."""
     identity = object_identity(obj)
-    spec: RestoreSpec | None = None
-    spec_error: str | None = None
-    try:
-        spec = parse_restore_spec(obj.get("spec"))
-    except InvalidRestoreSpec as error:
-        spec_error = error.reason
+    spec, spec_error = spec_or_error(obj.get("spec"), parse_restore_spec, InvalidRestoreSpec)
     return EtcdRestore(
         name=identity.name, namespace=identity.namespace, uid=identity.uid, generation=identity.generation,
         spec=spec, spec_error=spec_error, status=parse_restore_status(obj.get("status")),

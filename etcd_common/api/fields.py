@@ -3,11 +3,12 @@ shape raises the parser's own `SpecError` class naming the field by its path in 
 (`spec.s3.path`), and the identity every parsed object carries from its metadata."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 JsonDict = Mapping[str, Any]
+SpecT = TypeVar("SpecT")
 
 
 class SpecError(ValueError):
@@ -38,6 +39,16 @@ def object_identity(obj: JsonDict) -> ObjectIdentity:
         uid=str(metadata.get("uid") or ""),
         generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
     )
+
+
+def spec_or_error(raw_spec: Any, parse: Callable[[Any], SpecT],
+                  error: type[SpecError]) -> tuple[SpecT | None, str | None]:
+    """`parse(raw_spec)` and None, or None and the reason when it raises `error`: a whole object's
+    parser does not raise for its spec, so the operator can report the problem in status."""
+    try:
+        return parse(raw_spec), None
+    except error as problem:
+        return None, problem.reason
 
 
 class FieldReader:

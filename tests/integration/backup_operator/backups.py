@@ -19,6 +19,7 @@ from etcd_common.etcd.etcdctl import snapshot_restore
 from etcd_common.storage import s3
 from kube_sandbox import binaries
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.etcd_operator.operator_clusters import Clusters
 
 GROUP, VERSION, PLURAL = "etcd.database.coreos.com", "v1beta2", "etcdbackups"
 AWS_SECRET = "aws"
@@ -161,6 +162,11 @@ def keys_in_snapshot(snapshot: Path, workdir: Path) -> dict[str, str]:
         process.terminate()
         process.wait(timeout=30)
         log.close()
+
+
+def cluster_revision(clusters: Clusters, name: str) -> int:
+    """The revision the EtcdCluster's first endpoint reports."""
+    return int(json.loads(clusters.etcdctl(name, "endpoint", "status", "-w", "json"))[0]["Status"]["header"]["revision"])
 
 
 def download(storage: s3.S3Storage, bucket: str, key: str) -> Path:

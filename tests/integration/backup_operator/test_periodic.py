@@ -12,16 +12,12 @@ from etcd_common.storage import s3
 from kube_sandbox.testing import wait_for
 from tests.integration.backup_operator.backup_deployment import backup_operator_logs
 from tests.integration.backup_operator.backups import Backups, etcd_backup
+from tests.integration.backup_operator.backups import cluster_revision as revision
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
 pytestmark = pytest.mark.sandbox
 
 FOREIGN = ("etcd.backup", "etcd.backup_notes.txt", "etcd.backup_v5_not-a-time", "etcd.backup2_v1_2020-01-01-00:00:00")
-
-
-def revision(clusters: Clusters, name: str) -> int:
-    import json
-    return int(json.loads(clusters.etcdctl(name, "endpoint", "status", "-w", "json"))[0]["Status"]["header"]["revision"])
 
 
 def test_retention_keeps_the_two_newest_across_a_new_digit_and_spares_foreign_objects(

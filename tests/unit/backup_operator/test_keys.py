@@ -1,5 +1,6 @@
-"""Key scheme and retention: CoreOS's `<path>_v<revision>_<time>`, ordered by revision and time,
-never by string order, and never touching foreign objects."""
+"""Key scheme and retention: CoreOS's `<path>_v<revision>_<time>`, ordered by the time a backup was
+taken (then revision), never by revision first nor by string order; never touching foreign objects,
+keys whose time cannot be read, or the backup just uploaded."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timezone
@@ -44,34 +45,51 @@ def test_path_with_regex_characters_is_matched_literally() -> None:
     assert parse_periodic_key("a.b+c", "aXb+c_v1_2024-01-02-03:04:05") is None
 
 
-def test_retention_across_a_revision_gaining_a_digit_keeps_the_newest() -> None:
-    keys = [
-        "etcd.backup_v98_2024-01-02-03:04:05",
-        "etcd.backup_v99_2024-01-02-03:05:05",
-        "etcd.backup_v100_2024-01-02-03:06:05",  # string order would call this the oldest
-        "etcd.backup_v101_2024-01-02-03:07:05",
-    ]
-    assert keys_to_delete("etcd.backup", keys, 2) == keys[:2]
+# (why, keys, max_backups, keep, deleted)
+RETENTION_CASES = [
+    ("a revision gaining a digit: string order would call v100 the oldest",
+     ["etcd.backup_v98_2024-01-02-03:04:05", "etcd.backup_v99_2024-01-02-03:05:05",
+      "etcd.backup_v100_2024-01-02-03:06:05", "etcd.backup_v101_2024-01-02-03:07:05"], 2, "",
+     ["etcd.backup_v98_2024-01-02-03:04:05", "etcd.backup_v99_2024-01-02-03:05:05"]),
+    ("rewind: the cluster recreated under its name starts at revision 1; its backups are the newest",
+     ["etcd.backup_v300_2024-01-02-03:04:05", "etcd.backup_v301_2024-01-02-03:04:10",
+      "etcd.backup_v1_2024-01-02-03:05:00", "etcd.backup_v1_2024-01-02-03:05:05"], 2, "etcd.backup_v1_2024-01-02-03:05:05",
+     ["etcd.backup_v300_2024-01-02-03:04:05", "etcd.backup_v301_2024-01-02-03:04:10"]),
+    ("rewind, first new backup: one old one goes, not the new one",
+     ["etcd.backup_v300_2024-01-02-03:04:05", "etcd.backup_v301_2024-01-02-03:04:10",
+      "etcd.backup_v1_2024-01-02-03:05:00"], 2, "etcd.backup_v1_2024-01-02-03:05:00",
+     ["etcd.backup_v300_2024-01-02-03:04:05"]),
+    ("foreign objects under the same prefix are never named",
+     ["etcd.backup", "etcd.backup_v1_2024-01-02-03:04:05", "etcd.backup_v2_2024-01-02-03:05:05",
+      "etcd.backup_v3_2024-01-02-03:06:05", "etcd.backup-notes.txt", "etcd.backup_v0_foreign"], 1, "",
+     ["etcd.backup_v1_2024-01-02-03:04:05", "etcd.backup_v2_2024-01-02-03:05:05"]),
+    ("a time that cannot be read (13th month, 25th hour) says nothing about age: never deleted",
+     ["b_v1_2024-13-02-03:04:05", "b_v2_2024-01-02-25:00:00", "b_v3_2024-01-02-03:04:05",
+      "b_v4_2024-01-02-03:04:06"], 1, "", ["b_v3_2024-01-02-03:04:05"]),
+    ("the same time orders by revision", ["b_v6_2024-01-02-03:04:05", "b_v5_2024-01-02-03:04:05"], 1, "",
+     ["b_v5_2024-01-02-03:04:05"]),
+    ("the same revision orders by time", ["b_v5_2024-01-02-03:06:05", "b_v5_2024-01-02-03:04:05"], 1, "",
+     ["b_v5_2024-01-02-03:04:05"]),
+    ("the operator's clock went back: the backup just uploaded looks oldest and is still kept",
+     ["b_v7_2024-01-02-03:04:05", "b_v8_2024-01-02-03:04:06", "b_v9_2024-01-01-00:00:00"], 2,
+     "b_v9_2024-01-01-00:00:00", ["b_v7_2024-01-02-03:04:05"]),
+    ("maxBackups 1 keeps only the backup just uploaded",
+     ["b_v7_2024-01-02-03:04:05", "b_v9_2024-01-01-00:00:00"], 1, "b_v9_2024-01-01-00:00:00",
+     ["b_v7_2024-01-02-03:04:05"]),
+    ("a `keep` that is not listed is no reason to delete one more",
+     ["b_v7_2024-01-02-03:04:05", "b_v8_2024-01-02-03:04:06"], 2, "b_v9_2024-01-02-03:04:07", []),
+    ("maxBackups 0 keeps everything", ["b_v1_2024-01-02-03:04:05", "b_v2_2024-01-02-03:04:06"], 0, "", []),
+    ("under the limit", ["b_v1_2024-01-02-03:04:05", "b_v2_2024-01-02-03:04:06"], 5, "", []),
+]
 
 
-def test_retention_never_names_foreign_objects() -> None:
-    keys = ["etcd.backup", "etcd.backup_v1_2024-01-02-03:04:05", "etcd.backup_v2_2024-01-02-03:05:05",
-            "etcd.backup_v3_2024-01-02-03:06:05", "etcd.backup-notes.txt", "etcd.backup_v0_foreign"]
-    assert keys_to_delete("etcd.backup", keys, 1) == ["etcd.backup_v1_2024-01-02-03:04:05",
-                                                       "etcd.backup_v2_2024-01-02-03:05:05"]
+@pytest.mark.parametrize(("keys", "max_backups", "keep", "deleted"), [case[1:] for case in RETENTION_CASES],
+                         ids=[case[0] for case in RETENTION_CASES])
+def test_retention_deletes_the_oldest_by_time_taken(keys: list[str], max_backups: int, keep: str,
+                                                    deleted: list[str]) -> None:
+    assert keys_to_delete(keys[0].split("_v")[0], keys, max_backups, keep=keep) == deleted
 
 
-def test_same_revision_orders_by_time() -> None:
-    keys = ["b_v5_2024-01-02-03:06:05", "b_v5_2024-01-02-03:04:05"]
-    assert keys_to_delete("b", keys, 1) == ["b_v5_2024-01-02-03:04:05"]
-
-
-@pytest.mark.parametrize("max_backups", [0, 5])
-def test_nothing_deleted_when_unlimited_or_under_the_limit(max_backups: int) -> None:
-    keys = ["b_v1_2024-01-02-03:04:05", "b_v2_2024-01-02-03:04:06"]
-    assert keys_to_delete("b", keys, max_backups) == []
-
-
-def test_our_backups_oldest_first() -> None:
-    keys = ["b_v10_2024-01-02-03:04:05", "b_v9_2024-01-02-03:04:06"]
-    assert [p.revision for p in our_backups("b", keys)] == [9, 10]
+def test_our_backups_oldest_first_by_time() -> None:
+    keys = ["b_v10_2024-01-02-03:04:05", "b_v9_2024-01-02-03:04:06", "b_v1_2024-01-02-03:04:07"]
+    assert [p.revision for p in our_backups("b", keys)] == [10, 9, 1]

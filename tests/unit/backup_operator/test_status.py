@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from backup_operator.observed import BackupResult
-from backup_operator.observing import parse_recorded
+from backup_operator.observing import parse_recorded, records_attempt
 from backup_operator.status import failure_status, success_status
 
 T = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -50,3 +53,19 @@ def test_parse_recorded_reads_what_was_written_and_survives_garbage() -> None:
     assert recorded.last_attempt_time == T
     assert parse_recorded({"lastAttemptTime": 5, "consecutiveFailures": "x"}).last_attempt_time is None
     assert parse_recorded(None).observed_generation == 0
+
+
+T0, T1 = "2024-01-01T12:00:00Z", "2024-01-01T12:00:01Z"
+SUCCESS_AT_T0 = {"succeeded": True, "lastResult": "Succeeded", "lastAttemptTime": T0}
+
+
+@pytest.mark.parametrize(("current", "recorded"), [
+    ({}, False),  # nothing written yet
+    ({"succeeded": True, "lastResult": "Succeeded", "lastAttemptTime": "2024-01-01T11:59:59Z"}, False),  # older
+    (SUCCESS_AT_T0, True),  # written (the answer to the write was lost)
+    ({"succeeded": False, "lastResult": "S3Unreachable", "lastAttemptTime": T0}, False),  # another outcome
+    ({"succeeded": False, "lastResult": "S3Unreachable", "lastAttemptTime": T1}, True),  # a later attempt
+    ({"lastAttemptTime": "not a time"}, False),
+])
+def test_records_attempt(current: dict[str, Any], recorded: bool) -> None:
+    assert records_attempt(current, SUCCESS_AT_T0) is recorded

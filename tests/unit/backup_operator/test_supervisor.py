@@ -14,6 +14,7 @@ from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS
 from backup_operator.supervisor import NOT_LEADING_DELAY_SECONDS, BackupSupervisor, SupervisorContext
+from kube_adapter.errors import Transient
 from operator_runtime.cache import ObjectCache
 
 NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -120,3 +121,83 @@ def test_not_leading_takes_no_backup(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(acting, "take_backup", lambda *a, **k: pytest.fail("not the leader"))
     assert supervisor.reconcile_once() == NOT_LEADING_DELAY_SECONDS
     assert api.patches == []
+
+
+class FlakyBackupApi(FakeBackupApi):
+    """Refuses the first `failures` status writes as the API server would when overloaded."""
+
+    def __init__(self, cache: ObjectCache, failures: int) -> None:
+        super().__init__(cache)
+        self.failures = failures
+
+    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        if self.failures > 0:
+            self.failures -= 1
+            raise Transient("503 Service Unavailable")
+        return super().patch_status(namespace, name, patch)
+
+
+def flaky_supervisor(failures: int) -> tuple[BackupSupervisor, FlakyBackupApi]:
+    supervisor, _, _, _ = make_supervisor(PERIODIC)
+    api = FlakyBackupApi(supervisor.context.backups, failures)
+    object.__setattr__(supervisor.context, "backup_api", api)
+    return supervisor, api
+
+
+def test_a_backup_whose_status_write_failed_is_recorded_not_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[int] = []
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or result())
+    supervisor, api = flaky_supervisor(2)
+    for _ in range(2):  # the upload, then a retry of the write: both writes refused
+        with pytest.raises(Transient):
+            supervisor.reconcile_once()
+    assert supervisor.reconcile_once() == 600  # the write goes through; the next backup is one interval away
+    assert taken == [1]
+    raw = supervisor.context.backups.get(KEY)
+    assert raw is not None and raw["status"]["lastBackup"]["key"] == "etcd.backup_v5_x"
+    assert supervisor.reconcile_once() == 600 and taken == [1] and len(api.patches) == 1
+
+
+def test_a_failed_attempt_whose_status_write_failed_keeps_its_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts: list[int] = []
+
+    def fail(*args: Any, **kwargs: Any) -> BackupResult:
+        attempts.append(1)
+        raise BackupFailed("S3Unreachable", "cannot reach the S3 server")
+    monkeypatch.setattr(acting, "take_backup", fail)
+    supervisor, api = flaky_supervisor(1)
+    with pytest.raises(Transient):
+        supervisor.reconcile_once()
+    assert supervisor.reconcile_once() == 5.0 and attempts == [1]
+    assert api.patches[-1]["consecutiveFailures"] == 1
+
+
+def test_a_kept_status_is_dropped_when_the_api_records_a_later_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another operator instance (or a write whose answer was lost) recorded something newer."""
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: result())
+    supervisor, api = flaky_supervisor(1)
+    with pytest.raises(Transient):
+        supervisor.reconcile_once()
+    raw = supervisor.context.backups.get(KEY)
+    assert raw is not None
+    later = (NOW + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raw["status"] = {"observedGeneration": 1, "succeeded": True, "consecutiveFailures": 0,
+                     "lastResult": "Succeeded", "lastAttemptTime": later}
+    supervisor.context.backups.upsert(raw)
+    assert supervisor.reconcile_once() == 601
+    assert api.patches == [] and supervisor.unwritten is None
+
+
+def test_a_kept_status_is_not_written_to_an_object_recreated_under_the_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[int] = []
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or result())
+    supervisor, api = flaky_supervisor(1)
+    with pytest.raises(Transient):
+        supervisor.reconcile_once()
+    raw = supervisor.context.backups.get(KEY)
+    assert raw is not None
+    supervisor.context.backups.upsert({**raw, "metadata": {**raw["metadata"], "uid": "another"}})
+    assert supervisor.reconcile_once() == 600
+    assert taken == [1, 1]  # a new object: its own first backup
+    assert len(api.patches) == 1

@@ -287,3 +287,27 @@ def test_periodic_backups_are_keyed_by_revision_and_time_and_retention_keeps_the
     assert result.key == "etcd.backup_v11_2026-01-02-03:04:05"
     assert sorted(storage.uploads) == ["etcd.backup.notes", "etcd.backup_v10_2026-01-01-01:00:00", result.key]
     assert (result.retained, result.retention_error) == (2, "")
+
+
+def test_a_cluster_recreated_under_its_name_keeps_its_new_backups(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    """The rewind: the old cluster's backups have higher revisions but older times."""
+    storage.uploads["etcd.backup_v300_2026-01-02-03:00:00"] = b"old"
+    storage.uploads["etcd.backup_v301_2026-01-02-03:00:05"] = b"old"
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"new"))])
+    result = take_backup(request((A,), periodic=True, max_backups=2), environment(etcd, tmp_path), LOG,
+                         now=lambda: STARTED)
+    assert result.key == "etcd.backup_v1_2026-01-02-03:04:05"
+    assert sorted(storage.uploads) == ["etcd.backup_v1_2026-01-02-03:04:05", "etcd.backup_v301_2026-01-02-03:00:05"]
+    assert result.retained == 2
+
+
+def test_the_backup_just_uploaded_survives_a_clock_that_went_back(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    storage.uploads["etcd.backup_v10_2026-06-01-00:00:00"] = b"from a clock running ahead"
+    storage.uploads["etcd.backup_v11_2026-06-01-00:00:05"] = b"from a clock running ahead"
+    etcd = FakeEtcd([Member(A, revision=12, snapshot=whole_snapshot(b"a"))])
+    result = take_backup(request((A,), periodic=True, max_backups=2), environment(etcd, tmp_path), LOG,
+                         now=lambda: STARTED)
+    assert sorted(storage.uploads) == ["etcd.backup_v11_2026-06-01-00:00:05", result.key]
+    assert result.retained == 2
