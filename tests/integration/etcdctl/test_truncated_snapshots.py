@@ -4,13 +4,16 @@ etcdutl reads the file) and by etcdutl itself (which panics or dies of SIGBUS on
 is mapped to SnapshotInvalid too). CI once saw the restore operator retry such a file forever."""
 from __future__ import annotations
 
+import hashlib
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from etcd_common.api.storage_locations import S3Location
 from etcd_common.etcd.etcdctl import SnapshotInvalid, snapshot_status
+from etcd_common.storage.s3 import ObjectInfo
 from restore_operator.verifying import verify_snapshot
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, etcd_dir
 
@@ -18,12 +21,18 @@ CUTS = 16
 
 
 class LocalStorage:
-    """Serves one local file as every S3 object (verify_snapshot needs only download_file)."""
+    """Serves one local file as every S3 object (verify_snapshot reads its head, then downloads
+    that very object: the ETag it asks for is the file's)."""
 
     def __init__(self, source: Path) -> None:
         self.source = source
+        self.etag = hashlib.md5(source.read_bytes()).hexdigest()
 
-    def download_file(self, bucket: str, key: str, path: str) -> int:
+    def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo:
+        return ObjectInfo(key=key, size=self.source.stat().st_size, last_modified=datetime.now(UTC), etag=self.etag)
+
+    def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
+        assert if_match == self.etag, "the download must ask for the object whose head was read"
         shutil.copyfile(self.source, path)
         return self.source.stat().st_size
 
