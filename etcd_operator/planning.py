@@ -73,10 +73,11 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     happens), else NoOp (converged).
 
 Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade) or UpgradeMember takes a
-member away, its pod leaves the client service: SetServing(false) first, then Wait until the
-client service's EndpointSlices no longer list it as ready (at most DRAIN_TIMEOUT_SECONDS after the
-drain, recorded on the pod), then the removal. Clients of the
-service then never have a write caught on a member as it goes. Dead and stuck members (purpose
+member away, before Defragment blocks one, and before MoveLeader moves leadership off one (a
+leader drops the proposals it receives while it hands over), its pod leaves the client service:
+SetServing(false) first, then Wait until the client service's EndpointSlices no longer list it as
+ready (at most DRAIN_TIMEOUT_SECONDS after the drain, recorded on the pod), then the action. Clients
+of the service then never have a write caught on a member as it goes. Dead and stuck members (purpose
 replace) are not drained: they serve no client already, and waiting must not block replacing them.
 
 Removing the leader (rules 9, 11b, 13, 15, 16): a voting member that leads is never removed while
@@ -211,9 +212,12 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
             if not pod.serving and pod.member_name != action.member_name and pod.member_name in observed.member_names:
                 return SetServing(pod.name, True, "it was drained for an earlier step", pod.uid)
         what = f"member {action.member_name} is defragmented next (it serves nothing meanwhile)"
+    elif isinstance(action, MoveLeader) and _healthy_member(observed, action.from_member_id):
+        what = (f"leadership moves off {action.from_member_name} next (a leader drops the writes it receives "
+                f"while it hands over: \"raft proposal dropped\")")
     else:
         return action
-    target = observed.pod(action.member_name)
+    target = observed.pod(action.from_member_name if isinstance(action, MoveLeader) else action.member_name)
     if target is None or target.deleting:
         return action
     pod = target
@@ -226,6 +230,10 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
         return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
                     f"no longer lists it before: {action.describe()}")
     return action
+
+
+def _healthy_member(observed: ObservedCluster, member_id: int) -> bool:
+    return any(m.id == member_id and observed.is_healthy(m) for m in observed.members or ())
 
 
 # ---------------------------------------------------------------------------------------------

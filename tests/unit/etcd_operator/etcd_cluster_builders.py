@@ -212,7 +212,7 @@ def plan_through_drain(observed: ObservedCluster) -> Any:
         return action
     drained = replace_pod(observed, action.pod_name, serving=False)
     after = plan_next_action(drained)
-    assert isinstance(after, (actions.RemoveMember, actions.UpgradeMember, actions.Defragment)) \
-        and after.member_name == action.pod_name, \
-        f"drained {action.pod_name}, then planned {after}"
+    leaving = after.from_member_name if isinstance(after, actions.MoveLeader) else getattr(after, "member_name", None)
+    assert isinstance(after, (actions.RemoveMember, actions.UpgradeMember, actions.Defragment, actions.MoveLeader)) \
+        and leaving == action.pod_name, f"drained {action.pod_name}, then planned {after}"
     return after

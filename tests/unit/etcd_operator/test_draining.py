@@ -153,3 +153,16 @@ def test_the_executor_removes_the_label_with_a_uid_precondition_and_patches_the_
 def _minutes(n: int) -> Any:
     from datetime import timedelta
     return timedelta(minutes=n)
+
+
+def test_a_healthy_leader_is_drained_before_leadership_moves_off_it() -> None:
+    """A leader drops the proposals it receives while it hands leadership over ("raft proposal
+    dropped", seen by a client of the service during an upgrade): it leaves the service first."""
+    observed = with_spec(healthy_cluster(3, version="3.5.35", leader=1, pvc=True), version="3.6.16")
+    for member in (2, 3):  # the followers are up to date: the leader is upgraded last
+        observed = replace_pod(observed, name(member), image="quay.io/coreos/etcd:v3.6.16")
+    drain = plan_next_action(observed)
+    assert isinstance(drain, actions.SetServing) and not drain.serving and drain.pod_name == name(1), drain
+    assert "raft proposal dropped" in drain.reason
+    move = plan_next_action(_drained(observed, name(1), still_listed=False))
+    assert isinstance(move, actions.MoveLeader) and move.from_member_name == name(1), move

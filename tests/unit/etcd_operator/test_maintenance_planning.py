@@ -85,7 +85,7 @@ def test_no_space_recovery_defragments_followers_first_most_reclaimable_first_dr
 
 def test_no_space_recovery_moves_leadership_before_defragmenting_the_leader() -> None:
     sizes = {1: (16.0, 3.0), 2: (3.0, 3.0), 3: (3.0, 3.0)}
-    action = plan_next_action(_no_space(compacted=True, sizes=sizes))
+    action = plan_through_drain(_no_space(compacted=True, sizes=sizes))
     assert isinstance(action, actions.MoveLeader) and action.from_member_name == name(1), action
 
 
@@ -127,7 +127,7 @@ def test_a_corrupt_member_is_replaced_from_the_sound_majority() -> None:
 
 def test_a_corrupt_leader_hands_leadership_over_before_it_is_removed() -> None:
     observed = _storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(1)),))
-    action = plan_next_action(observed)
+    action = plan_through_drain(observed)
     assert isinstance(action, actions.MoveLeader) and action.from_member_name == name(1), action
     assert action.to_member_name != name(1)
 
@@ -172,7 +172,7 @@ def test_a_database_near_the_quota_is_defragmented_early() -> None:
 
 def test_the_leader_is_defragmented_last_after_leadership_moved() -> None:
     observed = _storage(healthy_cluster(3, spec={"defragmentation": {"minimumFreeSize": "1Mi"}}), {1: (100.0, 10.0)})
-    action = plan_next_action(observed)
+    action = plan_through_drain(observed)
     assert isinstance(action, actions.MoveLeader) and action.from_member_name == name(1), action
 
 
