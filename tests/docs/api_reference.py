@@ -120,6 +120,9 @@ def describe(node: Schema, required: bool) -> str:
         facts.append("non-empty" if node["minLength"] == 1 else f"at least {node['minLength']} characters")
     if "pattern" in node:
         facts.append(f"matches `{node['pattern']}`")
+    for rule in node.get("x-kubernetes-validations", ()):
+        field = f"`{rule['fieldPath'].lstrip('.')}` " if "fieldPath" in rule else ""
+        facts.append(f"refused at apply: {field}{rule['message']}")
     said = text(node.get("description", ""))
     return said + (f" ({'; '.join(facts)})" if facts else "")
 
