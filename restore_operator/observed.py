@@ -32,6 +32,7 @@ class RecordedRestore:
     phase: str = ""
     observed_generation: int = 0
     snapshot: SnapshotFacts | None = None
+    message: str = ""  # the last status message (what the last pass said)
     # The spec of the replaced EtcdCluster, captured before it was deleted.
     cluster_spec: Mapping[str, Any] | None = None
     # uid of the EtcdCluster this restore created ("" until known).

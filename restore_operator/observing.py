@@ -153,6 +153,7 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
         restored_cluster_uid=str(restored.get("uid") or "") if isinstance(restored, Mapping) else "",
         phase=str(raw.get("phase") or ""),
         phase_started=parse_timestamp(raw.get("phaseStartTime")),
+        message=str(raw.get("message") or ""),
         observed_generation=_int(raw.get("observedGeneration")),
         snapshot=facts,
         cluster_spec=dict(cluster_spec) if isinstance(cluster_spec, Mapping) else None,

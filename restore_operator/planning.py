@@ -116,7 +116,7 @@ def _not_serving_yet(observed: ObservedRestore, cluster: TargetCluster) -> Wait:
 def _bounded(observed: ObservedRestore, action: Action) -> Action:
     """`action`, or Fail(RestoreTimedOut) when it would go on waiting in a phase past its bound."""
     if isinstance(action, VerifySnapshot):
-        phase, last_seen = PHASE_VERIFYING, "the snapshot is not verified yet"
+        phase, last_seen = PHASE_VERIFYING, observed.recorded.message or "the snapshot is not verified yet"
     elif isinstance(action, Wait):
         phase, last_seen = action.phase_name, action.message
     else:

@@ -83,6 +83,8 @@ def test_each_phase_goes_on_just_before_its_bound_and_fails_just_after(
     assert isinstance(action, a.Fail) and action.reason == REASON_RESTORE_TIMED_OUT, action
     assert f"{phase} for {limit + 1:.0f} s" in action.message and f"bound of {limit:.0f} s" in action.message
     assert "apply" in action.message  # how to retry
+    if phase == PHASE_VERIFYING:  # the last thing the verification said
+        assert "last seen: still" in action.message
 
 
 @pytest.mark.parametrize("phase, facts, extra, before", CASES)
