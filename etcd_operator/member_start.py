@@ -1,14 +1,15 @@
 """Why a member pod does not start, in the pod's own words: the scheduler finding no node for it
 (Unschedulable: a nodeSelector no node matches, a taint not tolerated, anti-affinity with too few
-nodes), the waiting reason of its etcd container (ErrImagePull, ImagePullBackOff, CrashLoopBackOff
-with the last termination message, CreateContainerConfigError, ...) or a FailedMount event about
+nodes), the waiting reason of its etcd container or of an init container (a seed pod's
+restore-fetch, restore-snapshot; ErrImagePull, ImagePullBackOff, CrashLoopBackOff with the last
+exit code and termination message, CreateContainerConfigError, ...) or a FailedMount event about
 it (a secret volume that cannot be set up). Pure: the status, its MemberStartBlocked condition and the supervisor's one Warning
 event per incident are built from `start_problems`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from etcd_operator.observed import IMAGE_PULL_FAILURE_REASONS, ObservedCluster, ObservedPod
+from etcd_operator.observed import IMAGE_PULL_FAILURE_REASONS, ObservedCluster, ObservedPod, WaitingInitContainer
 
 FAILED_MOUNT = "FailedMount"
 UNSCHEDULABLE = "Unschedulable"
@@ -59,6 +60,9 @@ def _start_problem(pod: ObservedPod, mount_failure: str | None, age_seconds: flo
         if age_seconds is not None and age_seconds < UNSCHEDULABLE_GRACE_SECONDS:
             return None
         return StartProblem(pod.name, UNSCHEDULABLE, _clip(pod.unschedulable_message or ""))
+    init = pod.waiting_init
+    if init is not None and init.reason in CONTAINER_START_FAILURES:
+        return StartProblem(pod.name, init.reason, _init_container_detail(init))
     reason = pod.waiting_reason
     if reason == CRASH_LOOP:
         return StartProblem(pod.name, reason, _last_termination(pod))
@@ -81,6 +85,17 @@ def _last_termination(pod: ObservedPod) -> str:
     if lines:
         text = f"{text}: {lines[-1]}"
     return _clip(text)
+
+
+def _init_container_detail(init: WaitingInitContainer) -> str:
+    """`init container restore-snapshot exited with code 128: <the end of its termination message>`,
+    or its waiting message (an image it cannot pull)."""
+    if init.reason != CRASH_LOOP:
+        return _clip(f"init container {init.name}: {init.message}" if init.message else f"init container {init.name}")
+    text = f"init container {init.name} exited" + (
+        f" with code {init.last_exit_code}" if init.last_exit_code is not None else "")
+    lines = [line.strip() for line in init.last_termination_message.splitlines() if line.strip()]
+    return _clip(f"{text}: {lines[-1]}" if lines else text)
 
 
 def _clip(text: str) -> str:

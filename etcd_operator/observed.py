@@ -41,6 +41,18 @@ def new_name_suffix() -> str:
 
 
 @dataclass(frozen=True)
+class WaitingInitContainer:
+    """An init container (a seed pod's restore-fetch, restore-snapshot, ...) that waits for a reason
+    other than its turn: ErrImagePull, CrashLoopBackOff, ..."""
+
+    name: str
+    reason: str
+    message: str = ""
+    last_exit_code: int | None = None
+    last_termination_message: str = ""
+
+
+@dataclass(frozen=True)
 class ObservedPod:
     name: str
     member_name: str
@@ -72,6 +84,8 @@ class ObservedPod:
     # When the operator last defragmented its member, and when a defragmentation last failed.
     defragmented_at: datetime | None = None
     defragment_failed_at: datetime | None = None
+    # The first init container waiting for a reason other than its turn, if any.
+    waiting_init: WaitingInitContainer | None = None
 
     @property
     def terminal(self) -> bool:
@@ -175,6 +189,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         unschedulable_message=_unschedulable_message(status.get("conditions")),
         defragmented_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENTED_AT)),
         defragment_failed_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENT_FAILED_AT)),
+        waiting_init=_waiting_init_container(status.get("initContainerStatuses")),
     )
 
 
@@ -391,6 +406,19 @@ class ObservedCluster:
 
 def _dict(value: Any) -> JsonDict:
     return value if isinstance(value, Mapping) else {}
+
+
+def _waiting_init_container(statuses: Any) -> WaitingInitContainer | None:
+    for status in statuses if isinstance(statuses, list) else []:
+        status = _dict(status)
+        waiting = _dict(_dict(status.get("state")).get("waiting"))
+        reason = str(waiting.get("reason") or "")
+        if reason and reason not in ("PodInitializing", "ContainerCreating"):
+            last = _dict(_dict(status.get("lastState")).get("terminated"))
+            code = last.get("exitCode")
+            return WaitingInitContainer(str(status.get("name") or ""), reason, str(waiting.get("message") or ""),
+                                        code if isinstance(code, int) else None, str(last.get("message") or ""))
+    return None
 
 
 def _etcd_container(containers: Any) -> JsonDict:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import Condition
+from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, Condition
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
 from etcd_operator import versions
@@ -50,8 +50,6 @@ CONDITION_VERSION_SUPPORTED = "VersionSupported"
 # Failed phases that say nothing about etcd's health (the spec or the names are the problem).
 FAILED_WITHOUT_ETCD_REASONS = ("InvalidSpec", "MembersLost", "ServiceNameTaken", "NameConflict",
                                "DisruptionBudgetNameTaken")
-# Is a member pod kept from starting (no node fits, image, volume, crash loop)? Reasons are the pod's own.
-CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
 CONDITION_TYPES = (
     CONDITION_AVAILABLE,
     CONDITION_SCALING,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
@@ -26,7 +27,7 @@ from etcd_operator.ownership import is_being_deleted
 from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.rechecking import POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS, Outcome, Pacing
 from etcd_operator.spec import check_trusted_repository, parse_etcd_cluster
-from etcd_operator.status import CONDITION_MEMBER_START_BLOCKED, alarm_event, compute_status, upgrade_source_event
+from etcd_operator.status import alarm_event, compute_status, upgrade_source_event
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch

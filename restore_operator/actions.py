@@ -68,6 +68,9 @@ class CreateCluster(Action):
 class Wait(Action):
     message: str
     phase_name: str
+    # Why, in a word (the ClusterRestored condition's reason while Restoring), e.g. the pod's own
+    # reason a member does not start with.
+    reason: str = "Waiting"
     has_effect: ClassVar[bool] = False
 
     def describe(self) -> str:

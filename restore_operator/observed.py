@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from etcd_common.api.etcd_restore import EtcdRestore
@@ -31,10 +32,13 @@ class RecordedRestore:
     phase: str = ""
     observed_generation: int = 0
     snapshot: SnapshotFacts | None = None
+    message: str = ""  # the last status message (what the last pass said)
     # The spec of the replaced EtcdCluster, captured before it was deleted.
     cluster_spec: Mapping[str, Any] | None = None
     # uid of the EtcdCluster this restore created ("" until known).
     restored_cluster_uid: str = ""
+    # When the recorded phase began (status.phaseStartTime): what the phase's time bound counts from.
+    phase_started: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,10 @@ class TargetCluster:
     phase: str = ""
     ready: int = 0
     members: int = 0
+    # The cluster's MemberStartBlocked condition while True (the etcd operator's words, with the
+    # pod's own reason, e.g. CrashLoopBackOff); "" otherwise.
+    start_blocked_reason: str = ""
+    start_blocked: str = ""
 
     @property
     def size(self) -> int:
@@ -70,6 +78,15 @@ class ObservedRestore:
     other_restore_in_progress: str = ""
     # Why the restored cluster's seed pod does not get going (a failing init container), if so.
     seed_problem: str = ""
+    # When this pass observed (None: unknown; then no phase's time bound is applied).
+    now: datetime | None = None
+
+    def phase_seconds(self) -> float | None:
+        """How long the recorded phase has lasted, if known."""
+        started = self.recorded.phase_started
+        if started is None or self.now is None:
+            return None
+        return max(0.0, (self.now - started).total_seconds())
 
     def cluster_is_ours(self) -> bool:
         return self.cluster is not None and bool(self.restore.uid) and self.cluster.restore_uid == self.restore.uid

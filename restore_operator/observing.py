@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import parse_etcd_cluster
+from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, parse_etcd_cluster, parse_recorded_status
 from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
@@ -16,17 +17,18 @@ from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
-from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES
+from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES, parse_timestamp
 
 
 def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
                     pods: ResourceClient, etcd: EtcdAccess,
                     find_restore: Callable[[str, str], Mapping[str, Any] | None] = lambda ns, name: None,
-                    ) -> ObservedRestore:
+                    now: datetime | None = None) -> ObservedRestore:
     """`find_restore(namespace, name)` gives another EtcdRestore as last seen (None if unknown)."""
     recorded = parse_recorded(raw.get("status"), generation=restore.generation)
+    now = now or datetime.now(UTC)
     if restore.spec is None or recorded.snapshot is None:
-        return ObservedRestore(restore, recorded)
+        return ObservedRestore(restore, recorded, now=now)
     name = restore.spec.etcd_cluster_name
     try:
         raw_cluster: dict[str, Any] | None = clusters.get(restore.namespace, name)
@@ -37,7 +39,7 @@ def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: R
     leftover = 0
     if cluster is None:
         leftover = len(pods.list(restore.namespace, label_selector=selector))
-    observed = ObservedRestore(restore, recorded, cluster, leftover)
+    observed = ObservedRestore(restore, recorded, cluster, leftover, now=now)
     if raw_cluster is None or cluster is None:
         return observed
     if not observed.cluster_is_ours():
@@ -64,15 +66,22 @@ def other_restore_in_progress(raw_cluster: Mapping[str, Any], restore_uid: str,
 
 
 def seed_problem(pods: list[dict[str, Any]]) -> str:
-    """A failing restore init container of the cluster's pods, said the way `kubectl` would."""
+    """A failing restore init container of the cluster's pods, said the way `kubectl` would
+    ("seed pod c-x Init:CrashLoopBackOff: restore-snapshot exited 128 (18 restarts); ...")."""
     for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name"))):
         name = (pod.get("metadata") or {}).get("name")
         for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
-            last = (status.get("lastState") or {}).get("terminated") or (status.get("state") or {}).get("terminated") or {}
+            state = status.get("state") or {}
+            last = (status.get("lastState") or {}).get("terminated") or state.get("terminated") or {}
+            waiting = (state.get("waiting") or {}).get("reason")
+            container = status.get("name")
             if last.get("exitCode", 0) != 0:
-                return (f"seed pod {name}: init container {status.get('name')} failed (exit code "
-                        f"{last.get('exitCode')}, {status.get('restartCount', 0)} restarts); see "
-                        f"`kubectl logs {name} -c {status.get('name')}`")
+                return (f"seed pod {name}{f' Init:{waiting}' if waiting else ''}: {container} exited "
+                        f"{last.get('exitCode')} ({status.get('restartCount', 0)} restarts); see "
+                        f"`kubectl logs {name} -c {container}`")
+            if waiting and waiting not in ("PodInitializing", "ContainerCreating"):  # e.g. ImagePullBackOff
+                detail = (state.get("waiting") or {}).get("message")
+                return f"seed pod {name} Init:{waiting}: {container}{f': {detail}' if detail else ''}"
     return ""
 
 
@@ -82,6 +91,9 @@ def parse_target_cluster(raw: Mapping[str, Any]) -> TargetCluster:
     members = status.get("members") or {}
     ready = members.get("ready") or []
     unready = members.get("unready") or []
+    blocked = parse_recorded_status(status).condition(CONDITION_MEMBER_START_BLOCKED)
+    if blocked is not None and blocked.status != "True":
+        blocked = None
     return TargetCluster(
         uid=str(metadata.get("uid") or ""),
         restore_uid=str((metadata.get("annotations") or {}).get(c.ANNOTATION_RESTORE_UID) or ""),
@@ -90,6 +102,8 @@ def parse_target_cluster(raw: Mapping[str, Any]) -> TargetCluster:
         phase=str(status.get("phase") or ""),
         ready=_int(status.get("readyCount")),
         members=len(ready) + len(unready) if (ready or unready) else _int(status.get("size")),
+        start_blocked_reason=blocked.reason if blocked is not None else "",
+        start_blocked=(blocked.message or blocked.reason) if blocked is not None else "",
     )
 
 
@@ -138,6 +152,8 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
     return RecordedRestore(
         restored_cluster_uid=str(restored.get("uid") or "") if isinstance(restored, Mapping) else "",
         phase=str(raw.get("phase") or ""),
+        phase_started=parse_timestamp(raw.get("phaseStartTime")),
+        message=str(raw.get("message") or ""),
         observed_generation=_int(raw.get("observedGeneration")),
         snapshot=facts,
         cluster_spec=dict(cluster_spec) if isinstance(cluster_spec, Mapping) else None,

@@ -29,6 +29,12 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
     the preflight, then CreateCluster from the recorded spec (the replaced cluster's), else the
     template; with `spec.restore` (the revision bump the version's tool can take) and this
     restore's uid.
+
+Over all of them: a VerifySnapshot or Wait in a phase that has lasted past its time bound
+(`status.py`: Verifying, Replacing, Restoring) -> Fail(RestoreTimedOut) with the reason the Wait
+gave (why the restored cluster does not serve yet: the EtcdCluster's MemberStartBlocked condition,
+else the seed pod's failing init container) and how to clean up or retry. Nothing is deleted or
+changed by it: the failing cluster is left for inspection.
 """
 from __future__ import annotations
 
@@ -37,9 +43,17 @@ from typing import Any
 
 from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
-from restore_operator.observed import ObservedRestore
+from restore_operator.observed import ObservedRestore, TargetCluster
 from restore_operator.preflight import RestorePolicy, cluster_not_found, preflight, seed_credentials_problem
-from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING
+from restore_operator.status import (
+    PHASE_COMPLETED,
+    PHASE_FAILED,
+    PHASE_REPLACING,
+    PHASE_RESTORING,
+    PHASE_VERIFYING,
+    REASON_RESTORE_TIMED_OUT,
+    phase_timeout_seconds,
+)
 
 DEFAULT_CLUSTER_SIZE = 3
 
@@ -52,6 +66,10 @@ DEFAULT_POLICY = RestorePolicy()
 
 
 def plan_next_action(observed: ObservedRestore, policy: RestorePolicy = DEFAULT_POLICY) -> Action:
+    return _bounded(observed, _plan(observed, policy))
+
+
+def _plan(observed: ObservedRestore, policy: RestorePolicy) -> Action:
     restore = observed.restore
     recorded = observed.recorded
     if recorded.phase == PHASE_COMPLETED or (
@@ -72,9 +90,7 @@ def plan_next_action(observed: ObservedRestore, policy: RestorePolicy = DEFAULT_
         if cluster.deleting:
             return Wait("the restored EtcdCluster is being deleted", PHASE_RESTORING)
         if not observed.cluster_serves_all_members():
-            problem = f"; {observed.seed_problem}" if observed.seed_problem else ""
-            return Wait(f"waiting for the restored cluster: phase {cluster.phase or '(none)'}, "
-                        f"{cluster.ready}/{cluster.size} members ready{problem}", PHASE_RESTORING)
+            return _not_serving_yet(observed, cluster)
         served = observed.served_revision
         if served is None or served < recorded.snapshot.revision:
             detail = observed.served_revision_error or f"serves revision {served}"
@@ -82,6 +98,54 @@ def plan_next_action(observed: ObservedRestore, policy: RestorePolicy = DEFAULT_
                         f"{recorded.snapshot.revision} yet ({detail})", PHASE_RESTORING)
         return Succeed(served)
     return _plan_replacement(observed, policy)
+
+
+def _not_serving_yet(observed: ObservedRestore, cluster: TargetCluster) -> Wait:
+    """Rule 4's Wait while the restored cluster is not up: why, in the etcd operator's words (its
+    MemberStartBlocked condition), else the seed pod's failing init container."""
+    summary = (f"waiting for the restored cluster: phase {cluster.phase or '(none)'}, "
+               f"{cluster.ready}/{cluster.size} members ready")
+    if cluster.start_blocked:
+        return Wait(f"{summary}; {cluster.start_blocked}", PHASE_RESTORING,
+                    reason=cluster.start_blocked_reason or "MemberStartBlocked")
+    if observed.seed_problem:
+        return Wait(f"{summary}; {observed.seed_problem}", PHASE_RESTORING, reason="SeedFailing")
+    return Wait(summary, PHASE_RESTORING)
+
+
+def _bounded(observed: ObservedRestore, action: Action) -> Action:
+    """`action`, or Fail(RestoreTimedOut) when it would go on waiting in a phase past its bound."""
+    if isinstance(action, VerifySnapshot):
+        phase, last_seen = PHASE_VERIFYING, observed.recorded.message or "the snapshot is not verified yet"
+    elif isinstance(action, Wait):
+        phase, last_seen = action.phase_name, action.message
+    else:
+        return action
+    snapshot = observed.recorded.snapshot
+    limit = phase_timeout_seconds(phase, snapshot.size if snapshot is not None else 0)
+    seconds = observed.phase_seconds()
+    if observed.recorded.phase != phase or limit is None or seconds is None or seconds < limit:
+        return action
+    scaled = f", {snapshot.size} bytes of snapshot included" if phase == PHASE_RESTORING and snapshot else ""
+    return Fail(REASON_RESTORE_TIMED_OUT,
+                f"{phase} for {seconds:.0f} s, past its bound of {limit:.0f} s{scaled}; last seen: {last_seen}. "
+                f"{_after_timeout(observed, phase)}")
+
+
+def _after_timeout(observed: ObservedRestore, phase: str) -> str:
+    """What a timed-out restore left, and how to clean up or retry."""
+    assert observed.restore.spec is not None
+    name = observed.restore.spec.etcd_cluster_name
+    if phase == PHASE_VERIFYING:
+        return "Nothing was touched; fix the cause, then delete and apply this EtcdRestore again."
+    kept = (" (the replaced cluster's spec is in this restore's status.clusterSpec: put it in spec.clusterSpec)"
+            if observed.recorded.cluster_spec else "")
+    if phase == PHASE_REPLACING:
+        return (f"Nothing more is deleted; see `kubectl describe etcdcluster {name}` and its pods; to retry, "
+                f"fix the cause, then delete and apply this EtcdRestore again{kept}.")
+    return (f"The EtcdCluster {name} is left as it is for inspection (`kubectl describe etcdcluster {name}`, "
+            f"the seed pod's logs); to retry, delete the EtcdCluster {name} and this EtcdRestore, fix the cause, "
+            f"and apply the EtcdRestore again{kept}.")
 
 
 def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Action:

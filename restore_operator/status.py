@@ -1,10 +1,23 @@
 """The `.status` of an EtcdRestore: CoreOS's `succeeded` and `reason`, plus phase, message,
 conditions, observedGeneration, the verified snapshot, the restored cluster and timestamps; the
-phases and condition types it uses."""
+phases and condition types it uses, and each phase's time bound.
+
+Time bounds (measured from status.phaseStartTime, written when a phase is entered, so a restarted
+operator computes the same; past one, the restore fails with RestoreTimedOut and the last reason
+seen, and deletes or changes nothing):
+
+- Verifying: S3_UNREACHABLE_TIMEOUT_SECONDS of S3 failing; VERIFYING_TIMEOUT_SECONDS in all (the
+  check itself failing, e.g. etcdutl; a download in progress is not cut short).
+- Replacing: REPLACING_TIMEOUT_SECONDS (the old cluster's deletion, its pods going away, another
+  restore of the same cluster finishing).
+- Restoring: `restoring_timeout_seconds(size)`, RESTORING_BASE_TIMEOUT_SECONDS plus the verified
+  snapshot's size at RESTORING_SLOWEST_BYTES_PER_SECOND (the seed downloads it again, restores it,
+  etcd starts, the members join one at a time).
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from restore_operator.observed import SnapshotFacts
@@ -54,6 +67,8 @@ def next_status(current: Mapping[str, Any], *, generation: int, now: datetime, p
     status["succeeded"] = succeeded
     status["observedGeneration"] = generation
     status.setdefault("startTime", timestamp(now))
+    if current.get("phase") != phase or not isinstance(status.get("phaseStartTime"), str):
+        status["phaseStartTime"] = timestamp(now)  # when this phase began: what its time bound counts from
     if phase in TERMINAL_PHASES:
         status.setdefault("completionTime", timestamp(now))
     merged = {str(c.get("type")): dict(c) for c in current.get("conditions") or [] if isinstance(c, Mapping)}
@@ -87,3 +102,36 @@ def failing_seconds(last_error: Mapping[str, Any], now: datetime) -> float:
     except ValueError:
         return 0.0
     return max(0.0, (now - since).total_seconds())
+
+
+# Time bounds of the phases (see the module docstring).
+VERIFYING_TIMEOUT_SECONDS = 1800.0
+REPLACING_TIMEOUT_SECONDS = 900.0
+RESTORING_BASE_TIMEOUT_SECONDS = 900.0
+# A slow link's rate for the seed's download: a 8 GiB snapshot (etcd's largest quota) adds 68 min.
+RESTORING_SLOWEST_BYTES_PER_SECOND = 2 * 1024 * 1024
+REASON_RESTORE_TIMED_OUT = "RestoreTimedOut"
+
+
+def restoring_timeout_seconds(snapshot_size: int) -> float:
+    """The Restoring bound for a snapshot of `snapshot_size` bytes (as verification recorded it)."""
+    return RESTORING_BASE_TIMEOUT_SECONDS + max(0, snapshot_size) / RESTORING_SLOWEST_BYTES_PER_SECOND
+
+
+def phase_timeout_seconds(phase: str, snapshot_size: int) -> float | None:
+    """The bound of `phase` (None: a phase without one, a terminal phase)."""
+    if phase == PHASE_VERIFYING:
+        return VERIFYING_TIMEOUT_SECONDS
+    if phase == PHASE_REPLACING:
+        return REPLACING_TIMEOUT_SECONDS
+    if phase == PHASE_RESTORING:
+        return restoring_timeout_seconds(snapshot_size)
+    return None
+
+
+def parse_timestamp(text: Any) -> datetime | None:
+    """A status timestamp (UTC), None when absent or unreadable."""
+    try:
+        return datetime.strptime(str(text), TIMESTAMP_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None

@@ -125,7 +125,7 @@ class RestoreSupervisor:
             return ctx.settings.resync_seconds
         assert isinstance(action, a.Wait)
         self._write(raw, restore, current, action.phase_name, action.message,
-                    conditions={CONDITION_CLUSTER_RESTORED: ("False", "Waiting", action.message)}
+                    conditions={CONDITION_CLUSTER_RESTORED: ("False", action.reason, action.message)}
                     if action.phase_name == PHASE_RESTORING else {})
         return WAIT_POLL_SECONDS
 
@@ -251,7 +251,9 @@ class RestoreSupervisor:
     def _fail(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], reason: str,
               message: str) -> None:
         verified = bool((current.get("snapshot") or {}).get("sha256"))
-        conditions = {} if verified else {CONDITION_SNAPSHOT_VERIFIED: ("False", reason, message)}
+        # Past verification, what failed is the restore of the cluster (e.g. RestoreTimedOut).
+        conditions = {CONDITION_CLUSTER_RESTORED: ("False", reason, message)} if verified \
+            else {CONDITION_SNAPSHOT_VERIFIED: ("False", reason, message)}
         self._write(raw, restore, current, PHASE_FAILED, message, reason=reason, conditions=conditions)
         self.context.events.record(raw, "Warning", "RestoreFailed", f"{reason}: {message}")
         self.context.metrics.count_restore("failed", self._elapsed(current))

@@ -107,6 +107,11 @@ class ClusterSpec:
         return self.pod.uses_persistent_volumes
 
 
+# Is a member pod kept from starting (no node fits, image, volume, crash loop)? Written by the etcd
+# operator with the pod's own reason; read by the restore operator to say why a restore waits.
+CONDITION_MEMBER_START_BLOCKED = "MemberStartBlocked"
+
+
 @dataclass(frozen=True)
 class Condition:
     """One entry of `status.conditions`, as stored."""

@@ -124,3 +124,38 @@ def test_a_scheduled_pod_is_not_unschedulable() -> None:
     pod = parse_pod({"metadata": {"name": POD}, "status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "True"}]}})
     assert not pod.unschedulable and pod.unschedulable_message is None and not pod.never_ran
+
+
+def _seed_pod_with_init(*init_statuses: dict[str, Any]) -> ObservedCluster:
+    """A restore's seed pod: its etcd container waits for the init containers."""
+    pod = parse_pod({
+        "metadata": {"name": POD, "uid": "u", "labels": {"etcd_node": POD}},
+        "spec": {"containers": [{"name": "etcd", "image": "quay.io/coreos/etcd:v3.4.23"}]},
+        "status": {"phase": "Pending", "initContainerStatuses": list(init_statuses),
+                   "containerStatuses": [{"name": "etcd", "state": {"waiting": {"reason": "PodInitializing"}}}]},
+    })
+    return dataclasses.replace(nothing_yet(), pods=(pod,))
+
+
+@pytest.mark.parametrize(("init_statuses", "reason", "says"), [
+    ([{"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}},
+      {"name": "restore-snapshot", "restartCount": 18, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+       "lastState": {"terminated": {"exitCode": 128, "message": "Error: unknown command \"snapshot\"\n"}}}],
+     "CrashLoopBackOff", 'init container restore-snapshot exited with code 128: Error: unknown command "snapshot"'),
+    ([{"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}},
+      {"name": "restore-snapshot", "state": {"waiting": {"reason": "ImagePullBackOff",
+                                                          "message": "Back-off pulling image etcd:v3.6.0"}}}],
+     "ImagePullBackOff", "init container restore-snapshot: Back-off pulling image etcd:v3.6.0"),
+])
+def test_a_failing_init_container_is_the_pods_reason(init_statuses: list[dict[str, Any]], reason: str,
+                                                     says: str) -> None:
+    status = compute_status(_seed_pod_with_init(*init_statuses), None, now=NOW)
+    assert _condition(status, "MemberStartBlocked") == ("True", reason, f"member pod {POD} does not start: "
+                                                                          f"{reason}: {says}")
+    assert says in status["message"]
+
+
+def test_an_init_container_waiting_its_turn_is_no_problem() -> None:
+    observed = _seed_pod_with_init({"name": "restore-fetch", "state": {"running": {}}},
+                                   {"name": "restore-snapshot", "state": {"waiting": {"reason": "PodInitializing"}}})
+    assert start_problems(observed) == ()

@@ -26,10 +26,17 @@ def test_seed_problem_names_the_failing_init_container() -> None:
         {"name": "restore-fetch", "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
          "lastState": {"terminated": {"exitCode": 1}}}]}}
     problem = seed_problem([pod])
-    assert "c-abcde" in problem and "restore-fetch" in problem and "exit code 1" in problem
+    assert problem.startswith("seed pod c-abcde Init:CrashLoopBackOff: restore-fetch exited 1 (2 restarts)")
     healthy = {"metadata": {"name": "c-abcde"}, "status": {"initContainerStatuses": [
         {"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}}]}}
     assert seed_problem([healthy]) == ""
+    unpullable = {"metadata": {"name": "c-abcde"}, "status": {"initContainerStatuses": [
+        {"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}},
+        {"name": "restore-snapshot", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no v3.6.0"}}}]}}
+    assert seed_problem([unpullable]) == "seed pod c-abcde Init:ImagePullBackOff: restore-snapshot: no v3.6.0"
+    waiting_its_turn = {"metadata": {"name": "c-abcde"}, "status": {"initContainerStatuses": [
+        {"name": "restore-snapshot", "state": {"waiting": {"reason": "PodInitializing"}}}]}}
+    assert seed_problem([waiting_its_turn]) == ""
 
 
 def test_recorded_status_round_trip() -> None:

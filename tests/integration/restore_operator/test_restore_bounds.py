@@ -1,0 +1,49 @@
+"""Issue 22: a restored cluster whose seed cannot start says why in the EtcdRestore while it is
+`Restoring` (the EtcdCluster's MemberStartBlocked condition, the pod's own reason), with the time
+its phase began (what the phase's bound counts from). The bound itself (15 min and more) is
+covered by the planner's unit tests; the restore operator is deployed without test-sized bounds."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kube_sandbox.testing import wait_for
+from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.status_history import conditions
+from tests.integration.restore_operator.conftest import Restores
+from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
+from tests.integration.restore_operator.test_restore import coreos_restore_cr
+
+pytestmark = pytest.mark.sandbox
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
+NO_IMAGE_VERSION = "3.6.0"  # a supported version the sandbox has no image for (as test_member_start_reasons)
+
+
+def test_a_seed_that_cannot_start_is_said_while_restoring(clusters: Clusters, restores: Restores) -> None:
+    """Verified snapshot, new cluster of a supported version the sandbox has no image for: the
+    seed's restore-snapshot init container (the cluster's etcd image) cannot be pulled."""
+    clusters.create(etcd_cluster("source", 1))
+    clusters.wait_running("source", 1, timeout=120)
+    clusters.put("source", "greeting", "hello")
+    key = unique_key("stuck-seed")
+    snapshot_to_s3(clusters, "source", key)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
+    body = coreos_restore_cr("stuck", f"{BUCKET}/{key}", secret)
+    body["spec"]["clusterSpec"] = {"size": 1, "version": NO_IMAGE_VERSION}
+    restores.create(body)
+
+    def said_why() -> dict[str, Any] | None:
+        status = restores.status("stuck")
+        restored = conditions(status).get("ClusterRestored", ("", ""))
+        return status if restored[0] == "False" and restored[1] in IMAGE_PULL_REASONS else None
+    status: dict[str, Any] = wait_for(said_why, timeout=180, what="ClusterRestored False with the pod's reason",
+                                      interval=1.0)
+
+    assert status["phase"] == "Restoring" and status["succeeded"] is False, status
+    assert "restore-snapshot" in status["message"] and NO_IMAGE_VERSION in status["message"], status["message"]
+    assert "does not start" in status["message"], status["message"]
+    assert status["phaseStartTime"] >= status["startTime"], status
+    blocked = conditions(clusters.status("stuck")).get("MemberStartBlocked", ("", ""))
+    assert blocked[0] == "True" and blocked[1] in IMAGE_PULL_REASONS, clusters.status("stuck")
+    assert clusters.get_value("source", "greeting") == "hello"  # the source is never touched
