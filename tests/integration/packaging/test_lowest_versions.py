@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PINS = ROOT / "tests" / "lowest-versions.txt"
 # What the unit tests need besides the runtime dependencies (tool-driven tests are left out: they
 # check helm charts, Prometheus rules and typing, which no runtime dependency changes).
-TEST_REQUIREMENTS = ("pytest>=7,<9", "pytest-timeout>=2,<3", "hypothesis>=6.100,<7")
+TEST_REQUIREMENTS = ("pytest>=7,<9", "pytest-timeout>=2,<3", "hypothesis>=6.100,<7", "cel-python>=0.5,<1")
 UNIT_FOLDERS = ("kube_adapter", "operator_runtime", "etcd_common", "etcd_operator", "backup_operator",
                 "restore_operator")
 
