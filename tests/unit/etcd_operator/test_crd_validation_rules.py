@@ -91,7 +91,7 @@ def _compaction(**fields: Any) -> dict[str, Any]:
 REFUSED = [
     pytest.param(_pod(labels={"app": "mine"}), "spec.pod.labels", "app", id="label-app"),
     pytest.param(_pod(labels={"team": "db", "etcd_node": "x", "etcd_cluster": "y"}), "spec.pod.labels",
-                 "etcd_cluster, etcd_node", id="labels-two"),
+                 "etcd_cluster or etcd_node", id="labels-two"),
     pytest.param(_pod(labels={c.LABEL_SERVING: "true"}), "spec.pod.labels", c.LABEL_SERVING, id="label-serving"),
     pytest.param(_pod(annotations={"etcd.version": "3.5.0"}), "spec.pod.annotations", "etcd.version",
                  id="annotation-version"),
@@ -191,7 +191,9 @@ def test_reserved_keys_in_the_rules_are_the_operators(field: str, keys: frozense
     [rule] = SPEC_SCHEMA["properties"]["pod"]["properties"][field]["x-kubernetes-validations"]
     listed = _key_list(keys)
     assert listed in rule["rule"], f"spec.pod.{field}: the rule's keys differ from the operator's: write {listed}"
-    assert listed in rule["messageExpression"], f"spec.pod.{field}: messageExpression lists other keys than {listed}"
+    # A static message: a messageExpression over the map is refused by the API server's cost
+    # estimate (unbounded map of unbounded strings), and maxProperties would refuse specs it accepts.
+    assert "messageExpression" not in rule
     for key in keys:
         assert key in rule["message"], f"spec.pod.{field}: the message does not name {key}"
         refusals = admission_refusals(_pod(**{field: {key: "x"}}))
