@@ -270,6 +270,8 @@ class ObservedCluster:
     # The health call itself failed (timed out, refused): health is unknown, not bad.
     health_error: str | None = None
     endpoint_status: Mapping[str, EndpointStatus] = field(default_factory=dict)
+    # The etcd cluster ID the member list was answered with (0: none, or not reported).
+    cluster_id: int = 0
     # Randomness and time are inputs, so the planner stays a pure function.
     name_suffix: str = field(default_factory=new_name_suffix)  # the name a new member gets
     observed_at: datetime | None = None  # when the pass observed (None: ages are not checked)

@@ -275,19 +275,21 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     if not reachable:
         return replace(base, member_list_error=NOT_LISTENING)
     try:
-        members = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).member_list()
+        answer = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).cluster_members()
     except (ctl.EtcdctlError, ValueError) as e:
         # etcd 3.5+ answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
         statuses = _endpoint_status(cluster, reachable, etcd)
         _log_timing(cluster, started, len(reachable), "no member list")
         return replace(base, member_list_error=str(e), endpoint_status=statuses)
-    observed_members = tuple(members)
+    # The member list defines the cluster: its answer's cluster ID. Health and status answers for
+    # another ID (a reused name or address reaching another etcd cluster) are ignored.
+    observed_members = answer.members
     health, statuses, health_error = _member_health(
-        cluster, [m for m in observed_members if m.member_name in reachable], etcd)
+        cluster, [m for m in observed_members if m.member_name in reachable], etcd, answer.cluster_id)
     _log_timing(cluster, started, len(reachable), f"{len(observed_members)} member(s), {len(health)} health-checked")
     observed = replace(base, members=observed_members, health=health, endpoint_status=statuses,
-                       health_error=health_error)
+                       health_error=health_error, cluster_id=answer.cluster_id)
     return _alarms(observed, etcd)
 
 
@@ -318,10 +320,11 @@ def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) 
 
 
 def _member_health(
-    cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess,
+    cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess, cluster_id: int = 0,
 ) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus], str | None]:
     """Health of voting members and status of the healthy ones and of learners, each asked at
     its own URL, and why the health call failed, if it did (then health is unknown, not bad).
+    An answer for another cluster than `cluster_id` counts as none (unhealthy, no status).
 
     Learners are left out of the health check (they refuse its linearizable read) and asked
     their status with a short timeout: one that serves clients answers in milliseconds, and a new
@@ -335,7 +338,7 @@ def _member_health(
     voters = [url for url, m in by_endpoint.items() if not m.is_learner]
     if voters:
         try:
-            for result in etcd.probe(cluster, voters, timeout_seconds=PROBE_TIMEOUT_SECONDS).endpoint_health():
+            for result in etcd.probe(cluster, voters, timeout_seconds=PROBE_TIMEOUT_SECONDS).endpoint_health(cluster_id):
                 member = by_endpoint.get(result.endpoint)
                 if member:
                     health[member.member_name] = MemberHealth(healthy=result.healthy, error=result.error or None)
@@ -346,7 +349,7 @@ def _member_health(
     # was deleted mid-pass) would make this call wait out a second timeout.
     asked = {m.member_name: url for url, m in by_endpoint.items()
              if not m.is_learner and m.member_name in health and health[m.member_name].healthy}
-    statuses = _endpoint_status(cluster, asked, etcd) if asked else {}
+    statuses = _endpoint_status(cluster, asked, etcd, cluster_id=cluster_id) if asked else {}
     # A leader the others still name but that failed its health check (stuck): whether it still
     # answers `endpoint status` tells the planner whether it can serve move-leader.
     leader_ids = {status.leader_id for status in statuses.values() if status.leader_id}
@@ -354,24 +357,25 @@ def _member_health(
                      if m.id in leader_ids and not m.is_learner and m.member_name not in asked}
     if stuck_leaders:
         statuses = {**statuses, **_endpoint_status(cluster, stuck_leaders, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
-                                                   failure_level=logging.DEBUG)}
+                                                   failure_level=logging.DEBUG, cluster_id=cluster_id)}
     learners = {m.member_name: url for url, m in by_endpoint.items() if m.is_learner}
     if learners:
         statuses = {**statuses, **_endpoint_status(cluster, learners, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
-                                                   failure_level=logging.DEBUG)}
+                                                   failure_level=logging.DEBUG, cluster_id=cluster_id)}
     return health, statuses, None
 
 
 def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess,
                      timeout_seconds: float = PROBE_TIMEOUT_SECONDS,
-                     failure_level: int = logging.WARNING) -> dict[str, ctl.EndpointStatus]:
+                     failure_level: int = logging.WARNING, cluster_id: int = 0) -> dict[str, ctl.EndpointStatus]:
     """`endpoint status` of the reachable members (name -> client URL), by member name
-    (a joining learner that answers nothing yet is expected: `failure_level` DEBUG)."""
+    (a joining learner that answers nothing yet is expected: `failure_level` DEBUG); those that
+    answer for another cluster than `cluster_id` (0: any) are left out."""
     by_endpoint = {url: name for name, url in reachable.items()}
     statuses: dict[str, ctl.EndpointStatus] = {}
     try:
         probe = etcd.probe(cluster, list(by_endpoint), timeout_seconds=timeout_seconds)
-        for status in probe.endpoint_status():
+        for status in probe.endpoint_status(cluster_id):
             name = by_endpoint.get(status.endpoint)
             if name and status.reachable:
                 statuses[name] = status

@@ -34,7 +34,10 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  With a member list:
  6. A member etcd lists whose pod is missing:
     - never started (added, crash before its pod) -> CreateMemberPod(state existing): finishes
-      the interrupted add instead of leaving a ghost member (the CoreOS bug);
+      the interrupted add instead of leaving a ghost member (the CoreOS bug); but a learner that
+      a pass has already seen without a pod (the MemberPodMissing condition is True: its create
+      failed, say refused by admission or Pod Security) waits for rules 7-11b (rule 6b), so a
+      failing create never blocks replacing a dead or stuck voter;
     - started, spec on PVCs and its volume exists -> CreateMemberPod on that volume;
     - otherwise its data is gone: a dead member, removed in rule 9.
     A started member whose emptyDir pod is being deleted is dead too (its data goes with the
@@ -54,6 +57,13 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 11b. A learner that never answered within the bound (the policy's unhealthy-member timeout,
     --unhealthy-member-timeout-seconds), or a voting member unhealthy for longer -> RemoveMember(replace)
     while quorum allows (MoveLeader first, see "Removing the leader"); rule 14 adds its replacement.
+ 6b. A never-started learner whose pod a pass already failed to create (rule 6) ->
+    CreateMemberPod again; without a pod for longer than the policy's
+    unhealthy-member timeout -> RemoveMember(replace), quoting the create's error (rule 14 adds
+    its replacement). etcd's member list has no add time and nothing may be remembered between
+    passes, so "since when" is the lastTransitionTime of the status condition MemberPodMissing,
+    True while a listed, never-started member has no pod (one clock for all such members; etcd
+    allows one learner, so there is one).
 12. Learners: remove one no longer needed (spec.size shrank); promote one that serves clients
     and caught up while every voting member is healthy (etcd's own in-sync check decides; a
     refused promote is retried); else Wait (etcd allows one learner; nothing else changes
@@ -134,7 +144,7 @@ from etcd_operator.manifests import (
     pod_policy_hash,
     service_names,
 )
-from etcd_operator.observed import ObservedCluster, ObservedPod
+from etcd_operator.observed import ObservedCluster, ObservedPod, parse_timestamp
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
@@ -144,6 +154,8 @@ DRAIN_TIMEOUT_SECONDS = 30.0
 # expected to serve and catch up any moment: its wait is `imminent` (see `_just_started`).
 LEARNER_START_SECONDS = 3.0
 MEMBERS_LOST_REASON = "all members lost; restore from backup"
+# True while a member etcd lists never started and has no pod (rule 6b times it by this condition).
+CONDITION_MEMBER_POD_MISSING = "MemberPodMissing"
 
 
 @dataclass(frozen=True)
@@ -379,6 +391,8 @@ class _MembersWithoutPods:
 
     dead: tuple[Member, ...]
     terminating: tuple[str, ...]
+    # Never-started learners without a pod, already seen so: their create waits for rules 7-11b (6b).
+    unstarted: tuple[Member, ...] = ()
 
 
 def _plan_with_member_list(
@@ -398,7 +412,7 @@ def _plan_with_member_list(
         or _rule_9_dead_members(observed, found.dead, terminal)
         or _rule_10_leftovers(observed)
         or _rule_11_terminating(found.terminating)
-        or _plan_membership(observed, spec, policy)
+        or _plan_membership(observed, spec, policy, found.unstarted)
     )
 
 
@@ -408,6 +422,7 @@ def _rule_6_members_without_pods(
     cluster = observed.cluster
     dead: list[Member] = []
     terminating: list[str] = []
+    unstarted: list[Member] = []
     for member in sorted(members, key=lambda m: m.member_name):
         pod = observed.pod(member.member_name)
         on_volume = spec.uses_persistent_volumes and observed.volume(member.member_name) is not None
@@ -423,6 +438,11 @@ def _rule_6_members_without_pods(
             continue
         if not member.started:
             if member_peer_url(cluster, member.member_name) in member.peer_urls:
+                if member.is_learner and pod_missing_since(observed) is not None:
+                    # Its create failed before: rules 7-9 first (6b). Not a voter: without its
+                    # pod a quorum may be lost that only its start restores.
+                    unstarted.append(member)
+                    continue
                 return CreateMemberPod(
                     member.member_name,
                     observed.initial_cluster(),
@@ -437,7 +457,41 @@ def _rule_6_members_without_pods(
                 "its pod is gone; restarting the member on its volume",
             )
         dead.append(member)
-    return _MembersWithoutPods(tuple(dead), tuple(terminating))
+    return _MembersWithoutPods(tuple(dead), tuple(terminating), tuple(unstarted))
+
+
+def members_without_pods(observed: ObservedCluster) -> tuple[Member, ...]:
+    """Members etcd lists that never started and have no pod (what MemberPodMissing is about)."""
+    return tuple(m for m in sorted(observed.members or (), key=lambda m: m.member_name)
+                 if not m.started and observed.pod(m.member_name) is None)
+
+
+def pod_missing_since(observed: ObservedCluster) -> datetime | None:
+    """Since when the recorded status says a never-started member has had no pod (None: it does not)."""
+    condition = observed.cluster.recorded.condition(CONDITION_MEMBER_POD_MISSING)
+    if condition is None or condition.status != "True":
+        return None
+    return parse_timestamp(condition.last_transition_time)
+
+
+def _rule_6b_pods_not_created(observed: ObservedCluster, unstarted: tuple[Member, ...],
+                              limit: float | None) -> Action | None:
+    """Retry the create of a never-started learner's pod that failed before; remove the learner
+    if its pod could not be created within `limit` (None: retry forever)."""
+    if not unstarted:
+        return None
+    condition = observed.cluster.recorded.condition(CONDITION_MEMBER_POD_MISSING)
+    missing_for = _seconds_since(observed, pod_missing_since(observed))
+    if limit is not None and missing_for is not None and missing_for >= limit:
+        learner = unstarted[0]
+        detail = f" ({condition.message})" if condition is not None and condition.message else ""
+        return RemoveMember(
+            learner.member_name, learner.id, "replace",
+            f"learner's pod could not be created within {limit:.0f}s{detail}; a new member replaces it",
+        )
+    member = unstarted[0]
+    return CreateMemberPod(member.member_name, observed.initial_cluster(),
+                           "the member was added but its pod was never created (retrying a failed create)")
 
 
 def _rule_7_terminal_pod_on_volume(
@@ -511,13 +565,15 @@ def _rule_11_terminating(terminating: tuple[str, ...]) -> Action | None:
     return None
 
 
-def _plan_membership(observed: ObservedCluster, spec: ClusterSpec, policy: PlanningPolicy) -> Action:
+def _plan_membership(observed: ObservedCluster, spec: ClusterSpec, policy: PlanningPolicy,
+                     unstarted: tuple[Member, ...]) -> Action:
     """Rules 12-17: quorum, no dead member, nothing terminating."""
     voters = observed.voting_members
     outdated = {m.member_name: reason for m in voters if (reason := outdated_reason(observed, m))}
     return (
         plan_alarms(observed, spec, outdated)  # 11c
         or _rule_11b_stuck_members(observed, outdated, policy.unhealthy_member_timeout_seconds)
+        or _rule_6b_pods_not_created(observed, unstarted, policy.unhealthy_member_timeout_seconds)
         or _rule_12_learners(observed, spec, outdated)
         or _rule_13_unhealthy_voters(observed, spec, outdated)
         or _rules_14_15_size(observed, spec, outdated)

@@ -34,7 +34,13 @@ from etcd_operator.maintenance import CONDITION_ALARM_RAISED
 from etcd_operator.manifests import client_service_name
 from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.observed import ObservedCluster
-from etcd_operator.planning import outdated_reason, running_member_versions, version_change_problem
+from etcd_operator.planning import (
+    CONDITION_MEMBER_POD_MISSING,
+    members_without_pods,
+    outdated_reason,
+    running_member_versions,
+    version_change_problem,
+)
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"
@@ -58,6 +64,9 @@ CONDITION_TYPES = (
     CONDITION_DEGRADED,
     CONDITION_VERSION_SUPPORTED,
     CONDITION_MEMBER_START_BLOCKED,
+    # Does etcd list a member that never started and has no pod (its create failed, e.g. refused by
+    # admission)? Its lastTransitionTime bounds the wait (planning.py, rule 6b).
+    CONDITION_MEMBER_POD_MISSING,
     # Does etcd have an alarm raised (NOSPACE: writes refused; CORRUPT: a member's data disagrees)?
     # Reasons: NoSpaceAlarm, CorruptAlarm, NoAlarm.
     CONDITION_ALARM_RAISED,
@@ -96,6 +105,7 @@ def compute_status(
         _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary, alarm), now=now),
         _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
         _condition(observed, CONDITION_MEMBER_START_BLOCKED, *_start_blocked(problems), now=now),
+        _condition(observed, CONDITION_MEMBER_POD_MISSING, *_pod_missing(observed, action, last_error), now=now),
         _condition(observed, CONDITION_ALARM_RAISED, *alarm, now=now),
     ]
     return {
@@ -341,6 +351,21 @@ def _start_blocked(problems: tuple[StartProblem, ...]) -> Verdict:
     if not problems:
         return "False", "MembersStarting", "no member pod is kept from starting"
     return "True", problems[0].reason, "; ".join(p.describe() for p in problems)
+
+
+def _pod_missing(observed: ObservedCluster, action: Action | None, last_error: str | None) -> Verdict:
+    """Members etcd lists that never started and have no pod, with the error of the last failed
+    create (kept while the condition holds, so a later pass's status still names it)."""
+    missing = members_without_pods(observed)
+    if not missing:
+        return "False", "MemberPodsPresent", "every member that never started has a pod"
+    message = f"member(s) {', '.join(m.member_name for m in missing)} added to etcd but without a pod"
+    previous = observed.cluster.recorded.condition(CONDITION_MEMBER_POD_MISSING)
+    if last_error and isinstance(action, CreateMemberPod):
+        message = f"{message}; creating it failed: {last_error}"
+    elif previous is not None and previous.status == "True" and previous.message.startswith(f"{message};"):
+        message = previous.message
+    return "True", "MemberPodNotCreated", message
 
 
 def _version_supported(observed: ObservedCluster) -> Verdict:

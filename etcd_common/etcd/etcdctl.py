@@ -102,6 +102,8 @@ class EndpointStatus:
     revision: int = 0
     # Bytes of the database file in use; `db_size` minus this is what defragmentation reclaims.
     db_size_in_use: int = 0
+    # The etcd cluster the member answered for (its response header; 0: not reported).
+    cluster_id: int = 0
 
     @property
     def alarms(self) -> tuple[Alarm, ...]:
@@ -122,6 +124,17 @@ class EndpointHealth:
     endpoint: str
     healthy: bool
     error: str
+    # The etcd cluster the member answered for (0: not reported; etcdctl's health JSON has none).
+    cluster_id: int = 0
+
+
+@dataclass(frozen=True)
+class MemberList:
+    """`member list` with the ID of the etcd cluster that answered it (its response header; 0:
+    not reported). That ID is the cluster's: answers for another ID come from another cluster."""
+
+    members: tuple[Member, ...]
+    cluster_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -331,8 +344,30 @@ def parse_member(raw: Mapping[str, Any]) -> Member:
 
 
 def parse_member_list(output: str) -> list[Member]:
-    document = _as_dict(json.loads(output), "member list")
-    return [parse_member(_as_dict(raw, "member")) for raw in document.get("members") or []]
+    return list(parse_member_list_answer(_as_dict(json.loads(output), "member list")).members)
+
+
+def parse_member_list_answer(document: Mapping[str, Any]) -> MemberList:
+    """A `MemberListResponse` (etcdctl's JSON or the gateway's: the same fields)."""
+    return MemberList(
+        members=tuple(parse_member(_as_dict(raw, "member")) for raw in document.get("members") or []),
+        cluster_id=header_cluster_id(document),
+    )
+
+
+def header_cluster_id(document: Mapping[str, Any]) -> int:
+    """`header.cluster_id` of an etcd answer (a uint64, a JSON string from the gateway); 0 if absent."""
+    header = _as_dict(document.get("header") or {}, "header")
+    return int(header.get("cluster_id", 0))
+
+
+def foreign_cluster_error(answered_id: int, cluster_id: int) -> str | None:
+    """Why an answer must be ignored: it came from another etcd cluster than `cluster_id` (a reused
+    DNS name or address). None when it is this cluster's, or either ID is unknown (0)."""
+    if not answered_id or not cluster_id or answered_id == cluster_id:
+        return None
+    return (f"answers for etcd cluster {format_member_id(answered_id)}, "
+            f"not this cluster's {format_member_id(cluster_id)}")
 
 
 def parse_member_add(output: str) -> Member:
@@ -362,6 +397,7 @@ def parse_endpoint_status(output: str) -> list[EndpointStatus]:
                 is_learner=bool(status.get("isLearner", False)),
                 errors=_strings(status.get("errors")),
                 revision=int(header.get("revision", 0)),
+                cluster_id=header_cluster_id(status),
             )
         )
     return statuses

@@ -26,8 +26,11 @@ from etcd_common.etcd.etcdctl import (
     EndpointStatus,
     EtcdctlError,
     Member,
+    MemberList,
     classify_error,
-    parse_member,
+    foreign_cluster_error,
+    header_cluster_id,
+    parse_member_list_answer,
     unreachable_status,
 )
 
@@ -77,13 +80,18 @@ class EtcdProbe:
     # --- the questions
 
     def member_list(self) -> list[Member]:
-        """The member list from the first endpoint that gives one (a learner, or a member
-        without a leader, refuses); raises the last endpoint's error if none does."""
+        """The member list from the first endpoint that gives one (see `cluster_members`)."""
+        return list(self.cluster_members().members)
+
+    def cluster_members(self) -> MemberList:
+        """The member list, with the ID of the cluster that answered it, from the first endpoint
+        that gives one (a learner, or a member without a leader, refuses); raises the last
+        endpoint's error if none does."""
         error: EtcdctlError | None = None
         for endpoint in self.endpoints:
             try:
-                document = self._request(endpoint, "POST", MEMBER_LIST_PATH, MEMBER_LIST_REQUEST)
-                return [parse_member(_as_dict(raw, "member")) for raw in document.get("members") or []]
+                return parse_member_list_answer(
+                    self._request(endpoint, "POST", MEMBER_LIST_PATH, MEMBER_LIST_REQUEST))
             except EtcdctlError as e:
                 error = e
             except (ValueError, KeyError) as e:
@@ -91,10 +99,11 @@ class EtcdProbe:
         assert error is not None
         raise error
 
-    def endpoint_status(self) -> list[EndpointStatus]:
+    def endpoint_status(self, cluster_id: int = 0) -> list[EndpointStatus]:
         """Status of every endpoint, in endpoint order; one that does not answer is reported
-        (member_id 0, the failure in `errors`). Raises only if none answered."""
-        outcomes = self._each(self._status_of)
+        (member_id 0, the failure in `errors`), and so is one that answers for another cluster
+        than `cluster_id` (0: any). Raises only if none answered."""
+        outcomes = self._each(functools.partial(self._status_of, cluster_id=cluster_id))
         if all(isinstance(outcome, EtcdctlError) for outcome in outcomes):
             first = outcomes[0]
             assert isinstance(first, EtcdctlError)
@@ -102,7 +111,7 @@ class EtcdProbe:
         return [outcome if isinstance(outcome, EndpointStatus) else unreachable_status(endpoint, outcome.message)
                 for endpoint, outcome in zip(self.endpoints, outcomes)]
 
-    def endpoint_health(self) -> list[EndpointHealth]:
+    def endpoint_health(self, cluster_id: int = 0) -> list[EndpointHealth]:
         """Health of every endpoint, in endpoint order: a linearizable read answers (through the
         leader). Unlike `etcdctl endpoint health`, raised alarms do not make an endpoint unhealthy:
         a NOSPACE cluster still serves reads and has its quorum, and the operator must tell that
@@ -113,27 +122,39 @@ class EtcdProbe:
         attempt to publish itself and serves no client until etcd's 7 s request timeout retries it.
 
         Not etcd's `/health`: etcd 3.4 serves it with a v2 QGET through the raft log, which an
-        etcd 3.6 member replaying that log refuses (see tests/integration/etcdctl)."""
-        return self._each(self._read_of)
+        etcd 3.6 member replaying that log refuses (see tests/integration/etcdctl).
+
+        An endpoint that answers for another cluster than `cluster_id` (0: any) is unhealthy:
+        a reused name or address may reach a member of another etcd cluster."""
+        return self._each(functools.partial(self._read_of, cluster_id=cluster_id))
 
     # --- one endpoint
 
-    def _status_of(self, endpoint: str) -> EndpointStatus | EtcdctlError:
+    def _status_of(self, endpoint: str, cluster_id: int = 0) -> EndpointStatus | EtcdctlError:
         try:
-            return parse_status(endpoint, self._request(endpoint, "POST", STATUS_PATH, {}))
+            status = parse_status(endpoint, self._request(endpoint, "POST", STATUS_PATH, {}))
         except EtcdctlError as e:
             return e
         except (ValueError, KeyError) as e:
             return EtcdctlError(f"{endpoint}: unreadable status: {e}")
+        foreign = foreign_cluster_error(status.cluster_id, cluster_id)
+        return EtcdctlError(f"{endpoint}: {foreign}") if foreign else status
 
-    def _read_of(self, endpoint: str) -> EndpointHealth:
+    def _read_of(self, endpoint: str, cluster_id: int = 0) -> EndpointHealth:
         try:
-            self._request(endpoint, "POST", RANGE_PATH, HEALTH_READ_REQUEST)
+            health = parse_health_read(endpoint, self._request(endpoint, "POST", RANGE_PATH, HEALTH_READ_REQUEST))
         except PermissionDenied:
-            pass  # with auth on, a refused read still went through raft (etcdctl counts it healthy)
+            # With auth on, a refused read still went through raft (etcdctl counts it healthy);
+            # the refusal carries no header, so its cluster is not known.
+            return EndpointHealth(endpoint=endpoint, healthy=True, error="")
         except EtcdctlError as e:
             return EndpointHealth(endpoint=endpoint, healthy=False, error=e.message)
-        return EndpointHealth(endpoint=endpoint, healthy=True, error="")
+        except (ValueError, KeyError) as e:
+            return EndpointHealth(endpoint=endpoint, healthy=False, error=f"unreadable health read: {e}")
+        foreign = foreign_cluster_error(health.cluster_id, cluster_id)
+        if foreign:
+            return EndpointHealth(endpoint=endpoint, healthy=False, error=foreign, cluster_id=health.cluster_id)
+        return health
 
     def _each(self, ask: Callable[[str], T]) -> list[T]:
         """`ask` each endpoint, all at once: a member that does not answer costs one timeout."""
@@ -221,4 +242,11 @@ def parse_status(endpoint: str, document: dict[str, Any]) -> EndpointStatus:
         is_learner=bool(document.get("isLearner", False)),
         errors=tuple(str(e) for e in document.get("errors") or ()),
         revision=int(header.get("revision", 0)),
+        cluster_id=header_cluster_id(document),
     )
+
+
+def parse_health_read(endpoint: str, document: dict[str, Any]) -> EndpointHealth:
+    """The health read's `RangeResponse`: it answered, so the endpoint is healthy (for the
+    cluster in its header)."""
+    return EndpointHealth(endpoint=endpoint, healthy=True, error="", cluster_id=header_cluster_id(document))

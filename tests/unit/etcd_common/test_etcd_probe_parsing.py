@@ -3,9 +3,10 @@ come as strings and zero values are left out."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from etcd_common.etcd.etcdctl import parse_member
-from etcd_common.etcd.probe import parse_status
+from etcd_common.etcd.etcdctl import Unreachable, parse_member
+from etcd_common.etcd.probe import MEMBER_LIST_PATH, RANGE_PATH, STATUS_PATH, EtcdProbe, parse_status
 
 STATUS = json.loads(
     '{"header":{"cluster_id":"12558503185269689621","member_id":"3335757982543269782","revision":"1",'
@@ -35,3 +36,61 @@ def test_member_from_gateway_json() -> None:
     member = parse_member(MEMBER)
     assert member.id == 3335757982543269782 and member.is_learner and member.started
     assert member.client_urls == ("http://127.7.250.1:2379",)
+
+
+# Recorded from etcd 3.6.16's gateway: two single-member clusters, ours (12558503185269689621) and
+# another one that took over an address ours used (9372538179322589801).
+OURS, OTHERS = 12558503185269689621, 9372538179322589801
+MEMBER_LIST = json.loads(
+    '{"header":{"cluster_id":"12558503185269689621","member_id":"3335757982543269782","raft_term":"2"},'
+    '"members":[{"ID":"3335757982543269782","name":"a","peerURLs":["http://127.7.250.1:2380"],'
+    '"clientURLs":["http://127.7.250.1:2379"]}]}')
+OTHER_STATUS = json.loads(
+    '{"header":{"cluster_id":"9372538179322589801","member_id":"10501334649042878790","revision":"1",'
+    '"raft_term":"2"},"version":"3.6.16","dbSize":"20480","leader":"10501334649042878790","raftIndex":"4",'
+    '"raftTerm":"2","raftAppliedIndex":"4","dbSizeInUse":"16384","storageVersion":"3.6.0",'
+    '"dbSizeQuota":"2147483648","downgradeInfo":{}}')
+HEALTH_READ = json.loads(
+    '{"header":{"cluster_id":"12558503185269689621","member_id":"3335757982543269782","revision":"1",'
+    '"raft_term":"2"}}')
+OTHER_HEALTH_READ = json.loads(
+    '{"header":{"cluster_id":"9372538179322589801","member_id":"10501334649042878790","revision":"1",'
+    '"raft_term":"2"}}')
+
+
+class RecordedProbe(EtcdProbe):
+    """Answers each endpoint's request with recorded gateway JSON (an exception: raised)."""
+
+    def __init__(self, answers: dict[tuple[str, str], Any]) -> None:
+        super().__init__(sorted({endpoint for endpoint, _ in answers}))
+        self.answers = answers
+
+    def _request(self, endpoint: str, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        answer = self.answers[endpoint, path]
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+
+def test_the_member_list_gives_the_cluster_id() -> None:
+    answer = RecordedProbe({("http://a:2379", MEMBER_LIST_PATH): MEMBER_LIST}).cluster_members()
+    assert answer.cluster_id == OURS and [m.name for m in answer.members] == ["a"]
+    assert parse_status("http://a:2379", STATUS).cluster_id == OURS
+
+
+def test_a_status_answered_for_another_cluster_counts_as_unreachable() -> None:
+    probe = RecordedProbe({("http://a:2379", STATUS_PATH): STATUS, ("http://b:2379", STATUS_PATH): OTHER_STATUS})
+    ours, other = probe.endpoint_status(OURS)
+    assert ours.reachable and ours.cluster_id == OURS
+    assert not other.reachable
+    assert other.errors == (f"http://b:2379: answers for etcd cluster {OTHERS:x}, not this cluster's {OURS:x}",)
+    assert all(s.reachable for s in probe.endpoint_status()), "without a cluster ID, any answer counts"
+
+
+def test_a_health_read_answered_for_another_cluster_is_unhealthy() -> None:
+    probe = RecordedProbe({("http://a:2379", RANGE_PATH): HEALTH_READ, ("http://b:2379", RANGE_PATH): OTHER_HEALTH_READ,
+                           ("http://c:2379", RANGE_PATH): Unreachable("Error: context deadline exceeded")})
+    ours, other, dead = probe.endpoint_health(OURS)
+    assert ours.healthy and ours.cluster_id == OURS and ours.error == ""
+    assert not other.healthy and other.error == f"answers for etcd cluster {OTHERS:x}, not this cluster's {OURS:x}"
+    assert not dead.healthy and "deadline" in dead.error

@@ -2,6 +2,7 @@
 3.4.23 against real servers."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from etcd_common.etcd.etcdctl import (
     classify_error,
     crashed,
     error_message,
+    foreign_cluster_error,
     format_member_id,
     member_name_from_peer_url,
     parse_endpoint_health,
@@ -36,6 +38,7 @@ from etcd_common.etcd.etcdctl import (
     parse_get_value,
     parse_member_add,
     parse_member_list,
+    parse_member_list_answer,
     snapshot_status,
 )
 
@@ -103,6 +106,19 @@ def test_endpoint_status_fields() -> None:
 def test_endpoint_status_revision_from_its_header() -> None:
     [status] = parse_endpoint_status(ENDPOINT_STATUS)
     assert status.revision == 1
+
+
+def test_member_list_and_status_carry_the_cluster_id_of_their_header() -> None:
+    answer = parse_member_list_answer(json.loads(MEMBER_LIST))
+    assert answer.cluster_id == 13093942152944664293 and [m.name for m in answer.members] == ["m1", ""]
+    [status] = parse_endpoint_status(ENDPOINT_STATUS)
+    assert status.cluster_id == 13093942152944664293
+
+
+def test_an_answer_for_another_cluster_is_named_with_both_ids() -> None:
+    assert foreign_cluster_error(0x1234, 0xABCD) == "answers for etcd cluster 1234, not this cluster's abcd"
+    assert foreign_cluster_error(0x1234, 0x1234) is None
+    assert foreign_cluster_error(0, 0xABCD) is None and foreign_cluster_error(0x1234, 0) is None, "unknown: no verdict"
 
 
 def test_endpoint_status_of_a_failed_endpoint_is_an_empty_list() -> None:

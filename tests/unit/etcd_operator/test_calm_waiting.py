@@ -29,7 +29,7 @@ class HealthTimesOut(FakeEtcd):
         etcd = self
 
         class Client(FakeClient):
-            def endpoint_health(self) -> list[ctl.EndpointHealth]:
+            def endpoint_health(self, cluster_id: int = 0) -> list[ctl.EndpointHealth]:
                 etcd.asked.append(("endpoint health", list(endpoints)))
                 raise ctl.Unreachable("context deadline exceeded")
         return Client(self, endpoints)

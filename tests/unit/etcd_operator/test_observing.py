@@ -17,6 +17,7 @@ from etcd_operator.observing import (
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
 MEMBERS = ("example-aaaaa", "example-bbbbb", "example-ccccc")
+CLUSTER_ID = 12558503185269689621  # the ID the fake member list answers with
 LIVE_POD_STATUS = {"phase": "Running", "podIP": "127.1.0.7",
                    "conditions": [{"type": "Ready", "status": "True"}],
                    "containerStatuses": [{"name": "etcd", "ready": True, "restartCount": 0, "state": {"running": {}}}]}
@@ -33,14 +34,19 @@ class FakeClient:
         return [ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
                            is_learner=False) for i, m in enumerate(MEMBERS)]
 
-    def endpoint_health(self) -> list[ctl.EndpointHealth]:
+    def cluster_members(self) -> ctl.MemberList:
+        return ctl.MemberList(tuple(self.member_list()), CLUSTER_ID)
+
+    def endpoint_health(self, cluster_id: int = 0) -> list[ctl.EndpointHealth]:
         self.etcd.asked.append(("endpoint health", self.endpoints))
+        self.etcd.expected_cluster_ids.append(cluster_id)
         return [ctl.EndpointHealth(endpoint=url, healthy=url not in self.etcd.dying,
                                    error="context deadline exceeded" if url in self.etcd.dying else "")
                 for url in self.endpoints]
 
-    def endpoint_status(self) -> list[ctl.EndpointStatus]:
+    def endpoint_status(self, cluster_id: int = 0) -> list[ctl.EndpointStatus]:
         self.etcd.asked.append(("endpoint status", self.endpoints))
+        self.etcd.expected_cluster_ids.append(cluster_id)
         return [ctl.EndpointStatus(endpoint=url, member_id=MEMBERS.index(url.split("//")[1].split(".")[0]) + 1,
                                    leader_id=1, version="3.5.1", raft_index=10, raft_term=2, db_size=1,
                                    is_learner=False, errors=()) for url in self.endpoints]
@@ -51,6 +57,7 @@ class FakeEtcd:
         self.asked: list[tuple[str, list[str]]] = []
         self.member_list_error = member_list_error
         self.dying: set[str] = set()  # endpoints that accept connections but answer nothing
+        self.expected_cluster_ids: list[int] = []  # the cluster ID each health/status call was given
 
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         return FakeClient(self, endpoints)
@@ -169,3 +176,13 @@ def test_the_member_list_is_asked_of_ready_pods_first() -> None:
     observe_cluster(cluster, pods=raw, services=[], pvcs=[], etcd=etcd,  # type: ignore[arg-type]
                     connectable=lambda asked: set(asked))
     assert etcd.asked[0] == ("member list", [urls[1], urls[2], urls[0]])
+
+
+def test_health_and_status_answers_are_checked_against_the_member_lists_cluster_id() -> None:
+    """The member list defines the cluster; every health and status question carries its ID, so an
+    answer from another etcd cluster (a reused name or address) is ignored (etcd_common.etcd.probe)."""
+    cluster = make_cluster()
+    etcd = LearnerEtcd()
+    observed = observe(cluster, etcd, {member_client_url(cluster, m) for m in MEMBERS})
+    assert observed.cluster_id == CLUSTER_ID
+    assert etcd.expected_cluster_ids == [CLUSTER_ID] * 3, etcd.expected_cluster_ids

@@ -10,20 +10,24 @@ import pytest
 
 from etcd_operator import actions
 from etcd_operator.observed import ObservedCluster, parse_pod
-from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.planning import CONDITION_MEMBER_POD_MISSING, PlanningPolicy, plan_next_action
 from etcd_operator.settings import parse_settings
+from etcd_operator.status import compute_status, format_time
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     NEW_MEMBER,
     T0,
     add_member,
     add_pod,
     healthy_cluster,
+    make_cluster,
     make_member,
     make_pod,
     member_id,
     name,
     replace_pod,
     unhealthy,
+    with_cluster,
+    without_pods,
 )
 
 TIMEOUT = 300.0  # observed_at is T0 + 1h; pods are created at T0 + index minutes
@@ -143,3 +147,75 @@ def test_the_bound_is_a_flag_with_an_env_default(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("UNHEALTHY_MEMBER_TIMEOUT_SECONDS", "60")
     assert parse_settings([]).unhealthy_member_timeout_seconds == 60.0
     assert parse_settings(["--unhealthy-member-timeout-seconds=0"]).unhealthy_member_timeout_seconds is None
+
+
+# --- a learner whose pod cannot be created (rule 6b)
+
+REFUSED = ('pods "example-zz9zz" is forbidden: violates PodSecurity "restricted:latest": '
+           'allowPrivilegeEscalation != false')
+
+
+def _learner_without_pod(*, missing_since: timedelta | None = timedelta(minutes=50),
+                         message: str = f"member(s) {NEW_MEMBER} added to etcd but without a pod; "
+                                        f"creating it failed: {REFUSED}") -> ObservedCluster:
+    """3 healthy voters and NEW_MEMBER added as a learner whose pod was never created; the recorded
+    MemberPodMissing condition True since T0 + `missing_since` (None: no pass saw it yet)."""
+    observed = healthy_cluster()
+    observed = add_member(observed, make_member(observed.cluster, NEW_MEMBER, 0x9999, learner=True, started=False),
+                          healthy=False, raft_index=None)
+    conditions = [] if missing_since is None else [{
+        "type": CONDITION_MEMBER_POD_MISSING, "status": "True", "reason": "MemberPodNotCreated", "message": message,
+        "lastTransitionTime": format_time(T0 + missing_since)}]
+    return with_cluster(observed, make_cluster({"size": 3}, status={"bootstrapped": True, "conditions": conditions}))
+
+
+def test_a_learner_whose_pod_was_never_created_gets_its_pod_at_once() -> None:
+    action = plan_next_action(_learner_without_pod(missing_since=None), POLICY)
+    assert isinstance(action, actions.CreateMemberPod) and action.member_name == NEW_MEMBER, action
+
+
+def test_a_learner_whose_pod_create_keeps_failing_is_retried_within_the_bound() -> None:
+    action = plan_next_action(_learner_without_pod(missing_since=timedelta(minutes=59)), POLICY)  # 60 s
+    assert isinstance(action, actions.CreateMemberPod) and action.member_name == NEW_MEMBER, action
+
+
+def test_a_learner_whose_pod_cannot_be_created_is_removed_past_the_bound_with_the_create_error() -> None:
+    action = plan_next_action(_learner_without_pod(), POLICY)  # 600 s without a pod
+    assert isinstance(action, actions.RemoveMember) and action.member_name == NEW_MEMBER, action
+    assert action.purpose == "replace" and REFUSED in action.reason, action
+
+
+def test_without_a_bound_a_learner_whose_pod_cannot_be_created_is_retried() -> None:
+    action = plan_next_action(_learner_without_pod(), PlanningPolicy(unhealthy_member_timeout_seconds=None))
+    assert isinstance(action, actions.CreateMemberPod), action
+
+
+def test_a_failing_learner_pod_create_does_not_block_replacing_a_dead_voter() -> None:
+    observed = without_pods(_learner_without_pod(missing_since=timedelta(minutes=59)), name(2))  # emptyDir: data gone
+    action = plan_next_action(observed, POLICY)
+    assert isinstance(action, actions.RemoveMember) and action.member_name == name(2), action
+    assert action.purpose == "replace"
+
+
+def test_a_failing_learner_pod_create_does_not_block_replacing_a_stuck_voter() -> None:
+    observed = unhealthy(_learner_without_pod(missing_since=timedelta(minutes=59)), name(2))
+    observed = replace_pod(observed, name(2), ready=False, unready_since=T0 + timedelta(minutes=10))
+    action = plan_next_action(observed, POLICY)
+    assert isinstance(action, actions.RemoveMember) and action.member_name == name(2), action
+
+
+def test_status_records_since_when_and_why_a_learner_has_no_pod() -> None:
+    observed = _learner_without_pod(missing_since=None)
+    create = plan_next_action(observed, POLICY)
+    status = compute_status(observed, create, now=T0 + timedelta(hours=1), last_error=REFUSED)
+    missing = next(c for c in status["conditions"] if c["type"] == CONDITION_MEMBER_POD_MISSING)
+    assert (missing["status"], missing["reason"]) == ("True", "MemberPodNotCreated"), missing
+    assert REFUSED in missing["message"] and NEW_MEMBER in missing["message"], missing
+    assert REFUSED in status["lastError"]
+    # A later pass that does something else keeps the create's error and the time it began.
+    later = _learner_without_pod(missing_since=timedelta(hours=1), message=missing["message"])
+    again = compute_status(later, actions.NoOp("other work"), now=T0 + timedelta(hours=2))
+    kept = next(c for c in again["conditions"] if c["type"] == CONDITION_MEMBER_POD_MISSING)
+    assert kept["message"] == missing["message"] and kept["lastTransitionTime"] == missing["lastTransitionTime"]
+    gone = compute_status(healthy_cluster(), actions.NoOp("converged"), now=T0)
+    assert next(c for c in gone["conditions"] if c["type"] == CONDITION_MEMBER_POD_MISSING)["status"] == "False"
