@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy
 from backup_operator.metrics import BackupMetrics
 from backup_operator.settings import BackupOperatorSettings
 from backup_operator.supervisor import BackupSupervisor, SupervisorContext
@@ -25,7 +26,7 @@ EVENT_COMPONENT = "etcd-backup-operator"
 
 
 def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | None,
-                       etcdutl_binary: str | None) -> BackupEnvironment:
+                       etcdutl_binary: str | None, endpoint_policy: EndpointPolicy = DEFAULT_POLICY) -> BackupEnvironment:
     """What taking a backup needs, with this API client (shared by the operator and `etcd-backup`)."""
     secrets = ResourceClient(api, SECRETS)
     return BackupEnvironment(
@@ -34,6 +35,7 @@ def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | Non
         etcd=EtcdAccess(secrets.get, binary=etcdctl_binary),
         work_dir=work_dir,
         etcdutl_binary=etcdutl_binary,
+        endpoint_policy=endpoint_policy,
     )
 
 
@@ -46,11 +48,13 @@ class Controller:
             backups=ObjectCache(),
             backup_api=backups,
             environment=backup_environment(api, work_dir=settings.work_dir, etcdctl_binary=settings.etcdctl_binary,
-                                           etcdutl_binary=settings.etcdutl_binary),
+                                           etcdutl_binary=settings.etcdutl_binary,
+                                           endpoint_policy=settings.endpoint_policy),
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             stop=stop,
             may_act=may_act,
+            endpoint_policy=settings.endpoint_policy,
         )
         self._runtime = runtime.Controller(
             backups, self.context.backups, [],

@@ -4,8 +4,9 @@ observation (`observed.py`); the actions are in `actions.py`.
 Rules, first match wins:
 
  1. A spec that cannot be acted on (unreadable, a storage type other than S3, no etcd source or
-    two of them) -> RejectSpec, once per generation and reason; after that -> Done until the
-    spec changes.
+    two of them, an etcd or S3 endpoint the administrator's `EndpointPolicy` does not allow) ->
+    RejectSpec, once per generation and reason; after that -> Done until the spec changes (or,
+    for an endpoint, until the operator runs with a wider allowance).
  2. Otherwise the schedule decides (`schedule.next_backup`): TakeBackup when a backup is due,
     Wait until it is, or Done (a one-shot backup taken, given up, or waiting for a fix).
 """
@@ -13,15 +14,16 @@ from __future__ import annotations
 
 from backup_operator import reasons
 from backup_operator.actions import Action, Done, RejectSpec
+from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy, etcd_endpoint_refusal, s3_endpoint_refusal
 from backup_operator.observed import ObservedBackup
 from backup_operator.schedule import next_backup
 from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 
 
-def plan_next_action(observed: ObservedBackup) -> Action:
+def plan_next_action(observed: ObservedBackup, policy: EndpointPolicy = DEFAULT_POLICY) -> Action:
     backup, recorded = observed.backup, observed.recorded
-    problem = spec_problem(backup)
+    problem = spec_problem(backup, policy)
     if problem is not None:
         reason, message = problem
         if recorded.observed_generation == backup.generation and recorded.last_reason == reason:
@@ -31,7 +33,7 @@ def plan_next_action(observed: ObservedBackup) -> Action:
     return next_backup(backup.spec, backup.generation, recorded, observed.now)
 
 
-def spec_problem(backup: EtcdBackup) -> tuple[str, str] | None:
+def spec_problem(backup: EtcdBackup, policy: EndpointPolicy = DEFAULT_POLICY) -> tuple[str, str] | None:
     """A reason and message when the spec cannot be acted on at all, else None."""
     if backup.spec is None:
         return reasons.INVALID_SPEC, backup.spec_error or "spec is invalid"
@@ -43,4 +45,20 @@ def spec_problem(backup: EtcdBackup) -> tuple[str, str] | None:
         return reasons.INVALID_SPEC, "one of spec.etcdEndpoints or spec.etcdCluster.name is required"
     if spec.etcd_endpoints and spec.etcd_cluster_name:
         return reasons.INVALID_SPEC, "spec.etcdEndpoints and spec.etcdCluster.name are mutually exclusive"
+    return endpoint_problem(backup, policy)
+
+
+def endpoint_problem(backup: EtcdBackup, policy: EndpointPolicy) -> tuple[str, str] | None:
+    """EndpointNotAllowed for the first etcd or S3 endpoint of the spec that `policy` refuses
+    (`spec.etcdCluster.name` always names a cluster of the EtcdBackup's own namespace)."""
+    assert backup.spec is not None
+    for index, url in enumerate(backup.spec.etcd_endpoints):
+        refusal = etcd_endpoint_refusal(url, backup.namespace, policy)
+        if refusal is not None:
+            return reasons.ENDPOINT_NOT_ALLOWED, f"spec.etcdEndpoints[{index}]: {refusal}"
+    location = backup.spec.storage.s3
+    if location is not None:
+        refusal = s3_endpoint_refusal(location.endpoint, policy, where="spec.s3.endpoint")
+        if refusal is not None:
+            return reasons.ENDPOINT_NOT_ALLOWED, refusal
     return None

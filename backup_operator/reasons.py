@@ -13,6 +13,9 @@ from etcd_common.storage import s3
 SUCCEEDED: Final = "BackupSucceeded"
 INVALID_SPEC: Final = "InvalidSpec"
 UNSUPPORTED_STORAGE_TYPE: Final = "UnsupportedStorageType"
+# An etcd or S3 endpoint the administrator did not allow (endpoint_policy.py): retried slowly, so
+# widening the allowance (or fixing the awsSecret) recovers without a spec change.
+ENDPOINT_NOT_ALLOWED: Final = "EndpointNotAllowed"
 ETCD_CLUSTER_NOT_FOUND: Final = "EtcdClusterNotFound"
 ETCD_CLIENT_TLS_UNAVAILABLE: Final = "EtcdClientTLSUnavailable"
 ETCD_UNREACHABLE: Final = "EtcdUnreachable"
@@ -28,7 +31,8 @@ S3_REASONS: Final = (
     s3.REASON_UNREACHABLE, s3.REASON_LOCATION_INVALID, s3.REASON_FAILED,
 )
 FAILURE_REASONS: Final = (
-    INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE, ETCD_UNREACHABLE,
+    INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ENDPOINT_NOT_ALLOWED, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE,
+    ETCD_UNREACHABLE,
     SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR, *S3_REASONS,
 )
 TRANSIENT_REASONS: Final = frozenset({

@@ -6,10 +6,19 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backup_operator.endpoint_policy import (
+    CROSS_NAMESPACE_FLAG,
+    DEFAULT_CLUSTER_DOMAIN,
+    DEFAULT_POLICY,
+    ENDPOINT_HOSTS_FLAG,
+    S3_ENDPOINT_HOSTS_FLAG,
+    EndpointPolicy,
+)
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
     add_resync_flag,
+    env_bool,
     env_str,
     operator_parser,
     runtime_settings,
@@ -25,6 +34,8 @@ class BackupOperatorSettings:
     etcdctl_binary: str | None
     etcdutl_binary: str | None
     runtime: RuntimeSettings
+    # Which etcd and S3 endpoints EtcdBackups may name (tenant isolation, no request forgery).
+    endpoint_policy: EndpointPolicy = DEFAULT_POLICY
 
 
 def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +47,38 @@ def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
     add_program_flag(parser, "etcdutl", env="ETCDUTL_BINARY")
 
 
+def add_endpoint_policy_flags(parser: argparse.ArgumentParser) -> None:
+    """What EtcdBackups' `etcdEndpoints` and `s3.endpoint` may name (docs/backup.md, "Tenants")."""
+    parser.add_argument(CROSS_NAMESPACE_FLAG, action="store_true",
+                        default=env_bool("BACKUP_ALLOW_CROSS_NAMESPACE_ENDPOINTS", False),
+                        help="let an EtcdBackup's etcdEndpoints name services and pods of other namespaces "
+                             "(<name>.<namespace>.svc); off: only its own namespace's "
+                             "[BACKUP_ALLOW_CROSS_NAMESPACE_ENDPOINTS]")
+    parser.add_argument(ENDPOINT_HOSTS_FLAG, type=_host_patterns,
+                        default=_host_patterns(env_str("BACKUP_ALLOWED_ENDPOINT_HOSTS", "")),
+                        help="comma-separated host patterns (* wildcards, e.g. '*.etcd.example.com,10.0.0.5') "
+                             "etcdEndpoints may name besides the EtcdBackup's own namespace's services; "
+                             "empty: none [BACKUP_ALLOWED_ENDPOINT_HOSTS]")
+    parser.add_argument(S3_ENDPOINT_HOSTS_FLAG, type=_host_patterns,
+                        default=_host_patterns(env_str("BACKUP_ALLOWED_S3_ENDPOINT_HOSTS", "")),
+                        help="comma-separated host patterns an S3 endpoint (spec.s3.endpoint or the awsSecret's "
+                             "endpoint_url) may name besides AWS's own (*.amazonaws.com); empty: any host "
+                             "[BACKUP_ALLOWED_S3_ENDPOINT_HOSTS]")
+    parser.add_argument("--cluster-domain", default=env_str("CLUSTER_DOMAIN", DEFAULT_CLUSTER_DOMAIN),
+                        help="the cluster's DNS domain, accepted after .svc in etcdEndpoints "
+                             f"[CLUSTER_DOMAIN, else {DEFAULT_CLUSTER_DOMAIN}]")
+
+
+def _host_patterns(value: str) -> tuple[str, ...]:
+    return tuple(p.strip().lower() for p in value.split(",") if p.strip())
+
+
+def endpoint_policy(args: argparse.Namespace) -> EndpointPolicy:
+    return EndpointPolicy(allow_cross_namespace=args.allow_cross_namespace_endpoints,
+                          allowed_hosts=args.allowed_endpoint_hosts, allowed_s3_hosts=args.allowed_s3_endpoint_hosts,
+                          cluster_domain=args.cluster_domain)
+
+
 def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
     parser = operator_parser(
         prog="etcd-backup-operator", kind_plural="EtcdBackups",
@@ -45,6 +88,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
     add_resync_flag(parser, default_seconds=30,
                     help_text="safety-net re-check of every EtcdBackup's schedule, in seconds")
     add_etcd_tool_flags(parser)
+    add_endpoint_policy_flags(parser)
     args = parser.parse_args(argv)
     return BackupOperatorSettings(
         namespace=watched_namespace(args),
@@ -53,4 +97,5 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
         etcdctl_binary=args.etcdctl,
         etcdutl_binary=args.etcdutl,
         runtime=runtime_settings(args),
+        endpoint_policy=endpoint_policy(args),
     )

@@ -29,6 +29,7 @@ from typing import Any
 
 from backup_operator import acting, reasons
 from backup_operator import actions as a
+from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy
 from backup_operator.metrics import BackupMetrics
 from backup_operator.observed import BackupResult, ObservedBackup
 from backup_operator.observing import observe_backup, parse_recorded, records_attempt
@@ -66,6 +67,7 @@ class SupervisorContext:
     stop: threading.Event
     may_act: Callable[[], bool] = lambda: True
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    endpoint_policy: EndpointPolicy = DEFAULT_POLICY
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ class BackupSupervisor:
             backup.namespace, backup.name, consecutive_failures=recorded.consecutive_failures,
             interval_seconds=backup.spec.policy.backup_interval_seconds if backup.spec is not None else 0,
             last_success=backup.status.last_success_date)
-        action = plan_next_action(observed)
+        action = plan_next_action(observed, ctx.endpoint_policy)
         if isinstance(action, a.RejectSpec):
             self.log.warning("cannot back up: %s: %s", action.reason, action.message)
             self._write_failure(raw, backup, action.reason, action.message, now, seconds=None)
@@ -128,7 +130,7 @@ class BackupSupervisor:
     def _delay_after(self, raw: dict[str, Any], observed: ObservedBackup) -> float:
         """Until the next backup is due, by the status just written (the spec as this pass read it)."""
         after = replace(observed, recorded=parse_recorded(raw.get("status")), now=self.context.clock())
-        return _delay(plan_next_action(after))
+        return _delay(plan_next_action(after, self.context.endpoint_policy))
 
     def _write_success(self, raw: dict[str, Any], backup: EtcdBackup, result: BackupResult) -> dict[str, Any] | None:
         ctx = self.context

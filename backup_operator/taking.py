@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backup_operator import reasons
+from backup_operator.endpoint_policy import EndpointPolicy, s3_endpoint_refusal
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
@@ -83,6 +84,8 @@ class BackupEnvironment:
     work_dir: str
     etcdutl_binary: str | None = None
     s3_options: dict[str, Any] = field(default_factory=dict)
+    # The S3 endpoint the awsSecret names is checked here (the spec's, by the planner too).
+    endpoint_policy: EndpointPolicy = field(default_factory=EndpointPolicy)
 
 
 def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
@@ -163,12 +166,19 @@ def _split(location: S3Location) -> tuple[str, str]:
 
 
 def _storage(request: BackupRequest, env: BackupEnvironment) -> s3.S3Storage:
+    """The S3 client for the request; its endpoint (the spec's, else the awsSecret's) is checked
+    against the endpoint policy before any request is sent."""
     try:
-        return s3.storage_for_location(request.location, request.namespace, env.read_secret, **env.s3_options)
+        storage = s3.storage_for_location(request.location, request.namespace, env.read_secret, **env.s3_options)
     except s3.S3Error as error:
         raise BackupFailed(error.reason, error.message) from error
     except KubeError as error:
         raise BackupFailed(reasons.KUBE_API_ERROR, f"cannot read secret {request.location.aws_secret}: {error}") from error
+    where = "spec.s3.endpoint" if request.location.endpoint else f"endpoint_url of secret {request.location.aws_secret}"
+    refusal = s3_endpoint_refusal(storage.endpoint, env.endpoint_policy, where=where)
+    if refusal is not None:
+        raise BackupFailed(reasons.ENDPOINT_NOT_ALLOWED, refusal)
+    return storage
 
 
 def _s3_call(call: Callable[[], None]) -> None:

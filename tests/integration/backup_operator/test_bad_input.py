@@ -36,7 +36,9 @@ def test_bad_inputs_are_reported_and_recover_once_fixed(
         "missing-bucket": (spec(backups, f"{bucket}-later/d"), s3.REASON_BUCKET_NOT_FOUND),
         "missing-cluster": ({**spec(backups, f"{bucket}/e"), "etcdCluster": {"name": "no-such-cluster"}},
                             "EtcdClusterNotFound"),
-        "unreachable-etcd": ({"etcdEndpoints": ["http://127.0.0.1:9"], "storageType": "S3",
+        # The source cluster's pod, at a port nothing listens on (an endpoint in the EtcdBackup's own
+        # namespace: others are refused before anything is tried, test_tenants.py).
+        "unreachable-etcd": ({"etcdEndpoints": [f"http://source-client.{backups.namespace}.svc:9"], "storageType": "S3",
                               "backupPolicy": {"timeoutInSecond": 20}, "s3": backups.s3_spec(f"{bucket}/f")},
                              "EtcdUnreachable"),
         "unsupported-storage": ({"etcdCluster": {"name": "source"}, "storageType": "GCS",

@@ -14,9 +14,9 @@ from backup_operator.planning import plan_next_action
 from etcd_common.api.etcd_backup import parse_etcd_backup
 
 NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
-PERIODIC = {"etcdEndpoints": ["http://e:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
+PERIODIC = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
             "backupPolicy": {"backupIntervalInSecond": 600}}
-OSS = {"etcdEndpoints": ["http://e:2379"], "storageType": "OSS", "oss": {"path": "b/k"}}
+OSS = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "OSS", "oss": {"path": "b/k"}}
 
 
 NOTHING_RECORDED = RecordedBackup()

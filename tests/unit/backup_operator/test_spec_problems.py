@@ -24,11 +24,11 @@ S3 = {"path": "bucket/key", "awsSecret": "aws"}
     (None, reasons.INVALID_SPEC, "spec is required"),
     ({"storageType": "S3"}, reasons.INVALID_SPEC, "spec.s3 is missing"),
     ({"storageType": "S3", "s3": S3}, reasons.INVALID_SPEC, "etcdEndpoints or spec.etcdCluster.name"),
-    ({"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e:2379"], "etcdCluster": {"name": "c"}},
+    ({"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e-client.ns.svc:2379"], "etcdCluster": {"name": "c"}},
      reasons.INVALID_SPEC, "mutually exclusive"),
-    ({"storageType": "GCS", "gcs": {"path": "b/k"}, "etcdEndpoints": ["http://e:2379"]},
+    ({"storageType": "GCS", "gcs": {"path": "b/k"}, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
      reasons.UNSUPPORTED_STORAGE_TYPE, "GCS"),
-    ({"storageType": "ABS", "abs": {"path": "b/k"}, "etcdEndpoints": ["http://e:2379"]},
+    ({"storageType": "ABS", "abs": {"path": "b/k"}, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
      reasons.UNSUPPORTED_STORAGE_TYPE, "use S3"),
     ({"storageType": "S3", "s3": S3, "etcdCluster": {}}, reasons.INVALID_SPEC, "spec.etcdCluster.name is required"),
 ])
@@ -38,7 +38,7 @@ def test_specs_that_cannot_be_acted_on(spec: Any, reason: str, fragment: str) ->
 
 
 @pytest.mark.parametrize("spec", [
-    {"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e:2379"]},
+    {"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
     {"storageType": "S3", "s3": S3, "etcdCluster": {"name": "example"}},
 ])
 def test_good_specs_have_no_problem(spec: Any) -> None:

@@ -52,7 +52,7 @@ def make_supervisor(spec: Any,
     return BackupSupervisor(KEY, context), api, events, metrics
 
 
-PERIODIC = {"etcdEndpoints": ["http://e:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
+PERIODIC = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
             "backupPolicy": {"backupIntervalInSecond": 600}}
 
 
@@ -62,7 +62,7 @@ def result() -> BackupResult:
 
 
 def test_unsupported_storage_is_reported_once_per_generation() -> None:
-    supervisor, api, events, metrics = make_supervisor({"etcdEndpoints": ["http://e:2379"], "storageType": "OSS",
+    supervisor, api, events, metrics = make_supervisor({"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "OSS",
                                                         "oss": {"path": "b/k"}})
     assert supervisor.reconcile_once() == IDLE_SECONDS
     assert supervisor.reconcile_once() == IDLE_SECONDS

@@ -95,6 +95,7 @@ class FakeEtcd:
 
 @dataclass
 class FakeStorage:
+    endpoint: str = ""  # AWS
     uploads: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, dict[str, str]] = field(default_factory=dict)
 
