@@ -4,6 +4,7 @@ own so no test meets another's leftovers."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import time
@@ -236,3 +237,12 @@ def _retrying(expected: type[Exception], action: Callable[[], T]) -> T | None:
         return action()
     except expected:
         return None
+
+
+def post_json(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
+    """POST `body` to a member's gRPC gateway (`url` + `path`); its JSON answer."""
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        document: dict[str, object] = json.loads(response.read())
+        return document

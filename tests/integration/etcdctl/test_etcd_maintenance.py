@@ -3,27 +3,17 @@ whether it happened), defragmentation, and disarming one alarm."""
 from __future__ import annotations
 
 import base64
-import json
-import urllib.request
 
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE, Alarm
 from etcd_common.etcd.maintenance import EtcdMaintenance
 from etcd_common.etcd.probe import EtcdProbe
-from tests.integration.etcdctl.etcd_processes import EtcdCluster, wait_for
-
-
-def _post(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as response:
-        document: dict[str, object] = json.loads(response.read())
-        return document
+from tests.integration.etcdctl.etcd_processes import EtcdCluster, post_json, wait_for
 
 
 def _overwrite(url: str, rounds: int) -> None:
     value = base64.b64encode(b"x" * 32 * 1024).decode()
     for n in range(rounds):
-        _post(url, "/v3/kv/put", {"key": base64.b64encode(f"k{n % 5}".encode()).decode(), "value": value})
+        post_json(url, "/v3/kv/put", {"key": base64.b64encode(f"k{n % 5}".encode()).decode(), "value": value})
 
 
 def test_compaction_defragmentation_and_disarm(etcd_cluster: EtcdCluster, etcd_version: str) -> None:
@@ -49,7 +39,7 @@ def test_compaction_defragmentation_and_disarm(etcd_cluster: EtcdCluster, etcd_v
     assert defragmented.db_size < compacted.db_size / 4, (compacted, defragmented)
 
     for kind in (NOSPACE, CORRUPT):
-        _post(url, "/v3/maintenance/alarm", {"action": "ACTIVATE", "memberID": str(before.member_id), "alarm": kind})
+        post_json(url, "/v3/maintenance/alarm", {"action": "ACTIVATE", "memberID": str(before.member_id), "alarm": kind})
     assert set(probe.endpoint_status()[0].alarms) == {Alarm(NOSPACE, before.member_id), Alarm(CORRUPT, before.member_id)}
     maintenance.disarm(url, Alarm(NOSPACE, before.member_id))
     assert probe.endpoint_status()[0].alarms == (Alarm(CORRUPT, before.member_id),), "only the one alarm is disarmed"

@@ -3,16 +3,14 @@ etcd 3.4.23, 3.5.35 and 3.6.16 processes: it answers what etcdctl answers (membe
 health), skips a learner and a dead endpoint, and sees a learner etcdctl has not promoted yet."""
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 
 import pytest
 
 from etcd_common.etcd.alarms import NOSPACE, Alarm
 from etcd_common.etcd.etcdctl import Unreachable
 from etcd_common.etcd.probe import EtcdProbe
-from tests.integration.etcdctl.etcd_processes import EtcdCluster, wait_for
+from tests.integration.etcdctl.etcd_processes import EtcdCluster, post_json, wait_for
 
 DEAD_ENDPOINT = "http://127.0.49.251:23790"  # nothing listens there (same block as the etcdctl tests')
 
@@ -76,14 +74,6 @@ def test_learner_refuses_the_member_list_and_the_next_endpoint_answers(etcd_clus
     assert not seed_status.is_learner and learner_status.leader_id == seed_status.member_id
 
 
-def _post(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as response:
-        document: dict[str, object] = json.loads(response.read())
-        return document
-
-
 def test_health_checks_write_nothing_to_the_raft_log(etcd_cluster: EtcdCluster) -> None:
     # Each alarm-API call is a raft proposal (even a list): a health check per pass through it
     # would grow the log until new members get a snapshot, which costs a new 3.6 member 7 s.
@@ -103,12 +93,12 @@ def test_an_alarm_is_reported_by_status_and_leaves_the_endpoint_healthy(etcd_clu
     seed = etcd_cluster.start_seed()
     [status] = EtcdProbe([seed.client_url]).endpoint_status()
     alarm = {"memberID": str(status.member_id), "alarm": "NOSPACE"}
-    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "ACTIVATE", **alarm})
+    post_json(seed.client_url, "/v3/maintenance/alarm", {"action": "ACTIVATE", **alarm})
     [health] = EtcdProbe([seed.client_url]).endpoint_health()
     assert health.healthy, health
     [alarmed] = EtcdProbe([seed.client_url]).endpoint_status()
     assert alarmed.alarms == (Alarm(NOSPACE, status.member_id),), alarmed
     assert alarmed.db_size_in_use > 0 and alarmed.revision > 0, alarmed
-    _post(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
+    post_json(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
     [cleared] = EtcdProbe([seed.client_url]).endpoint_status()
     assert cleared.alarms == (), cleared
