@@ -29,8 +29,8 @@ from etcd_operator.manifests import (
     member_client_url,
 )
 from etcd_operator.metrics import OperatorMetrics
-from etcd_operator.observed import ObservedCluster
-from kube_adapter.errors import AlreadyExists
+from etcd_operator.observed import ObservedCluster, format_timestamp
+from kube_adapter.errors import AlreadyExists, NotFound
 from operator_runtime.cached_client import CachedClient
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ ADD_VIA_MEMBERS_OLDER_THAN_SECONDS = 6.0
 # A defragmentation rewrites the database file; slow disks manage ~10 MB/s.
 DEFRAGMENT_BASE_TIMEOUT_SECONDS = 60.0
 DEFRAGMENT_BYTES_PER_SECOND = 10 * 1000 * 1000
+# StopMember waits this long for the stopped member's pod to go before removing the member (etcd
+# finishes its clients' requests, at most its 7 s request timeout; it takes about a second).
+STOP_WAIT_SECONDS = 15.0
+STOP_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,58 @@ class ActionExecutor:
         with self.failpoints.around(fp.POD_DELETE, ns):
             self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
 
+    def _upgrade_member(self, action: a.UpgradeMember, observed: ObservedCluster) -> None:
+        if not action.in_place:
+            self._delete_pod(action, observed)
+            return
+        ns = observed.cluster.namespace
+        # Annotations first: a crash before the image change leaves a restart that never comes,
+        # bounded (planning.RESTART_WAIT_SECONDS), after which the member is still outdated.
+        annotations = {
+            c.ANNOTATION_ETCD_VERSION: action.etcd_version,
+            c.ANNOTATION_RESTARTED_AT: format_timestamp(datetime.now(UTC)),
+            c.ANNOTATION_RESTARTED_FROM_COUNT: str(action.restart_count),
+        }
+        self.pods.patch(ns, action.pod_name, {"metadata": {"uid": action.pod_uid or None, "annotations": annotations}})
+        pod = observed.pod(action.member_name)
+        container = f"/spec/containers/{action.container_index}"
+        operations: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": action.pod_uid}]
+        if pod is not None and pod.image:
+            operations.append({"op": "test", "path": f"{container}/image", "value": pod.image})
+        operations.append({"op": "replace", "path": f"{container}/image", "value": action.image})
+        with self.failpoints.around(fp.POD_DELETE, ns):
+            self.pods.patch_json(ns, action.pod_name, operations)
+
+    def _stop_member(self, action: a.StopMember, observed: ObservedCluster) -> None:
+        ns = observed.cluster.namespace
+        if action.pvc_name:
+            # Before the pod goes: rule 6 must not restart the member on its volume meanwhile.
+            leaving = {c.ANNOTATION_LEAVING_AT: format_timestamp(datetime.now(UTC))}
+            self.pvcs.patch(ns, action.pvc_name, {"metadata": {"annotations": leaving}})
+        with self.failpoints.around(fp.POD_DELETE, ns):
+            self.pods.delete(ns, action.pod_name, uid_precondition=action.pod_uid or None)
+        if not self._wait_until_gone(ns, action.pod_name, action.pod_uid):
+            log.info("pod %s/%s still stopping after %.0fs; a later pass removes its member", ns, action.pod_name,
+                     STOP_WAIT_SECONDS)
+            return
+        with self.failpoints.around(fp.MEMBER_REMOVE, ns):
+            self._etcd(observed, exclude=action.member_name).member_remove(action.member_id)
+
+    def _wait_until_gone(self, namespace: str, pod_name: str, pod_uid: str) -> bool:
+        """Whether the pod (that very one) is gone within STOP_WAIT_SECONDS: its containers have
+        stopped and the kubelet has deleted it."""
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while True:
+            try:
+                pod = self.pods.fetch(namespace, pod_name)
+            except NotFound:
+                return True
+            if pod_uid and (pod.get("metadata") or {}).get("uid") != pod_uid:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(STOP_POLL_SECONDS)
+
     def _delete_pvc(self, action: a.DeletePVC, observed: ObservedCluster) -> None:
         self.pvcs.delete(observed.cluster.namespace, action.pvc_name, uid_precondition=action.pvc_uid or None)
 
@@ -169,7 +225,7 @@ class ActionExecutor:
             self.metrics.observe_defragmentation(cluster.namespace, cluster.name, time.monotonic() - started,
                                                  ok=error is None)
         when = observed.observed_at or datetime.now(UTC)
-        at = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        at = format_timestamp(when)
         recorded = c.ANNOTATION_DEFRAGMENTED_AT if error is None else c.ANNOTATION_DEFRAGMENT_FAILED_AT
         metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: c.LABEL_SERVING_VALUE},
                                     "annotations": {recorded: at, c.ANNOTATION_DRAINED_AT: None}}
@@ -252,7 +308,8 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.CreateSeedMember: ActionExecutor._create_seed_member,
     a.CreateMemberPod: ActionExecutor._create_existing_member_pod,
     a.DeletePod: ActionExecutor._delete_pod,
-    a.UpgradeMember: ActionExecutor._delete_pod,
+    a.UpgradeMember: ActionExecutor._upgrade_member,
+    a.StopMember: ActionExecutor._stop_member,
     a.DeletePVC: ActionExecutor._delete_pvc,
     a.AddMember: ActionExecutor._add_member,
     a.PromoteMember: ActionExecutor._promote_member,

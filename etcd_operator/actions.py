@@ -386,19 +386,57 @@ class MoveLeader(_Action):
 
 @dataclass(frozen=True)
 class UpgradeMember(_Action):
-    """Delete the member's pod; its data stays on its PVC and a later pass recreates the pod
-    (same member name) from the current spec via `CreateMemberPod`."""
+    """Restart the member with the new spec, keeping the member (its name, ID, address, data).
+
+    `in_place` (only the image differs): the etcd container's image is changed in the running
+    pod, which Kubernetes allows; the kubelet stops etcd gracefully and starts the new image in
+    the same pod, on the same emptyDir or volume (as CoreOS upgraded). The pod is annotated with
+    the restart count before the change, so later passes know until when it is restarting.
+    Otherwise: delete the member's pod; its data stays on its PVC and a later pass recreates the
+    pod (same member name) from the current spec via `CreateMemberPod`."""
 
     member_name: str
     pod_name: str
     reason: str
     pod_uid: str = ""
+    in_place: bool = False
+    image: str = ""  # in place: the new image, and the etcd version it runs
+    etcd_version: str = ""
+    container_index: int = 0
+    restart_count: int = 0  # in place: the etcd container's restart count before the change
 
     KIND: ClassVar[str] = "upgrade"
     event_reason: ClassVar[str | None] = "MemberUpgrading"
 
     def describe(self) -> str:
+        if self.in_place:
+            return f"restart member {self.member_name} in its pod on image {self.image}: {self.reason}"
         return f"restart member {self.member_name} on its volume with the new pod spec: {self.reason}"
+
+
+@dataclass(frozen=True)
+class StopMember(_Action):
+    """Remove a healthy member (scale-down, or the outdated member an upgrade replaced) by
+    stopping it first: its pod is deleted, so etcd shuts down gracefully (its clients are sent away
+    with their requests finished, and a leader hands leadership over itself), instead of exiting at
+    once when it applies its own removal, which cuts every request in flight on it ("raft:
+    stopped", "connection reset by peer"). Once the pod is gone (at most STOP_WAIT_SECONDS, about a
+    second in practice) the member is removed in the same action, so the cluster runs a member
+    short only for that long. Should the wait run out, a later pass removes it (rule 9). On a PVC
+    cluster the claim is marked leaving first, so the pod is not recreated on it."""
+
+    member_name: str
+    member_id: int
+    pod_name: str
+    reason: str
+    pod_uid: str = ""
+    pvc_name: str = ""
+
+    KIND: ClassVar[str] = "stop"
+    event_reason: ClassVar[str | None] = "MemberStopping"
+
+    def describe(self) -> str:
+        return f"stop member {self.member_name} ({self.member_id:x}), then remove it: {self.reason}"
 
 
 # --- maintenance (etcd_operator/maintenance.py plans these)
@@ -503,6 +541,7 @@ Action = Union[
     RemoveMember,
     MoveLeader,
     UpgradeMember,
+    StopMember,
     Defragment,
     CompactHistory,
     DisarmAlarm,

@@ -27,7 +27,7 @@ ERROR_REASONS: Final = (
 # The `kind` of every action with an effect (etcd_operator/actions.py).
 MEMBERSHIP_CHANGE_KINDS: Final = (
     "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
-    "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm",
+    "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm", "stop",
 )
 RECONCILE_RESULTS: Final = ("ok", "error")
 # The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/status.py).

@@ -13,7 +13,7 @@ import secrets
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
@@ -86,6 +86,13 @@ class ObservedPod:
     defragment_failed_at: datetime | None = None
     # The first init container waiting for a reason other than its turn, if any.
     waiting_init: WaitingInitContainer | None = None
+    # metadata.deletionTimestamp: the end of its grace period once it is being deleted.
+    deletion_deadline: datetime | None = None
+    # Position of the etcd container in spec.containers (an in-place image change patches it).
+    etcd_container_index: int = 0
+    # An in-place image change (UpgradeMember in place): when, and the restart count before it.
+    restarted_at: datetime | None = None
+    restarted_from_count: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -100,6 +107,13 @@ class ObservedPod:
     def unschedulable(self) -> bool:
         """Pending with no node that fits it (the scheduler said so)."""
         return self.unschedulable_message is not None and self.phase == "Pending"
+
+    @property
+    def restart_pending(self) -> bool:
+        """The operator changed its image in place and the kubelet has not restarted etcd yet
+        (an image that cannot be pulled never restarts it: see `image_pull_failed`)."""
+        return (self.restarted_from_count is not None and self.restart_count <= self.restarted_from_count
+                and not self.image_pull_failed and not self.deleting)
 
     @property
     def never_ran(self) -> bool:
@@ -125,6 +139,8 @@ class ObservedPVC:
     member_name: str
     deleting: bool = False
     uid: str = ""
+    # Marked by StopMember: its member is being removed, its pod is not recreated on it.
+    leaving: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +206,10 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         defragmented_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENTED_AT)),
         defragment_failed_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENT_FAILED_AT)),
         waiting_init=_waiting_init_container(status.get("initContainerStatuses")),
+        deletion_deadline=parse_timestamp(metadata.get("deletionTimestamp")),
+        etcd_container_index=_etcd_container_index(spec.get("containers")),
+        restarted_at=parse_timestamp(annotations.get(c.ANNOTATION_RESTARTED_AT)),
+        restarted_from_count=_int_or_none(annotations.get(c.ANNOTATION_RESTARTED_FROM_COUNT)),
     )
 
 
@@ -197,11 +217,13 @@ def parse_pvc(pvc: JsonDict) -> ObservedPVC:
     metadata = _dict(pvc.get("metadata"))
     name = str(metadata.get("name") or "")
     labels = _dict(metadata.get("labels"))
+    annotations = _dict(metadata.get("annotations"))
     return ObservedPVC(
         name=name,
         member_name=str(labels.get(c.LABEL_MEMBER) or name),
         deleting=metadata.get("deletionTimestamp") is not None,
         uid=str(metadata.get("uid") or ""),
+        leaving=c.ANNOTATION_LEAVING_AT in annotations,
     )
 
 
@@ -224,6 +246,13 @@ def version_from_image(image: str) -> EtcdVersion | None:
     if "@" in last_segment or ":" not in last_segment:
         return None
     return EtcdVersion.parse(last_segment.rsplit(":", 1)[1])
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with whole seconds, as Kubernetes writes times (what `parse_timestamp` reads)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -421,6 +450,21 @@ def _waiting_init_container(statuses: Any) -> WaitingInitContainer | None:
             return WaitingInitContainer(str(status.get("name") or ""), reason, str(waiting.get("message") or ""),
                                         code if isinstance(code, int) else None, str(last.get("message") or ""))
     return None
+
+
+def _etcd_container_index(containers: Any) -> int:
+    """Where `_etcd_container` finds the etcd container (0 when there is none)."""
+    for index, container in enumerate(containers if isinstance(containers, list) else ()):
+        if isinstance(container, Mapping) and container.get("name") == c.ETCD_CONTAINER_NAME:
+            return index
+    return 0
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _etcd_container(containers: Any) -> JsonDict:

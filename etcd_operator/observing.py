@@ -240,12 +240,14 @@ def _mount_failures(cluster: EtcdCluster, live_pods: Sequence[ObservedPod], now:
 def _client_endpoints(cluster: EtcdCluster, live_pods: Sequence[ObservedPod],
                       lookups: Lookups) -> frozenset[str] | None:
     """Pods the client service still sends clients to, looked up only while a member pod is
-    drained (planning.py, "Draining"); None when not looked up or the lookup failed (then a
-    drained member is removed without waiting for its endpoint to go)."""
+    drained (planning.py, "Draining"); None when not looked up, when the lookup failed or found no
+    EndpointSlice at all (no controller makes them: the planner then goes by pod readiness, which
+    is what EndpointSlices are made from)."""
     if all(pod.serving for pod in live_pods):
         return None
     try:
-        return ready_endpoint_pods(lookups.endpoint_slices(cluster.namespace, client_service_name(cluster.name)))
+        slices = lookups.endpoint_slices(cluster.namespace, client_service_name(cluster.name))
+        return ready_endpoint_pods(slices) if slices else None
     except KubeError as e:
         cluster_logger(cluster.namespace, cluster.name).warning(
             "cannot read the client service's EndpointSlices: %s", short_error(e))

@@ -131,6 +131,7 @@ from etcd_operator.actions import (
     ReportMembersLost,
     ReportQuorumLoss,
     SetServing,
+    StopMember,
     UpdateClientSelector,
     UpgradeMember,
     Wait,
@@ -144,12 +145,20 @@ from etcd_operator.manifests import (
     pod_policy_hash,
     service_names,
 )
-from etcd_operator.observed import ObservedCluster, ObservedPod, parse_timestamp
+from etcd_operator.observed import ObservedCluster, ObservedPod, format_timestamp, parse_timestamp
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
 # controller takes milliseconds; a stuck one must not block the removal forever).
 DRAIN_TIMEOUT_SECONDS = 30.0
+# A member pod being deleted counts as shutting down until this long past the end of its grace
+# period (its deletionTimestamp); after that (its node is gone, say) its member is dead.
+STOP_MARGIN_SECONDS = 5.0
+# The longest wait for the kubelet to restart a member whose image was changed in place.
+RESTART_WAIT_SECONDS = 60.0
+# Before another member is drained, one that restarted or was created this recently and should
+# serve is waited for until the client service lists it (readiness probes run every few seconds).
+SERVE_WAIT_SECONDS = 60.0
 # A learner whose pod is younger than this (creationTimestamp has whole seconds) and runs is
 # expected to serve and catch up any moment: its wait is `imminent` (see `_just_started`).
 LEARNER_START_SECONDS = 3.0
@@ -206,8 +215,8 @@ def _migrate_client_selector(observed: ObservedCluster) -> Action:
 
 
 def _drain_first(observed: ObservedCluster, action: Action) -> Action:
-    """A member about to be removed or restarted leaves the client service first (see Draining);
-    one left drained while the cluster converged serves again."""
+    """A member about to be removed, stopped or restarted leaves the client service first (see
+    Draining); one left drained while the cluster converged serves again."""
     if isinstance(action, NoOp):
         for pod in sorted(observed.live_pods, key=lambda p: p.name):
             if not pod.serving and pod.member_name in observed.member_names:
@@ -215,14 +224,13 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
         return action
     if isinstance(action, RemoveMember) and action.purpose != "replace":
         what = f"member {action.member_name} is removed next"
+    elif isinstance(action, StopMember):
+        what = f"member {action.member_name} is stopped and removed next"
     elif isinstance(action, UpgradeMember):
         what = f"member {action.member_name} is restarted next"
     elif isinstance(action, Defragment):
         if len(observed.voting_members) == 1:
             return action  # no other member to send its clients to
-        for pod in sorted(observed.live_pods, key=lambda p: p.name):
-            if not pod.serving and pod.member_name != action.member_name and pod.member_name in observed.member_names:
-                return SetServing(pod.name, True, "it was drained for an earlier step", pod.uid)
         what = f"member {action.member_name} is defragmented next (it serves nothing meanwhile)"
     elif isinstance(action, MoveLeader) and _healthy_member(observed, action.from_member_id):
         what = (f"leadership moves off {action.from_member_name} next (a leader drops the writes it receives "
@@ -232,9 +240,12 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
     target = observed.pod(action.from_member_name if isinstance(action, MoveLeader) else action.member_name)
     if target is None or target.deleting:
         return action
+    others_first = _others_serve_first(observed, target)
+    if others_first is not None:
+        return others_first
     pod = target
     if pod.serving:
-        at = observed.observed_at.isoformat().replace("+00:00", "Z") if observed.observed_at is not None else ""
+        at = format_timestamp(observed.observed_at) if observed.observed_at is not None else ""
         return SetServing(pod.name, False, f"{what}; clients must not be caught on it", pod.uid, at)
     drained_for = _seconds_since(observed, pod.drained_at)
     if (observed.client_endpoints is not None and pod.name in observed.client_endpoints
@@ -242,6 +253,29 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
         return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
                     f"no longer lists it before: {action.describe()}")
     return action
+
+
+def _others_serve_first(observed: ObservedCluster, target: ObservedPod) -> Action | None:
+    """Before `target` leaves the client service, the other healthy voting members are in it: one
+    drained for an earlier step serves again, and one that has just (re)started is waited for
+    until the service lists it (bounded by SERVE_WAIT_SECONDS), so that the service never runs
+    short of members while the operator takes one more away."""
+    healthy = {m.member_name for m in observed.healthy_voters}
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if pod.name == target.name or pod.member_name not in healthy:
+            continue
+        if not pod.serving:
+            return SetServing(pod.name, True, "it was drained for an earlier step", pod.uid)
+        listed = pod.name in observed.client_endpoints if observed.client_endpoints is not None else pod.ready
+        if listed:
+            continue
+        started = max((t for t in (pod.created_at, pod.restarted_at) if t is not None), default=None)
+        waited = _seconds_since(observed, started)
+        if waited is not None and waited < SERVE_WAIT_SECONDS:
+            return Wait(f"{pod.name} (re)started {waited:.0f}s ago and serves, but is not ready in service "
+                        f"{client_service_name(observed.cluster.name)} yet (its readiness probe); "
+                        f"{target.name} is drained once it is")
+    return None
 
 
 def _healthy_member(observed: ObservedCluster, member_id: int) -> bool:
@@ -412,6 +446,7 @@ def _plan_with_member_list(
         or _rule_9_dead_members(observed, found.dead, terminal)
         or _rule_10_leftovers(observed)
         or _rule_11_terminating(found.terminating)
+        or _rule_11_restarting(observed)
         or _plan_membership(observed, spec, policy, found.unstarted)
     )
 
@@ -429,11 +464,14 @@ def _rule_6_members_without_pods(
         if pod is not None:
             if not pod.deleting:
                 continue
-            if on_volume or not member.started:
-                terminating.append(pod.name)  # restarts on its volume / its add completes once it is gone
+            if on_volume or not member.started or _still_stopping(observed, pod):
+                # Restarts on its volume / its add completes / it is shutting down gracefully:
+                # its clients move to other members with their requests finished. Removing it
+                # meanwhile would cut them ("raft: stopped"): it is removed once its pod is gone.
+                terminating.append(pod.name)
                 continue
-            # A pod being deleted never comes back, and its emptyDir data goes with it: the member
-            # is dead already. Replacing it now, not once the pod object is gone, saves the grace period.
+            # Past its grace period (its node is gone, say): the pod never comes back, and its
+            # emptyDir data goes with it. The member is dead.
             dead.append(member)
             continue
         if not member.started:
@@ -450,14 +488,21 @@ def _rule_6_members_without_pods(
                 )
             dead.append(member)  # not a peer URL this operator gives out: cannot start it
             continue
-        if on_volume:
+        volume = observed.volume(member.member_name)
+        if on_volume and volume is not None and not volume.leaving:
             return CreateMemberPod(
                 member.member_name,
                 observed.initial_cluster(),
                 "its pod is gone; restarting the member on its volume",
             )
-        dead.append(member)
+        dead.append(member)  # its data is gone, or it was stopped to be removed (StopMember)
     return _MembersWithoutPods(tuple(dead), tuple(terminating), tuple(unstarted))
+
+
+def _still_stopping(observed: ObservedCluster, pod: ObservedPod) -> bool:
+    """A pod being deleted whose grace period (and a margin for the kubelet) has not run out."""
+    since_deadline = _seconds_since(observed, pod.deletion_deadline)
+    return since_deadline is None or since_deadline < STOP_MARGIN_SECONDS
 
 
 def members_without_pods(observed: ObservedCluster) -> tuple[Member, ...]:
@@ -526,14 +571,15 @@ def _rule_9_dead_members(
     """Dead members, then terminal pods without volumes."""
     for member in dead:
         if _removal_keeps_quorum(observed, member):
-            why = ("its pod is gone and its data with it" if member.started
+            why = ("its pod is gone and its data with it (or it was stopped to be removed)" if member.started
                    else "it never started and its peer URL is not one this operator creates")
             if member.id == observed.leader_id and _answers(observed, member):
                 handover = _hand_over_leadership(
                     observed, member, {}, f"{member.member_name} is dead ({why}) and must not lead when it is removed")
                 if handover is not None:
                     return handover
-            return RemoveMember(member.member_name, member.id, "replace", f"{why}; a new member replaces it")
+            return RemoveMember(member.member_name, member.id, "replace",
+                                f"{why}; a new member replaces it if the cluster is then below spec.size")
     if dead:
         return _quorum_loss(observed, list(dead))
     for pod in terminal:
@@ -562,6 +608,16 @@ def _rule_10_leftovers(observed: ObservedCluster) -> Action | None:
 def _rule_11_terminating(terminating: tuple[str, ...]) -> Action | None:
     if terminating:
         return Wait(f"pod(s) {', '.join(terminating)} still terminating")
+    return None
+
+
+def _rule_11_restarting(observed: ObservedCluster) -> Action | None:
+    """A member whose image the operator changed in place, not yet restarted by the kubelet: its
+    pod shows the new image already, but the old etcd may still run and answer."""
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        waited = _seconds_since(observed, pod.restarted_at)
+        if pod.restart_pending and (waited is None or waited < RESTART_WAIT_SECONDS):
+            return Wait(f"member {pod.member_name} restarts on its new image (restart count still {pod.restart_count})")
     return None
 
 
@@ -738,6 +794,9 @@ def _learner_progress(observed: ObservedCluster, learner: Member) -> tuple[int, 
 
 
 def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action:
+    """Followers first (oldest first), the leader last. A restart needs no MoveLeader first:
+    the kubelet stops etcd gracefully and etcd hands leadership over itself once its clients are
+    gone (a MoveLeader beforehand drops the writes its clients still have in flight)."""
     leader_id = observed.leader_id
     if leader_id is None:
         return Wait("leader not known yet; the upgrade continues once it is")
@@ -746,20 +805,16 @@ def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[s
         (m for m in candidates if m.id != leader_id),
         key=lambda m: (_created(observed, m), m.member_name),
     )
-    if followers:
-        member = followers[0]
-    else:
-        member = candidates[0]  # only the leader is left: it goes last, after handing over
-        target = _leadership_target(observed, exclude=member, outdated=outdated)
-        if target is not None:
-            return MoveLeader(
-                member.member_name, member.id, target.member_name, target.id,
-                f"{member.member_name} is upgraded last and must not lead meanwhile",
-            )
+    member = followers[0] if followers else candidates[0]
     reason = outdated[member.member_name]
     pod = observed.pod(member.member_name)
     voters = len(observed.voting_members)
     restart_keeps_quorum = voters - 1 >= voters // 2 + 1
+    if pod is not None and restart_keeps_quorum and _image_change_only(observed, spec, pod):
+        return UpgradeMember(
+            member.member_name, pod.name, reason, pod.uid, in_place=True, image=spec.image,
+            etcd_version=str(spec.version), container_index=pod.etcd_container_index, restart_count=pod.restart_count,
+        )
     if (spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None
             and restart_keeps_quorum):
         return UpgradeMember(member.member_name, pod.name, reason, pod.uid)
@@ -770,6 +825,16 @@ def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[s
         f"replaces {member.member_name} ({reason}); {why}, so a new member "
         f"joins first and the outdated one is removed after",
     )
+
+
+def _image_change_only(observed: ObservedCluster, spec: ClusterSpec, pod: ObservedPod) -> bool:
+    """Only the image differs from the spec (Kubernetes lets a running pod change its images;
+    nothing else of a member pod): the member can be restarted in its pod, keeping its name,
+    address and data, emptyDir included. Pods without the operator's pod-policy hash (made by the
+    CoreOS operator) are replaced by pods of the operator's own making instead."""
+    if pod.image == spec.image or pod.image_pull_failed:
+        return False
+    return pod.pod_policy_hash is not None and pod.pod_policy_hash == pod_policy_hash(spec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -829,6 +894,9 @@ def _remove_or_move_leader(
     leader_id = observed.leader_id
     if leader_id is None:
         return Wait(f"leader not known yet; {victim.member_name} is removed once it is")
+    stop = _stop_first(observed, victim, purpose, reason)
+    if stop is not None:
+        return stop
     if victim.id == leader_id:
         if not _answers(observed, victim):
             if not _removal_keeps_quorum(observed, victim):
@@ -843,6 +911,21 @@ def _remove_or_move_leader(
     if not _removal_keeps_quorum(observed, victim):
         return Wait(f"removing {victim.member_name} now would lose quorum")
     return RemoveMember(victim.member_name, victim.id, purpose, reason)
+
+
+def _stop_first(observed: ObservedCluster, victim: Member, purpose: Purpose, reason: str) -> StopMember | None:
+    """A healthy member leaving by choice (scale, upgrade) is stopped before it is removed (see
+    StopMember), when the others keep a quorum of the voters while it is down (it still counts
+    until removed: with two voters it cannot be stopped first). A leader needs no MoveLeader
+    first: etcd hands leadership over when it stops gracefully, once its clients are gone."""
+    pod = observed.pod(victim.member_name)
+    if purpose == "replace" or victim.is_learner or pod is None or pod.deleting or not observed.is_healthy(victim):
+        return None
+    voters = len(observed.voting_members)
+    if len(observed.healthy_voters) - 1 < voters // 2 + 1:
+        return None
+    volume = observed.volume(victim.member_name)
+    return StopMember(victim.member_name, victim.id, pod.name, reason, pod.uid, volume.name if volume is not None else "")
 
 
 def _answers(observed: ObservedCluster, member: Member) -> bool:

@@ -12,7 +12,7 @@ clientPort, members.ready/unready, currentVersion, targetVersion) plus a few add
 """
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from etcd_common.api import constants as c
@@ -33,7 +33,7 @@ from etcd_operator.actions import (
 from etcd_operator.maintenance import CONDITION_ALARM_RAISED
 from etcd_operator.manifests import client_service_name
 from etcd_operator.member_start import StartProblem, start_problems
-from etcd_operator.observed import ObservedCluster
+from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.planning import (
     CONDITION_MEMBER_POD_MISSING,
     members_without_pods,
@@ -423,6 +423,4 @@ def _condition(
 
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with seconds, as Kubernetes writes times."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_timestamp(moment)

@@ -61,6 +61,9 @@ class CachedClient:
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> Object:
         return self._keep(self.client.patch(namespace, name, patch))
 
+    def patch_json(self, namespace: str, name: str, operations: list[dict[str, Any]]) -> Object:
+        return self._keep(self.client.patch_json(namespace, name, operations))
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any], *,
                      resource_version: str | None = None) -> Object:
         return self._keep(self.client.patch_status(namespace, name, status, resource_version=resource_version))

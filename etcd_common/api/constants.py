@@ -40,10 +40,19 @@ ANNOTATION_POD_POLICY_HASH: Final = f"{API_GROUP}/pod-policy-hash"
 # When the operator last defragmented the member (RFC 3339), and when a defragmentation last failed.
 ANNOTATION_DEFRAGMENTED_AT: Final = f"{API_GROUP}/defragmented-at"
 ANNOTATION_DEFRAGMENT_FAILED_AT: Final = f"{API_GROUP}/defragment-failed-at"
+# Set with an in-place image change (UpgradeMember in place): when (RFC 3339), and the etcd
+# container's restart count before it; the member is restarting until that count grows.
+ANNOTATION_RESTARTED_AT: Final = f"{API_GROUP}/restarted-at"
+ANNOTATION_RESTARTED_FROM_COUNT: Final = f"{API_GROUP}/restarted-from-count"
 RESERVED_ANNOTATION_KEYS: Final = frozenset(
     {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH, ANNOTATION_DRAINED_AT,
-     ANNOTATION_DEFRAGMENTED_AT, ANNOTATION_DEFRAGMENT_FAILED_AT}
+     ANNOTATION_DEFRAGMENTED_AT, ANNOTATION_DEFRAGMENT_FAILED_AT, ANNOTATION_RESTARTED_AT,
+     ANNOTATION_RESTARTED_FROM_COUNT}
 )
+# --- PVC annotations
+# On the volume of a member the operator stopped to remove it (RFC 3339): its pod is not
+# recreated on it; the member is removed and the claim deleted.
+ANNOTATION_LEAVING_AT: Final = f"{API_GROUP}/leaving-at"
 
 # Prometheus's conventional scrape annotations, set on every member pod (its metrics listener);
 # the same keys in spec.pod.annotations win, so a user can turn scraping off ("false").

@@ -213,6 +213,7 @@ def plan_through_drain(observed: ObservedCluster) -> Any:
     drained = replace_pod(observed, action.pod_name, serving=False)
     after = plan_next_action(drained)
     leaving = after.from_member_name if isinstance(after, actions.MoveLeader) else getattr(after, "member_name", None)
-    assert isinstance(after, (actions.RemoveMember, actions.UpgradeMember, actions.Defragment, actions.MoveLeader)) \
+    assert isinstance(after, (actions.RemoveMember, actions.StopMember, actions.UpgradeMember, actions.Defragment,
+                              actions.MoveLeader)) \
         and leaving == action.pod_name, f"drained {action.pod_name}, then planned {after}"
     return after

@@ -13,7 +13,15 @@ from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
 from operator_runtime.cache import ObjectCache
 from operator_runtime.cached_client import CachedClient
-from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name, raw_cluster, replace_pod, unhealthy
+from tests.unit.etcd_operator.etcd_cluster_builders import (
+    healthy_cluster,
+    member_id,
+    name,
+    raw_cluster,
+    replace_pod,
+    unhealthy,
+    with_spec,
+)
 
 
 class RecordingApi:
@@ -106,3 +114,70 @@ def test_moving_leadership_off_an_unhealthy_leader_asks_the_leader_too() -> None
     assert etcd.calls == [("move-leader", [member_client_url(cluster, name(2)), member_client_url(cluster, name(3)),
                                            member_client_url(cluster, name(1))], member_id(2))], etcd.calls
     assert api.deleted == []
+
+
+class PodsApi(DeletingApi):
+    """Pods that are gone once deleted (or that outlive the wait), and patches recorded as sent."""
+
+    def __init__(self, *, pods_outlive_the_wait: bool = False) -> None:
+        super().__init__()
+        self.patches: list[tuple[str, Any]] = []
+        self.outlive = pods_outlive_the_wait
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        from kube_adapter.errors import NotFound
+
+        if name in self.deleted and not self.outlive:
+            raise NotFound(f"pods {name!r} not found", status=404)
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
+
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append(("merge", (name, patch)))
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
+
+    def patch_json(self, namespace: str, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        self.patches.append(("json", (name, operations)))
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
+
+
+def test_stopping_a_member_deletes_its_pod_then_removes_it_once_the_pod_is_gone() -> None:
+    observed = healthy_cluster(4, size=3, pvc=True)
+    api, etcd = PodsApi(), RecordingEtcd()
+    _executor(api, etcd).execute(a.StopMember(name(4), member_id(4), name(4), "over size", "uid-x", name(4)), observed)
+    [(kind, (pvc, patch))] = api.patches
+    assert kind == "merge" and pvc == name(4) and "etcd.database.coreos.com/leaving-at" in patch["metadata"]["annotations"]
+    assert api.deleted == [name(4)]
+    assert [(call[0], call[2]) for call in etcd.calls] == [("member remove", member_id(4))]
+    assert member_client_url(observed.cluster, name(4)) not in etcd.calls[0][1], "the stopped member is not asked"
+
+
+def test_a_stopped_member_whose_pod_does_not_go_is_left_to_a_later_pass(monkeypatch: Any) -> None:
+    """No member remove while its etcd may still finish its clients' requests ("raft: stopped")."""
+    from etcd_operator import acting
+
+    monkeypatch.setattr(acting, "STOP_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(acting, "STOP_POLL_SECONDS", 0.05)
+    observed = healthy_cluster(4, size=3)
+    api, etcd = PodsApi(pods_outlive_the_wait=True), RecordingEtcd()
+    _executor(api, etcd).execute(a.StopMember(name(4), member_id(4), name(4), "over size", "uid-" + name(4)), observed)
+    assert api.deleted == [name(4)] and etcd.calls == [] and api.patches == []
+
+
+def test_an_in_place_upgrade_changes_only_the_etcd_image_of_that_very_pod() -> None:
+    observed = with_spec(healthy_cluster(3, version="3.5.35"), version="3.6.16")
+    observed = replace_pod(observed, name(2), uid="uid-2", restart_count=4)
+    api, etcd = PodsApi(), RecordingEtcd()
+    action = plan_next_action(replace_pod(observed, name(2), serving=False))
+    assert isinstance(action, a.UpgradeMember) and action.in_place and action.member_name == name(2), action
+    _executor(api, etcd).execute(action, observed)
+    [(merge, (pod, patch)), (json_patch, (same_pod, operations))] = api.patches
+    assert (merge, json_patch, pod, same_pod) == ("merge", "json", name(2), name(2))
+    assert patch["metadata"]["uid"] == "uid-2"
+    assert patch["metadata"]["annotations"]["etcd.database.coreos.com/restarted-from-count"] == "4"
+    assert patch["metadata"]["annotations"]["etcd.version"] == "3.6.16"
+    assert operations == [
+        {"op": "test", "path": "/metadata/uid", "value": "uid-2"},
+        {"op": "test", "path": "/spec/containers/0/image", "value": "quay.io/coreos/etcd:v3.5.35"},
+        {"op": "replace", "path": "/spec/containers/0/image", "value": "quay.io/coreos/etcd:v3.6.16"},
+    ]
+    assert api.deleted == [] and etcd.calls == [], "the member keeps its pod, name and data"

@@ -30,6 +30,7 @@ SAMPLES: list[actions.Action] = [
     actions.RemoveMember("example-abcde", 0xABC, "scale", "too many"),
     actions.MoveLeader("a", 1, "b", 2, "a is removed"),
     actions.UpgradeMember("example-abcde", "example-abcde", "runs 3.4.23"),
+    actions.StopMember("example-abcde", 0xABC, "example-abcde", "too many"),
     actions.Defragment("example-abcde", 0xABC, "example-abcde", 100, 10, "fragmented", "90 % reclaimable"),
     actions.CompactHistory(4321, "NOSPACE"),
     actions.DisarmAlarm(Alarm(NOSPACE, 0xABC), "recovered"),
@@ -38,7 +39,7 @@ SAMPLES: list[actions.Action] = [
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
-    "defragment", "compact", "disarm", "alarm",
+    "defragment", "compact", "disarm", "alarm", "stop",
 }
 
 

@@ -41,10 +41,10 @@ def test_scale_down_drains_the_member_then_waits_for_its_endpoint_then_removes_i
     waiting = plan_next_action(_drained(observed, name(4), still_listed=True))
     assert isinstance(waiting, actions.Wait) and f"{name(4)} drained" in waiting.reason, waiting
     removal = plan_next_action(_drained(observed, name(4), still_listed=False))
-    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(4), removal
+    assert isinstance(removal, actions.StopMember) and removal.member_name == name(4), removal
     # Endpoints not looked up (the lookup failed): the label is off, the removal goes ahead.
     unknown = plan_next_action(replace_pod(observed, name(4), serving=False))
-    assert isinstance(unknown, actions.RemoveMember), unknown
+    assert isinstance(unknown, actions.StopMember), unknown
 
 
 def test_the_wait_for_a_drained_endpoint_is_bounded() -> None:
@@ -60,7 +60,7 @@ def test_the_wait_for_a_drained_endpoint_is_bounded() -> None:
     assert isinstance(plan_next_action(recent), actions.Wait)
     stale = replace_pod(listed, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_TIMEOUT_SECONDS))
     removal = plan_next_action(stale)
-    assert isinstance(removal, actions.RemoveMember) and removal.member_name == name(4), removal
+    assert isinstance(removal, actions.StopMember) and removal.member_name == name(4), removal
 
 
 def test_an_outdated_member_leaving_an_emptydir_upgrade_is_drained_first() -> None:
@@ -69,7 +69,8 @@ def test_an_outdated_member_leaving_an_emptydir_upgrade_is_drained_first() -> No
     action = plan_next_action(observed)
     assert isinstance(action, actions.SetServing) and not action.serving and action.pod_name == name(3), action
     after = plan_next_action(_drained(observed, name(3), still_listed=False))
-    assert isinstance(after, actions.RemoveMember) and after.purpose == "upgrade" and after.member_name == name(3)
+    assert isinstance(after, actions.StopMember) and after.member_name == name(3), after
+    assert "replaced by an up-to-date member" in after.reason
 
 
 def test_a_member_restarted_on_its_volume_is_drained_first() -> None:
@@ -157,12 +158,53 @@ def _minutes(n: int) -> Any:
 
 def test_a_healthy_leader_is_drained_before_leadership_moves_off_it() -> None:
     """A leader drops the proposals it receives while it hands leadership over ("raft proposal
-    dropped", seen by a client of the service during an upgrade): it leaves the service first."""
-    observed = with_spec(healthy_cluster(3, version="3.5.35", leader=1, pvc=True), version="3.6.16")
-    for member in (2, 3):  # the followers are up to date: the leader is upgraded last
-        observed = replace_pod(observed, name(member), image="quay.io/coreos/etcd:v3.6.16")
+    dropped"): one that must go and cannot be stopped first (one of two voters) leaves the service
+    before MoveLeader."""
+    observed = replace_pod(healthy_cluster(2, size=1, leader=1), name(1), image="quay.io/coreos/etcd:v3.6.0")
     drain = plan_next_action(observed)
     assert isinstance(drain, actions.SetServing) and not drain.serving and drain.pod_name == name(1), drain
     assert "raft proposal dropped" in drain.reason
     move = plan_next_action(_drained(observed, name(1), still_listed=False))
     assert isinstance(move, actions.MoveLeader) and move.from_member_name == name(1), move
+
+
+def test_a_leader_restarted_for_an_upgrade_needs_no_move_leader() -> None:
+    """etcd hands leadership over itself when it stops gracefully, after its clients are gone; a
+    MoveLeader before would drop the writes its clients still have in flight."""
+    observed = with_spec(healthy_cluster(3, version="3.5.35", leader=1, pvc=True), version="3.6.16")
+    for member in (2, 3):  # the followers are up to date: the leader is upgraded last
+        observed = replace_pod(observed, name(member), image="quay.io/coreos/etcd:v3.6.16")
+    drain = plan_next_action(observed)
+    assert isinstance(drain, actions.SetServing) and not drain.serving and drain.pod_name == name(1), drain
+    restart = plan_next_action(_drained(observed, name(1), still_listed=False))
+    assert isinstance(restart, actions.UpgradeMember) and restart.member_name == name(1) and restart.in_place, restart
+
+
+def _rolled(member: int) -> ObservedCluster:
+    """An in-place upgrade 3.5 -> 3.6 of three members, `member` restarted on 3.6 and healthy."""
+    observed = with_spec(healthy_cluster(3, version="3.5.35", leader=1), version="3.6.16")
+    return replace_pod(observed, name(member), image="quay.io/coreos/etcd:v3.6.16", restart_count=1,
+                       restarted_from_count=0, restarted_at=observed.observed_at - timedelta(seconds=3))
+
+
+def test_a_member_drained_for_an_earlier_step_serves_again_before_the_next_is_drained() -> None:
+    """Otherwise each step would take one more member out of the client service."""
+    observed = replace_pod(_rolled(2), name(2), serving=False)
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.SetServing) and action.serving and action.pod_name == name(2), action
+
+
+def test_a_restarted_member_is_ready_in_the_service_before_the_next_is_drained() -> None:
+    """Its readiness probe passes a few seconds after etcd serves again; draining the next member
+    meanwhile would leave the service one member short (and, for the last, empty)."""
+    unready = replace_pod(_rolled(2), name(2), ready=False)
+    action = plan_next_action(unready)
+    assert isinstance(action, actions.Wait) and f"{name(2)} (re)started" in action.reason, action
+    # Where EndpointSlices exist they decide, not the pod's condition.
+    listed = dataclasses.replace(replace_pod(_rolled(2), name(3), serving=False), client_endpoints=frozenset({name(1)}))
+    assert isinstance(plan_next_action(listed), actions.Wait)
+    # Bounded: a member whose readiness never passes does not hold the rollout forever.
+    long_ago = replace_pod(unready, name(2), restarted_at=unready.observed_at - timedelta(minutes=5))
+    drain = plan_next_action(long_ago)
+    assert isinstance(drain, actions.SetServing) and not drain.serving and drain.pod_name == name(3), drain
+

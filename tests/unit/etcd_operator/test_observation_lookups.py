@@ -157,6 +157,15 @@ def test_client_endpoints_are_looked_up_only_while_a_pod_is_drained() -> None:
     assert observed.client_endpoints == frozenset({f"{CLUSTER}-a"})
 
 
+def test_no_endpoint_slice_at_all_is_unknown_not_empty() -> None:
+    """A Service with a selector has EndpointSlices wherever a controller makes them; none at all
+    (the sandbox runs no such controller) says nothing of where clients go: the planner then goes
+    by the pods' readiness."""
+    drained = _pod(f"{CLUSTER}-b", age_seconds=60, waiting=None, serving=False)
+    lookups = FakeLookups(neighbours=[raw_cluster()], slices=[])
+    assert _observe(lookups, services=_ours(make_cluster()), pods=[drained]).client_endpoints is None
+
+
 def test_a_failed_endpoint_slice_lookup_is_not_looked_up() -> None:
     drained = _pod(f"{CLUSTER}-b", age_seconds=60, waiting=None, serving=False)
     lookups = FakeLookups(neighbours=[raw_cluster()], slices=Transient("503 Service Unavailable"))

@@ -158,3 +158,30 @@ def test_pod_age() -> None:
     pod = observed.pods[0]
     assert observed.pod_age_seconds(pod) == 59 * 60
     assert dataclasses.replace(observed, observed_at=None).pod_age_seconds(pod) is None
+
+
+def test_an_in_place_restart_is_pending_until_the_restart_count_grows() -> None:
+    pod = _api_pod(RUNNING, deletionTimestamp=None)
+    pod["metadata"]["annotations"].update({c.ANNOTATION_RESTARTED_AT: "2024-05-01T12:05:00Z",
+                                           c.ANNOTATION_RESTARTED_FROM_COUNT: "2"})
+    observed = parse_pod(pod)
+    assert observed.restarted_at == datetime(2024, 5, 1, 12, 5, tzinfo=UTC) and observed.restarted_from_count == 2
+    assert observed.restart_pending, "restart count 2 is the count before the image change"
+    restarted = dataclasses.replace(observed, restart_count=3)
+    assert not restarted.restart_pending
+    unpullable = dataclasses.replace(observed, waiting_reason="ErrImagePull")
+    assert not unpullable.restart_pending, "an image that cannot be pulled never restarts it"
+    assert parse_pod(_api_pod(RUNNING)).restarted_from_count is None
+
+
+def test_a_terminating_pod_carries_the_end_of_its_grace_period() -> None:
+    observed = parse_pod(_api_pod(RUNNING, deletionTimestamp="2024-05-01T12:00:30Z"))
+    assert observed.deleting and observed.deletion_deadline == datetime(2024, 5, 1, 12, 0, 30, tzinfo=UTC)
+
+
+def test_a_volume_marked_leaving_is_read_as_such() -> None:
+    cluster = make_cluster({"size": 3, "pod": {"persistentVolumeClaimSpec": PVC_SPEC}})
+    pvc = build_member_pvc(cluster, "example-abcde")
+    assert not parse_pvc(pvc).leaving
+    pvc["metadata"].setdefault("annotations", {})[c.ANNOTATION_LEAVING_AT] = "2024-05-01T12:00:00Z"
+    assert parse_pvc(pvc).leaving

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator import actions
 from etcd_operator.manifests import member_peer_url, pod_policy_hash, service_names
@@ -53,6 +54,7 @@ class World:
     pods: dict[str, SimPod] = field(default_factory=dict)
     members: dict[str, SimMember] = field(default_factory=dict)
     pvcs: set[str] = field(default_factory=set)
+    leaving: set[str] = field(default_factory=set)  # PVCs StopMember marked
     leader: str | None = None
     bootstrapped: bool = False
     clock: int = 0
@@ -102,7 +104,7 @@ class World:
                             initial_cluster_state=p.state, pod_policy_hash=p.policy_hash, serving=p.serving)
                 for p in self.pods.values()
             ),
-            pvcs=tuple(ObservedPVC(name, name) for name in self.pvcs),
+            pvcs=tuple(ObservedPVC(name, name, leaving=name in self.leaving) for name in self.pvcs),
             services=frozenset(self.services),
             members=members,
             member_list_error=None if members is not None else "no endpoints",
@@ -152,12 +154,32 @@ class World:
             self.leader = action.to_member_name
         elif isinstance(action, actions.UpgradeMember):
             assert not self.pods[action.pod_name].serving, f"restarted before it was drained: {action}"
+            self._hand_over_if_leading(action.member_name)  # what etcd does when it stops gracefully
+            if action.in_place:
+                pod = self.pods[action.pod_name]
+                pod.image, pod.version = action.image, EtcdVersion.parse(action.etcd_version)
+            else:
+                del self.pods[action.pod_name]
+        elif isinstance(action, actions.StopMember):  # the pod goes, then the member (acting.py)
+            assert not self.pods[action.pod_name].serving, f"stopped before it was drained: {action}"
+            self._hand_over_if_leading(action.member_name)
+            if action.pvc_name:
+                self.leaving.add(action.pvc_name)
             del self.pods[action.pod_name]
+            del self.members[action.member_name]
         elif isinstance(action, actions.DeletePod):
             del self.pods[action.pod_name]
         elif isinstance(action, actions.DeletePVC):
             self.pvcs.discard(action.pvc_name)
+            self.leaving.discard(action.pvc_name)
         self.check_invariants()
+
+    def _hand_over_if_leading(self, member: str) -> None:
+        if self.leader == member:
+            others = sorted(m.name for m in self.members.values() if not m.learner and m.name in self.pods
+                            and m.name != member)
+            assert others, f"{member} stops as the only voter"
+            self.leader = others[0]
 
     def check_invariants(self) -> None:
         voters = [m for m in self.members.values() if not m.learner]

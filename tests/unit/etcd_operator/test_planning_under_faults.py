@@ -90,7 +90,7 @@ class FaultyWorld:
             self.refused += 1  # etcd said "unhealthy cluster" / "learner not ready": nothing changed
             return
         self.world.execute(action)
-        if isinstance(action, actions.RemoveMember):
+        if isinstance(action, (actions.RemoveMember, actions.StopMember)):
             # What etcd sees: the voters left that are healthy must still be a majority of them.
             voters = [m.name for m in self.world.members.values() if not m.learner]
             healthy = [name for name in voters if name in self.world.pods and name not in self.unhealthy_now]

@@ -98,10 +98,14 @@ def test_a_stuck_leader_is_not_removed_when_that_would_lose_quorum() -> None:
     assert isinstance(plan_next_action(observed, POLICY), actions.ReportQuorumLoss)
 
 
+# Its pod's grace period ended long ago (its node is gone, say): the member is dead.
+PAST_GRACE = T0
+
+
 def test_a_dead_member_that_still_leads_and_answers_hands_leadership_over_first() -> None:
     """Its emptyDir pod is terminating (its data goes with it), but its etcd still runs and
     leads: MoveLeader first, so clients see no election, then it is removed."""
-    observed = replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True)
+    observed = replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True, deletion_deadline=PAST_GRACE)
     action = plan_next_action(observed)
     assert isinstance(action, actions.MoveLeader), action
     assert action.from_member_name == name(2) and action.to_member_name == name(1), action
@@ -113,7 +117,7 @@ def test_a_dead_member_that_still_leads_and_answers_hands_leadership_over_first(
 
 def test_a_dead_leader_that_does_not_answer_is_removed_at_once() -> None:
     """It cannot hand over (move-leader is served by the leader only); its data is gone anyway."""
-    observed = unhealthy(replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True), name(2))
+    observed = unhealthy(replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True, deletion_deadline=PAST_GRACE), name(2))
     observed = dataclasses.replace(observed, endpoint_status={
         n: s for n, s in observed.endpoint_status.items() if n != name(2)})
     assert observed.leader_id == member_id(2), "the others still name it leader"
