@@ -208,14 +208,16 @@ def _plan_no_space(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[
 
 
 def _defragment_next(observed: ObservedCluster, candidates: Sequence[Member], purpose: MaintenanceReason) -> Action | None:
-    """Defragment the follower with the most to reclaim; the leader only when no follower is
-    left, after leadership moved to a healthy follower (a single member is defragmented as is)."""
+    """Defragment the follower with the most to reclaim (one already drained for it first: the
+    amounts move with every write, and the choice must not flip between two members while the
+    drain settles); the leader only when no follower is left, after leadership moved to a healthy
+    follower (a single member is defragmented as is)."""
     if not candidates:
         return None
     leader_id = observed.leader_id
     followers = [m for m in candidates if m.id != leader_id]
     if followers:
-        chosen = max(followers, key=lambda m: (_reclaimable(observed, m), m.member_name))
+        chosen = max(followers, key=lambda m: (_drained(observed, m), _reclaimable(observed, m), m.member_name))
         return _defragment(observed, chosen, purpose)
     leader = candidates[0]
     others = [m for m in observed.healthy_voters if m.id != leader.id]
@@ -224,6 +226,11 @@ def _defragment_next(observed: ObservedCluster, candidates: Sequence[Member], pu
     target = min(others, key=lambda m: m.member_name)
     return MoveLeader(leader.member_name, leader.id, target.member_name, target.id,
                       f"{leader.member_name} is defragmented next and must not lead meanwhile")
+
+
+def _drained(observed: ObservedCluster, member: Member) -> bool:
+    pod = observed.pod(member.member_name)
+    return pod is not None and not pod.serving
 
 
 def _defragment(observed: ObservedCluster, member: Member, purpose: MaintenanceReason) -> Action:

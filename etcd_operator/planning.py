@@ -151,6 +151,10 @@ ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
 # controller takes milliseconds; a stuck one must not block the removal forever).
 DRAIN_TIMEOUT_SECONDS = 30.0
+# After its endpoint left the client service, a drained member still gets new connections for a
+# moment: kube-proxy reprograms each node, DNS answers are cached (Go caches /etc/hosts for 5 s).
+# It is taken away only this long after it was drained.
+DRAIN_SETTLE_SECONDS = 5.0
 # A member pod being deleted counts as shutting down until this long past the end of its grace
 # period (its deletionTimestamp); after that (its node is gone, say) its member is dead.
 STOP_MARGIN_SECONDS = 5.0
@@ -252,6 +256,9 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
             and (drained_for is None or drained_for < DRAIN_TIMEOUT_SECONDS)):
         return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
                     f"no longer lists it before: {action.describe()}")
+    if drained_for is not None and drained_for < DRAIN_SETTLE_SECONDS:
+        return Wait(f"{pod.name} drained {drained_for:.0f}s ago; new connections go elsewhere once proxies and "
+                    f"clients' address caches let go of it ({DRAIN_SETTLE_SECONDS:.0f}s), then: {action.describe()}")
     return action
 
 

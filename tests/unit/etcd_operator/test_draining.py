@@ -13,7 +13,7 @@ from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector
 from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
-from etcd_operator.planning import DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
+from etcd_operator.planning import DRAIN_SETTLE_SECONDS, DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
 from operator_runtime.cached_client import CachedClient
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,
@@ -208,3 +208,15 @@ def test_a_restarted_member_is_ready_in_the_service_before_the_next_is_drained()
     drain = plan_next_action(long_ago)
     assert isinstance(drain, actions.SetServing) and not drain.serving and drain.pod_name == name(3), drain
 
+
+
+def test_a_drained_member_goes_only_once_new_connections_stopped_reaching_it() -> None:
+    """Out of the endpoints is not yet out of every client's reach: proxies and address caches
+    (Go caches /etc/hosts for 5 s) let go of it within DRAIN_SETTLE_SECONDS."""
+    observed = healthy_cluster(4, size=3)
+    just = replace_pod(_drained(observed, name(4), still_listed=False), name(4),
+                       drained_at=observed.observed_at - timedelta(seconds=DRAIN_SETTLE_SECONDS - 1))
+    waiting = plan_next_action(just)
+    assert isinstance(waiting, actions.Wait) and "let go of it" in waiting.reason, waiting
+    settled = replace_pod(just, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_SETTLE_SECONDS))
+    assert isinstance(plan_next_action(settled), actions.StopMember)

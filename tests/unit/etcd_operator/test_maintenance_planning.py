@@ -251,3 +251,14 @@ def test_no_space_recovery_defragments_every_member_once_whatever_it_reports() -
         done = replace_pod(done, name(member), defragmented_at=raised + timedelta(seconds=member))
     disarm = plan_next_action(done)
     assert isinstance(disarm, actions.DisarmAlarm) and disarm.raised_for_seconds == 20.0, disarm
+
+
+def test_the_follower_drained_for_a_defragmentation_stays_the_choice_while_its_drain_settles() -> None:
+    """What is reclaimable moves with every write: the choice must not flip to another member
+    (re-serving the first) while the drain settles."""
+    observed = _storage(healthy_cluster(3, spec={"defragmentation": {"minimumFreeSize": "1Mi"}}),
+                        {2: (100.0, 10.0), 3: (100.0, 20.0)})
+    assert isinstance(plan_through_drain(observed), actions.Defragment)
+    drained = replace_pod(observed, name(3), serving=False)  # member 2 has more to reclaim now
+    action = plan_next_action(drained)
+    assert isinstance(action, actions.Defragment) and action.member_name == name(3), action
