@@ -16,7 +16,7 @@ from etcd_common.api.fields import SpecError
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, untrusted_image_problem
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
 from etcd_common.seed.tools import no_bump_warning, restore_tool
-from etcd_common.storage.s3 import ObjectInfo
+from etcd_common.storage.objects import ObjectInfo
 from restore_operator.actions import Fail
 from restore_operator.observed import SnapshotFacts
 

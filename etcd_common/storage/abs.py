@@ -327,8 +327,7 @@ class AbsStorage:
 
     def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo:
         try:
-            properties = self.client.get_blob_client(bucket, key).get_blob_properties(
-                **({"version_id": version_id} if version_id else {}))
+            properties = self.client.get_blob_client(bucket, key).get_blob_properties(version_id=version_id or None)
         except (AzureError, OSError) as error:
             raise self._not_found_in(error, bucket, key, "read") from error
         return ObjectInfo(key=key, size=int(properties.size or 0), last_modified=_utc(properties.last_modified),

@@ -41,13 +41,15 @@ from etcd_common.storage.objects import (
     BucketNotFound,
     LocationInvalid,
     ObjectChanged,
-    ObjectInfo,
     ObjectNotFound,
     SecretInvalid,
     StorageError,
     Unreachable,
-    UploadResult,
 )
+
+# ObjectInfo and UploadResult were defined here before the other stores came; still importable here.
+from etcd_common.storage.objects import ObjectInfo as ObjectInfo
+from etcd_common.storage.objects import UploadResult as UploadResult
 from kube_adapter.errors import KubeError, NotFound
 
 logger = logging.getLogger(__name__)

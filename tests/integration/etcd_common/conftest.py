@@ -9,6 +9,7 @@ import pytest
 from kube_sandbox.azurite import Azurite, start_azurite
 from kube_sandbox.binaries import MissingBinary
 from kube_sandbox.fake_gcs import FakeGcs, start_fake_gcs
+from kube_sandbox.s3 import StandaloneS3, start_standalone_s3
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,17 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
 def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcs]:
     try:
         server = start_fake_gcs(tmp_path_factory.mktemp("fake-gcs"))
+    except MissingBinary as error:
+        pytest.fail(str(error))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def standalone_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneS3]:
+    """SeaweedFS outside the sandbox: the S3-compatible server the OSS storage is tested against."""
+    try:
+        server = start_standalone_s3(tmp_path_factory.mktemp("s3"))
     except MissingBinary as error:
         pytest.fail(str(error))
     yield server

@@ -25,7 +25,7 @@ from backup_operator.reasons import BackupFailed
 from backup_operator.settings import parse_settings
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
 from etcd_common.api.etcd_backup import parse_etcd_backup
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import S3Location, StorageLocation
 from etcd_common.storage import s3
 from tests.unit.backup_operator.test_taking import FakeStorage
 
@@ -196,7 +196,7 @@ def test_the_secrets_s3_endpoint_is_checked_before_any_request(monkeypatch: pyte
         raise AssertionError("no API read expected")
     env = BackupEnvironment(read_secret=no_api, read_etcd_cluster=no_api, etcd=None,  # type: ignore[arg-type]
                             work_dir=str(tmp_path), endpoint_policy=S3_LISTED)
-    request = BackupRequest(namespace="a", owner="b", location=S3Location(path="bucket/key", aws_secret="aws"),
+    request = BackupRequest(namespace="a", owner="b", location=StorageLocation("S3", s3=S3Location(path="bucket/key", aws_secret="aws")),
                             endpoints=("http://c-client.a.svc:2379",))
     with pytest.raises(BackupFailed) as failure:
         take_backup(request, env, logging.getLogger("test"))
