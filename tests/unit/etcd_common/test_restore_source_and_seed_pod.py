@@ -37,7 +37,7 @@ def test_restore_source_round_trips() -> None:
 
 @pytest.mark.parametrize("raw, fragment", [
     ({**RESTORE, "sha256": "nothex"}, "spec.restore.sha256"),
-    ({**RESTORE, "backupStorageType": "GCS", "gcs": {"path": "b/k"}}, "only S3"),
+    ({**RESTORE, "backupStorageType": "GCS", "gcs": {"path": "bucket-only"}}, "spec.restore.gcs.path"),
     ({**RESTORE, "s3": {"path": "bucket-only"}}, "<bucket>/<key>"),
     ({k: v for k, v in RESTORE.items() if k != "sha256"}, "spec.restore.sha256 is required"),
 ])
