@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from etcd_common.seed import program as seed_program
 from etcd_common.storage import abs as abs_storage
 from etcd_common.storage import objects
 from kube_sandbox.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
@@ -97,4 +98,28 @@ def test_an_upload_whose_progress_callback_refuses_leaves_no_blob(azurite: Azuri
         client.upload_file(container, "gated", str(source), progress=refuse_at_the_end)
     assert isinstance(refused.value.__cause__, RuntimeError)
     assert not client.exists(container, "gated")
+    client.delete_bucket(container)
+
+
+def test_the_seed_fetches_with_the_mounted_abs_secret(azurite: Azurite, tmp_path: Path) -> None:
+    """`etcd-restore-seed fetch --storage-type=ABS` as the seed pod runs it: the absSecret mounted
+    as files, the blob pinned by the ETag the restore operator verified, its sha256 checked."""
+    client = storage(azurite)
+    container = f"abs-seed-{os.getpid()}"
+    client.create_bucket(container)
+    payload = os.urandom(SIZE)
+    uploaded = client.upload_stream(container, "snap.db", io.BytesIO(payload))
+    secret_dir = tmp_path / "secret"
+    secret_dir.mkdir()
+    for key, value in (("storage-account", ACCOUNT), ("storage-key", ACCOUNT_KEY), ("endpoint", azurite.endpoint)):
+        (secret_dir / key).write_text(value)
+    args = ["fetch", "--storage-type=ABS", f"--path={container}/snap.db", f"--secret-dir={secret_dir}",
+            f"--sha256={hashlib.sha256(payload).hexdigest()}", f"--staging-dir={tmp_path / 'staging'}",
+            f"--snapshot={tmp_path / 'staging' / 'snapshot.db'}", f"--etag={uploaded.etag}"]
+    assert seed_program.main(args) == 0
+    assert (tmp_path / "staging" / "snapshot.db").read_bytes() == payload
+    client.upload_stream(container, "snap.db", io.BytesIO(b"replaced since it was verified"))
+    assert seed_program.main(args) == 1  # another blob: refused before it is downloaded
+    (secret_dir / "storage-key").write_text("d3Jvbmcga2V5IGZvciB0aGUgZGV2IGFjY291bnQ=")
+    assert seed_program.main(args) == 1  # refused credentials
     client.delete_bucket(container)

@@ -202,3 +202,28 @@ def test_the_secrets_s3_endpoint_is_checked_before_any_request(monkeypatch: pyte
         take_backup(request, env, logging.getLogger("test"))
     assert failure.value.reason == reasons.ENDPOINT_NOT_ALLOWED
     assert "endpoint_url of secret aws" in failure.value.message and "169.254.169.254" in failure.value.message
+
+
+@pytest.mark.parametrize("storage, policy, refused_fragment", [
+    ({"storageType": "ABS", "abs": {"path": "c/k", "absSecret": "azure", "endpoint": "http://169.254.169.254"}},
+     S3_LISTED, "spec.abs.endpoint 'http://169.254.169.254': host 169.254.169.254 is not in"),
+    ({"storageType": "ABS", "abs": {"path": "c/k", "absSecret": "azure",
+                                    "endpoint": "https://acct.blob.core.windows.net"}}, S3_LISTED, None),
+    ({"storageType": "GCS", "gcs": {"path": "b/k", "endpoint": "http://10.0.0.1:4443"}}, S3_LISTED,
+     "spec.gcs.endpoint"),
+    ({"storageType": "GCS", "gcs": {"path": "b/k"}}, S3_LISTED, None),
+    ({"storageType": "OSS", "oss": {"path": "b/k", "ossSecret": "ali", "endpoint": "http://minio.other:9000"}},
+     S3_LISTED, "nor one of Alibaba Cloud's"),
+    ({"storageType": "OSS", "oss": {"path": "b/k", "ossSecret": "ali", "endpoint": "oss-cn-beijing.aliyuncs.com"}},
+     S3_LISTED, None),
+    ({"storageType": "OSS", "oss": {"path": "b/k", "ossSecret": "ali", "endpoint": "http://u:p@host"}}, OWN,
+     "must not carry user information"),
+])
+def test_the_allow_list_covers_every_object_store(storage: dict[str, Any], policy: EndpointPolicy,
+                                                  refused_fragment: str | None) -> None:
+    action = plan_next_action(observed({"etcdCluster": {"name": "c"}, **storage}), policy)
+    if refused_fragment is None:
+        assert isinstance(action, TakeBackup), action
+    else:
+        assert isinstance(action, RejectSpec) and action.reason == reasons.ENDPOINT_NOT_ALLOWED, action
+        assert refused_fragment in action.message, action.message

@@ -72,3 +72,20 @@ def test_one_shot_command_needs_a_source_and_a_destination(argv: list[str]) -> N
     with pytest.raises(BackupFailed) as failed:
         build_request(build_parser().parse_args(argv), None)
     assert failed.value.reason == reasons.INVALID_SPEC
+
+
+def test_one_shot_command_on_another_store() -> None:
+    template = backup({"storageType": "S3", "s3": S3, "etcdCluster": {"name": "example"}})
+    args = build_parser().parse_args(["--namespace", "ns", "--from-backup", "b", "--abs-path", "container/etcd",
+                                      "--abs-secret", "azure", "--abs-endpoint", "http://127.0.0.1:10000/acct"])
+    request = build_request(args, template)
+    assert request.location.storage_type == "ABS" and request.location.s3 is None
+    assert (request.location.path, request.location.secret, request.location.endpoint) == (
+        "container/etcd", "azure", "http://127.0.0.1:10000/acct")
+    gcs_template = backup({"storageType": "GCS", "gcs": {"path": "b/k", "gcpSecret": "gcp"},
+                           "etcdCluster": {"name": "example"}})
+    request = build_request(build_parser().parse_args(["--from-backup", "b", "--gcs-path", "b/other"]), gcs_template)
+    assert (request.location.storage_type, request.location.path, request.location.secret) == ("GCS", "b/other", "gcp")
+    with pytest.raises(BackupFailed, match="only one of --s3-path, --oss-path"):
+        build_request(build_parser().parse_args(["--s3-path", "b/k", "--oss-path", "b/k", "--etcd-cluster", "c"]),
+                      None)
