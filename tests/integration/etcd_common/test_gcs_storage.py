@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from etcd_common.seed import program as seed_program
 from etcd_common.storage import gcs, objects
 from kube_sandbox.fake_gcs import FakeGcs
 
@@ -86,4 +87,27 @@ def test_an_upload_whose_progress_callback_refuses_leaves_no_object(fake_gcs: Fa
         client.upload_file(bucket, "gated", str(source), progress=refuse_at_the_end)
     assert isinstance(refused.value.__cause__, RuntimeError)
     assert not client.exists(bucket, "gated")
+    client.delete_bucket(bucket)
+
+
+def test_the_seed_fetches_with_the_mounted_gcp_secret(fake_gcs: FakeGcs, tmp_path: Path) -> None:
+    """`etcd-restore-seed fetch --storage-type=GCS` as the seed pod runs it: the gcpSecret mounted as
+    files, the object pinned by the generation the restore operator verified, its sha256 checked."""
+    client = storage(fake_gcs)
+    bucket = f"gcs-seed-{os.getpid()}"
+    client.create_bucket(bucket)
+    payload = os.urandom(SIZE)
+    client.upload_stream(bucket, "snap.db", io.BytesIO(payload))
+    generation = client.head(bucket, "snap.db").version_id
+    secret_dir = tmp_path / "secret"
+    secret_dir.mkdir()
+    (secret_dir / "access-token").write_text("any-token")
+    args = ["fetch", "--storage-type=GCS", f"--path={bucket}/snap.db", f"--secret-dir={secret_dir}",
+            f"--endpoint={fake_gcs.endpoint}", f"--sha256={hashlib.sha256(payload).hexdigest()}",
+            f"--staging-dir={tmp_path / 'staging'}", f"--snapshot={tmp_path / 'staging' / 'snapshot.db'}",
+            f"--version-id={generation}"]
+    assert seed_program.main(args) == 0
+    assert (tmp_path / "staging" / "snapshot.db").read_bytes() == payload
+    client.upload_stream(bucket, "snap.db", io.BytesIO(b"replaced since it was verified"))
+    assert seed_program.main(args) == 1  # another generation: refused
     client.delete_bucket(bucket)
