@@ -1,7 +1,7 @@
-"""Which etcd and S3 endpoints an EtcdBackup may name (tenant isolation, no server-side request
-forgery): pure checks of a URL against what the administrator allowed with the backup operator's
+"""Which etcd and object-store (S3, ABS, GCS, OSS) endpoints an EtcdBackup may name (tenant
+isolation, no server-side request forgery): pure checks of a URL against what the administrator allowed with the backup operator's
 flags. Without flags, `etcdEndpoints` reach only the EtcdBackup's own namespace's services and
-pods (`<name>.<namespace>.svc[.<cluster domain>]`) and an S3 `endpoint` may name any host."""
+pods (`<name>.<namespace>.svc[.<cluster domain>]`) and an object store's `endpoint` may name any host."""
 from __future__ import annotations
 
 import ipaddress
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
+from etcd_common.api.storage_locations import STORAGE_TYPE_ABS, STORAGE_TYPE_GCS, STORAGE_TYPE_OSS, STORAGE_TYPE_S3
+
 CROSS_NAMESPACE_FLAG = "--allow-cross-namespace-endpoints"
 ENDPOINT_HOSTS_FLAG = "--allowed-endpoint-hosts"
 S3_ENDPOINT_HOSTS_FLAG = "--allowed-s3-endpoint-hosts"
@@ -17,6 +19,14 @@ ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 # AWS's own S3 endpoints stay allowed whatever the S3 allow list says.
 AWS_HOST_PATTERNS = ("*.amazonaws.com", "*.amazonaws.com.cn")
+# And each provider's own endpoints for its storage type (the allow list applies to all four).
+PROVIDER_HOSTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    STORAGE_TYPE_S3: ("AWS", AWS_HOST_PATTERNS),
+    STORAGE_TYPE_ABS: ("Azure", ("*.blob.core.windows.net", "*.blob.core.usgovcloudapi.net",
+                                 "*.blob.core.chinacloudapi.cn", "*.blob.core.cloudapi.de")),
+    STORAGE_TYPE_GCS: ("Google", ("storage.googleapis.com",)),
+    STORAGE_TYPE_OSS: ("Alibaba Cloud", ("*.aliyuncs.com",)),
+}
 _DNS_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
 
 
@@ -110,6 +120,21 @@ def etcd_endpoint_refusal(url: str, namespace: str, policy: EndpointPolicy) -> s
 def s3_endpoint_refusal(url: str, policy: EndpointPolicy, *, where: str) -> str | None:
     """Why an S3 endpoint (`where` names its field) may not be used, or None when it may. A bare
     `host[:port]` means https, as for the SDKs; "" is AWS, always allowed."""
+    return storage_endpoint_refusal(url, policy, where=where, provider_hosts=AWS_HOST_PATTERNS, provider="AWS")
+
+
+def location_endpoint_refusal(storage_type: str, url: str, policy: EndpointPolicy, *, where: str) -> str | None:
+    """`storage_endpoint_refusal` for an endpoint of storage type `storage_type` (S3, ABS, GCS, OSS)."""
+    provider, hosts = PROVIDER_HOSTS.get(storage_type, (storage_type, ()))
+    return storage_endpoint_refusal(url, policy, where=where, provider_hosts=hosts, provider=provider)
+
+
+def storage_endpoint_refusal(url: str, policy: EndpointPolicy, *, where: str, provider_hosts: tuple[str, ...],
+                             provider: str) -> str | None:
+    """Why an object-store endpoint (S3, ABS, GCS or OSS; `where` names its field) may not be
+    used, or None when it may: the S3 allow list (`--allowed-s3-endpoint-hosts`) applies to every
+    object store's endpoint; the provider's own hosts (`provider_hosts`) and "" (the provider's
+    default) are always allowed. A bare `host[:port]` means https."""
     url = url.strip()
     if not url:
         return None
@@ -119,7 +144,7 @@ def s3_endpoint_refusal(url: str, policy: EndpointPolicy, *, where: str) -> str 
         host = url_host(url)
     except UnusableUrl as error:
         return f"{where} {url!r} {error}"
-    if not policy.allowed_s3_hosts or matches_any(host, policy.allowed_s3_hosts + AWS_HOST_PATTERNS):
+    if not policy.allowed_s3_hosts or matches_any(host, policy.allowed_s3_hosts + provider_hosts):
         return None
     return (f"{where} {url!r}: host {host} is not in the backup operator's {S3_ENDPOINT_HOSTS_FLAG} "
-            f"({','.join(policy.allowed_s3_hosts)}) nor one of AWS's")
+            f"({','.join(policy.allowed_s3_hosts)}) nor one of {provider}'s")

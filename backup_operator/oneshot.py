@@ -2,8 +2,10 @@
 CronJob (scheduled backups without the operator's own schedule).
 
 What to back up comes from flags (each defaulting from an environment variable) or from an
-EtcdBackup used as a template (`--from-backup NAME`: its endpoints or cluster, s3 section,
-client TLS secret, maxBackups and timeout; flags given override it). Keys follow the periodic
+EtcdBackup used as a template (`--from-backup NAME`: its endpoints or cluster, storage section,
+client TLS secret, maxBackups and timeout; flags given override it). The storage is S3
+(`--s3-path`), Azure Blob Storage (`--abs-path`), Google Cloud Storage (`--gcs-path`) or Alibaba
+OSS (`--oss-path`), each with its secret and endpoint flags named after the EtcdBackup fields. Keys follow the periodic
 scheme `<path>_v<revision>_<UTC time>` unless `--exact-key`, so each run writes a new object and
 retention keeps the newest `--max-backups`. Exit status 0 on success, 1 when the backup failed (the
 reason on stderr), 2 for bad flags.
@@ -27,8 +29,9 @@ from backup_operator.settings import add_etcd_tool_flags
 from backup_operator.taking import BackupRequest, take_backup
 from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.resources import ETCD_BACKUPS
-from etcd_common.api.storage_locations import S3Location
-from etcd_common.storage import s3
+from etcd_common.api.storage_locations import STORAGE_TYPE_S3, OtherLocation, S3Location, StorageLocation
+from etcd_common.storage.locations import object_url, split_location, storage_for_location
+from etcd_common.storage.objects import StorageError
 from kube_adapter.client import load_api_client
 from kube_adapter.errors import KubeError
 from kube_adapter.resources import SECRETS, ResourceClient
@@ -50,7 +53,7 @@ log = logging.getLogger("backup_operator.oneshot")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="etcd-backup",
-        description="Take one etcd snapshot, upload it to S3 and apply retention (for a CronJob). "
+        description="Take one etcd snapshot, upload it to S3, ABS, GCS or OSS and apply retention (for a CronJob). "
                     f"{EVERY_FLAG_FROM_ENVIRONMENT}",
     )
     parser.add_argument("--namespace", default=env_str("BACKUP_NAMESPACE", own_namespace()),
@@ -72,6 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="S3-compatible server URL; unset: AWS [S3_ENDPOINT]")
     parser.add_argument("--force-path-style", action="store_true", default=env_bool("S3_FORCE_PATH_STYLE", False),
                         help="path-style bucket addressing [S3_FORCE_PATH_STYLE]")
+    for section, secret_flag, secret_help in (
+        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint)"),
+        ("gcs", "gcp-secret", "secret with access-token or credentials.json; unset: application default credentials"),
+        ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret"),
+    ):
+        upper = section.upper()
+        env_secret = secret_flag.upper().replace("-", "_")
+        parser.add_argument(f"--{section}-path", default=env_str(f"{upper}_PATH", ""),
+                            help=f'"<bucket or container>/<key>" on {upper}, instead of --s3-path [{upper}_PATH]')
+        parser.add_argument(f"--{secret_flag}", default=env_str(env_secret, ""), help=f"{secret_help} [{env_secret}]")
+        parser.add_argument(f"--{section}-endpoint", default=env_str(f"{upper}_ENDPOINT", ""),
+                            help=f"{upper} endpoint URL; unset: the provider's [{upper}_ENDPOINT]")
     parser.add_argument("--max-backups", type=int, default=int(env_str("MAX_BACKUPS", "-1")),
                         help="keep this many newest backups of the path (0: all) [MAX_BACKUPS]")
     parser.add_argument("--timeout-seconds", type=float, default=float(env_str("TIMEOUT_SECONDS", "0")),
@@ -98,11 +113,9 @@ def build_request(args: argparse.Namespace, template: dict[str, object] | None) 
         request = BackupRequest.from_spec(args.namespace, owner, backup.spec, periodic=True,
                                           timeout_seconds=backup.spec.policy.timeout_seconds or DEFAULT_TIMEOUT_SECONDS)
     else:
-        request = BackupRequest(namespace=args.namespace, owner=owner, location=S3Location(path=""))
-    location = request.location
-    location = replace(location, path=args.s3_path or location.path, aws_secret=args.aws_secret or location.aws_secret,
-                       endpoint=args.s3_endpoint or location.endpoint,
-                       force_path_style=args.force_path_style or location.force_path_style)
+        request = BackupRequest(namespace=args.namespace, owner=owner,
+                                location=StorageLocation(STORAGE_TYPE_S3, s3=S3Location(path="")))
+    location = _location_from_flags(args, request.location)
     endpoints = tuple(e.strip() for e in args.endpoints.split(",") if e.strip())
     request = replace(
         request, location=location,
@@ -114,10 +127,31 @@ def build_request(args: argparse.Namespace, template: dict[str, object] | None) 
         timeout_seconds=args.timeout_seconds or request.timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
     )
     if not request.location.path:
-        raise BackupFailed(reasons.INVALID_SPEC, "--s3-path (or a template's spec.s3.path) is required")
+        raise BackupFailed(reasons.INVALID_SPEC, f"--{request.location.section}-path (or a template's "
+                                                 f"spec.{request.location.section}.path) is required")
     if not request.endpoints and not request.etcd_cluster_name:
         raise BackupFailed(reasons.INVALID_SPEC, "--etcd-cluster or --endpoints (or a template) is required")
     return request
+
+
+def _location_from_flags(args: argparse.Namespace, template: StorageLocation) -> StorageLocation:
+    """The template's location with the storage flags laid over it; a path flag of another
+    storage type than the template's replaces its location."""
+    chosen = [section for section in ("s3", "abs", "gcs", "oss") if getattr(args, f"{section}_path")]
+    if len(chosen) > 1:
+        raise BackupFailed(reasons.INVALID_SPEC, f"only one of {', '.join(f'--{c}-path' for c in chosen)} may be given")
+    section = chosen[0] if chosen else template.section
+    storage_type = section.upper()
+    if section == "s3":
+        base = template.s3 if template.s3 is not None else S3Location(path="")
+        return StorageLocation(storage_type, s3=replace(
+            base, path=args.s3_path or base.path, aws_secret=args.aws_secret or base.aws_secret,
+            endpoint=args.s3_endpoint or base.endpoint, force_path_style=args.force_path_style or base.force_path_style))
+    other = template.other if template.other is not None and template.section == section else OtherLocation(path="")
+    secret = getattr(args, {"abs": "abs_secret", "gcs": "gcp_secret", "oss": "oss_secret"}[section])
+    return StorageLocation(storage_type, other=replace(
+        other, path=getattr(args, f"{section}_path") or other.path, secret=secret or other.secret,
+        endpoint=getattr(args, f"{section}_endpoint") or other.endpoint))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,9 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BackupFailed as failure:
         print(f"etcd-backup: backup failed: {failure.reason}: {failure.message}", file=sys.stderr)
         return EXIT_FAILED
-    bucket = request.location.path.split("/", 1)[0]
+    bucket = request.location.path.strip().lstrip("/").split("/", 1)[0]
     print(json.dumps({
-        "result": "succeeded", "object": f"s3://{bucket}/{result.key}", "size": result.size, "sha256": result.sha256,
+        "result": "succeeded", "object": object_url(request.location, bucket, result.key), "size": result.size,
+        "sha256": result.sha256,
         "etcdRevision": result.etcd_revision, "etcdVersion": result.etcd_version, "endpoint": result.endpoint,
         "durationSeconds": round(result.duration_seconds, 3), "retained": result.retained,
         "retentionError": result.retention_error or None,
@@ -155,10 +190,10 @@ def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[
     """Print every object under the request's path: the one-shot key and the periodic ones
     (with their revision), oldest first."""
     try:
-        storage = s3.storage_for_location(request.location, request.namespace, read_secret)
-        bucket, base_key = s3.split_path(request.location.path)
+        storage = storage_for_location(request.location, request.namespace, read_secret)
+        bucket, base_key = split_location(request.location)
         objects = storage.list(bucket, base_key)
-    except s3.S3Error as error:
+    except StorageError as error:
         print(f"etcd-backup: cannot list: {error.reason}: {error.message}", file=sys.stderr)
         return EXIT_FAILED
     periodic = {p.key: p for p in our_backups(base_key, (o.key for o in objects))}
@@ -167,7 +202,7 @@ def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[
         if info.key != base_key and info.key not in periodic:
             continue  # foreign objects under the same prefix
         entry = periodic.get(info.key)
-        print(json.dumps({"object": f"s3://{bucket}/{info.key}", "size": info.size,
+        print(json.dumps({"object": object_url(request.location, bucket, info.key), "size": info.size,
                           "lastModified": info.last_modified.isoformat(),
                           "etcdRevision": entry.revision if entry else None}))
     return 0

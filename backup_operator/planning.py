@@ -3,8 +3,8 @@ observation (`observed.py`); the actions are in `actions.py`.
 
 Rules, first match wins:
 
- 1. A spec that cannot be acted on (unreadable, a storage type other than S3, no etcd source or
-    two of them, an etcd or S3 endpoint the administrator's `EndpointPolicy` does not allow) ->
+ 1. A spec that cannot be acted on (unreadable, no etcd source or two of them, an etcd or
+    object-store endpoint the administrator's `EndpointPolicy` does not allow) ->
     RejectSpec, once per generation and reason; after that -> Done until the spec changes (or,
     for an endpoint, until the operator runs with a wider allowance).
  2. Otherwise the schedule decides (`schedule.next_backup`): TakeBackup when a backup is due,
@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from backup_operator import reasons
 from backup_operator.actions import Action, Done, RejectSpec
-from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy, etcd_endpoint_refusal, s3_endpoint_refusal
+from backup_operator.endpoint_policy import (
+    DEFAULT_POLICY,
+    EndpointPolicy,
+    etcd_endpoint_refusal,
+    location_endpoint_refusal,
+)
 from backup_operator.observed import ObservedBackup
 from backup_operator.schedule import next_backup
 from etcd_common.api.etcd_backup import EtcdBackup
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 
 
 def plan_next_action(observed: ObservedBackup, policy: EndpointPolicy = DEFAULT_POLICY) -> Action:
@@ -38,9 +42,6 @@ def spec_problem(backup: EtcdBackup, policy: EndpointPolicy = DEFAULT_POLICY) ->
     if backup.spec is None:
         return reasons.INVALID_SPEC, backup.spec_error or "spec is invalid"
     spec = backup.spec
-    if spec.storage_type != STORAGE_TYPE_S3:
-        return (reasons.UNSUPPORTED_STORAGE_TYPE,
-                f"storageType {spec.storage_type} is accepted for CoreOS compatibility but not supported: use S3")
     if not spec.etcd_endpoints and not spec.etcd_cluster_name:
         return reasons.INVALID_SPEC, "one of spec.etcdEndpoints or spec.etcdCluster.name is required"
     if spec.etcd_endpoints and spec.etcd_cluster_name:
@@ -49,16 +50,16 @@ def spec_problem(backup: EtcdBackup, policy: EndpointPolicy = DEFAULT_POLICY) ->
 
 
 def endpoint_problem(backup: EtcdBackup, policy: EndpointPolicy) -> tuple[str, str] | None:
-    """EndpointNotAllowed for the first etcd or S3 endpoint of the spec that `policy` refuses
+    """EndpointNotAllowed for the first etcd or object-store endpoint of the spec that `policy` refuses
     (`spec.etcdCluster.name` always names a cluster of the EtcdBackup's own namespace)."""
     assert backup.spec is not None
     for index, url in enumerate(backup.spec.etcd_endpoints):
         refusal = etcd_endpoint_refusal(url, backup.namespace, policy)
         if refusal is not None:
             return reasons.ENDPOINT_NOT_ALLOWED, f"spec.etcdEndpoints[{index}]: {refusal}"
-    location = backup.spec.storage.s3
-    if location is not None:
-        refusal = s3_endpoint_refusal(location.endpoint, policy, where="spec.s3.endpoint")
-        if refusal is not None:
-            return reasons.ENDPOINT_NOT_ALLOWED, refusal
+    storage = backup.spec.storage
+    refusal = location_endpoint_refusal(storage.storage_type, storage.endpoint, policy,
+                                        where=f"spec.{storage.section}.endpoint")
+    if refusal is not None:
+        return reasons.ENDPOINT_NOT_ALLOWED, refusal
     return None

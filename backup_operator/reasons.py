@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from etcd_common.storage import s3
+from etcd_common.storage import objects, s3
 
 SUCCEEDED: Final = "BackupSucceeded"
 INVALID_SPEC: Final = "InvalidSpec"
 UNSUPPORTED_STORAGE_TYPE: Final = "UnsupportedStorageType"
-# An etcd or S3 endpoint the administrator did not allow (endpoint_policy.py): retried slowly, so
+# An etcd or object-store endpoint the administrator did not allow (endpoint_policy.py): retried slowly, so
 # widening the allowance (or fixing the awsSecret) recovers without a spec change.
 ENDPOINT_NOT_ALLOWED: Final = "EndpointNotAllowed"
 ETCD_CLUSTER_NOT_FOUND: Final = "EtcdClusterNotFound"
@@ -30,17 +30,24 @@ S3_REASONS: Final = (
     s3.REASON_SECRET_INVALID, s3.REASON_ACCESS_DENIED, s3.REASON_BUCKET_NOT_FOUND, s3.REASON_OBJECT_NOT_FOUND,
     s3.REASON_UNREACHABLE, s3.REASON_LOCATION_INVALID, s3.REASON_FAILED,
 )
+# The same kinds for the other object stores: `ABSSecretInvalid`, `GCSBucketNotFound`, `OSSUnreachable`...
+OTHER_BACKENDS: Final = ("ABS", "GCS", "OSS")
+_KINDS: Final = (objects.SecretInvalid, objects.AccessDenied, objects.BucketNotFound, objects.ObjectNotFound,
+                 objects.Unreachable, objects.LocationInvalid, objects.StorageError)
+STORAGE_REASONS: Final = (*S3_REASONS, *(f"{backend}{kind.kind}" for backend in OTHER_BACKENDS for kind in _KINDS))
 FAILURE_REASONS: Final = (
     INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ENDPOINT_NOT_ALLOWED, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE,
     ETCD_UNREACHABLE,
-    SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR, *S3_REASONS,
+    SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR, *STORAGE_REASONS,
 )
 TRANSIENT_REASONS: Final = frozenset({
     ETCD_UNREACHABLE, SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, INTERNAL_ERROR,
     s3.REASON_UNREACHABLE, s3.REASON_FAILED,
+    *(f"{backend}{kind}" for backend in OTHER_BACKENDS for kind in (objects.Unreachable.kind, objects.StorageError.kind)),
 })
 # Reasons about the spec itself: nothing is retried until the spec changes.
-SPEC_REASONS: Final = frozenset({INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, s3.REASON_LOCATION_INVALID})
+SPEC_REASONS: Final = frozenset({INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, s3.REASON_LOCATION_INVALID,
+                                 *(f"{backend}{objects.LocationInvalid.kind}" for backend in OTHER_BACKENDS)})
 
 
 class BackupFailed(Exception):

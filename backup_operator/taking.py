@@ -1,8 +1,8 @@
 """Taking one backup: the effects. Resolve the etcd endpoints (given, or from an EtcdCluster),
 pick the healthy member with the highest revision (members that fail are skipped), stream its
-snapshot into a file in the work directory, check its integrity, upload it to S3 part by part,
-then apply retention. Used by the operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot
-command.
+snapshot into a file in the work directory, check its integrity, upload it part by part to the
+object store the spec names (S3, ABS, GCS or OSS), then apply retention. Used by the
+operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot command.
 
 Every failure is raised as `BackupFailed` with a reason from `backup_operator.reasons`.
 """
@@ -21,20 +21,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backup_operator import reasons
-from backup_operator.endpoint_policy import EndpointPolicy, s3_endpoint_refusal
+from backup_operator.endpoint_policy import EndpointPolicy, location_endpoint_refusal
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import BackupSpec
 from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.fields import SpecError
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3, S3Location
+from etcd_common.api.storage_locations import StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
 from etcd_common.etcd.snapshot_integrity import follow_snapshot
 from etcd_common.storage import s3
+from etcd_common.storage.locations import object_url, split_location, storage_for_location
+from etcd_common.storage.objects import LocationInvalid, ObjectStorage, StorageError
 from kube_adapter.errors import KubeError, NotFound
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -52,7 +54,7 @@ class BackupRequest:
 
     namespace: str
     owner: str  # the EtcdBackup's name (logs, client-certificate cache)
-    location: S3Location
+    location: StorageLocation
     endpoints: tuple[str, ...] = ()
     client_tls_secret: str = ""
     etcd_cluster_name: str = ""
@@ -63,11 +65,8 @@ class BackupRequest:
     @classmethod
     def from_spec(cls, namespace: str, name: str, spec: BackupSpec, *, timeout_seconds: float,
                   periodic: bool | None = None) -> BackupRequest:
-        if spec.storage_type != STORAGE_TYPE_S3 or spec.storage.s3 is None:
-            raise BackupFailed(reasons.UNSUPPORTED_STORAGE_TYPE,
-                               f"storageType {spec.storage_type} is not supported by this operator (only S3)")
         return cls(
-            namespace=namespace, owner=name, location=spec.storage.s3, endpoints=spec.etcd_endpoints,
+            namespace=namespace, owner=name, location=spec.storage, endpoints=spec.etcd_endpoints,
             client_tls_secret=spec.client_tls_secret, etcd_cluster_name=spec.etcd_cluster_name,
             periodic=spec.policy.periodic if periodic is None else periodic,
             max_backups=spec.policy.max_backups, timeout_seconds=timeout_seconds,
@@ -84,7 +83,7 @@ class BackupEnvironment:
     work_dir: str
     etcdutl_binary: str | None = None
     s3_options: dict[str, Any] = field(default_factory=dict)
-    # The S3 endpoint the awsSecret names is checked here (the spec's, by the planner too).
+    # The object-store endpoint a secret names is checked here (the spec's, by the planner too).
     endpoint_policy: EndpointPolicy = field(default_factory=EndpointPolicy)
 
 
@@ -118,8 +117,8 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         # before it has passed.
         key = periodic_key(base_key, member_revision, started) if request.periodic else base_key
         size = os.path.getsize(path)
-        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading to s3://%s/%s",
-                 endpoint, member_revision, size, sha256, bucket, key)
+        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading to %s",
+                 endpoint, member_revision, size, sha256, object_url(request.location, bucket, key))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-status") as pool:
             status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
                                       timeout_seconds=min(remaining(), 600.0))
@@ -129,13 +128,14 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
             metadata = {"sha256": sha256, "etcd-revision": str(member_revision), "etcd-version": version}
             try:
                 upload = storage.upload_file(bucket, key, path, metadata=metadata, progress=gate)
-            except s3.S3Error as error:
+            except StorageError as error:
                 if isinstance(error.__cause__, BackupFailed):
                     raise error.__cause__ from None
                 raise BackupFailed(error.reason, error.message) from error
             gate.wait_for_check()
         if upload.size != size:
-            raise BackupFailed(s3.REASON_FAILED, f"s3://{bucket}/{key} has {upload.size} bytes, uploaded {size}")
+            raise BackupFailed(StorageError("", backend=request.location.storage_type).reason,
+                               f"{object_url(request.location, bucket, key)} has {upload.size} bytes, uploaded {size}")
     retained: int | None = None
     retention_error = ""
     if request.periodic:
@@ -158,24 +158,28 @@ def remove_stale_snapshots(work_dir: str, log: Logger) -> None:
             log.info("removed %s left in %s by an interrupted backup", entry, work_dir)
 
 
-def _split(location: S3Location) -> tuple[str, str]:
+def _split(location: StorageLocation) -> tuple[str, str]:
     try:
-        return s3.split_path(location.path)
-    except s3.S3LocationInvalid as error:
-        raise BackupFailed(error.reason, f"spec.s3.{error.message}") from error
+        return split_location(location)
+    except LocationInvalid as error:
+        raise BackupFailed(error.reason, error.message) from error
 
 
-def _storage(request: BackupRequest, env: BackupEnvironment) -> s3.S3Storage:
-    """The S3 client for the request; its endpoint (the spec's, else the awsSecret's) is checked
-    against the endpoint policy before any request is sent."""
+def _storage(request: BackupRequest, env: BackupEnvironment) -> ObjectStorage:
+    """The object-store client for the request; its endpoint (the spec's, else the one its
+    secret names, else the provider's) is checked against the endpoint policy before any request
+    is sent."""
+    location = request.location
     try:
-        storage = s3.storage_for_location(request.location, request.namespace, env.read_secret, **env.s3_options)
-    except s3.S3Error as error:
+        storage = storage_for_location(location, request.namespace, env.read_secret, **env.s3_options)
+    except StorageError as error:
         raise BackupFailed(error.reason, error.message) from error
     except KubeError as error:
-        raise BackupFailed(reasons.KUBE_API_ERROR, f"cannot read secret {request.location.aws_secret}: {error}") from error
-    where = "spec.s3.endpoint" if request.location.endpoint else f"endpoint_url of secret {request.location.aws_secret}"
-    refusal = s3_endpoint_refusal(storage.endpoint, env.endpoint_policy, where=where)
+        raise BackupFailed(reasons.KUBE_API_ERROR, f"cannot read secret {location.secret}: {error}") from error
+    # Only the awsSecret (`endpoint_url`) and the absSecret (`endpoint`) can name an endpoint.
+    secret_key = "endpoint_url" if location.s3 is not None else "endpoint"
+    where = f"spec.{location.section}.endpoint" if location.endpoint else f"{secret_key} of secret {location.secret}"
+    refusal = location_endpoint_refusal(location.storage_type, storage.endpoint, env.endpoint_policy, where=where)
     if refusal is not None:
         raise BackupFailed(reasons.ENDPOINT_NOT_ALLOWED, refusal)
     return storage
@@ -184,7 +188,7 @@ def _storage(request: BackupRequest, env: BackupEnvironment) -> s3.S3Storage:
 def _s3_call(call: Callable[[], None]) -> None:
     try:
         call()
-    except s3.S3Error as error:
+    except StorageError as error:
         raise BackupFailed(error.reason, error.message) from error
 
 
@@ -326,7 +330,7 @@ def _snapshot_readable(status_call: Future[ctl.SnapshotStatus], endpoint: str) -
         raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot from {endpoint}: {error.message}") from error
 
 
-def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, uploaded: str, max_backups: int,
+def _apply_retention(storage: ObjectStorage, bucket: str, base_key: str, uploaded: str, max_backups: int,
                      log: Logger) -> tuple[int | None, str]:
     """Delete the oldest periodic backups of `base_key` beyond `max_backups`, never `uploaded` (the
     backup just taken, counted even if the listing does not show it yet); returns how many remain
@@ -336,8 +340,8 @@ def _apply_retention(storage: s3.S3Storage, bucket: str, base_key: str, uploaded
         doomed = keys_to_delete(base_key, keys, max_backups, keep=uploaded)
         for key in doomed:
             storage.delete(bucket, key)
-            log.info("retention (maxBackups %d): deleted s3://%s/%s", max_backups, bucket, key)
-    except s3.S3Error as error:
+            log.info("retention (maxBackups %d): deleted %s/%s", max_backups, bucket, key)
+    except StorageError as error:
         log.warning("retention failed: %s", error.message)
         return None, error.message
     return len(our_backups(base_key, keys)) - len(doomed), ""

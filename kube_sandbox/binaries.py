@@ -130,3 +130,19 @@ def go_tool(name: str) -> Path:
         return candidate
     raise MissingBinary(f"{name} not found beside {sys.executable}: run "
                         f"`bash {CHECKOUT_DIR / 'scripts/install-tool-binaries.sh'}` via `make deps`")
+
+
+# The cloud-storage emulators of the ABS and GCS storage tests, installed by `make deps`
+# (scripts/install-tool-binaries.sh: fake-gcs-server built from its Go module, Azurite from npm)
+# and linked beside this interpreter; the cache is searched too, for a checkout whose virtualenv
+# was made before they were added.
+def emulator(program: str, tool: str) -> Path:
+    """`program` of `tool` (fake-gcs-server, or azurite-blob of azurite)."""
+    candidate = Path(sys.executable).parent / program
+    if candidate.is_file():
+        return candidate
+    cached = sorted(cache_dir().glob(f"{tool}-*/bin/{program}"))
+    if cached:
+        return cached[-1]
+    raise MissingBinary(f"{program} not found beside {sys.executable} nor under {cache_dir()}: run "
+                        f"`bash {CHECKOUT_DIR / 'scripts/install-tool-binaries.sh'}` via `make deps`")

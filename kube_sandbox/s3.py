@@ -1,29 +1,68 @@
-"""The sandbox's S3 server: SeaweedFS `weed mini` on loopback, with one access key and secret."""
+"""The sandbox's S3 server: SeaweedFS `weed mini` on loopback, with one access key and secret;
+`start_standalone_s3` runs one on free loopback ports for tests that need no sandbox."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 from kube_sandbox import binaries
 from kube_sandbox.config import HOST_IP, SandboxConfig
+from kube_sandbox.emulator_process import LOOPBACK, free_port, wait_until_listening
 from kube_sandbox.processes import ManagedProcess
 
 
 def s3_server(config: SandboxConfig) -> ManagedProcess:
     directory = config.state_dir / "s3"
+    return ManagedProcess("s3 (weed mini)", _weed_mini_argv(
+        directory, HOST_IP, [config.s3_port + offset for offset in range(6)],
+        config.s3_access_key, config.s3_secret_key,
+    ), config.logs_dir / "s3.log")
+
+
+def _weed_mini_argv(directory: Path, ip: str, ports: list[int], access_key: str, secret_key: str) -> list[str]:
+    """`weed mini` serving S3 on ports[0]; its master, volume, filer, webdav and admin on the rest."""
     (directory / "data").mkdir(parents=True, exist_ok=True)
     identities = {"identities": [{
         "name": "sandbox",
-        "credentials": [{"accessKey": config.s3_access_key, "secretKey": config.s3_secret_key}],
+        "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"],
     }]}
     (directory / "s3.json").write_text(json.dumps(identities))
-    port = config.s3_port
-    return ManagedProcess("s3 (weed mini)", [
+    s3_port, master, volume, filer, webdav, admin = ports
+    return [
         str(binaries.weed()), "mini", f"-dir={directory / 'data'}",
-        f"-ip={HOST_IP}", f"-ip.bind={HOST_IP}",
-        f"-s3.port={port}", f"-master.port={port + 1}", f"-volume.port={port + 2}",
-        f"-filer.port={port + 3}", f"-webdav.port={port + 4}", f"-admin.port={port + 5}",
+        f"-ip={ip}", f"-ip.bind={ip}",
+        f"-s3.port={s3_port}", f"-master.port={master}", f"-volume.port={volume}",
+        f"-filer.port={filer}", f"-webdav.port={webdav}", f"-admin.port={admin}",
         "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
         "-master.telemetry=false",  # never phone home
         f"-s3.config={directory / 's3.json'}",
-    ], config.logs_dir / "s3.log")
+    ]
+
+
+@dataclass
+class StandaloneS3:
+    process: ManagedProcess
+    port: int
+    access_key: str
+    secret_key: str
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def start_standalone_s3(directory: Path, access_key: str = "standalone", secret_key: str = "standalone-secret",
+                        timeout_seconds: float = 120.0) -> StandaloneS3:
+    """SeaweedFS on free loopback ports with its data and log in `directory`; stop it with `.stop()`."""
+    ports = [free_port() for _ in range(6)]
+    process = ManagedProcess("s3 (weed mini, standalone)",
+                             _weed_mini_argv(directory, LOOPBACK, ports, access_key, secret_key),
+                             directory / "s3.log")
+    process.start()
+    wait_until_listening(process, ports[0], timeout_seconds)
+    return StandaloneS3(process, ports[0], access_key, secret_key)

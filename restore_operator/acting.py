@@ -9,7 +9,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import S3Location, StorageLocation
 from kube_adapter.errors import AlreadyExists
 from kube_adapter.resources import ResourceClient
 from restore_operator.observed import SnapshotFacts
@@ -22,9 +22,12 @@ def delete_cluster(clusters: ResourceClient, namespace: str, name: str, uid: str
 
 
 def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: SnapshotFacts, *,
-                          location: S3Location, fetch_image: str, bump_revision: int) -> dict[str, Any]:
+                          location: StorageLocation | S3Location, fetch_image: str,
+                          bump_revision: int) -> dict[str, Any]:
     assert restore.spec is not None
-    source = RestoreSource(s3=location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
+    if isinstance(location, S3Location):
+        location = StorageLocation("S3", s3=location)
+    source = RestoreSource.at(location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
                            fetch_image=fetch_image, restore_uid=restore.uid, etag=facts.etag,
                            version_id=facts.version_id)
     return {

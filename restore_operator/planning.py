@@ -41,7 +41,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3
 from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
 from restore_operator.observed import ObservedRestore, TargetCluster
 from restore_operator.preflight import RestorePolicy, cluster_not_found, preflight, seed_credentials_problem
@@ -77,9 +76,6 @@ def _plan(observed: ObservedRestore, policy: RestorePolicy) -> Action:
         return Done()
     if restore.spec is None:
         return Fail(REASON_INVALID_SPEC, restore.spec_error or "spec is invalid")
-    if restore.spec.storage_type != STORAGE_TYPE_S3 or restore.spec.storage.s3 is None:
-        return Fail(REASON_UNSUPPORTED_STORAGE,
-                    f"spec.backupStorageType {restore.spec.storage_type} is not supported; only S3 is")
     no_credentials = seed_credentials_problem(restore)
     if no_credentials is not None:
         return no_credentials

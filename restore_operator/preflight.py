@@ -16,7 +16,7 @@ from etcd_common.api.fields import SpecError
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, untrusted_image_problem
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
 from etcd_common.seed.tools import no_bump_warning, restore_tool
-from etcd_common.storage.s3 import ObjectInfo
+from etcd_common.storage.objects import ObjectInfo
 from restore_operator.actions import Fail
 from restore_operator.observed import SnapshotFacts
 
@@ -76,18 +76,29 @@ def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: Rest
     return RestorePlan(bump_revision=policy.bump_revision)
 
 
+# section -> what its secret must hold (for the message when there is none).
+_SECRET_KEYS = {
+    "s3": "the AWS `credentials` (and `config`) files",
+    "abs": "`storage-account` and `storage-key`",
+    "gcs": "`access-token` or `credentials.json`",
+    "oss": "`accessKeyID` and `accessKeySecret`",
+}
+
+
 def seed_credentials_problem(restore: EtcdRestore) -> Fail | None:
-    """The seed pod fetches the snapshot with the awsSecret's credentials, and with nothing else
-    (it has no service account token): without one, whatever this operator could read with its
-    own identity, the seed could not. Known before anything is downloaded."""
-    assert restore.spec is not None and restore.spec.storage.s3 is not None
-    location = restore.spec.storage.s3
-    if location.aws_secret:
+    """The seed pod fetches the snapshot with the section's secret's credentials (awsSecret,
+    absSecret, gcpSecret, ossSecret), and with nothing else (it has no service account token):
+    without one, whatever this operator could read with its own identity, the seed could not.
+    Known before anything is downloaded."""
+    assert restore.spec is not None
+    location = restore.spec.storage
+    if location.secret:
         return None
+    field = f"spec.{location.section}.{location.secret_field}"
     return Fail(REASON_SEED_WITHOUT_CREDENTIALS,
-                f"spec.s3.awsSecret is empty: the seed pod that fetches s3://{location.path} would have no "
-                "credentials (this operator's own identity does not reach it); name a Secret with the AWS "
-                f"`credentials` (and `config`) files in spec.s3.awsSecret; {NOTHING_TOUCHED}")
+                f"{field} is empty: the seed pod that fetches {location.section}://{location.path} would have no "
+                "credentials (this operator's own identity does not reach it); name a Secret with "
+                f"{_SECRET_KEYS[location.section]} in {field}; {NOTHING_TOUCHED}")
 
 
 def cluster_not_found(restore: EtcdRestore) -> Fail:
@@ -98,13 +109,13 @@ def cluster_not_found(restore: EtcdRestore) -> Fail:
 
 
 def snapshot_object_problem(path: str, facts: SnapshotFacts, info: ObjectInfo | None, *,
-                            consequence: str = NOTHING_TOUCHED) -> Fail | None:
+                            consequence: str = NOTHING_TOUCHED, scheme: str = "s3") -> Fail | None:
     """Why the object at `path` (`info`: as S3 describes it now, None when it is gone; the
     verified version when one was recorded) is no longer the snapshot verified, if it is not.
     Compared by ETag, else (a status written before ETags were recorded) by size."""
     if info is None:
         return Fail(REASON_SNAPSHOT_MISSING,
-                    f"s3://{path} is gone since it was verified; {consequence}; put the backup back (or name "
+                    f"{scheme}://{path} is gone since it was verified; {consequence}; put the backup back (or name "
                     "another) and create a new EtcdRestore")
     changed = (facts.etag and info.etag != facts.etag) or (not facts.etag and facts.size and info.size != facts.size)
     if not changed:
@@ -112,5 +123,5 @@ def snapshot_object_problem(path: str, facts: SnapshotFacts, info: ObjectInfo | 
     was = f"ETag {facts.etag}" if facts.etag else f"{facts.size} bytes"
     now = f"ETag {info.etag}" if facts.etag else f"{info.size} bytes"
     return Fail(REASON_SNAPSHOT_CHANGED,
-                f"s3://{path} was replaced since it was verified ({was}, now {now}); {consequence}; create a new "
+                f"{scheme}://{path} was replaced since it was verified ({was}, now {now}); {consequence}; create a new "
                 "EtcdRestore to verify and restore the object as it is now")

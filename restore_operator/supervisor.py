@@ -14,7 +14,8 @@ from typing import Any
 from etcd_common.api.etcd_restore import EtcdRestore, parse_etcd_restore
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
-from etcd_common.storage.s3 import S3Error, S3ObjectNotFound, SecretReader, split_path, storage_for_location
+from etcd_common.storage.locations import SecretReader, split_location, storage_for_location
+from etcd_common.storage.objects import ObjectNotFound, StorageError
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -75,7 +76,7 @@ class RestoreSupervisor:
         self.policy = RestorePolicy(fetch_image=settings.fetch_image, bump_revision=settings.bump_revision,
                                     trusted_repositories=settings.trusted_repositories)
         self.worker = ObjectWorker(key, self.reconcile_once, stop=context.stop, log=self.log, role="restore",
-                                   on_pass=self._count_pass, expected_errors=(KubeError, S3Error, ctl.EtcdctlError))
+                                   on_pass=self._count_pass, expected_errors=(KubeError, StorageError, ctl.EtcdctlError))
 
     def _count_pass(self, seconds: float, error: Exception | None) -> None:
         if error is not None:
@@ -145,10 +146,10 @@ class RestoreSupervisor:
     def _create_cluster(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
                         observed: ObservedRestore, action: a.CreateCluster) -> float:
         ctx = self.context
-        assert restore.spec is not None and restore.spec.storage.s3 is not None
+        assert restore.spec is not None
         assert observed.recorded.snapshot is not None
         body = acting.restored_cluster_body(
-            restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage.s3,
+            restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage,
             fetch_image=ctx.settings.fetch_image, bump_revision=action.bump_revision)
         uid = acting.create_cluster(ctx.clusters, body)
         if action.warning:
@@ -166,29 +167,30 @@ class RestoreSupervisor:
 
     def _verify(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any]) -> float:
         ctx = self.context
-        assert restore.spec is not None and restore.spec.storage.s3 is not None
-        location = restore.spec.storage.s3
-        if not current.get("lastError"):  # while S3 fails, the message keeps saying why
-            self._write(raw, restore, current, PHASE_VERIFYING, f"fetching s3://{location.path} to verify it")
+        assert restore.spec is not None
+        location = restore.spec.storage
+        url = f"{location.section}://{location.path}"
+        if not current.get("lastError"):  # while the store fails, the message keeps saying why
+            self._write(raw, restore, current, PHASE_VERIFYING, f"fetching {url} to verify it")
             current = (ctx.restores.get(self.key) or raw).get("status") or {}
         started = time.monotonic()
         try:
             storage = storage_for_location(location, restore.namespace, ctx.read_secret)
             verified = verify_snapshot(storage, location, work_dir=ctx.settings.work_dir,
                                        etcdutl=ctx.settings.etcdutl_binary)
-        except S3Error as error:
+        except StorageError as error:
             if error.transient:
-                return self._s3_failing(raw, restore, current, error, f"cannot verify s3://{location.path}",
+                return self._s3_failing(raw, restore, current, error, f"cannot verify {url}",
                                         verified=False, consequence=NOTHING_TOUCHED)
             self._fail(raw, restore, current, error.reason, error.message)
             return ctx.settings.resync_seconds
         except ctl.SnapshotInvalid as error:
-            message = f"s3://{location.path} is not an intact etcd snapshot: {short_error(error)}"
+            message = f"{url} is not an intact etcd snapshot: {short_error(error)}"
             self._fail(raw, restore, current, REASON_SNAPSHOT_INVALID, message)
             return ctx.settings.resync_seconds
         except ctl.EtcdctlError as error:
             # etcdutl itself failed (a timeout, a full disk): not the snapshot's fault; say so, retry.
-            message = f"checking s3://{location.path} with etcdutl failed: {short_error(error)}"
+            message = f"checking {url} with etcdutl failed: {short_error(error)}"
             self._write(raw, restore, current, PHASE_VERIFYING, f"{message}; retrying",
                         conditions={CONDITION_SNAPSHOT_VERIFIED: ("False", REASON_CHECK_FAILED, message)})
             raise
@@ -206,31 +208,33 @@ class RestoreSupervisor:
                           facts: SnapshotFacts, *, nothing_deleted: bool) -> float | None:
         """None while the object is still the one verified; else the restore failed (or will be
         retried: S3 not answering) and this is the delay before the next pass."""
-        assert restore.spec is not None and restore.spec.storage.s3 is not None
-        location = restore.spec.storage.s3
+        assert restore.spec is not None
+        location = restore.spec.storage
+        url = f"{location.section}://{location.path}"
         consequence = NOTHING_TOUCHED if nothing_deleted else "the replaced cluster was deleted already"
-        bucket, key = split_path(location.path)
+        bucket, key = split_location(location)
         try:
             storage = storage_for_location(location, restore.namespace, self.context.read_secret)
             info = storage.head(bucket, key, version_id=facts.version_id)
-        except S3ObjectNotFound:
+        except ObjectNotFound:
             info = None
-        except S3Error as error:
+        except StorageError as error:
             if error.transient:
-                return self._s3_failing(raw, restore, current, error, f"cannot re-check s3://{location.path}",
+                return self._s3_failing(raw, restore, current, error, f"cannot re-check {url}",
                                         verified=True, consequence=consequence)
             self._fail(raw, restore, current, error.reason, f"{error.message}; {consequence}")
             return self.context.settings.resync_seconds
-        problem = snapshot_object_problem(location.path, facts, info, consequence=consequence)
+        problem = snapshot_object_problem(location.path, facts, info, consequence=consequence,
+                                          scheme=location.section)
         if problem is None:
             return None
         self._fail(raw, restore, current, problem.reason, problem.message)
         return self.context.settings.resync_seconds
 
-    def _s3_failing(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], error: S3Error,
+    def _s3_failing(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], error: StorageError,
                     doing: str, *, verified: bool, consequence: str) -> float:
-        """S3 did not answer (transient): status says so and since when (status.lastError); after
-        S3_UNREACHABLE_TIMEOUT_SECONDS of it the restore fails, else the error goes to the worker,
+        """The object store (S3, ABS, GCS, OSS) did not answer (transient): status says so and since
+        when (status.lastError); after S3_UNREACHABLE_TIMEOUT_SECONDS of it the restore fails, else the error goes to the worker,
         which retries with backoff."""
         now = datetime.now(UTC)
         last = track_error(current.get("lastError"), error.message, now)
@@ -238,7 +242,7 @@ class RestoreSupervisor:
         limit = S3_UNREACHABLE_TIMEOUT_SECONDS
         if seconds >= limit:
             self._fail(raw, restore, current, error.reason,
-                       f"{doing}: S3 has been failing for {seconds:.0f} s (limit {limit:.0f} s); last error: "
+                       f"{doing}: {error.backend} has been failing for {seconds:.0f} s (limit {limit:.0f} s); last error: "
                        f"{error.message}; {consequence}")
             return self.context.settings.resync_seconds
         message = (f"{doing}: {error.message}; failing for {seconds:.0f} s, retrying "

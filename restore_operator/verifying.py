@@ -1,6 +1,6 @@
-"""Fetch and verify a snapshot before any cluster is touched: read the object's ETag (and version
-id), download that object and no other (If-Match; with the restore's credentials) into a private
-temporary directory, check the SHA-256 trailer etcd appends to every
+"""Fetch and verify a snapshot before any cluster is touched (on S3, ABS, GCS or OSS): read the
+object's ETag (and version id or generation), download that object and no other (If-Match; with
+the restore's credentials) into a private temporary directory, check the SHA-256 trailer etcd appends to every
 snapshot (first: etcdutl crashes on some truncated files), read it with `etcdutl snapshot status`
 and restore it once into a throwaway data directory (etcdutl checks the same trailer and the
 database itself). The copy is removed afterwards, whatever happened."""
@@ -13,10 +13,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
-from etcd_common.storage.s3 import S3Storage, split_path
+from etcd_common.storage.locations import object_url, split_location
+from etcd_common.storage.objects import ObjectStorage
 from restore_operator.observed import SnapshotFacts
 
 log = logging.getLogger(__name__)
@@ -31,11 +32,14 @@ class Verified:
     check_seconds: float
 
 
-def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str | None = None,
+def verify_snapshot(storage: ObjectStorage, location: StorageLocation | S3Location, *, work_dir: str | None = None,
                     etcdutl: str | None = None) -> Verified:
-    """Raises an `S3Error` (missing, unreadable) or `etcdctl.SnapshotInvalid` (not an intact etcd
-    snapshot)."""
-    bucket, key = split_path(location.path)
+    """Raises a `StorageError` (missing, unreadable) or `etcdctl.SnapshotInvalid` (not an intact
+    etcd snapshot)."""
+    if isinstance(location, S3Location):
+        location = StorageLocation("S3", s3=location)
+    bucket, key = split_location(location)
+    url = object_url(location, bucket, key)
     directory = tempfile.mkdtemp(prefix="etcd-restore-", dir=work_dir)
     try:
         path = os.path.join(directory, "snapshot.db")
@@ -43,7 +47,7 @@ def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str |
         info = storage.head(bucket, key)
         size = storage.download_file(bucket, key, path, if_match=info.etag, version_id=info.version_id)
         downloaded = time.monotonic()
-        sha256 = verify_snapshot_file(path, where=f"s3://{bucket}/{key}")
+        sha256 = verify_snapshot_file(path, where=url)
         status = ctl.snapshot_status(path, binary=etcdutl)
         ctl.snapshot_restore(
             path, data_dir=os.path.join(directory, "data"), name=TRIAL_MEMBER,
@@ -52,8 +56,8 @@ def verify_snapshot(storage: S3Storage, location: S3Location, *, work_dir: str |
         )
         facts = SnapshotFacts(sha256=sha256, size=size, revision=status.revision, total_keys=status.total_keys,
                               hash=status.hash, etag=info.etag, version_id=info.version_id)
-        log.info("snapshot s3://%s/%s verified: %d bytes, revision %d, %d keys, sha256 %s",
-                 bucket, key, size, status.revision, status.total_keys, sha256)
+        log.info("snapshot %s verified: %d bytes, revision %d, %d keys, sha256 %s",
+                 url, size, status.revision, status.total_keys, sha256)
         return Verified(facts, downloaded - started, time.monotonic() - downloaded)
     finally:
         shutil.rmtree(directory, ignore_errors=True)

@@ -48,7 +48,8 @@ for pid in $pids; do wait "$pid" || failed=1; done
 # The operator runs the etcdctl beside its Python (etcd_common.etcd.etcdctl.default_binary): the newest build.
 newest_etcd_dir=$(sort -V "$outputs/etcd" | tail -n 1 | cut -d' ' -f2)
 for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
-# helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules.
+# helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules;
+# fake-gcs-server (Go module) and azurite-blob (npm), the ABS and GCS storage tests' emulators.
 while read -r _tool _version dir; do
   for program in "$dir"/*; do ln -sfn "$program" "$VENV/bin/$(basename "$program")"; done
 done < "$outputs/tool"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Provide the tools the tests drive that Debian does not ship usable: helm (the chart tests) and
+# Provide the tools the tests drive that Debian does not ship usable: helm (the chart tests),
 # Prometheus + promtool (the alert-rule tests and the monitoring test; Debian's prometheus is built
-# without Kubernetes service discovery). Each is built with `go build` from the Go module pinned in
-# scripts/tool-build/<tool>/go.mod and cached per version outside the checkout.
+# without Kubernetes service discovery) and the cloud-storage emulators (the ABS and GCS storage
+# tests): fake-gcs-server and Azurite. The Go tools are built with `go build` from the Go module
+# pinned in scripts/tool-build/<tool>/go.mod, Azurite installed from npm at the version pinned
+# below; each is cached per version outside the checkout.
 # Prints one "<tool> <version> <directory>" line per tool.
 set -euo pipefail
 cd "$(dirname "$0")/tool-build"
@@ -39,3 +41,31 @@ build_tool helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=%s"
 # Prometheus' Go module v0.3XY.Z is Prometheus 3.XY.Z; the version ldflag shows the module's.
 build_tool prometheus github.com/prometheus/prometheus "-X github.com/prometheus/common/version.Version=%s" \
   github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+build_tool fake-gcs-server github.com/fsouza/fake-gcs-server "-X main.version=%s" \
+  github.com/fsouza/fake-gcs-server
+
+# npm_tool <tool> <package> <version> <programs...>: `npm install` into the cache, the programs
+# linked into one bin directory (so only they end up beside the interpreter).
+npm_tool() {
+  local tool=$1 package=$2 version=$3; shift 3
+  local dir="$CACHE_DIR/$tool-$version" start
+  local missing=0
+  for program in "$@"; do [ -x "$dir/bin/$program" ] || missing=1; done
+  if [ "$missing" = 1 ]; then
+    command -v npm >/dev/null || { echo "npm not found: $tool $version is installed from npm" >&2; exit 1; }
+    echo "installing $tool $version from npm with node $(node --version) (one time)" >&2
+    start=$(date +%s)
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp/bin"
+    npm install --prefix "$dir.tmp" --no-audit --no-fund --omit=dev --loglevel=error "$package@$version" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    for program in "$@"; do
+      [ -x "$dir/node_modules/.bin/$program" ] || { echo "$tool install produced no $program" >&2; exit 1; }
+      ln -sfn "$dir/node_modules/.bin/$program" "$dir/bin/$program"
+    done
+    echo "installed $tool $version in $(( $(date +%s) - start ))s" >&2
+  fi
+  echo "$tool $version $dir/bin"
+}
+
+# Azurite's blob service alone: the ABS storage tests need nothing else.
+npm_tool azurite azurite 3.37.0 azurite-blob

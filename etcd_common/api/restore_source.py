@@ -1,8 +1,9 @@
 """`spec.restore` of an EtcdCluster: the snapshot its seed member starts from (an addition to
 CoreOS v1beta2). The restore operator writes it after it verified the snapshot; the etcd operator
 reads it only when it bootstraps the seed: the seed pod's init containers fetch the snapshot from
-S3 with the secret's credentials, check its sha256 and restore it with `etcdutl snapshot restore`.
-Once the cluster has bootstrapped, the field has no further effect."""
+its object store (S3, ABS, GCS or OSS) with the section's secret's credentials, check its sha256
+and restore it with `etcdutl snapshot restore`. Once the cluster has bootstrapped, the field has
+no further effect."""
 from __future__ import annotations
 
 import re
@@ -10,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from etcd_common.api.fields import FieldReader, SpecError
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3, S3Location, parse_storage_location
+from etcd_common.api.storage_locations import (
+    SECRET_FIELDS,
+    STORAGE_TYPE_S3,
+    OtherLocation,
+    S3Location,
+    StorageLocation,
+    parse_storage_location,
+)
 
 # etcd's own advice for a restore that watchers of the old cluster must not see go backwards:
 # bump by more than the revisions the old cluster can have made since the snapshot.
@@ -22,9 +30,10 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class RestoreSource:
-    """Where the seed's snapshot is and what it must be."""
+    """Where the seed's snapshot is and what it must be: on S3 (`s3`), or on the store of
+    `storage_type` (`other`: ABS, GCS or OSS)."""
 
-    s3: S3Location
+    s3: S3Location | None
     # Hex sha256 of the snapshot file; the seed refuses any other file.
     sha256: str
     # The snapshot's revision (informational; recorded by the restore operator).
@@ -35,9 +44,20 @@ class RestoreSource:
     fetch_image: str = DEFAULT_FETCH_IMAGE
     # uid of the EtcdRestore that wrote it ("" when written by hand).
     restore_uid: str = ""
-    # The S3 object verified (ETag; version id in a versioned bucket): the seed fetches only it.
+    # The object verified (ETag; S3/ABS version id or GCS generation): the seed fetches only it.
     etag: str = ""
     version_id: str = ""
+    storage_type: str = STORAGE_TYPE_S3
+    other: OtherLocation | None = None
+
+    @property
+    def location(self) -> StorageLocation:
+        return StorageLocation(self.storage_type, s3=self.s3, other=self.other)
+
+    @classmethod
+    def at(cls, location: StorageLocation, **fields: Any) -> RestoreSource:
+        """The source for the snapshot at `location` (`fields`: the other fields)."""
+        return cls(s3=location.s3, storage_type=location.storage_type, other=location.other, **fields)
 
 
 def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> RestoreSource | None:
@@ -46,16 +66,15 @@ def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> Restor
         return None
     restore = FieldReader(raw, "spec.restore", error)
     storage = parse_storage_location(restore, "backupStorageType")
-    if storage.storage_type != STORAGE_TYPE_S3 or storage.s3 is None:
-        raise error(f"spec.restore.backupStorageType {storage.storage_type} is not supported; only S3 is")
-    if not storage.s3.key:
-        raise error(f"spec.restore.s3.path {storage.s3.path!r} must be <bucket>/<key>")
+    bucket, _, key = storage.path.strip().lstrip("/").partition("/")
+    if not bucket or not key:
+        raise error(f"spec.restore.{storage.section}.path {storage.path!r} must be <bucket>/<key>")
     sha256 = restore.string("sha256", required=True).lower()
     if not _SHA256_RE.match(sha256):
         raise error(f"spec.restore.sha256 {sha256!r} is not a hex sha256 (64 characters 0-9a-f)")
     bump = restore.integer("bumpRevision") if restore.has("bumpRevision") else DEFAULT_BUMP_REVISION
-    return RestoreSource(
-        s3=storage.s3,
+    return RestoreSource.at(
+        storage,
         sha256=sha256,
         revision=restore.integer("revision"),
         bump_revision=bump,
@@ -68,16 +87,17 @@ def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> Restor
 
 def restore_source_to_api(source: RestoreSource) -> dict[str, Any]:
     """The `spec.restore` dict for `source` (what the restore operator writes)."""
-    s3: dict[str, Any] = {"path": source.s3.path}
-    if source.s3.aws_secret:
-        s3["awsSecret"] = source.s3.aws_secret
-    if source.s3.endpoint:
-        s3["endpoint"] = source.s3.endpoint
-    if source.s3.force_path_style:
-        s3["forcePathStyle"] = True
+    location = source.location
+    section: dict[str, Any] = {"path": location.path}
+    if location.secret:
+        section[SECRET_FIELDS[location.section]] = location.secret
+    if location.endpoint:
+        section["endpoint"] = location.endpoint
+    if source.s3 is not None and source.s3.force_path_style:
+        section["forcePathStyle"] = True
     result: dict[str, Any] = {
-        "backupStorageType": STORAGE_TYPE_S3,
-        "s3": s3,
+        "backupStorageType": location.storage_type,
+        location.section: section,
         "sha256": source.sha256,
         "revision": source.revision,
         "bumpRevision": source.bump_revision,

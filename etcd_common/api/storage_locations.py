@@ -4,7 +4,7 @@ names (`s3`, `abs`, `gcs`, `oss`), shared by an EtcdBackup's `storageType`, an E
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from etcd_common.api.fields import FieldReader
 
@@ -17,7 +17,7 @@ STORAGE_SECTIONS: Mapping[str, str] = {
     STORAGE_TYPE_S3: "s3", STORAGE_TYPE_ABS: "abs", STORAGE_TYPE_GCS: "gcs", STORAGE_TYPE_OSS: "oss",
 }
 # section -> the field naming its credentials secret.
-_SECRET_FIELDS: Mapping[str, str] = {"abs": "absSecret", "gcs": "gcpSecret", "oss": "ossSecret"}
+SECRET_FIELDS: Mapping[str, str] = {"s3": "awsSecret", "abs": "absSecret", "gcs": "gcpSecret", "oss": "ossSecret"}
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,26 @@ class S3Location:
 
 @dataclass(frozen=True)
 class OtherLocation:
-    """`abs`, `gcs` or `oss`: read for CoreOS compatibility (path, its credentials secret from
-    `absSecret`/`gcpSecret`/`ossSecret`, and OSS's endpoint)."""
+    """`abs`, `gcs` or `oss`: where on Azure Blob Storage, Google Cloud Storage or Alibaba OSS.
+
+    `path` is "<container or bucket>/<key>"; `secret` comes from `absSecret` (keys
+    storage-account, storage-key, optional cloud and endpoint), `gcpSecret` (access-token or
+    credentials.json; "" = application default credentials) or `ossSecret` (accessKeyID,
+    accessKeySecret); `endpoint` is OSS's (CoreOS) or, an addition, the blob service URL of ABS
+    or a GCS JSON API server ("" = the provider's own)."""
 
     path: str
     secret: str = ""
     endpoint: str = ""
+
+    @property
+    def bucket(self) -> str:
+        return self.path.strip().lstrip("/").split("/", 1)[0]
+
+    @property
+    def key(self) -> str:
+        parts = self.path.strip().lstrip("/").split("/", 1)
+        return parts[1] if len(parts) == 2 else ""
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,34 @@ class StorageLocation:
     storage_type: str
     s3: S3Location | None = None
     other: OtherLocation | None = None
+
+    @property
+    def section(self) -> str:
+        """`s3`, `abs`, `gcs` or `oss`: the spec field the location was read from."""
+        return STORAGE_SECTIONS[self.storage_type]
+
+    @property
+    def secret_field(self) -> str:
+        """The section's credentials-secret field (`awsSecret`, `absSecret`, ...)."""
+        return SECRET_FIELDS[self.section]
+
+    @property
+    def path(self) -> str:
+        return self.s3.path if self.s3 is not None else self.other.path if self.other is not None else ""
+
+    @property
+    def secret(self) -> str:
+        return self.s3.aws_secret if self.s3 is not None else self.other.secret if self.other is not None else ""
+
+    @property
+    def endpoint(self) -> str:
+        return self.s3.endpoint if self.s3 is not None else self.other.endpoint if self.other is not None else ""
+
+    def with_path(self, path: str) -> StorageLocation:
+        """The same location with another path (the one-shot command's flag)."""
+        if self.s3 is not None:
+            return replace(self, s3=replace(self.s3, path=path))
+        return replace(self, other=replace(self.other or OtherLocation(""), path=path))
 
 
 def parse_storage_location(spec: FieldReader, type_field: str) -> StorageLocation:
@@ -81,6 +123,6 @@ def parse_storage_location(spec: FieldReader, type_field: str) -> StorageLocatio
         ))
     return StorageLocation(storage_type, other=OtherLocation(
         path=location.string("path", required=True),
-        secret=location.string(_SECRET_FIELDS[section]),
+        secret=location.string(SECRET_FIELDS[section]),
         endpoint=location.string("endpoint"),
     ))

@@ -2,7 +2,8 @@
 
 A seed pod of a cluster with a restore source runs, before etcd:
  1. `restore-fetch` (the operator image's `etcd-restore-seed fetch`): downloads the snapshot from
-    S3 with the credentials of `spec.restore.s3.awsSecret` (mounted read-only) onto the member's
+    S3, ABS, GCS or OSS with the credentials of the section's secret (`spec.restore.s3.awsSecret`,
+    `abs.absSecret`, `gcs.gcpSecret`, `oss.ossSecret`; mounted read-only) onto the member's
     data volume, only the object verified (`etag` / `versionId`), and checks its sha256; no HTTP
     server, no unauthenticated hop;
  2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` (3.4 images:
@@ -34,6 +35,9 @@ SNAPSHOT_FILE: Final = f"{STAGING_DIR}/snapshot.db"
 STAGED_DATA_DIR: Final = f"{STAGING_DIR}/data"
 AWS_VOLUME: Final = "restore-aws-credentials"
 AWS_DIR: Final = "/etc/etcd-restore/aws"
+# The absSecret, gcpSecret or ossSecret (ABS, GCS, OSS): each key a file.
+SECRET_VOLUME: Final = "restore-storage-credentials"
+SECRET_DIR: Final = "/etc/etcd-restore/secret"
 
 
 def seed_restore_init_containers(
@@ -50,8 +54,9 @@ def seed_restore_init_containers(
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
     fetch_args = _fetch_args(source)
     fetch_mounts = list(data_mount)
-    if source.s3.aws_secret:
-        fetch_mounts.append({"name": AWS_VOLUME, "mountPath": AWS_DIR, "readOnly": True})
+    if source.location.secret:
+        volume, directory = (AWS_VOLUME, AWS_DIR) if source.s3 is not None else (SECRET_VOLUME, SECRET_DIR)
+        fetch_mounts.append({"name": volume, "mountPath": directory, "readOnly": True})
     peer_urls = [url for name, url in initial_cluster if name == member]
     tool = restore_tool(etcd_version)
     if tool is None:
@@ -91,9 +96,12 @@ def seed_restore_init_containers(
 
 def _fetch_args(source: RestoreSource) -> list[str]:
     """`etcd-restore-seed fetch` for `source`: the object verified, where and with what to read it."""
+    location = source.location
+    path_args = ([f"--s3-path={location.path}"] if source.s3 is not None
+                 else [f"--storage-type={location.storage_type}", f"--path={location.path}"])
     args = [
         "fetch",
-        f"--s3-path={source.s3.path}",
+        *path_args,
         f"--sha256={source.sha256}",
         f"--staging-dir={STAGING_DIR}",
         f"--snapshot={SNAPSHOT_FILE}",
@@ -102,17 +110,18 @@ def _fetch_args(source: RestoreSource) -> list[str]:
         args.append(f"--etag={source.etag}")
     if source.version_id:
         args.append(f"--version-id={source.version_id}")
-    if source.s3.endpoint:
-        args.append(f"--endpoint={source.s3.endpoint}")
-    if source.s3.force_path_style:
+    if location.endpoint:
+        args.append(f"--endpoint={location.endpoint}")
+    if source.s3 is not None and source.s3.force_path_style:
         args.append("--force-path-style")
-    if source.s3.aws_secret:
-        args.append(f"--aws-dir={AWS_DIR}")
+    if location.secret:
+        args.append(f"--aws-dir={AWS_DIR}" if source.s3 is not None else f"--secret-dir={SECRET_DIR}")
     return args
 
 
 def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
-    """The secret volume the fetch step reads its credentials from (none without awsSecret)."""
-    if not source.s3.aws_secret:
+    """The secret volume the fetch step reads its credentials from (none without a secret)."""
+    secret = source.location.secret
+    if not secret:
         return []
-    return [{"name": AWS_VOLUME, "secret": {"secretName": source.s3.aws_secret}}]
+    return [{"name": AWS_VOLUME if source.s3 is not None else SECRET_VOLUME, "secret": {"secretName": secret}}]

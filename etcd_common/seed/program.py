@@ -4,6 +4,8 @@
     etcd-restore-seed fetch --s3-path=BUCKET/KEY --sha256=HEX --staging-dir=DIR --snapshot=FILE
                             [--etag=ETAG] [--version-id=ID]
                             [--endpoint=URL] [--force-path-style] [--aws-dir=DIR]
+    etcd-restore-seed fetch --storage-type=ABS|GCS|OSS --path=BUCKET/KEY --sha256=HEX ...
+                            [--etag=ETAG] [--version-id=ID] [--endpoint=URL] [--secret-dir=DIR]
     etcd-restore-seed install --staging-dir=DIR --staged-data-dir=DIR --data-dir=DIR
 
 `fetch` clears the staging directory, downloads the object with the credentials of the mounted
@@ -11,7 +13,9 @@ awsSecret (`credentials` and `config` files) and refuses it unless its sha256 is
 with --etag / --version-id it asks S3 for that object only (If-Match / VersionId), so an object
 replaced since the restore operator verified it is refused before it is downloaded.
 --endpoint and --force-path-style win over the secret's `endpoint_url` and `s3` `addressing_style`
-(as for the operators: `S3Storage.for_location`).
+(as for the operators: `S3Storage.for_location`). For ABS, GCS and OSS, `--secret-dir` is the
+mounted absSecret, gcpSecret or ossSecret (one file per key), read as the operators read the
+secret itself (`etcd_common.storage.locations`).
 `install` moves the data directory etcdutl restored into place, unless etcd's data directory
 exists already (this init container ran before and etcd may have written since), then removes
 the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
@@ -25,16 +29,16 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import STORAGE_SECTIONS, OtherLocation, S3Location, StorageLocation
+from etcd_common.storage.locations import object_url, split_location, storage_for_location
+from etcd_common.storage.objects import ObjectChanged, ObjectStorage, StorageError
 from etcd_common.storage.s3 import (
     AWS_SECRET_CONFIG_FILE,
     AWS_SECRET_CREDENTIALS_FILE,
-    S3Error,
-    S3ObjectChanged,
     S3Storage,
     parse_aws_files,
-    split_path,
 )
 
 READ_CHUNK_BYTES = 1024 * 1024
@@ -52,11 +56,53 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def fetch(location: S3Location, *, aws_dir: str | None, sha256: str, staging_dir: str, snapshot: str,
-          etag: str = "", version_id: str = "") -> int:
+def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None, sha256: str, staging_dir: str,
+          snapshot: str, etag: str = "", version_id: str = "", secret_dir: str | None = None) -> int:
     """Download the snapshot into `snapshot` (inside a fresh `staging_dir`); returns its size."""
     shutil.rmtree(staging_dir, ignore_errors=True)
     os.makedirs(staging_dir, exist_ok=True)
+    if isinstance(location, StorageLocation) and location.s3 is not None:
+        location = location.s3
+    storage: ObjectStorage
+    if isinstance(location, StorageLocation):
+        storage = _mounted_secret_storage(location, secret_dir)
+        where = location
+    else:
+        storage = _s3_storage(location, aws_dir)
+        where = StorageLocation("S3", s3=location)
+    bucket, key = split_location(where)
+    url = object_url(where, bucket, key)
+    try:
+        size = storage.download_file(bucket, key, snapshot, if_match=etag, version_id=version_id)
+    except ObjectChanged as error:
+        raise SnapshotMismatch(f"{error.message}: {url} changed since the restore verified it "
+                               f"(ETag {etag or '-'}, version {version_id or '-'})") from error
+    found = file_sha256(snapshot)
+    if found != sha256.lower():
+        os.remove(snapshot)
+        raise SnapshotMismatch(f"{url} has sha256 {found}, expected {sha256}: the object "
+                               "changed since the restore verified it")
+    return size
+
+
+def _mounted_secret_storage(location: StorageLocation, secret_dir: str | None) -> ObjectStorage:
+    """The storage of an ABS, GCS or OSS location with the secret mounted at `secret_dir` (each
+    key a file), read as the operators read the Secret object."""
+    files: dict[str, Any] = {}
+    if secret_dir:
+        directory = Path(secret_dir)
+        files = {entry.name: entry.read_text() for entry in directory.iterdir()
+                 if entry.is_file() and not entry.name.startswith("..")}
+    other = location.other or OtherLocation(path="")
+    mounted = StorageLocation(location.storage_type,
+                              other=OtherLocation(other.path, secret=secret_dir or "", endpoint=other.endpoint))
+
+    def read_mounted(namespace: str, name: str) -> dict[str, Any]:
+        return {"stringData": files}
+    return storage_for_location(mounted, "mounted at", read_mounted)
+
+
+def _s3_storage(location: S3Location, aws_dir: str | None) -> S3Storage:
     credentials = None
     if aws_dir:
         directory = Path(aws_dir)
@@ -64,19 +110,7 @@ def fetch(location: S3Location, *, aws_dir: str | None, sha256: str, staging_dir
                  for name in (AWS_SECRET_CREDENTIALS_FILE, AWS_SECRET_CONFIG_FILE)}
         credentials = parse_aws_files(files[AWS_SECRET_CREDENTIALS_FILE], files[AWS_SECRET_CONFIG_FILE],
                                       where=f"awsSecret mounted at {aws_dir}")
-    bucket, key = split_path(location.path)
-    storage = S3Storage.for_location(location, credentials)
-    try:
-        size = storage.download_file(bucket, key, snapshot, if_match=etag, version_id=version_id)
-    except S3ObjectChanged as error:
-        raise SnapshotMismatch(f"{error.message}: s3://{bucket}/{key} changed since the restore verified it "
-                               f"(ETag {etag or '-'}, version {version_id or '-'})") from error
-    found = file_sha256(snapshot)
-    if found != sha256.lower():
-        os.remove(snapshot)
-        raise SnapshotMismatch(f"s3://{bucket}/{key} has sha256 {found}, expected {sha256}: the object "
-                               "changed since the restore verified it")
-    return size
+    return S3Storage.for_location(location, credentials)
 
 
 def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
@@ -94,10 +128,16 @@ def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="etcd-restore-seed",
-                                     description="Init-container steps that seed an etcd member from an S3 snapshot.")
+                                     description="Init-container steps that seed an etcd member from a snapshot on "
+                                                 "S3, ABS, GCS or OSS.")
     steps = parser.add_subparsers(dest="step", required=True)
     fetch_parser = steps.add_parser("fetch", help="download the snapshot and check its sha256")
-    fetch_parser.add_argument("--s3-path", required=True, help="<bucket>/<key>")
+    fetch_parser.add_argument("--s3-path", default="", help="<bucket>/<key> on S3")
+    fetch_parser.add_argument("--storage-type", default="S3", choices=sorted(STORAGE_SECTIONS),
+                              help="where the snapshot is (with --path for ABS, GCS and OSS)")
+    fetch_parser.add_argument("--path", default="", help="<bucket or container>/<key> on ABS, GCS or OSS")
+    fetch_parser.add_argument("--secret-dir", default=None,
+                              help="directory with the absSecret's, gcpSecret's or ossSecret's keys as files")
     fetch_parser.add_argument("--endpoint", default="",
                               help="S3-compatible server URL; empty: the awsSecret's endpoint_url, else AWS")
     fetch_parser.add_argument("--force-path-style", action="store_true",
@@ -116,13 +156,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.step == "fetch":
-            location = S3Location(path=args.s3_path, endpoint=args.endpoint, force_path_style=args.force_path_style)
-            size = fetch(location, aws_dir=args.aws_dir, sha256=args.sha256, staging_dir=args.staging_dir,
-                         snapshot=args.snapshot, etag=args.etag, version_id=args.version_id)
-            print(f"fetched s3://{args.s3_path} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}")
+            location: S3Location | StorageLocation
+            if args.storage_type == "S3":
+                if not args.s3_path:
+                    parser.error("--s3-path is required with --storage-type S3")
+                location = S3Location(path=args.s3_path, endpoint=args.endpoint,
+                                      force_path_style=args.force_path_style)
+                path = args.s3_path
+            else:
+                if not args.path:
+                    parser.error(f"--path is required with --storage-type {args.storage_type}")
+                location = StorageLocation(args.storage_type,
+                                           other=OtherLocation(path=args.path, endpoint=args.endpoint))
+                path = args.path
+            size = fetch(location, aws_dir=args.aws_dir, secret_dir=args.secret_dir, sha256=args.sha256,
+                         staging_dir=args.staging_dir, snapshot=args.snapshot, etag=args.etag,
+                         version_id=args.version_id)
+            print(f"fetched {path} from {args.storage_type} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}")
         else:
             print(install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir))
-    except (S3Error, SnapshotMismatch, OSError) as error:
+    except (StorageError, SnapshotMismatch, OSError) as error:
         print(f"etcd-restore-seed {args.step}: {error}", file=sys.stderr)
         return 1
     return 0

@@ -36,6 +36,20 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from etcd_common.api.storage_locations import S3Location
+from etcd_common.storage.objects import (
+    AccessDenied,
+    BucketNotFound,
+    LocationInvalid,
+    ObjectChanged,
+    ObjectNotFound,
+    SecretInvalid,
+    StorageError,
+    Unreachable,
+)
+
+# ObjectInfo and UploadResult were defined here before the other stores came; still importable here.
+from etcd_common.storage.objects import ObjectInfo as ObjectInfo
+from etcd_common.storage.objects import UploadResult as UploadResult
 from kube_adapter.errors import KubeError, NotFound
 
 logger = logging.getLogger(__name__)
@@ -83,57 +97,39 @@ SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secr
 # Errors
 
 
-class S3Error(Exception):
-    """An S3 operation failed. `reason` is a short CamelCase word for status conditions and
-    metrics; the message says what happened to which bucket or object."""
+class S3Error(StorageError):
+    """An S3 operation failed (`reason` S3Failed, or the subclass's S3<kind>)."""
 
-    reason: str = REASON_FAILED
-    # Worth retrying as it is (the server or the network), rather than needing a fix by a person.
-    transient: bool = False
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    backend = "S3"
 
 
-class S3SecretInvalid(S3Error):
+class S3SecretInvalid(S3Error, SecretInvalid):
     """The awsSecret is missing, has no usable credentials for profile `default`, or names the S3
     server in a way that cannot be used (not a URL, an unknown addressing style)."""
 
-    reason = REASON_SECRET_INVALID
 
-
-class S3AccessDenied(S3Error):
+class S3AccessDenied(S3Error, AccessDenied):
     """The server refused the credentials (unknown key, wrong secret) or the permission."""
 
-    reason = REASON_ACCESS_DENIED
+
+class S3BucketNotFound(S3Error, BucketNotFound):
+    pass
 
 
-class S3BucketNotFound(S3Error):
-    reason = REASON_BUCKET_NOT_FOUND
+class S3ObjectNotFound(S3Error, ObjectNotFound):
+    pass
 
 
-class S3ObjectNotFound(S3Error):
-    reason = REASON_OBJECT_NOT_FOUND
-
-
-class S3ObjectChanged(S3Error):
+class S3ObjectChanged(S3Error, ObjectChanged):
     """The object is not the one asked for by ETag or version id (replaced since; HTTP 412)."""
 
-    reason = REASON_OBJECT_CHANGED
 
-
-class S3Unreachable(S3Error):
+class S3Unreachable(S3Error, Unreachable):
     """No answer (connection refused, timeout) or a server-side error (5xx, throttling)."""
 
-    reason = REASON_UNREACHABLE
-    transient = True
 
-
-class S3LocationInvalid(S3Error):
+class S3LocationInvalid(S3Error, LocationInvalid):
     """The `path` or `endpoint` cannot name an object (no bucket, no key, bad URL)."""
-
-    reason = REASON_LOCATION_INVALID
 
 
 _ACCESS_DENIED_CODES = frozenset({
@@ -154,11 +150,19 @@ _CONNECTION_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-def translate_error(error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> S3Error:
+def translate_error(error: BaseException, *, bucket: str, key: str = "", operation: str = "",
+                    backend: str = "S3") -> S3Error:
     """The `S3Error` for a boto3/botocore failure of `operation` on `bucket`/`key`; looks through
-    boto3's transfer wrappers (S3UploadFailedError) to the error they wrap."""
+    boto3's transfer wrappers (S3UploadFailedError) to the error they wrap. `backend` prefixes the
+    reason (OSS, reached through its S3-compatible API, reports `OSS<kind>`)."""
     if isinstance(error, S3Error):
         return error
+    translated = _translate(error, bucket=bucket, key=key, operation=operation)
+    translated.backend = backend
+    return translated
+
+
+def _translate(error: BaseException, *, bucket: str, key: str, operation: str) -> S3Error:
     where = f"s3://{bucket}/{key}" if key else f"bucket {bucket!r}"
     doing = f"{operation} {where}" if operation else where
     for cause in _causes(error):
@@ -372,27 +376,12 @@ def split_path(path: str) -> tuple[str, str]:
 # The client
 
 
-@dataclass(frozen=True)
-class ObjectInfo:
-    key: str
-    size: int
-    last_modified: datetime
-    etag: str = ""
-    metadata: Mapping[str, str] | None = None
-    version_id: str = ""  # in a versioned bucket; "" otherwise
-
-
-@dataclass(frozen=True)
-class UploadResult:
-    bucket: str
-    key: str
-    size: int
-    etag: str
-
-
 class S3Storage:
     """One S3 endpoint with one set of credentials; safe to share between threads (boto3 clients
     are). Every method raises an `S3Error`, never a boto3 exception."""
+
+    # The reasons' prefix (`OSS` for the OSS storage, which is this class on OSS's S3 API).
+    backend: str = "S3"
 
     def __init__(
         self,
@@ -441,8 +430,11 @@ class S3Storage:
             use_threads=max_concurrency > 1,
         )
 
+    def _translate(self, error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> S3Error:
+        return translate_error(error, bucket=bucket, key=key, operation=operation, backend=self.backend)
+
     def __repr__(self) -> str:
-        return (f"S3Storage(endpoint={self.endpoint or 'AWS'!r}, "
+        return (f"{type(self).__name__}(endpoint={self.endpoint or 'AWS'!r}, "
                 f"addressing_style={self.addressing_style or 'auto'!r})")
 
     @classmethod
@@ -461,7 +453,7 @@ class S3Storage:
         try:
             self.client.head_bucket(Bucket=bucket)
         except Exception as error:
-            raise translate_error(error, bucket=bucket, operation="check") from error
+            raise self._translate(error, bucket=bucket, operation="check") from error
 
     def create_bucket(self, bucket: str) -> None:
         """Create a bucket (tests, demos); one that exists already is fine."""
@@ -471,9 +463,9 @@ class S3Storage:
             code = (error.response.get("Error") or {}).get("Code")
             if code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                 return
-            raise translate_error(error, bucket=bucket, operation="create") from error
+            raise self._translate(error, bucket=bucket, operation="create") from error
         except Exception as error:
-            raise translate_error(error, bucket=bucket, operation="create") from error
+            raise self._translate(error, bucket=bucket, operation="create") from error
 
     def delete_bucket(self, bucket: str) -> None:
         """Delete a bucket and every object in it (tests, demos); one already gone is fine."""
@@ -486,7 +478,7 @@ class S3Storage:
         except botocore.exceptions.ClientError as error:
             if (error.response.get("Error") or {}).get("Code") == "NoSuchBucket":
                 return
-            raise translate_error(error, bucket=bucket, operation="delete") from error
+            raise self._translate(error, bucket=bucket, operation="delete") from error
 
     # --- objects
 
@@ -500,7 +492,7 @@ class S3Storage:
             self.client.upload_file(path, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config,
                                     Callback=progress)
         except Exception as error:
-            raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
+            raise self._translate(error, bucket=bucket, key=key, operation="upload to") from error
         info = self.head(bucket, key)
         return UploadResult(bucket, key, info.size, info.etag)
 
@@ -512,7 +504,7 @@ class S3Storage:
         try:
             self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config)
         except Exception as error:
-            raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
+            raise self._translate(error, bucket=bucket, key=key, operation="upload to") from error
         info = self.head(bucket, key)
         return UploadResult(bucket, key, info.size, info.etag)
 
@@ -530,8 +522,8 @@ class S3Storage:
         except Exception as error:
             _remove_quietly(partial)
             if isinstance(error, OSError) and not isinstance(error, botocore.exceptions.BotoCoreError):
-                raise S3Error(f"download s3://{bucket}/{key} to {path}: {error}") from error
-            raise translate_error(error, bucket=bucket, key=key, operation="download") from error
+                raise S3Error(f"download s3://{bucket}/{key} to {path}: {error}", backend=self.backend) from error
+            raise self._translate(error, bucket=bucket, key=key, operation="download") from error
         return os.path.getsize(path)
 
     def _get_pinned(self, bucket: str, key: str, path: str, *, if_match: str, version_id: str) -> None:
@@ -553,7 +545,7 @@ class S3Storage:
         try:
             answer = self.client.head_object(Bucket=bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
         except Exception as error:
-            raise translate_error(error, bucket=bucket, key=key, operation="read") from error
+            raise self._translate(error, bucket=bucket, key=key, operation="read") from error
         return ObjectInfo(
             key=key, size=int(answer.get("ContentLength", 0)),
             last_modified=_utc(answer.get("LastModified")), etag=str(answer.get("ETag", "")).strip('"'),
@@ -579,7 +571,7 @@ class S3Storage:
                         last_modified=_utc(entry.get("LastModified")), etag=str(entry.get("ETag", "")).strip('"'),
                     ))
         except Exception as error:
-            raise translate_error(error, bucket=bucket, operation=f"list {prefix!r} in") from error
+            raise self._translate(error, bucket=bucket, operation=f"list {prefix!r} in") from error
         return objects
 
     def delete(self, bucket: str, key: str) -> None:
@@ -587,7 +579,7 @@ class S3Storage:
         try:
             self.client.delete_object(Bucket=bucket, Key=key)
         except Exception as error:
-            raise translate_error(error, bucket=bucket, key=key, operation="delete") from error
+            raise self._translate(error, bucket=bucket, key=key, operation="delete") from error
 
 
 def storage_for_location(location: S3Location, namespace: str, read_secret: SecretReader,

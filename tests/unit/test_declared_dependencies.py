@@ -13,7 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("etcd_operator", "etcd_common", "kube_adapter", "operator_runtime", "backup_operator", "restore_operator")
 # import name -> distribution name, where they differ
-DISTRIBUTIONS = {"yaml": "pyyaml", "prometheus_client": "prometheus-client"}
+DISTRIBUTIONS = {"yaml": "pyyaml", "prometheus_client": "prometheus-client",
+                 # namespace packages: azure.core and azure.storage.blob come with azure-storage-blob;
+                 # google.cloud.storage, google.api_core, google.auth and google.oauth2 with google-cloud-storage
+                 "azure": "azure-storage-blob", "google": "google-cloud-storage"}
 
 
 def _imported_modules() -> set[str]:

@@ -25,7 +25,7 @@ from backup_operator.reasons import BackupFailed
 from backup_operator.settings import parse_settings
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
 from etcd_common.api.etcd_backup import parse_etcd_backup
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import S3Location, StorageLocation
 from etcd_common.storage import s3
 from tests.unit.backup_operator.test_taking import FakeStorage
 
@@ -196,9 +196,34 @@ def test_the_secrets_s3_endpoint_is_checked_before_any_request(monkeypatch: pyte
         raise AssertionError("no API read expected")
     env = BackupEnvironment(read_secret=no_api, read_etcd_cluster=no_api, etcd=None,  # type: ignore[arg-type]
                             work_dir=str(tmp_path), endpoint_policy=S3_LISTED)
-    request = BackupRequest(namespace="a", owner="b", location=S3Location(path="bucket/key", aws_secret="aws"),
+    request = BackupRequest(namespace="a", owner="b", location=StorageLocation("S3", s3=S3Location(path="bucket/key", aws_secret="aws")),
                             endpoints=("http://c-client.a.svc:2379",))
     with pytest.raises(BackupFailed) as failure:
         take_backup(request, env, logging.getLogger("test"))
     assert failure.value.reason == reasons.ENDPOINT_NOT_ALLOWED
     assert "endpoint_url of secret aws" in failure.value.message and "169.254.169.254" in failure.value.message
+
+
+@pytest.mark.parametrize("storage, policy, refused_fragment", [
+    ({"storageType": "ABS", "abs": {"path": "c/k", "absSecret": "azure", "endpoint": "http://169.254.169.254"}},
+     S3_LISTED, "spec.abs.endpoint 'http://169.254.169.254': host 169.254.169.254 is not in"),
+    ({"storageType": "ABS", "abs": {"path": "c/k", "absSecret": "azure",
+                                    "endpoint": "https://acct.blob.core.windows.net"}}, S3_LISTED, None),
+    ({"storageType": "GCS", "gcs": {"path": "b/k", "endpoint": "http://10.0.0.1:4443"}}, S3_LISTED,
+     "spec.gcs.endpoint"),
+    ({"storageType": "GCS", "gcs": {"path": "b/k"}}, S3_LISTED, None),
+    ({"storageType": "OSS", "oss": {"path": "b/k", "ossSecret": "ali", "endpoint": "http://minio.other:9000"}},
+     S3_LISTED, "nor one of Alibaba Cloud's"),
+    ({"storageType": "OSS", "oss": {"path": "b/k", "ossSecret": "ali", "endpoint": "oss-cn-beijing.aliyuncs.com"}},
+     S3_LISTED, None),
+    ({"storageType": "OSS", "oss": {"path": "b/k", "ossSecret": "ali", "endpoint": "http://u:p@host"}}, OWN,
+     "must not carry user information"),
+])
+def test_the_allow_list_covers_every_object_store(storage: dict[str, Any], policy: EndpointPolicy,
+                                                  refused_fragment: str | None) -> None:
+    action = plan_next_action(observed({"etcdCluster": {"name": "c"}, **storage}), policy)
+    if refused_fragment is None:
+        assert isinstance(action, TakeBackup), action
+    else:
+        assert isinstance(action, RejectSpec) and action.reason == reasons.ENDPOINT_NOT_ALLOWED, action
+        assert refused_fragment in action.message, action.message

@@ -135,5 +135,5 @@ def test_flags_override_the_template_and_the_environment_gives_defaults(
     request = oneshot.build_request(parser.parse_args(["--namespace", "ns", "--from-backup", "nightly",
                                                        "--s3-path", "bucket/override"]), template)
     assert request.location.path == "bucket/override"  # the flag given wins
-    assert request.location.aws_secret == "aws" and request.endpoints == ("http://127.0.0.1:2379",)
+    assert request.location.secret == "aws" and request.endpoints == ("http://127.0.0.1:2379",)
     assert (request.max_backups, request.timeout_seconds, request.periodic) == (5, 90.0, True)

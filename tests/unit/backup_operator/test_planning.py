@@ -16,7 +16,8 @@ from etcd_common.api.etcd_backup import parse_etcd_backup
 NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 PERIODIC = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
             "backupPolicy": {"backupIntervalInSecond": 600}}
-OSS = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "OSS", "oss": {"path": "b/k"}}
+# No etcd source: a spec that cannot be acted on (on OSS, as good a storage as S3 now).
+NO_SOURCE = {"storageType": "OSS", "oss": {"path": "b/k"}}
 
 
 NOTHING_RECORDED = RecordedBackup()
@@ -33,11 +34,11 @@ def attempted(ago: float, *, generation: int = 1, reason: str = "") -> RecordedB
 
 
 @pytest.mark.parametrize("case, seen, expected", [
-    ("unsupported storage: rejected", observed(OSS), RejectSpec),
-    ("unsupported storage, reported for this generation: done",
-     observed(OSS, attempted(10, reason=reasons.UNSUPPORTED_STORAGE_TYPE)), Done),
-    ("unsupported storage, reported for an older generation: rejected again",
-     observed(OSS, attempted(10, reason=reasons.UNSUPPORTED_STORAGE_TYPE), generation=2), RejectSpec),
+    ("spec without an etcd source: rejected", observed(NO_SOURCE), RejectSpec),
+    ("bad spec, reported for this generation: done",
+     observed(NO_SOURCE, attempted(10, reason=reasons.INVALID_SPEC)), Done),
+    ("bad spec, reported for an older generation: rejected again",
+     observed(NO_SOURCE, attempted(10, reason=reasons.INVALID_SPEC), generation=2), RejectSpec),
     ("no spec: rejected", observed(None), RejectSpec),
     ("first backup: now", observed(PERIODIC), TakeBackup),
     ("periodic, taken 100 s ago: wait", observed(PERIODIC, attempted(100)), Wait),

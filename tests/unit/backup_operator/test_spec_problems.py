@@ -24,12 +24,11 @@ S3 = {"path": "bucket/key", "awsSecret": "aws"}
     (None, reasons.INVALID_SPEC, "spec is required"),
     ({"storageType": "S3"}, reasons.INVALID_SPEC, "spec.s3 is missing"),
     ({"storageType": "S3", "s3": S3}, reasons.INVALID_SPEC, "etcdEndpoints or spec.etcdCluster.name"),
-    ({"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e-client.ns.svc:2379"], "etcdCluster": {"name": "c"}},
+    ({"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e-client.ns.svc:2379"], "etcdCluster": {"name": "example"}},
      reasons.INVALID_SPEC, "mutually exclusive"),
-    ({"storageType": "GCS", "gcs": {"path": "b/k"}, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
-     reasons.UNSUPPORTED_STORAGE_TYPE, "GCS"),
-    ({"storageType": "ABS", "abs": {"path": "b/k"}, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
-     reasons.UNSUPPORTED_STORAGE_TYPE, "use S3"),
+    ({"storageType": "GCS", "gcs": {"path": "b/k"}}, reasons.INVALID_SPEC, "etcdEndpoints or spec.etcdCluster.name"),
+    ({"storageType": "ABS", "s3": S3, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
+     reasons.INVALID_SPEC, "spec.abs is missing"),
     ({"storageType": "S3", "s3": S3, "etcdCluster": {}}, reasons.INVALID_SPEC, "spec.etcdCluster.name is required"),
 ])
 def test_specs_that_cannot_be_acted_on(spec: Any, reason: str, fragment: str) -> None:
@@ -40,6 +39,10 @@ def test_specs_that_cannot_be_acted_on(spec: Any, reason: str, fragment: str) ->
 @pytest.mark.parametrize("spec", [
     {"storageType": "S3", "s3": S3, "etcdEndpoints": ["http://e-client.ns.svc:2379"]},
     {"storageType": "S3", "s3": S3, "etcdCluster": {"name": "example"}},
+    {"storageType": "ABS", "abs": {"path": "container/key", "absSecret": "azure"}, "etcdCluster": {"name": "example"}},
+    {"storageType": "GCS", "gcs": {"path": "bucket/key"}, "etcdCluster": {"name": "example"}},
+    {"storageType": "OSS", "oss": {"path": "bucket/key", "ossSecret": "ali", "endpoint": "oss-cn-beijing.aliyuncs.com"},
+     "etcdCluster": {"name": "example"}},
 ])
 def test_good_specs_have_no_problem(spec: Any) -> None:
     parsed = parse_etcd_backup(backup(spec))
@@ -69,3 +72,20 @@ def test_one_shot_command_needs_a_source_and_a_destination(argv: list[str]) -> N
     with pytest.raises(BackupFailed) as failed:
         build_request(build_parser().parse_args(argv), None)
     assert failed.value.reason == reasons.INVALID_SPEC
+
+
+def test_one_shot_command_on_another_store() -> None:
+    template = backup({"storageType": "S3", "s3": S3, "etcdCluster": {"name": "example"}})
+    args = build_parser().parse_args(["--namespace", "ns", "--from-backup", "b", "--abs-path", "container/etcd",
+                                      "--abs-secret", "azure", "--abs-endpoint", "http://127.0.0.1:10000/acct"])
+    request = build_request(args, template)
+    assert request.location.storage_type == "ABS" and request.location.s3 is None
+    assert (request.location.path, request.location.secret, request.location.endpoint) == (
+        "container/etcd", "azure", "http://127.0.0.1:10000/acct")
+    gcs_template = backup({"storageType": "GCS", "gcs": {"path": "b/k", "gcpSecret": "gcp"},
+                           "etcdCluster": {"name": "example"}})
+    request = build_request(build_parser().parse_args(["--from-backup", "b", "--gcs-path", "b/other"]), gcs_template)
+    assert (request.location.storage_type, request.location.path, request.location.secret) == ("GCS", "b/other", "gcp")
+    with pytest.raises(BackupFailed, match="only one of --s3-path, --oss-path"):
+        build_request(build_parser().parse_args(["--s3-path", "b/k", "--oss-path", "b/k", "--etcd-cluster", "c"]),
+                      None)

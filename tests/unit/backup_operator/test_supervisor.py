@@ -61,14 +61,13 @@ def result() -> BackupResult:
                         started=NOW, duration_seconds=1.0)
 
 
-def test_unsupported_storage_is_reported_once_per_generation() -> None:
-    supervisor, api, events, metrics = make_supervisor({"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "OSS",
-                                                        "oss": {"path": "b/k"}})
+def test_a_spec_problem_is_reported_once_per_generation() -> None:
+    supervisor, api, events, metrics = make_supervisor({"storageType": "OSS", "oss": {"path": "b/k"}})
     assert supervisor.reconcile_once() == IDLE_SECONDS
     assert supervisor.reconcile_once() == IDLE_SECONDS
-    assert len(api.patches) == 1 and api.patches[0]["lastResult"] == reasons.UNSUPPORTED_STORAGE_TYPE
-    assert events.recorded == [("Warning", reasons.UNSUPPORTED_STORAGE_TYPE, api.patches[0]["conditions"][0]["message"])]
-    assert metrics.failures_total.labels(reason=reasons.UNSUPPORTED_STORAGE_TYPE)._value.get() == 1
+    assert len(api.patches) == 1 and api.patches[0]["lastResult"] == reasons.INVALID_SPEC
+    assert events.recorded == [("Warning", reasons.INVALID_SPEC, api.patches[0]["conditions"][0]["message"])]
+    assert metrics.failures_total.labels(reason=reasons.INVALID_SPEC)._value.get() == 1
 
 
 def test_success_writes_status_event_metrics_and_sleeps_one_interval(monkeypatch: pytest.MonkeyPatch) -> None:

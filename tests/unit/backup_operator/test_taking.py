@@ -16,7 +16,7 @@ import pytest
 from backup_operator import reasons
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.storage import s3
 
@@ -146,7 +146,7 @@ def etcdutl_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def request(endpoints: tuple[str, ...] = (A,), **overrides: Any) -> BackupRequest:
-    return BackupRequest(namespace="ns", owner="b", location=S3Location(path="bucket/etcd.backup"),
+    return BackupRequest(namespace="ns", owner="b", location=StorageLocation("S3", s3=S3Location(path="bucket/etcd.backup")),
                          endpoints=endpoints, **overrides)
 
 

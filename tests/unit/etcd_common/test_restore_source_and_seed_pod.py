@@ -37,7 +37,7 @@ def test_restore_source_round_trips() -> None:
 
 @pytest.mark.parametrize("raw, fragment", [
     ({**RESTORE, "sha256": "nothex"}, "spec.restore.sha256"),
-    ({**RESTORE, "backupStorageType": "GCS", "gcs": {"path": "b/k"}}, "only S3"),
+    ({**RESTORE, "backupStorageType": "GCS", "gcs": {"path": "bucket-only"}}, "spec.restore.gcs.path"),
     ({**RESTORE, "s3": {"path": "bucket-only"}}, "<bucket>/<key>"),
     ({k: v for k, v in RESTORE.items() if k != "sha256"}, "spec.restore.sha256 is required"),
 ])
@@ -158,3 +158,32 @@ def test_the_seed_fetches_the_object_verified_only() -> None:
     assert "--etag=etag-1" in fetch["args"] and "--version-id=v7" in fetch["args"]
     unpinned = seed_pod(cluster())["spec"]["initContainers"][0]
     assert not any(arg.startswith(("--etag", "--version-id")) for arg in unpinned["args"])
+
+
+@pytest.mark.parametrize("storage_type, section, secret_field", [
+    ("ABS", {"path": "container/snap.db", "absSecret": "azure", "endpoint": "http://127.0.0.1:10000/acct"},
+     "absSecret"),
+    ("GCS", {"path": "bucket/snap.db", "gcpSecret": "gcp"}, "gcpSecret"),
+    ("OSS", {"path": "bucket/snap.db", "ossSecret": "ali", "endpoint": "https://oss-cn-beijing.aliyuncs.com"},
+     "ossSecret"),
+])
+def test_other_stores_round_trip_and_seed_from_their_mounted_secret(storage_type: str, section: dict[str, Any],
+                                                                    secret_field: str) -> None:
+    name = storage_type.lower()
+    restore = {"backupStorageType": storage_type, name: section, "sha256": SHA, "versionId": "1700000000000001"}
+    source = parse_restore_source(restore)
+    assert source is not None and source.s3 is None and source.location.path == section["path"]
+    assert parse_restore_source(restore_source_to_api(source)) == source
+    assert restore_source_to_api(source)[name] == section
+    pod = seed_pod(cluster(restore))
+    fetch = pod["spec"]["initContainers"][0]
+    assert f"--storage-type={storage_type}" in fetch["args"] and f"--path={section['path']}" in fetch["args"]
+    assert "--secret-dir=/etc/etcd-restore/secret" in fetch["args"]
+    assert "--version-id=1700000000000001" in fetch["args"]
+    assert not any(arg.startswith("--s3-path") for arg in fetch["args"])
+    assert [arg for arg in fetch["args"] if arg.startswith("--endpoint=")] == (
+        [f"--endpoint={section['endpoint']}"] if "endpoint" in section else [])
+    assert {"name": "restore-storage-credentials", "mountPath": "/etc/etcd-restore/secret",
+            "readOnly": True} in fetch["volumeMounts"]
+    assert {"name": "restore-storage-credentials", "secret": {"secretName": section[secret_field]}} in (
+        pod["spec"]["volumes"])

@@ -152,3 +152,19 @@ def test_no_aws_secret_fails_before_anything_is_downloaded() -> None:
     action = plan_next_action(unverified, POLICY)
     assert isinstance(action, a.Fail) and action.reason == pf.REASON_SEED_WITHOUT_CREDENTIALS
     assert "spec.s3.awsSecret" in action.message
+
+
+@pytest.mark.parametrize("storage_type, section, fragment", [
+    ("ABS", {"path": "container/snap.db"}, "spec.abs.absSecret is empty: the seed pod that fetches "
+                                           "abs://container/snap.db would have no credentials"),
+    ("GCS", {"path": "bucket/snap.db"}, "`access-token` or `credentials.json` in spec.gcs.gcpSecret"),
+    ("OSS", {"path": "bucket/snap.db"}, "`accessKeyID` and `accessKeySecret` in spec.oss.ossSecret"),
+])
+def test_other_stores_need_a_secret_for_the_seed(storage_type: str, section: dict[str, Any], fragment: str) -> None:
+    raw = {"metadata": {"namespace": "ns", "name": "r", "uid": "u", "generation": 1},
+           "spec": {"etcdCluster": {"name": "c"}, "backupStorageType": storage_type, storage_type.lower(): section}}
+    problem = pf.seed_credentials_problem(parse_etcd_restore(raw))
+    assert problem is not None and problem.reason == pf.REASON_SEED_WITHOUT_CREDENTIALS and fragment in problem.message
+    with_secret = {**section, {"ABS": "absSecret", "GCS": "gcpSecret", "OSS": "ossSecret"}[storage_type]: "s"}
+    raw["spec"][storage_type.lower()] = with_secret
+    assert pf.seed_credentials_problem(parse_etcd_restore(raw)) is None

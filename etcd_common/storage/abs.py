@@ -1,0 +1,418 @@
+"""Azure Blob Storage (ABS) as the backup and restore operators use it: the CoreOS `absSecret`
+read into credentials, block blobs uploaded and downloaded in blocks with the azure-storage-blob
+SDK, and its failures mapped to the `objects` error classes (reasons `ABS<kind>`).
+
+The secret has CoreOS's keys: `storage-account` and `storage-key` (the account's shared key),
+optional `cloud` (a go-autorest environment name, AzurePublicCloud when absent). An addition:
+optional `endpoint`, the blob service URL itself (`http://127.0.0.1:10000/devstoreaccount1` for
+Azurite, or Azure Stack), which wins over `cloud`; the spec's `abs.endpoint` wins over both.
+
+Uploads stage blocks of BLOCK_SIZE_BYTES (at most MAX_CONCURRENCY in flight, read from disk or
+the stream as they are sent) and commit the block list last: the blob appears only once whole,
+and memory stays flat in the snapshot's size. Downloads go chunk by chunk to a file beside the
+target, renamed once complete. Metadata names must be C# identifiers on ABS, so `-` in a name is
+stored as `_` and read back as `-` (the operators' names have no `_`).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO, Any, Final
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.storage.blob import BlobBlock, BlobServiceClient
+
+from etcd_common.api.storage_locations import OtherLocation
+from etcd_common.storage.objects import (
+    AccessDenied,
+    BucketNotFound,
+    LocationInvalid,
+    ObjectChanged,
+    ObjectInfo,
+    ObjectNotFound,
+    SecretInvalid,
+    StorageError,
+    Unreachable,
+    UploadResult,
+)
+from kube_adapter.errors import KubeError, NotFound
+
+BACKEND: Final = "ABS"
+# Keys of the absSecret (CoreOS `AzureSecretStorageAccount`, `AzureSecretStorageKey`,
+# `AzureCloudKey`), and this project's `endpoint`.
+SECRET_STORAGE_ACCOUNT: Final = "storage-account"
+SECRET_STORAGE_KEY: Final = "storage-key"
+SECRET_CLOUD: Final = "cloud"
+SECRET_ENDPOINT: Final = "endpoint"
+# go-autorest environment names (upper-cased, as it compares them) -> storage endpoint suffix.
+CLOUD_SUFFIXES: Final[Mapping[str, str]] = {
+    "AZUREPUBLICCLOUD": "core.windows.net",
+    "AZUREUSGOVERNMENTCLOUD": "core.usgovcloudapi.net",
+    "AZURECHINACLOUD": "core.chinacloudapi.cn",
+    "AZUREGERMANCLOUD": "core.cloudapi.de",
+}
+
+BLOCK_SIZE_BYTES: Final = 8 * 1024 * 1024
+MAX_CONCURRENCY: Final = 4
+DOWNLOAD_CHUNK_BYTES: Final = 4 * 1024 * 1024
+CONNECT_TIMEOUT_SECONDS: Final = 5.0
+READ_TIMEOUT_SECONDS: Final = 60.0
+MAX_ATTEMPTS: Final = 3
+
+SecretReader = Callable[[str, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class AbsCredentials:
+    account: str
+    key: str = ""
+    cloud: str = ""
+    endpoint: str = ""
+
+    def __repr__(self) -> str:  # never log a secret
+        return f"AbsCredentials(account={self.account!r}, cloud={self.cloud!r}, endpoint={self.endpoint!r})"
+
+    @property
+    def account_url(self) -> str:
+        """The blob service URL: `endpoint` if set, else the cloud's."""
+        if self.endpoint:
+            return self.endpoint
+        suffix = CLOUD_SUFFIXES[(self.cloud or "AzurePublicCloud").upper()]
+        return f"https://{self.account}.blob.{suffix}"
+
+
+def _secret_values(secret: Mapping[str, Any], where: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name, encoded in (secret.get("data") or {}).items():
+        try:
+            values[name] = base64.b64decode(encoded, validate=True).decode("utf-8").strip()
+        except (binascii.Error, ValueError, UnicodeDecodeError) as error:
+            raise SecretInvalid(f"{where}: key {name!r} is not base64 of UTF-8 text", backend=BACKEND) from error
+    values.update({name: str(value).strip() for name, value in (secret.get("stringData") or {}).items()})
+    return values
+
+
+def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "absSecret") -> AbsCredentials:
+    """The credentials in an absSecret (API dict); SecretInvalid naming the key that is wrong."""
+    values = _secret_values(secret, where)
+    missing = [key for key in (SECRET_STORAGE_ACCOUNT, SECRET_STORAGE_KEY) if not values.get(key)]
+    if missing:
+        present = ", ".join(sorted(values)) or "none"
+        raise SecretInvalid(f"{where} lacks {' and '.join(repr(k) for k in missing)} (keys present: {present})",
+                            backend=BACKEND)
+    try:
+        base64.b64decode(values[SECRET_STORAGE_KEY], validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise SecretInvalid(f"{where}: key {SECRET_STORAGE_KEY!r} is not an account key (base64 text)",
+                            backend=BACKEND) from error
+    cloud = values.get(SECRET_CLOUD, "")
+    if cloud and cloud.upper() not in CLOUD_SUFFIXES:
+        raise SecretInvalid(f"{where}: key {SECRET_CLOUD!r} = {cloud!r} is not one of "
+                            "AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud, AzureGermanCloud",
+                            backend=BACKEND)
+    endpoint = values.get(SECRET_ENDPOINT, "")
+    if endpoint:
+        endpoint = normalize_endpoint(endpoint, where=f"{where}: key {SECRET_ENDPOINT!r}", error=SecretInvalid)
+    return AbsCredentials(values[SECRET_STORAGE_ACCOUNT], values[SECRET_STORAGE_KEY], cloud, endpoint)
+
+
+def read_abs_credentials(read_secret: SecretReader, namespace: str, secret_name: str,
+                         *, field: str = "spec.abs.absSecret") -> AbsCredentials:
+    where = f"secret {namespace}/{secret_name} ({field})"
+    try:
+        secret = read_secret(namespace, secret_name)
+    except NotFound as error:
+        raise SecretInvalid(f"{where} does not exist", backend=BACKEND) from error
+    except KubeError:
+        raise
+    return credentials_from_secret(secret, where=where)
+
+
+def normalize_endpoint(endpoint: str, *, where: str = "spec.abs.endpoint",
+                       error: type[StorageError] = LocationInvalid) -> str:
+    """A blob service URL, checked: http(s), a host; a bare `host[:port]/path` gets https://."""
+    endpoint = endpoint.strip()
+    if "://" not in endpoint:
+        endpoint = f"https://{endpoint}"
+    try:
+        parts = urllib.parse.urlsplit(endpoint)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise error(f"{where} {endpoint!r} is not an http:// or https:// URL of a blob service", backend=BACKEND)
+    return endpoint.rstrip("/")
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """`path` "<container>/<blob>" -> (container, blob name)."""
+    container, _, name = path.strip().lstrip("/").partition("/")
+    if not container or not name:
+        raise LocationInvalid(f"path {path!r} must be \"<container>/<blob>\"", backend=BACKEND)
+    return container, name
+
+
+def translate_error(error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> StorageError:
+    """The StorageError for an azure-core failure of `operation` on container `bucket`/blob `key`."""
+    if isinstance(error, StorageError):
+        return error
+    where = f"abs://{bucket}/{key}" if key else f"container {bucket!r}"
+    doing = f"{operation} {where}" if operation else where
+    code = str(getattr(error, "error_code", "") or "")
+    status = int(getattr(error, "status_code", 0) or 0)
+    text = str(getattr(error, "reason", "") or code or error).splitlines()[0]
+    if isinstance(error, ResourceModifiedError) or code == "ConditionNotMet" or status == 412:
+        return ObjectChanged(f"{doing}: the blob is not the one asked for (ETag or version changed: replaced since)",
+                             backend=BACKEND)
+    if code == "ContainerNotFound" or (status == 404 and not key):
+        return BucketNotFound(f"{doing}: container {bucket!r} does not exist", backend=BACKEND)
+    if isinstance(error, ResourceNotFoundError) or code in ("BlobNotFound", "ResourceNotFound") or status == 404:
+        return ObjectNotFound(f"{doing}: no such blob", backend=BACKEND)
+    if isinstance(error, ClientAuthenticationError) or status in (401, 403):
+        return AccessDenied(f"{doing}: access denied ({code or status}: {text}); check storage-account and "
+                            "storage-key in the absSecret and their permissions", backend=BACKEND)
+    if isinstance(error, (ServiceRequestError, ServiceResponseError)):
+        return Unreachable(f"{doing}: cannot reach the blob service: {text}", backend=BACKEND)
+    if isinstance(error, HttpResponseError) and (status >= 500 or status == 429):
+        return Unreachable(f"{doing}: server error ({code or status}: {text})", backend=BACKEND)
+    if isinstance(error, OSError):
+        return StorageError(f"{doing}: {error}", backend=BACKEND)
+    return StorageError(f"{doing}: {code or status or type(error).__name__}: {text}", backend=BACKEND)
+
+
+def _to_abs_metadata(metadata: Mapping[str, str] | None) -> dict[str, str] | None:
+    return {name.replace("-", "_"): value for name, value in metadata.items()} if metadata else None
+
+
+def _from_abs_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    return {name.replace("_", "-"): value for name, value in (metadata or {}).items()}
+
+
+class AbsStorage:
+    """One storage account's blob service; safe to share between threads."""
+
+    backend: str = BACKEND
+
+    def __init__(self, credentials: AbsCredentials, *, endpoint: str = "",
+                 block_size_bytes: int = BLOCK_SIZE_BYTES, max_concurrency: int = MAX_CONCURRENCY,
+                 connect_timeout_seconds: float = CONNECT_TIMEOUT_SECONDS,
+                 read_timeout_seconds: float = READ_TIMEOUT_SECONDS, max_attempts: int = MAX_ATTEMPTS) -> None:
+        self.endpoint = normalize_endpoint(endpoint) if endpoint else credentials.account_url
+        self.block_size_bytes = block_size_bytes
+        self.max_concurrency = max(1, max_concurrency)
+        self.client = BlobServiceClient(
+            self.endpoint, credential={"account_name": credentials.account, "account_key": credentials.key},
+            connection_timeout=connect_timeout_seconds, read_timeout=read_timeout_seconds,
+            retry_total=max(0, max_attempts - 1), retry_connect=max(0, max_attempts - 1),
+            max_chunk_get_size=DOWNLOAD_CHUNK_BYTES, max_single_get_size=DOWNLOAD_CHUNK_BYTES,
+        )
+
+    def __repr__(self) -> str:
+        return f"AbsStorage(endpoint={self.endpoint!r})"
+
+    # --- containers
+
+    def check_bucket(self, bucket: str) -> None:
+        try:
+            self.client.get_container_client(bucket).get_container_properties()
+        except (AzureError, OSError) as error:
+            raise translate_error(error, bucket=bucket, operation="check") from error
+
+    def create_bucket(self, bucket: str) -> None:
+        try:
+            self.client.create_container(bucket)
+        except ResourceExistsError:
+            return
+        except (AzureError, OSError) as error:
+            raise translate_error(error, bucket=bucket, operation="create") from error
+
+    def delete_bucket(self, bucket: str) -> None:
+        try:
+            self.client.delete_container(bucket)
+        except ResourceNotFoundError:
+            return
+        except (AzureError, OSError) as error:
+            raise translate_error(error, bucket=bucket, operation="delete") from error
+
+    # --- blobs
+
+    def upload_file(self, bucket: str, key: str, path: str, *, metadata: Mapping[str, str] | None = None,
+                    progress: Callable[[int], None] | None = None) -> UploadResult:
+        """Upload the file at `path` block by block; `progress` is called after each staged block
+        (raising from it stops the upload before the block list is committed)."""
+        with open(path, "rb") as stream:
+            return self._upload(bucket, key, stream, metadata=metadata, progress=progress)
+
+    def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
+                      metadata: Mapping[str, str] | None = None) -> UploadResult:
+        return self._upload(bucket, key, stream, metadata=metadata, progress=None)
+
+    def _upload(self, bucket: str, key: str, stream: IO[bytes], *, metadata: Mapping[str, str] | None,
+                progress: Callable[[int], None] | None) -> UploadResult:
+        blob = self.client.get_blob_client(bucket, key)
+        prefix = uuid.uuid4().hex  # block ids of this upload only; uncommitted ones expire
+        block_ids: list[str] = []
+        in_flight: set[Future[None]] = set()
+        lock = threading.Lock()
+
+        def stage(block_id: str, data: bytes) -> None:
+            blob.stage_block(block_id, data, length=len(data))
+            if progress is not None:
+                with lock:
+                    progress(len(data))
+
+        try:
+            with ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="abs-upload") as pool:
+                try:
+                    for index, data in enumerate(_blocks(stream, self.block_size_bytes)):
+                        block_id = base64.b64encode(f"{prefix}-{index:08d}".encode()).decode()
+                        block_ids.append(block_id)
+                        in_flight.add(pool.submit(stage, block_id, data))
+                        if len(in_flight) >= self.max_concurrency:  # at most so many blocks in memory
+                            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                            for future in done:
+                                future.result()
+                    for future in in_flight:
+                        future.result()
+                except BaseException:
+                    for future in in_flight:
+                        future.cancel()
+                    raise
+            blob.commit_block_list([BlobBlock(block_id=block_id) for block_id in block_ids],
+                                   metadata=_to_abs_metadata(metadata))
+        except (AzureError, OSError) as error:
+            raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
+        except StorageError:
+            raise
+        except Exception as error:  # the progress callback refused: no blob was committed
+            raise StorageError(f"upload to abs://{bucket}/{key} stopped: {error}", backend=BACKEND) from error
+        info = self.head(bucket, key)
+        return UploadResult(bucket, key, info.size, info.etag)
+
+    def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
+        partial = f"{path}.part"
+        options: dict[str, Any] = {}
+        if if_match:
+            options.update(etag=if_match.strip('"'), match_condition=MatchConditions.IfNotModified)
+        if version_id:
+            options["version_id"] = version_id
+        try:
+            downloader = self.client.get_blob_client(bucket, key).download_blob(**options)
+            with open(partial, "wb") as out:
+                for chunk in downloader.chunks():
+                    out.write(chunk)
+            os.replace(partial, path)
+        except (AzureError, OSError) as error:
+            _remove_quietly(partial)
+            raise translate_error(error, bucket=bucket, key=key, operation="download") from error
+        return os.path.getsize(path)
+
+    def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo:
+        try:
+            properties = self.client.get_blob_client(bucket, key).get_blob_properties(version_id=version_id or None)
+        except (AzureError, OSError) as error:
+            raise self._not_found_in(error, bucket, key, "read") from error
+        return ObjectInfo(key=key, size=int(properties.size or 0), last_modified=_utc(properties.last_modified),
+                          etag=str(properties.etag or "").strip('"'), metadata=_from_abs_metadata(properties.metadata),
+                          version_id=str(properties.version_id or ""))
+
+    def exists(self, bucket: str, key: str) -> bool:
+        try:
+            self.head(bucket, key)
+        except ObjectNotFound:
+            return False
+        return True
+
+    def list(self, bucket: str, prefix: str = "") -> list[ObjectInfo]:
+        try:
+            return [ObjectInfo(key=str(item.name), size=int(item.size or 0), last_modified=_utc(item.last_modified),
+                               etag=str(item.etag or "").strip('"'))
+                    for item in self.client.get_container_client(bucket).list_blobs(name_starts_with=prefix or None)]
+        except (AzureError, OSError) as error:
+            raise translate_error(error, bucket=bucket, operation=f"list {prefix!r} in") from error
+
+    def delete(self, bucket: str, key: str) -> None:
+        try:
+            self.client.get_blob_client(bucket, key).delete_blob()
+        except (AzureError, OSError) as error:
+            translated = self._not_found_in(error, bucket, key, "delete")
+            if isinstance(translated, ObjectNotFound):
+                return
+            raise translated from error
+
+    def _not_found_in(self, error: BaseException, bucket: str, key: str, operation: str) -> StorageError:
+        """A HEAD's 404 has no error code: tell a missing container from a missing blob."""
+        translated = translate_error(error, bucket=bucket, key=key, operation=operation)
+        if isinstance(translated, ObjectNotFound) and not getattr(error, "error_code", None):
+            try:
+                self.check_bucket(bucket)
+            except BucketNotFound as missing:
+                return missing
+            except StorageError:
+                pass
+        return translated
+
+
+def storage_for_location(location: OtherLocation, namespace: str, read_secret: SecretReader,
+                         **options: Any) -> AbsStorage:
+    """The AbsStorage for a spec's `abs` section with its absSecret's credentials (required: ABS
+    has no ambient credentials here)."""
+    if not location.secret:
+        raise SecretInvalid("spec.abs.absSecret is required (a secret with storage-account and storage-key)",
+                            backend=BACKEND)
+    credentials = read_abs_credentials(read_secret, namespace, location.secret)
+    return AbsStorage(credentials, endpoint=location.endpoint, **options)
+
+
+def _blocks(stream: IO[bytes], size: int) -> Iterator[bytes]:
+    """The stream in blocks of `size` bytes (the last may be shorter; none for an empty stream,
+    whose empty block list commits an empty blob)."""
+    while True:
+        data = _read_full(stream, size)
+        if data:
+            yield data
+        if len(data) < size:
+            return
+
+
+def _read_full(stream: IO[bytes], size: int) -> bytes:
+    parts: list[bytes] = []
+    left = size
+    while left > 0:
+        data = stream.read(left)
+        if not data:
+            break
+        parts.append(data)
+        left -= len(data)
+    return b"".join(parts)
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(0, tz=UTC)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,137 @@
+"""What every object store looks like to the backup and restore operators: the error classes
+whose `reason` goes into an object's status (prefixed with the store: `S3AccessDenied`,
+`ABSSecretInvalid`, `GCSBucketNotFound`), what a listing and an upload return, and the
+`ObjectStorage` protocol that `s3.S3Storage`, `abs.AbsStorage` and `gcs.GcsStorage` implement.
+
+A "bucket" is an S3, GCS or OSS bucket or an Azure Blob Storage container; a "key" is an object
+or blob name inside it. Every method raises a `StorageError`, never an SDK's exception."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, ClassVar, Protocol
+
+
+class StorageError(Exception):
+    """An object-store operation failed. `reason` is `<backend><kind>` (CamelCase, for status
+    conditions and metrics); the message says what happened to which bucket or object."""
+
+    kind: ClassVar[str] = "Failed"
+    # Worth retrying as it is (the server or the network), rather than needing a fix by a person.
+    transient: ClassVar[bool] = False
+    backend: str = "Storage"
+
+    def __init__(self, message: str, *, backend: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if backend is not None:
+            self.backend = backend
+
+    @property
+    def reason(self) -> str:
+        return f"{self.backend}{self.kind}"
+
+
+class SecretInvalid(StorageError):
+    """The credentials secret is missing, lacks a key, or a key's value cannot be used."""
+
+    kind = "SecretInvalid"
+
+
+class AccessDenied(StorageError):
+    """The server refused the credentials or the permission."""
+
+    kind = "AccessDenied"
+
+
+class BucketNotFound(StorageError):
+    kind = "BucketNotFound"
+
+
+class ObjectNotFound(StorageError):
+    kind = "ObjectNotFound"
+
+
+class ObjectChanged(StorageError):
+    """The object is not the one asked for by ETag, version id or generation (replaced since)."""
+
+    kind = "ObjectChanged"
+
+
+class Unreachable(StorageError):
+    """No answer (connection refused, timeout) or a server-side error (5xx, throttling)."""
+
+    kind = "Unreachable"
+    transient = True
+
+
+class LocationInvalid(StorageError):
+    """The `path` or `endpoint` cannot name an object (no bucket, no key, bad URL)."""
+
+    kind = "LocationInvalid"
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    last_modified: datetime
+    etag: str = ""
+    metadata: Mapping[str, str] | None = None
+    # The object's version where the store keeps several: an S3 version id, an ABS version id,
+    # a GCS generation; "" otherwise.
+    version_id: str = ""
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    bucket: str
+    key: str
+    size: int
+    etag: str
+
+
+class ObjectStorage(Protocol):
+    """One object store with one set of credentials, safe to share between threads. Uploads and
+    downloads stream: memory does not grow with the object's size."""
+
+    endpoint: str
+
+    def check_bucket(self, bucket: str) -> None: ...
+
+    def create_bucket(self, bucket: str) -> None: ...
+
+    def delete_bucket(self, bucket: str) -> None: ...
+
+    def upload_file(self, bucket: str, key: str, path: str, *, metadata: Mapping[str, str] | None = None,
+                    progress: Callable[[int], None] | None = None) -> UploadResult:
+        """`progress(bytes)` is called as parts are sent; raising from it stops the upload, and
+        no object appears when it raises once every byte was handed over."""
+        ...
+
+    def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
+                      metadata: Mapping[str, str] | None = None) -> UploadResult: ...
+
+    def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
+        """Download to `path` (a failed download leaves nothing there); returns the size. With
+        `if_match` (an ETag) or `version_id`, that object or ObjectChanged."""
+        ...
+
+    def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo: ...
+
+    def exists(self, bucket: str, key: str) -> bool: ...
+
+    def list(self, bucket: str, prefix: str = "") -> list[ObjectInfo]: ...
+
+    def delete(self, bucket: str, key: str) -> None:
+        """Delete one object; one already gone is fine."""
+        ...
+
+
+def split_path(path: str, *, backend: str = "S3", bucket_word: str = "bucket") -> tuple[str, str]:
+    """CoreOS's `path` "<bucket>/<key>" -> (bucket, key); raises LocationInvalid without both."""
+    bucket, _, key = path.strip().lstrip("/").partition("/")
+    if not bucket or not key:
+        raise LocationInvalid(f"path {path!r} must be \"<{bucket_word}>/<key>\"", backend=backend)
+    return bucket, key
