@@ -47,7 +47,7 @@ imports: deps
 	$(VENV)/bin/lint-imports
 
 ## The operators' image, built from the Dockerfile with buildah (no daemon; installed from Debian when
-## missing), tagged $${IMAGE_REPOSITORY:-etcd-operator-py}:<setup.cfg version>; on local stand-ins for the base images where
+## missing), tagged IMAGE_REPOSITORY (etcd-operator-py):<setup.cfg version>; on local stand-ins for the base images where
 ## their registries cannot be reached. docs/image.md.
 image:
 	bash scripts/build-image.sh

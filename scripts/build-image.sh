@@ -49,7 +49,7 @@ ETCD_VERSION=${ETCD_IMAGE_DEFAULT##*:}  # v3.6.16
 
 python_standin() {
   local recipe name ctr mnt
-  recipe=$(echo "bookworm minbase merged-usr $STANDIN_PACKAGES" | sha1sum | cut -c1-12)
+  recipe=$(echo "bookworm minbase merged-usr stand-in-for-label $STANDIN_PACKAGES" | sha1sum | cut -c1-12)
   name="$STANDIN_REPOSITORY/python:3.11-slim-bookworm-$recipe"
   if ! image_exists "$name"; then
     log "building the python:3.11-slim-bookworm stand-in with mmdebstrap (one time)"
@@ -73,7 +73,7 @@ python_standin() {
       || { tail -n 40 "$CACHE_DIR/python-standin.log" >&2; exit 1; }
     $BUILDAH umount "$ctr" >/dev/null
     $BUILDAH config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      --env LANG=C.UTF-8 --cmd python3 --label org.opencontainers.image.description="local stand-in for $PYTHON_IMAGE_DEFAULT" "$ctr"
+      --env LANG=C.UTF-8 --cmd python3 --label org.etcd-operator-py.stand-in-for="$PYTHON_IMAGE_DEFAULT" "$ctr"
     $BUILDAH commit --quiet --rm "$ctr" "$name" >/dev/null
     log "built $name in $(( SECONDS - start ))s"
   fi
@@ -89,7 +89,7 @@ etcd_standin() {
     ctr=$($BUILDAH from scratch)
     $BUILDAH copy --quiet --chmod 0755 "$ctr" "$bin_dir/etcd" "$bin_dir/etcdctl" "$bin_dir/etcdutl" /usr/local/bin/ >/dev/null
     $BUILDAH config --entrypoint '["/usr/local/bin/etcd"]' \
-      --label org.opencontainers.image.description="local stand-in for $ETCD_IMAGE_DEFAULT" "$ctr"
+      --label org.etcd-operator-py.stand-in-for="$ETCD_IMAGE_DEFAULT" "$ctr"
     $BUILDAH commit --quiet --rm "$ctr" "$name" >/dev/null
   fi
   echo "$name"
@@ -116,7 +116,7 @@ if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
 fi
 image="$IMAGE_REPOSITORY:$IMAGE_TAG"
 start=$SECONDS
-$BUILDAH build --quiet --layers --network host --pull="$pull" "${ca_volume[@]}" \
+$BUILDAH build --quiet --layers --force-rm --network host --pull="$pull" "${ca_volume[@]}" \
   --build-arg "PYTHON_IMAGE=$python_image" --build-arg "ETCD_IMAGE=$etcd_image" \
   --tag "$image" --file Dockerfile . >&2
 size=$($BUILDAH images --format '{{.Size}}' "$image" | head -n 1)
