@@ -115,10 +115,16 @@ if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
   ca_volume=(--volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro)
 fi
 image="$IMAGE_REPOSITORY:$IMAGE_TAG"
+previous=$($BUILDAH images --quiet --no-trunc "$image" 2>/dev/null || true)
 start=$SECONDS
 $BUILDAH build --quiet --layers --force-rm --network host --pull="$pull" "${ca_volume[@]}" \
   --build-arg "PYTHON_IMAGE=$python_image" --build-arg "ETCD_IMAGE=$etcd_image" \
   --tag "$image" --file Dockerfile . >&2
+# A new build leaves the previous one's layers dangling (a few hundred MB per change of the packages):
+# remove dangling images (IMAGE_PRUNE=0 keeps them). The cache of this build is kept.
+if [ -n "$previous" ] && [ "$previous" != "$($BUILDAH images --quiet --no-trunc "$image")" ] && [ "${IMAGE_PRUNE:-1}" != 0 ]; then
+  $BUILDAH rmi --prune >/dev/null || log "could not prune dangling images"
+fi
 size=$($BUILDAH images --format '{{.Size}}' "$image" | head -n 1)
 log "built $image on $python_image and $etcd_image in $(( SECONDS - start ))s ($size)"
 echo "$image"

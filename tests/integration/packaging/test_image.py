@@ -155,9 +155,12 @@ def image(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config)
     name = build_image()
     inspected = json.loads(_buildah("inspect", "--type", "image", name))
     size = json.loads(_buildah("images", "--json", name))[0]["size"]
+    # Shown without -s (under pytest-xdist, scripts/test.sh's own build prints it).
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"image {name}: {size}")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nimage {name}: {size}")
     container = _buildah("from", "--pull-never", "--name", f"image-test-{uuid.uuid4().hex[:12]}", name).splitlines()[-1]
     try:
         rootfs = Path(_buildah("mount", container))
