@@ -29,6 +29,7 @@ SIZE_BUDGET_BYTES = 600 * 1000 * 1000
 # The test infrastructure, which setup.cfg keeps out of `pip install .`.
 TEST_INFRASTRUCTURE_PACKAGES = ("kube_sandbox", "benchmarks", "tests")
 RUN_TIMEOUT_SECONDS = 120
+CONTAINER_PREFIX = "etcd-operator-py-image-test-"  # + pid of the test process + random
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="builds with buildah's root storage and runs runc: needs root")
 
@@ -150,6 +151,15 @@ def build_image() -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
+def _remove_containers_of_ended_sessions() -> None:
+    """The working containers (image mounts) of sessions that were killed before their teardown."""
+    for container in _buildah("containers", "--format", "{{.ContainerName}}").splitlines():
+        if container.startswith(CONTAINER_PREFIX):
+            pid = int(container[len(CONTAINER_PREFIX):].split("-")[0])
+            if not Path(f"/proc/{pid}").exists():
+                subprocess.run(["buildah", "rm", container], capture_output=True, check=False, timeout=120)
+
+
 @pytest.fixture(scope="session")
 def image(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[Image]:
     name = build_image()
@@ -161,7 +171,9 @@ def image(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config)
     if capture is not None and reporter is not None:
         with capture.global_and_fixture_disabled():
             reporter.write_line(f"\nimage {name}: {size}")
-    container = _buildah("from", "--pull-never", "--name", f"image-test-{uuid.uuid4().hex[:12]}", name).splitlines()[-1]
+    _remove_containers_of_ended_sessions()
+    container = _buildah("from", "--pull-never", "--name", f"{CONTAINER_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                         name).splitlines()[-1]
     try:
         rootfs = Path(_buildah("mount", container))
         yield Image(name, size, inspected["OCIv1"]["config"], rootfs, tmp_path_factory.mktemp("image"))
@@ -198,8 +210,6 @@ def test_the_root_filesystem_is_read_only_and_that_works(image: Image) -> None:
 
 @pytest.mark.parametrize("program", ["etcdctl", "etcdutl"])
 def test_etcdctl_and_etcdutl_are_the_pinned_version(image: Image, program: str) -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    assert f"ARG ETCD_IMAGE=gcr.io/etcd-development/etcd:v{DEFAULT_VERSION}\n" in dockerfile, "the Dockerfile's etcd is the default version"
     run = image.run(program, "version")
     assert run.returncode == 0, str(run)
     assert f"{program} version: {DEFAULT_VERSION}" in run.stdout.splitlines(), str(run)
