@@ -24,7 +24,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 log() { echo "build-image: $*" >&2; }
 # The default of a Dockerfile ARG: `ARG NAME=value`.
 dockerfile_default() { awk -F= -v name="$1" '$1 == "ARG " name {print $2; exit}' Dockerfile; }
-image_exists() { buildah inspect --type image "$1" >/dev/null 2>&1; }
+image_exists() { $BUILDAH inspect --type image "$1" >/dev/null 2>&1; }
 # The registry of an image reference (Docker Hub for `python:...`) has a name that resolves. Only a
 # name lookup: nothing connects to a registry that does not resolve.
 registry_resolves() {
@@ -70,7 +70,7 @@ python_standin() {
       bookworm "$mnt" "deb http://deb.debian.org/debian bookworm main" \
       "deb http://deb.debian.org/debian bookworm-updates main" \
       "deb http://deb.debian.org/debian-security bookworm-security main" >"$CACHE_DIR/python-standin.log" 2>&1 \
-      || { tail -n 40 "$CACHE_DIR/python-standin.log" >&2; exit 1; }
+      || { tail -n 40 "$CACHE_DIR/python-standin.log" >&2; $BUILDAH rm "$ctr" >/dev/null; exit 1; }
     $BUILDAH umount "$ctr" >/dev/null
     $BUILDAH config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       --env LANG=C.UTF-8 --cmd python3 --label org.etcd-operator-py.stand-in-for="$PYTHON_IMAGE_DEFAULT" "$ctr"
@@ -104,7 +104,10 @@ if [ "$IMAGE_BASES" = auto ]; then
 fi
 case $IMAGE_BASES in
   public) python_image=$PYTHON_IMAGE_DEFAULT etcd_image=$ETCD_IMAGE_DEFAULT pull=false ;;
-  standin) python_image=$(python_standin) etcd_image=$(etcd_standin) pull=never ;;
+  standin)  # one assignment each: a failing stand-in build stops the script (set -e)
+    python_image=$(python_standin)
+    etcd_image=$(etcd_standin)
+    pull=never ;;
   *) log "IMAGE_BASES must be auto, public or standin, not $IMAGE_BASES"; exit 2 ;;
 esac
 

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ class Run:
 class Image:
     name: str
     size: str
-    config: dict[str, object]  # the OCI image config (User, Env, Entrypoint, WorkingDir, ...)
+    config: dict[str, Any]  # the OCI image config (User, Env, Entrypoint, WorkingDir, ...)
     rootfs: Path  # the image mounted read-only from buildah's storage
     work_dir: Path
 
@@ -88,8 +89,7 @@ class Image:
         """Run `args` (an empty tuple: the image's entry point) with runc, as a pod's container would:
         the image's user, env and working directory, read-only root with an in-memory /tmp (as
         deploy/ mounts), host network, no capabilities."""
-        entrypoint = [str(word) for word in self.config.get("Entrypoint") or []]  # type: ignore[attr-defined]
-        process_args = list(args) if args else entrypoint + [str(w) for w in self.config.get("Cmd") or []]  # type: ignore[attr-defined]
+        process_args = list(args) if args else [*(self.config.get("Entrypoint") or []), *(self.config.get("Cmd") or [])]
         uid, gid = self.user
         bundle = self.work_dir / f"bundle-{uuid.uuid4().hex[:8]}"
         bundle.mkdir()
@@ -97,7 +97,7 @@ class Image:
             "ociVersion": "1.0.2",
             "process": {
                 "terminal": False, "user": {"uid": uid, "gid": gid}, "args": process_args,
-                "env": list(self.config.get("Env") or []),  # type: ignore[call-overload]
+                "env": list(self.config.get("Env") or []),
                 "cwd": str(self.config.get("WorkingDir") or "/"),
                 "capabilities": {kind: [] for kind in ("bounding", "effective", "permitted", "ambient")},
                 "noNewPrivileges": True,
@@ -190,7 +190,7 @@ def test_every_console_script_starts_and_prints_its_help(image: Image, script: s
 
 def test_the_entry_point_is_the_etcd_operator(image: Image) -> None:
     assert image.config["Entrypoint"] == ["etcd-operator"]
-    run = image.run(*image.config["Entrypoint"], "--help")  # type: ignore[misc]
+    run = image.run(*image.config["Entrypoint"], "--help")
     assert run.returncode == 0 and "usage: etcd-operator" in run.stdout, str(run)
 
 
