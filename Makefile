@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SANDBOX := $(PYTHON) -m kube_sandbox
 
-.PHONY: deps demo test unit down status bench typecheck imports lint failure-injection
+.PHONY: deps demo test unit down status bench typecheck imports lint failure-injection image image-push
 
 deps:
 	VENV=$(VENV) bash scripts/install-deps.sh
@@ -45,3 +45,13 @@ lint: deps
 ## The layer contracts of setup.cfg [importlinter] (also checked by the unit tests).
 imports: deps
 	$(VENV)/bin/lint-imports
+
+## The operators' image, built from the Dockerfile with buildah (no daemon; installed from Debian when
+## missing), tagged IMAGE_REPOSITORY (etcd-operator-py):<setup.cfg version>; on local stand-ins for the base images where
+## their registries cannot be reached. docs/image.md.
+image:
+	bash scripts/build-image.sh
+
+## Push it: `make image-push REGISTRY=registry.example.com/team` (after `buildah login`).
+image-push: image
+	REGISTRY=$(REGISTRY) bash scripts/push-image.sh

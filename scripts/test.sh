@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole suite (`make test`, CI): unit and integration tests against one sandbox, in two phases.
+# The whole suite (`make test`, CI): the image (scripts/build-image.sh), then unit and integration
+# tests against one sandbox, in two phases.
 #   1. every test that can run beside others, spread over $TEST_WORKERS pytest-xdist workers
 #      (each integration test in its own namespace, with its own names);
 #   2. the tests marked `alone` (they restart the apiserver, stop a node or S3, or stop, restart or
@@ -9,6 +10,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${VENV:-.venv}/bin/python"
 WORKERS="${TEST_WORKERS:-4}"
+
+# The operators' image, which tests/integration/packaging/test_image.py runs with runc: built here,
+# before the workers start (the first build takes minutes; after that, seconds from buildah's layer
+# cache while the packages are unchanged, about a minute when they changed: pip reinstalls).
+image_start=$SECONDS
+if bash scripts/build-image.sh >/dev/null; then
+  echo "=== image: $(( SECONDS - image_start )) s"
+else
+  echo "=== image build failed after $(( SECONDS - image_start )) s (the image tests say why)"
+fi
 
 if ! "$PYTHON" -m kube_sandbox status >/dev/null 2>&1; then
   "$PYTHON" -m kube_sandbox up || exit 1

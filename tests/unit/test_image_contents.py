@@ -8,6 +8,7 @@ import re
 
 import setuptools
 
+from etcd_common.api.constants import DEFAULT_VERSION
 from etcd_common.seed.pod import SEED_PROGRAM
 from kube_sandbox.config import CHECKOUT_DIR
 
@@ -61,3 +62,12 @@ def test_the_entry_point_and_the_manifests_commands_are_shipped_scripts() -> Non
     assert commands, "no manifest runs one of the image's commands"
     assert commands <= shipped, commands - shipped
     assert SEED_PROGRAM in shipped  # the restore init containers of seed pods run it from the image
+
+
+def test_the_base_images_are_build_arguments_defaulting_to_the_public_ones() -> None:
+    """scripts/build-image.sh passes local stand-ins for them; the etcd default is the operator's
+    default version (the image's etcdctl/etcdutl: tests/integration/packaging/test_image.py)."""
+    arguments = dict(re.findall(r"^ARG (\w+)=(\S+)$", _dockerfile(), flags=re.MULTILINE))
+    assert arguments == {"ETCD_IMAGE": f"gcr.io/etcd-development/etcd:v{DEFAULT_VERSION}",
+                         "PYTHON_IMAGE": "python:3.11-slim-bookworm"}
+    assert re.findall(r"^FROM (\S+)", _dockerfile(), flags=re.MULTILINE) == ["${ETCD_IMAGE}", "${PYTHON_IMAGE}"]
