@@ -293,6 +293,9 @@ class ObservedCluster:
     client_endpoints: frozenset[str] | None = None
     # The cluster's own PodDisruptionBudget (None: it has none yet).
     disruption_budget: ObservedDisruptionBudget | None = None
+    # spec.TLS.issued only: the Secrets of its certificates by role ("ca", "peer", "server",
+    # "operator"; None: there is none), read by name each pass (certificates.py checks them).
+    issued_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
 
     # --- pods and volumes
 
