@@ -37,7 +37,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from etcd_common.api import constants as c
 from etcd_common.api.issued_tls import CA_CERT_KEY, CA_KEY_KEY, IssuedTLS, issued_secret_names
-from etcd_operator.actions import Action, IssueCertificates, RefuseNames
+from etcd_operator.actions import Action, IssueCertificates, RefuseNames, RejectSpec
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.ownership import is_owned_by
 
@@ -427,10 +427,38 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
     return check_issued(secrets, identity_of(observed), spec.issued_tls, member_hosts(observed), observed.observed_at)
 
 
+def source_switch_problem(observed: ObservedCluster) -> str | None:
+    """Switching a running cluster between spec.TLS.static and spec.TLS.issued would roll members
+    onto certificates of another CA, which the members not rolled yet do not trust (nor the
+    operator, whose client certificate switches at once): refused, like switching TLS on or off.
+    Told by the secrets a member pod that ran mounts."""
+    cluster = observed.cluster
+    spec = cluster.require_spec()
+    names = issued_secret_names(cluster.name)
+    issued = {names.peer, names.server, names.operator}
+    for pod in observed.live_pods:
+        if pod.never_ran or not pod.secret_volumes:
+            continue
+        if spec.issued_tls is not None and not pod.secret_volumes <= issued:
+            return (f"spec.TLS cannot switch from static to issued on a running cluster (member {pod.name} runs "
+                    f"with secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and on the old "
+                    f"would not trust each other; put spec.TLS.static back")
+        if spec.issued_tls is None and pod.secret_volumes <= issued and \
+                spec.tls.member_peer_secret not in pod.secret_volumes | {""}:
+            return (f"spec.TLS cannot switch from issued to static on a running cluster (member {pod.name} runs "
+                    f"with the issued secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and "
+                    f"on the old would not trust each other; put spec.TLS.issued back")
+    return None
+
+
 def plan_certificates(observed: ObservedCluster) -> Action | None:
-    """Rule 2c: with spec.TLS.issued, a Secret of ours that is someone else's -> RefuseNames
+    """Rule 2c: a running cluster switched between static and issued -> RejectSpec. With
+    spec.TLS.issued, a Secret of ours that is someone else's -> RefuseNames
     (nothing is overwritten); one missing, wrong, expired or within renewBefore of its end ->
     IssueCertificates (before anything else: the seed pod mounts them). None: nothing to do."""
+    switch = source_switch_problem(observed)
+    if switch is not None:
+        return RejectSpec(switch)
     check = check_observed(observed)
     if check is None:
         return None

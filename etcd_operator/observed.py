@@ -86,6 +86,8 @@ class ObservedPod:
     defragment_failed_at: datetime | None = None
     # The first init container waiting for a reason other than its turn, if any.
     waiting_init: WaitingInitContainer | None = None
+    # The secrets its volumes mount (TLS: which certificates it runs with).
+    secret_volumes: frozenset[str] = frozenset()
 
     @property
     def terminal(self) -> bool:
@@ -190,6 +192,9 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         defragmented_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENTED_AT)),
         defragment_failed_at=parse_timestamp(annotations.get(c.ANNOTATION_DEFRAGMENT_FAILED_AT)),
         waiting_init=_waiting_init_container(status.get("initContainerStatuses")),
+        secret_volumes=frozenset(
+            str(_dict(volume.get("secret")).get("secretName"))
+            for volume in spec.get("volumes") or () if isinstance(volume, dict) and volume.get("secret")),
     )
 
 

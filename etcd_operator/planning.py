@@ -14,7 +14,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
  2b. A Service name it needs is someone else's (a Service it does not own, or an older
     EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
- 2c. spec.TLS.issued (certificates.py): a Secret it writes is someone else's -> RefuseNames; one
+ 2c. spec.TLS switched between static and issued while member pods run with the other's
+    secrets -> RejectSpec (the two CAs do not trust each other).
+    spec.TLS.issued (certificates.py): a Secret it writes is someone else's -> RefuseNames; one
     missing, wrong (key names, not signed by the cluster CA, lacking a name or a member's host),
     expired or within renewBefore of its end -> IssueCertificates (the CA first; a new CA and all
     leaves at once). Before rule 3: the seed pod mounts them.

@@ -338,6 +338,43 @@ def test_a_secret_someone_else_owns_is_never_overwritten() -> None:
     assert "secret example-tls-ca exists and is not owned by EtcdCluster example" in action.message
 
 
+STATIC = {"TLS": {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}}
+
+
+def _running_with(observed: Any, secrets: set[str]) -> Any:
+    pods = tuple(dataclasses.replace(pod, secret_volumes=frozenset(secrets)) for pod in observed.pods)
+    return dataclasses.replace(observed, pods=pods)
+
+
+def test_switching_a_running_cluster_from_static_to_issued_is_refused() -> None:
+    observed = _running_with(with_issued_certificates(healthy_cluster(3, spec=ISSUED), now=T0), {"p", "s"})
+    action = plan_next_action(observed)
+    assert isinstance(action, a.RejectSpec)
+    assert "cannot switch from static to issued" in action.reason and "example-mem01" in action.reason
+
+
+def test_switching_a_running_cluster_from_issued_to_static_is_refused() -> None:
+    observed = _running_with(healthy_cluster(3, spec=STATIC), {"example-tls-peer", "example-tls-server"})
+    action = plan_next_action(observed)
+    assert isinstance(action, a.RejectSpec) and "cannot switch from issued to static" in action.reason
+
+
+def test_pods_on_their_own_source_are_fine() -> None:
+    issued = _running_with(with_issued_certificates(healthy_cluster(3, spec=ISSUED), now=T0),
+                           {"example-tls-peer", "example-tls-server"})
+    assert isinstance(plan_next_action(issued), a.NoOp)
+    static = _running_with(healthy_cluster(3, spec=STATIC), {"p", "s"})
+    assert isinstance(plan_next_action(static), a.NoOp)
+
+
+def test_member_pods_record_their_secret_volumes() -> None:
+    from etcd_operator.observed import parse_pod
+
+    cluster = parse_etcd_cluster(raw_cluster(ISSUED, status={}))
+    pod = build_member_pod(cluster, "example-abcde", state="new", initial_cluster=[])
+    assert parse_pod(pod).secret_volumes == {"example-tls-peer", "example-tls-server"}
+
+
 def test_static_and_paused_clusters_issue_nothing() -> None:
     assert isinstance(plan_next_action(healthy_cluster(3)), a.NoOp)
     paused = dataclasses.replace(healthy_cluster(3, spec={**ISSUED, "paused": True}),
