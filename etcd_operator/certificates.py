@@ -333,8 +333,13 @@ def _check_key_matches(cert: x509.Certificate, pem: bytes, key: str) -> None:
         private = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as e:
         raise _Unreadable(f"{key} is not an unencrypted PEM private key") from e
-    if private.public_key() != cert.public_key():
+    if _public_der(private.public_key()) != _public_der(cert.public_key()):
         raise _Unreadable(f"{key} is not the key of the certificate beside it")
+
+
+def _public_der(key: Any) -> bytes:
+    der: bytes = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return der
 
 
 def _extension(cert: x509.Certificate, kind: type[Any]) -> Any:
