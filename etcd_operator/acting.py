@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -18,6 +18,7 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.etcdctl import Etcdctl
 from etcd_operator import actions as a
+from etcd_operator import certificates as certs
 from etcd_operator import failpoints as fp
 from etcd_operator.adoption import PEER_SERVICE_PATCH
 from etcd_operator.manifests import (
@@ -26,11 +27,14 @@ from etcd_operator.manifests import (
     build_member_pvc,
     build_service,
     client_service_selector,
+    cluster_labels,
     member_client_url,
+    owner_reference,
 )
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observed import ObservedCluster, format_timestamp
 from kube_adapter.errors import AlreadyExists, NotFound
+from kube_adapter.resources import ResourceClient
 from operator_runtime.cached_client import CachedClient
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,7 @@ class ActionExecutor:
     etcd: EtcdAccess
     pdbs: CachedClient | None = None
     metrics: OperatorMetrics | None = None  # maintenance results and durations
+    secrets: ResourceClient | None = None  # spec.TLS.issued: the certificates' Secrets (not watched)
     # Tests only: die just before/after each membership effect (see failpoints.py).
     failpoints: fp.Failpoints = field(default_factory=fp.Failpoints)
 
@@ -290,6 +295,47 @@ class ActionExecutor:
             names.append(include)
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
+    # --- spec.TLS.issued (certificates.py)
+
+    def _issue_certificates(self, action: a.IssueCertificates, observed: ObservedCluster) -> None:
+        """Write each Secret of `action.roles`: the CA first (a new CA, then every leaf with it),
+        created with the cluster as owner, or replaced (a merge patch of all keys, against the
+        resourceVersion the pass read, so a concurrent writer is never overwritten blindly)."""
+        assert self.secrets is not None, "no Secret client"
+        spec = observed.cluster.require_spec()
+        assert spec.issued_tls is not None, "IssueCertificates for a cluster without spec.TLS.issued"
+        issued = spec.issued_tls
+        identity = certs.identity_of(observed)
+        now = datetime.now(UTC)
+        ca_secret = observed.issued_secrets.get("ca")
+        roles: tuple[certs.Role, ...] = tuple(r for r in certs.ROLES if r in action.roles)
+        if "ca" in roles or ca_secret is None:
+            ca = certs.issue_ca(identity, now, issued.ca_validity_seconds)
+            roles = certs.ROLES
+        else:
+            ca = certs.ca_from_secret(ca_secret)
+        for role in roles:
+            pair = ca if role == "ca" else certs.issue_leaf(ca, identity, role, now, issued.validity_seconds)
+            self._write_secret(observed, identity.secret_name(role), certs.secret_data(role, pair, ca),
+                               observed.issued_secrets.get(role))
+
+    def _write_secret(self, observed: ObservedCluster, name: str, data: dict[str, str],
+                      existing: Mapping[str, Any] | None) -> None:
+        assert self.secrets is not None, "no Secret client"
+        cluster = observed.cluster
+        if existing is None:
+            body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
+                    "metadata": {"name": name, "namespace": cluster.namespace, "labels": cluster_labels(cluster.name),
+                                 "ownerReferences": [owner_reference(cluster)]}}
+            self.secrets.create(cluster.namespace, body)
+            return
+        metadata = existing.get("metadata") or {}
+        stale = {key: None for key in existing.get("data") or {} if key not in data}  # wrong key names go
+        self.secrets.patch(cluster.namespace, name, {
+            "metadata": {"resourceVersion": metadata.get("resourceVersion")},
+            "data": {**stale, **data},
+        })
+
     @staticmethod
     def _create(client: CachedClient, namespace: str, body: dict[str, Any]) -> None:
         try:
@@ -318,6 +364,7 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.Defragment: ActionExecutor._defragment,
     a.CompactHistory: ActionExecutor._compact_history,
     a.DisarmAlarm: ActionExecutor._disarm_alarm,
+    a.IssueCertificates: ActionExecutor._issue_certificates,
 }
 
 

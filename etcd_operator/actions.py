@@ -519,6 +519,21 @@ class ReportAlarm(_Action):
         return f"alarm {self.alarm_kind}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class IssueCertificates(_Action):
+    """spec.TLS.issued: write the Secrets of `roles` ("ca", "peer", "server", "operator"; with
+    "ca", every role) with new certificates, because of `reason` (certificates.py)."""
+
+    roles: tuple[str, ...]
+    reason: str
+
+    KIND: ClassVar[str] = "issue-certificates"
+    event_reason: ClassVar[str | None] = "CertificatesIssued"
+
+    def describe(self) -> str:
+        return f"issue certificates ({', '.join(self.roles)}): {self.reason}"
+
+
 Action = Union[
     Pause,
     RejectSpec,
@@ -546,4 +561,5 @@ Action = Union[
     CompactHistory,
     DisarmAlarm,
     ReportAlarm,
+    IssueCertificates,
 ]

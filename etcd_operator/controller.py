@@ -52,12 +52,13 @@ class Controller:
         clusters = CachedClient(ResourceClient(api, ETCD_CLUSTERS))
         pods, services, pvcs, pdbs = (CachedClient(ResourceClient(api, resource)) for resource in
                                       (PODS, SERVICES, PERSISTENT_VOLUME_CLAIMS, POD_DISRUPTION_BUDGETS))
-        etcd = EtcdAccess(ResourceClient(api, SECRETS).get, binary=settings.etcdctl_binary)
+        secrets = ResourceClient(api, SECRETS)
+        etcd = EtcdAccess(secrets.get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
             clusters=clusters,
             kube=KubeSources(clusters, pods, services, pvcs, pdbs, events=ResourceClient(api, EVENTS),
-                             slices=ResourceClient(api, ENDPOINT_SLICES)),
-            executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs, metrics=metrics,
+                             slices=ResourceClient(api, ENDPOINT_SLICES), secrets=secrets),
+            executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs, metrics=metrics, secrets=secrets,
                                     failpoints=Failpoints.from_environment()),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),

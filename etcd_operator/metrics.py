@@ -28,7 +28,10 @@ ERROR_REASONS: Final = (
 MEMBERSHIP_CHANGE_KINDS: Final = (
     "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
     "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm", "stop",
+    "issue-certificates",
 )
+# The `certificate` label of `etcd_operator_certificate_not_after_seconds` (spec.TLS.issued).
+CERTIFICATE_ROLES: Final = ("ca", "peer", "server", "operator")
 RECONCILE_RESULTS: Final = ("ok", "error")
 # The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/status.py).
 CLUSTER_PHASES: Final = ("Creating", "Running", "Failed")
@@ -127,6 +130,11 @@ class OperatorMetrics:
             [*cluster_labels, "member"], registry=self.registry)
         self.backend_quota_bytes = self._cluster_gauge(
             "backend_quota_bytes", "The cluster's backend quota (spec.backendQuota, or etcd's default).")
+        self.certificate_not_after_seconds = Gauge(
+            f"{PREFIX}_certificate_not_after_seconds",
+            "spec.TLS.issued: when the certificate in the cluster's Secret ends (Unix time; 0 while it has none "
+            "the operator can read). Certificates: " + ", ".join(CERTIFICATE_ROLES) + ".",
+            [*cluster_labels, "certificate"], registry=self.registry)
 
     def _cluster_gauge(self, name: str, documentation: str) -> Gauge:
         """A gauge per cluster (labels namespace, cluster)."""
@@ -207,6 +215,12 @@ class OperatorMetrics:
         if desired_members is not None:
             self.cluster_desired_members.labels(namespace=namespace, cluster=cluster).set(desired_members)
 
+    def set_certificates(self, namespace: str, cluster: str, not_after: dict[str, float]) -> None:
+        """spec.TLS.issued: each certificate's end (Unix seconds), 0 for one not readable."""
+        for role in CERTIFICATE_ROLES:
+            self.certificate_not_after_seconds.labels(namespace=namespace, cluster=cluster, certificate=role).set(
+                not_after.get(role, 0.0))
+
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         """Drop every series of a deleted cluster, so dashboards do not show it forever."""
         for phase in CLUSTER_PHASES:
@@ -230,7 +244,8 @@ class OperatorMetrics:
     def _forget_maintenance(self, namespace: str, cluster: str) -> None:
         for metric in (self.defragmentations_total, self.defragmentation_duration_seconds, self.compactions_total,
                        self.alarm_recoveries_total, self.alarm_recovery_duration_seconds, self.alarms_active,
-                       self.member_db_size_bytes, self.member_db_size_in_use_bytes, self.backend_quota_bytes):
+                       self.member_db_size_bytes, self.member_db_size_in_use_bytes, self.backend_quota_bytes,
+                       self.certificate_not_after_seconds):
             for labels in _series_of(metric, namespace, cluster):
                 metric.remove(*labels)
 

@@ -93,6 +93,8 @@ class ObservedPod:
     # An in-place image change (UpgradeMember in place): when, and the restart count before it.
     restarted_at: datetime | None = None
     restarted_from_count: int | None = None
+    # The secrets its volumes mount (TLS: which certificates it runs with).
+    secret_volumes: frozenset[str] = frozenset()
 
     @property
     def terminal(self) -> bool:
@@ -210,6 +212,9 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         etcd_container_index=_etcd_container_index(spec.get("containers")),
         restarted_at=parse_timestamp(annotations.get(c.ANNOTATION_RESTARTED_AT)),
         restarted_from_count=_int_or_none(annotations.get(c.ANNOTATION_RESTARTED_FROM_COUNT)),
+        secret_volumes=frozenset(
+            str(_dict(volume.get("secret")).get("secretName"))
+            for volume in spec.get("volumes") or () if isinstance(volume, dict) and volume.get("secret")),
     )
 
 
@@ -322,6 +327,9 @@ class ObservedCluster:
     client_endpoints: frozenset[str] | None = None
     # The cluster's own PodDisruptionBudget (None: it has none yet).
     disruption_budget: ObservedDisruptionBudget | None = None
+    # spec.TLS.issued only: the Secrets of its certificates by role ("ca", "peer", "server",
+    # "operator"; None: there is none), read by name each pass (certificates.py checks them).
+    issued_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
 
     # --- pods and volumes
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.issued_tls import issued_secret_names
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import NOSPACE
@@ -46,7 +47,7 @@ from etcd_operator.ownership import (
     owned_by,
     service_name_problem,
 )
-from kube_adapter.errors import KubeError
+from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.cached_client import CachedClient
 from operator_runtime.worker import short_error
@@ -96,6 +97,10 @@ class Lookups(Protocol):
         """The EndpointSlices of that Service."""
         ...
 
+    def secret(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The Secret of that name, ours or anyone's (None: there is none)."""
+        ...
+
 
 @dataclass(frozen=True)
 class KubeSources:
@@ -109,6 +114,7 @@ class KubeSources:
     pdbs: CachedClient
     events: ResourceClient
     slices: ResourceClient
+    secrets: ResourceClient | None = None  # spec.TLS.issued: its Secrets, read by name (not watched)
 
     def synced(self) -> bool:
         """Has every watch of the owned kinds listed once? Before that, a missing pod may just be
@@ -130,6 +136,14 @@ class KubeSources:
 
     def endpoint_slices(self, namespace: str, service: str) -> list[dict[str, Any]]:
         return self.slices.list(namespace, label_selector=f"{SERVICE_NAME_LABEL}={service}")
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.secrets is None:
+            return None
+        try:
+            return self.secrets.get(namespace, name)
+        except NotFound:
+            return None
 
 
 def observe(cluster: EtcdCluster, kube: KubeSources, etcd: EtcdAccess) -> ObservedCluster:
@@ -190,7 +204,18 @@ def _kubernetes_side(
         name_problem=_name_problem(cluster, services, budget, lookups) if lookups is not None else None,
         mount_failures=_mount_failures(cluster, live, now, lookups) if lookups is not None else {},
         client_endpoints=_client_endpoints(cluster, live, lookups) if lookups is not None else None,
+        issued_secrets=_issued_secrets(cluster, lookups) if lookups is not None else {},
     )
+
+
+def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping[str, Any] | None]:
+    """spec.TLS.issued: the four Secrets by role (certificates.py), read by name (the operator
+    may only `get` secrets: no watch)."""
+    if cluster.spec is None or cluster.spec.issued_tls is None or cluster.paused:
+        return {}
+    names = issued_secret_names(cluster.name)
+    by_role = {"ca": names.ca, "peer": names.peer, "server": names.server, "operator": names.operator}
+    return {role: lookups.secret(cluster.namespace, name) for role, name in by_role.items()}
 
 
 def _name_problem(cluster: EtcdCluster, owned_services: Sequence[Mapping[str, Any]],

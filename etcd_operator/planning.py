@@ -14,6 +14,12 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
  2b. A Service name it needs is someone else's (a Service it does not own, or an older
     EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
+ 2c. spec.TLS switched between static and issued while member pods run with the other's
+    secrets -> RejectSpec (the two CAs do not trust each other).
+    spec.TLS.issued (certificates.py): a Secret it writes is someone else's -> RefuseNames; one
+    missing, wrong (key names, not signed by the cluster CA, lacking a name or a member's host),
+    expired or within renewBefore of its end -> IssueCertificates (the CA first; a new CA and all
+    leaves at once). Before rule 3: the seed pod mounts them.
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
     A peer service that hides members that are not ready (a CoreOS-made one) ->
     PublishNotReadyAddresses (adoption.py). A client service whose selector does not require the
@@ -137,6 +143,7 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
+from etcd_operator.certificates import plan_certificates
 from etcd_operator.maintenance import near_quota, plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
     client_service_name,
@@ -191,6 +198,9 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
     problem = version_change_problem(observed) or tls_change_problem(observed)
     if problem:
         return RejectSpec(problem)
+    certificates = plan_certificates(observed)
+    if certificates is not None:
+        return certificates
     missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)
     if missing:
         return CreateServices(missing)

@@ -19,7 +19,7 @@ from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, Condition
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
-from etcd_operator import versions
+from etcd_operator import certificates, versions
 from etcd_operator.actions import (
     Action,
     AddMember,
@@ -127,7 +127,27 @@ def compute_status(
         "warnings": list(spec.warnings) if spec is not None else [],
         "conditions": conditions,
         "maintenance": maintenance_status(observed),
+        **tls_status(observed),
     }
+
+
+def tls_status(observed: ObservedCluster) -> dict[str, Any]:
+    """spec.TLS.issued: `tls` with each certificate's Secret, end (notAfter) and what is wrong
+    with it, if anything (certificates.py); nothing for other clusters."""
+    if observed.cluster.spec is None:
+        return {}
+    check = certificates.check_observed(observed)
+    if check is None:
+        return {}
+    tls: dict[str, Any] = {}
+    for checked in check.checked:
+        entry = {"secret": checked.secret}
+        if checked.not_after is not None:
+            entry["notAfter"] = certificates.format_time(checked.not_after)
+        if checked.problem:
+            entry["problem"] = checked.problem
+        tls[checked.role] = entry
+    return {"tls": tls}
 
 
 def _message(summary: str, problems: tuple[StartProblem, ...], action: Action | None, last_error: str | None) -> str:

@@ -262,6 +262,8 @@ class ClusterSupervisor:
                 observed.cluster.namespace, observed.cluster.name, quota_bytes=spec.effective_quota_bytes,
                 alarms={alarm.kind for alarm in observed.alarms},
                 members={name: (s.db_size, s.db_size_in_use) for name, s in observed.endpoint_status.items()})
+        if "tls" in status:
+            ctx.metrics.set_certificates(observed.cluster.namespace, observed.cluster.name, _not_after(status["tls"]))
         current = raw.get("status") or {}
         if status == current:
             return
@@ -289,6 +291,12 @@ class ClusterSupervisor:
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))
+
+
+def _not_after(tls: dict[str, Any]) -> dict[str, float]:
+    """status.tls's notAfter of each certificate, in Unix seconds."""
+    return {role: datetime.fromisoformat(entry["notAfter"]).timestamp()
+            for role, entry in tls.items() if entry.get("notAfter")}
 
 
 def _namespace_terminating(e: Forbidden) -> bool:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from etcd_common.api import constants as c
 from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
+from etcd_common.api.issued_tls import IssuedTLS, issued_secret_names, parse_issued_tls
 from etcd_common.api.maintenance import (
     Alarms,
     Compaction,
@@ -90,6 +91,9 @@ class ClusterSpec:
     backend_quota_bytes: int | None = None
     defragmentation: Defragmentation = field(default_factory=Defragmentation)
     alarms: Alarms = field(default_factory=Alarms)
+    # `spec.TLS.issued` (addition, issued_tls.py): the operator issues the certificates; `tls`
+    # then names the Secrets it writes (`with_issued_secret_names`).
+    issued_tls: IssuedTLS | None = None
 
     @property
     def effective_quota_bytes(self) -> int:
@@ -200,6 +204,7 @@ def parse_etcd_cluster(obj: JsonDict, *, parse_spec: Callable[[JsonDict], Cluste
     try:
         check_cluster_name(identity.name)
         spec = (parse_spec or parse_cluster_spec)(_ClusterFields(raw_spec, "spec", SpecError).raw)
+        spec = with_issued_secret_names(spec, identity.name)
     except SpecError as error:
         spec_error = error.reason
         unsupported_version = isinstance(error, UnsupportedVersion)
@@ -228,7 +233,7 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
     repository = _parse_repository(spec, warnings)
     paused = spec.boolean("paused")
     pod = _parse_pod_policy(spec.section("pod"))
-    tls = _parse_tls(spec.section("TLS"))
+    tls, issued_tls = _parse_tls(spec.section("TLS"))
     restore = parse_restore_source(spec.raw.get("restore"))
     compaction = parse_compaction(spec.section("compaction"), warnings)
     return ClusterSpec(
@@ -244,7 +249,18 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
         backend_quota_bytes=parse_backend_quota(spec),
         defragmentation=parse_defragmentation(spec.section("defragmentation")),
         alarms=parse_alarms(spec.section("alarms")),
+        issued_tls=issued_tls,
     )
+
+
+def with_issued_secret_names(spec: ClusterSpec, cluster_name: str) -> ClusterSpec:
+    """An issued cluster's `tls` names the Secrets the operator writes, as spec.TLS.static
+    would: everything that reads the static secrets reads these."""
+    if spec.issued_tls is None:
+        return spec
+    names = issued_secret_names(cluster_name)
+    return replace(spec, tls=StaticTLS(member_peer_secret=names.peer, member_server_secret=names.server,
+                                       operator_secret=names.operator))
 
 
 def parse_recorded_status(status: Any) -> RecordedStatus:
@@ -360,11 +376,18 @@ def _parse_cluster_domain(raw: Any) -> str:
     return "." + raw.strip(".")
 
 
-def _parse_tls(tls: FieldReader) -> StaticTLS:
+def _parse_tls(tls: FieldReader) -> tuple[StaticTLS, IssuedTLS | None]:
     static = tls.section("static")
     member = static.section("member")
-    return StaticTLS(
+    static_tls = StaticTLS(
         member_peer_secret=member.string("peerSecret"),
         member_server_secret=member.string("serverSecret"),
         operator_secret=static.string("operatorSecret"),
     )
+    issued = tls.child("issued")
+    if issued is None:
+        return static_tls, None
+    if tls.has("static"):
+        raise SpecError("spec.TLS.static and spec.TLS.issued cannot both be set: the certificates come either "
+                        "from your secrets (static) or from the operator (issued)")
+    return static_tls, parse_issued_tls(issued)

@@ -217,3 +217,33 @@ def plan_through_drain(observed: ObservedCluster) -> Any:
                               actions.MoveLeader)) \
         and leaving == action.pod_name, f"drained {action.pod_name}, then planned {after}"
     return after
+
+
+def issued_secret(cluster: EtcdCluster, role: str, data: dict[str, str], *, owner_uid: str = UID) -> dict[str, Any]:
+    """A Secret of spec.TLS.issued as the operator writes it (owned by the cluster)."""
+    from etcd_common.api.issued_tls import issued_secret_names
+
+    names = dataclasses.asdict(issued_secret_names(cluster.name))
+    return {"metadata": {"name": names[role], "namespace": cluster.namespace, "resourceVersion": "7",
+                         "ownerReferences": [{"kind": c.KIND, "name": cluster.name, "uid": owner_uid}]},
+            "data": data}
+
+
+def with_issued_certificates(observed: ObservedCluster, *, now: datetime | None = None,
+                             validity_seconds: int | None = None) -> ObservedCluster:
+    """The observation with every spec.TLS.issued Secret present and valid (issued at `now`,
+    default the observation's time) and the cluster's spec.TLS set to issued."""
+    from etcd_operator import certificates as certs
+
+    if observed.cluster.require_spec().issued_tls is None:
+        observed = with_spec(observed, TLS={"issued": {}})
+    issued = observed.cluster.require_spec().issued_tls
+    assert issued is not None
+    at = now or observed.observed_at or T0
+    identity = certs.identity_of(observed)
+    ca = certs.issue_ca(identity, at, issued.ca_validity_seconds)
+    secrets: dict[str, Any] = {"ca": issued_secret(observed.cluster, "ca", certs.secret_data("ca", ca, ca))}
+    for role in certs.LEAF_ROLES:
+        pair = certs.issue_leaf(ca, identity, role, at, validity_seconds or issued.validity_seconds)
+        secrets[role] = issued_secret(observed.cluster, role, certs.secret_data(role, pair, ca))
+    return dataclasses.replace(observed, issued_secrets=secrets)

@@ -35,11 +35,12 @@ SAMPLES: list[actions.Action] = [
     actions.CompactHistory(4321, "NOSPACE"),
     actions.DisarmAlarm(Alarm(NOSPACE, 0xABC), "recovered"),
     actions.ReportAlarm(CORRUPT, "raised for a majority"),
+    actions.IssueCertificates(("ca", "peer", "server", "operator"), "secret example-tls-ca missing"),
 ]
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
-    "defragment", "compact", "disarm", "alarm", "stop",
+    "defragment", "compact", "disarm", "alarm", "stop", "issue-certificates",
 }
 
 

@@ -83,6 +83,10 @@ def _tls(**static: Any) -> dict[str, Any]:
     return {"size": 3, "TLS": {"static": static}}
 
 
+def _issued(**fields: Any) -> dict[str, Any]:
+    return {"size": 3, "TLS": {"issued": fields}}
+
+
 def _compaction(**fields: Any) -> dict[str, Any]:
     return {"size": 3, "compaction": fields}
 
@@ -102,6 +106,20 @@ REFUSED = [
                  id="tls-server-only"),
     pytest.param(_tls(member={"serverSecret": "s"}, operatorSecret=""), "spec.TLS.static", "operatorSecret",
                  id="tls-operator-empty"),
+    pytest.param({"size": 3, "TLS": {"static": {"member": {"peerSecret": "p"}}, "issued": {}}}, "spec.TLS",
+                 "cannot both be set", id="tls-static-and-issued"),
+    pytest.param({"size": 3, "TLS": {"static": {}, "issued": {}}}, "spec.TLS", "cannot both be set",
+                 id="tls-empty-static-and-issued"),
+    pytest.param(_issued(validity="30m"), "spec.TLS.issued.validity", "at least 1h", id="issued-validity-short"),
+    pytest.param(_issued(validity="24h", renewBefore="24h"), "spec.TLS.issued.renewBefore", "less than validity",
+                 id="issued-renew-equal"),
+    pytest.param(_issued(renewBefore="2400h"), "spec.TLS.issued.renewBefore", "less than validity",
+                 id="issued-renew-over-default"),
+    pytest.param(_issued(renewBefore="0s"), "spec.TLS.issued.renewBefore", "more than 0s", id="issued-renew-zero"),
+    pytest.param(_issued(validity="24h", caValidity="12h"), "spec.TLS.issued.caValidity", "at least validity",
+                 id="issued-ca-shorter"),
+    pytest.param(_issued(caValidity="720h"), "spec.TLS.issued.caValidity", "at least validity",
+                 id="issued-ca-under-default"),
     pytest.param(_compaction(retention=24), "spec.compaction.retention", "24 has no unit", id="periodic-int"),
     pytest.param(_compaction(mode="periodic", retention="24"), "spec.compaction.retention", "24 has no unit",
                  id="periodic-bare-string"),
@@ -153,6 +171,11 @@ ACCEPTED = [
     pytest.param(_tls(member={"peerSecret": "peer"}), id="tls-peer-only"),
     pytest.param(_tls(member={"serverSecret": ""}, operatorSecret=""), id="tls-both-empty"),
     pytest.param({"size": 3, "TLS": {}}, id="tls-empty"),
+    pytest.param(_issued(), id="issued-defaults"),
+    pytest.param(_issued(validity="24h", renewBefore="8h", caValidity="24h"), id="issued-short"),
+    pytest.param(_issued(validity="1h"), id="issued-one-hour"),
+    pytest.param(_issued(renewBefore="1439h"), id="issued-renew-under-default"),
+    pytest.param(_issued(validity="17520h"), id="issued-two-years"),
     pytest.param(_compaction(), id="compaction-empty"),
     pytest.param(_compaction(mode="periodic"), id="periodic-default"),
     pytest.param(_compaction(retention="90m"), id="periodic-unset-mode"),

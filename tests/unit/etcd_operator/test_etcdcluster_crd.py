@@ -24,6 +24,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     member_list_unavailable,
     nothing_yet,
     unhealthy,
+    with_issued_certificates,
     with_spec,
 )
 
@@ -370,9 +371,13 @@ def test_unknown_spec_fields_are_pruned() -> None:
     pytest.param(member_list_unavailable(healthy_cluster(3)), id="unreachable"),
     pytest.param(with_spec(healthy_cluster(3), version="3.4.23"), id="rejected"),
     pytest.param(with_spec(healthy_cluster(3), pod={"busyboxImage": "b"}), id="warnings"),
+    pytest.param(with_issued_certificates(healthy_cluster(3, spec={"TLS": {"issued": {}}})), id="tls-issued"),
+    pytest.param(healthy_cluster(3, spec={"TLS": {"issued": {}}}), id="tls-issued-missing"),
 ])
 def test_status_fits_schema(observed: Any) -> None:
     status = compute_status(observed, plan_next_action(observed), now=datetime(2024, 6, 1), last_error="boom")
     errors, pruned = validate(SCHEMA["properties"]["status"], status, ".status")
     assert (errors, pruned) == ([], [])
-    assert set(status) == set(SCHEMA["properties"]["status"]["properties"])
+    # `tls` only for spec.TLS.issued clusters.
+    issued = observed.cluster.require_spec().issued_tls is not None
+    assert set(status) | ({"tls"} if not issued else set()) == set(SCHEMA["properties"]["status"]["properties"])

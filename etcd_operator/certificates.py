@@ -1,0 +1,480 @@
+"""Operator-issued TLS (`spec.TLS.issued`, issue 24): the names each certificate carries, issuing
+the cluster's CA and its peer, server and operator certificates as Secrets in the CoreOS layout
+`spec.TLS.static` reads, and what is wrong with a Secret (status, and what to issue again).
+
+Pure functions on the `cryptography` package; only `issue_*` are not deterministic (new keys).
+
+The names (for cluster `<c>` in namespace `<ns>`, `<domain>` = spec.pod.ClusterDomain or, when
+unset, `cluster.local`):
+ - peer: `*.<c>.<ns>.svc` (the peer URL members advertise, `<member>.<c>.<ns>.svc`, manifests.py,
+   with no ClusterDomain), `*.<c>.<ns>.svc.<domain>` (that URL with a ClusterDomain; and the PTR
+   record of a pod IP on Kubernetes: etcd checks a peer's client certificate against the reverse
+   DNS of the address it dials from), and IP 127.0.0.1 (members on the host network, as in the
+   local sandbox, dial their peers from it). Wildcards: scaling never needs a new certificate.
+ - server: the peer names (the operator and clients reach members at `<member>.<c>.<ns>.svc`),
+   the client Service `<c>-client`, `<c>-client.<ns>`, `<c>-client.<ns>.svc`,
+   `<c>-client.<ns>.svc.<domain>`, and `localhost` / 127.0.0.1 (etcdctl inside a member pod).
+   Server and peer certificates are for both server and client use: members dial each other with
+   the peer one, and etcd's gRPC gateway dials its own client port with the server one.
+ - operator: common name `etcd-operator`, client use only, no names.
+Every Secret also holds the CA certificate (`*-ca.crt`), which members and the operator trust.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from etcd_common.api import constants as c
+from etcd_common.api.issued_tls import CA_CERT_KEY, CA_KEY_KEY, IssuedTLS, issued_secret_names
+from etcd_operator.actions import Action, IssueCertificates, RefuseNames, RejectSpec
+from etcd_operator.observed import ObservedCluster
+from etcd_operator.ownership import is_owned_by
+
+Role = Literal["ca", "peer", "server", "operator"]
+ROLES: Final[tuple[Role, ...]] = ("ca", "peer", "server", "operator")
+LEAF_ROLES: Final[tuple[Role, ...]] = ("peer", "server", "operator")
+OPERATOR_COMMON_NAME: Final = "etcd-operator"
+DEFAULT_DOMAIN: Final = "cluster.local"
+LOOPBACK: Final = "127.0.0.1"
+# A certificate starts this long before it is issued: clocks of other machines may lag.
+BACKDATE_SECONDS: Final = 300
+# (certificate, key, CA) file names in each leaf Secret: the CoreOS layout (constants.py).
+LEAF_KEYS: Final[Mapping[Role, tuple[str, str, str]]] = {
+    "peer": (c.PEER_CERT_FILE, c.PEER_KEY_FILE, c.PEER_CA_FILE),
+    "server": (c.SERVER_CERT_FILE, c.SERVER_KEY_FILE, c.SERVER_CA_FILE),
+    "operator": (c.OPERATOR_CERT_FILE, c.OPERATOR_KEY_FILE, c.OPERATOR_CA_FILE),
+}
+SECRET_KEYS: Final[Mapping[Role, tuple[str, ...]]] = {"ca": (CA_CERT_KEY, CA_KEY_KEY), **LEAF_KEYS}
+
+
+@dataclass(frozen=True)
+class Names:
+    """The subjectAltNames a certificate must carry."""
+
+    dns: tuple[str, ...] = ()
+    ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Where a cluster's certificates are used: its name, namespace and ClusterDomain ("" or
+    ".example.org", as `PodPolicy.cluster_domain` holds it)."""
+
+    cluster: str
+    namespace: str
+    cluster_domain: str = ""
+
+    @property
+    def domain(self) -> str:
+        return self.cluster_domain.lstrip(".") or DEFAULT_DOMAIN
+
+    def secret_name(self, role: Role) -> str:
+        names = issued_secret_names(self.cluster)
+        return {"ca": names.ca, "peer": names.peer, "server": names.server, "operator": names.operator}[role]
+
+    def member_host(self, member: str) -> str:
+        """As manifests.member_host names it."""
+        return f"{member}.{self.cluster}.{self.namespace}.svc{self.cluster_domain}"
+
+
+def required_names(identity: Identity, role: Role) -> Names:
+    """The names a certificate of `role` carries (see the module docstring)."""
+    members_under = f"{identity.cluster}.{identity.namespace}.svc"
+    members = (f"*.{members_under}", f"*.{members_under}.{identity.domain}")
+    if role == "peer":
+        return Names(dns=members, ips=(LOOPBACK,))
+    if role == "server":
+        client = f"{identity.cluster}{c.CLIENT_SERVICE_SUFFIX}"
+        services = (client, f"{client}.{identity.namespace}", f"{client}.{identity.namespace}.svc",
+                    f"{client}.{identity.namespace}.svc.{identity.domain}")
+        return Names(dns=(*members, *services, "localhost"), ips=(LOOPBACK,))
+    return Names()
+
+
+# ---------------------------------------------------------------------------------------------
+# Issuing
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    cert_pem: bytes
+    key_pem: bytes
+
+    @property
+    def certificate(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem)
+
+
+def issue_ca(identity: Identity, now: datetime, validity_seconds: int) -> KeyPair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{identity.cluster}.{identity.namespace} etcd CA")])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(seconds=BACKDATE_SECONDS))
+        .not_valid_after(now + timedelta(seconds=validity_seconds))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(ca=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    )
+    return KeyPair(_pem(builder.sign(key, hashes.SHA256())), _key_pem(key))
+
+
+def issue_leaf(ca: KeyPair, identity: Identity, role: Role, now: datetime, validity_seconds: int) -> KeyPair:
+    """A certificate of `role` signed by `ca`, valid `validity_seconds` but never past the CA."""
+    ca_cert = ca.certificate
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey), "the issued CA key is an EC key"
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = required_names(identity, role)
+    common_name = OPERATOR_COMMON_NAME if role == "operator" else f"{identity.cluster}-{role}"
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH] if role == "operator" else \
+        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    not_after = min(now + timedelta(seconds=validity_seconds), ca_cert.not_valid_after_utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(seconds=BACKDATE_SECONDS))
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(ca=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+    )
+    if names.dns or names.ips:
+        alt_names: list[x509.GeneralName] = [x509.DNSName(name) for name in names.dns]
+        alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in names.ips]
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    return KeyPair(_pem(builder.sign(ca_key, hashes.SHA256())), _key_pem(key))
+
+
+def secret_data(role: Role, pair: KeyPair, ca: KeyPair) -> dict[str, str]:
+    """A Secret's `data` (base64): the CA's certificate and key for "ca", else the leaf's
+    certificate, key and the CA certificate under the CoreOS file names."""
+    if role == "ca":
+        files = {CA_CERT_KEY: pair.cert_pem, CA_KEY_KEY: pair.key_pem}
+    else:
+        cert_key, key_key, ca_key = LEAF_KEYS[role]
+        files = {cert_key: pair.cert_pem, key_key: pair.key_pem, ca_key: ca.cert_pem}
+    return {name: base64.b64encode(value).decode() for name, value in files.items()}
+
+
+def ca_from_secret(secret: Mapping[str, Any]) -> KeyPair:
+    """The CA of a CA Secret `ca_problem` found nothing wrong with."""
+    files = _files(secret)
+    return KeyPair(files[CA_CERT_KEY], files[CA_KEY_KEY])
+
+
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(digital_signature=not ca, content_commitment=False, key_encipherment=not ca,
+                         data_encipherment=False, key_agreement=False, key_cert_sign=ca, crl_sign=ca,
+                         encipher_only=False, decipher_only=False)
+
+
+def _pem(certificate: x509.Certificate) -> bytes:
+    return certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking: what is wrong with a Secret
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One Secret as checked: its certificate's end (None: none could be read) and what is wrong
+    with it ("" when nothing: it is kept)."""
+
+    role: Role
+    secret: str
+    not_after: datetime | None = None
+    problem: str = ""
+
+
+def ca_problem(secret: Mapping[str, Any] | None, now: datetime | None) -> Checked | str:
+    """The CA Secret's certificate end, or what is wrong with it (a reason for status)."""
+    if secret is None:
+        return "missing"
+    try:
+        files = _files(secret)
+        missing = [key for key in SECRET_KEYS["ca"] if key not in files]
+        if missing:
+            return f"has no key {', '.join(missing)} (it needs {', '.join(SECRET_KEYS['ca'])})"
+        cert = _certificate(files[CA_CERT_KEY], CA_CERT_KEY)
+        _check_key_matches(cert, files[CA_KEY_KEY], CA_KEY_KEY)
+    except _Unreadable as e:
+        return str(e)
+    constraints = _extension(cert, x509.BasicConstraints)
+    if constraints is None or not constraints.ca:
+        return f"{CA_CERT_KEY} is not a CA certificate"
+    expired = _expiry_problem(cert, now)
+    return expired or Checked("ca", "", cert.not_valid_after_utc)
+
+
+def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | None, identity: Identity,
+                 hosts: Sequence[str], issued: IssuedTLS, now: datetime | None) -> Checked:
+    """What is wrong with a leaf Secret of `role` (`problem` "" when nothing): missing, wrong key
+    names, unreadable, a key that is not the certificate's, not signed by the cluster CA, lacking a
+    name it needs or a member's host (`hosts`), expired, or within renewBefore of its end (when
+    issuing again would end it later: a certificate ends with its CA at the latest)."""
+    name = identity.secret_name(role)
+    if secret is None:
+        return Checked(role, name, problem="missing")
+    cert_key, key_key, ca_key = LEAF_KEYS[role]
+    try:
+        files = _files(secret)
+        missing = [key for key in LEAF_KEYS[role] if key not in files]
+        if missing:
+            return Checked(role, name, problem=f"has no key {', '.join(missing)} (it needs {', '.join(LEAF_KEYS[role])})")
+        cert = _certificate(files[cert_key], cert_key)
+        _check_key_matches(cert, files[key_key], key_key)
+    except _Unreadable as e:
+        return Checked(role, name, problem=str(e))
+    end = cert.not_valid_after_utc
+    if ca is None:
+        return Checked(role, name, end, "the cluster CA is missing or invalid")
+    ca_cert = ca.certificate
+    if files[ca_key].strip() != ca.cert_pem.strip():
+        return Checked(role, name, end, f"{ca_key} is not the cluster CA's certificate")
+    if not signed_by(cert, ca_cert):
+        return Checked(role, name, end, f"{cert_key} is not signed by the cluster CA")
+    lacking = missing_names(cert, required_names(identity, role))
+    if lacking:
+        return Checked(role, name, end, f"{cert_key} does not name {', '.join(lacking)}")
+    if role != "operator":
+        uncovered = [host for host in hosts if not names_host(cert, host)]
+        if uncovered:
+            return Checked(role, name, end, f"{cert_key} does not name member host {', '.join(uncovered)}")
+    expired = _expiry_problem(cert, now)
+    if expired:
+        return Checked(role, name, end, expired)
+    if now is not None and end - now < timedelta(seconds=issued.renew_before_seconds) \
+            and end < ca_cert.not_valid_after_utc:
+        return Checked(role, name, end, f"ends at {_time(end)}, within renewBefore")
+    return Checked(role, name, end)
+
+
+def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def alt_names(cert: x509.Certificate) -> Names:
+    extension = _extension(cert, x509.SubjectAlternativeName)
+    if extension is None:
+        return Names()
+    return Names(dns=tuple(extension.get_values_for_type(x509.DNSName)),
+                 ips=tuple(str(ip) for ip in extension.get_values_for_type(x509.IPAddress)))
+
+
+def missing_names(cert: x509.Certificate, wanted: Names) -> list[str]:
+    """The wanted names (DNS names, then IP addresses) the certificate lacks."""
+    present = alt_names(cert)
+    return [name for name in wanted.dns if name not in present.dns] + \
+        [ip for ip in wanted.ips if ip not in present.ips]
+
+
+def names_host(cert: x509.Certificate, host: str) -> bool:
+    """Would a TLS client accept the certificate for `host` (a wildcard covers one label)?"""
+    for name in alt_names(cert).dns:
+        if name == host:
+            return True
+        if name.startswith("*.") and "." in host and host.split(".", 1)[1] == name[2:]:
+            return True
+    return False
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _files(secret: Mapping[str, Any]) -> dict[str, bytes]:
+    data = secret.get("data") or {}
+    try:
+        return {str(key): base64.b64decode(value, validate=True) for key, value in data.items()}
+    except (binascii.Error, TypeError, ValueError) as e:
+        raise _Unreadable(f"its data is not base64: {e}") from e
+
+
+def _certificate(pem: bytes, key: str) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError as e:
+        raise _Unreadable(f"{key} is not a PEM certificate") from e
+
+
+def _check_key_matches(cert: x509.Certificate, pem: bytes, key: str) -> None:
+    try:
+        private = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as e:
+        raise _Unreadable(f"{key} is not an unencrypted PEM private key") from e
+    if _public_der(private.public_key()) != _public_der(cert.public_key()):
+        raise _Unreadable(f"{key} is not the key of the certificate beside it")
+
+
+def _public_der(key: Any) -> bytes:
+    der: bytes = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return der
+
+
+def _extension(cert: x509.Certificate, kind: type[Any]) -> Any:
+    try:
+        return cert.extensions.get_extension_for_class(kind).value
+    except x509.ExtensionNotFound:
+        return None
+
+
+def _expiry_problem(cert: x509.Certificate, now: datetime | None) -> str:
+    if now is None:
+        return ""
+    if cert.not_valid_after_utc <= now:
+        return f"expired at {_time(cert.not_valid_after_utc)}"
+    if cert.not_valid_before_utc > now:
+        return f"not valid before {_time(cert.not_valid_before_utc)}"
+    return ""
+
+
+def _time(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def format_time(moment: datetime) -> str:
+    """As Kubernetes writes times (RFC 3339, UTC, `Z`)."""
+    return _time(moment.replace(microsecond=0))
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole picture: what to issue
+
+
+@dataclass(frozen=True)
+class IssuanceCheck:
+    """Every issued Secret of a cluster, checked. `to_issue`: the roles whose Secret is written
+    next (all of them when the CA is)."""
+
+    checked: tuple[Checked, ...]
+
+    @property
+    def to_issue(self) -> tuple[Role, ...]:
+        return tuple(check.role for check in self.checked if check.problem)
+
+    def describe(self) -> str:
+        return "; ".join(f"secret {check.secret} {check.problem}" for check in self.checked if check.problem)
+
+
+def check_issued(secrets: Mapping[Role, Mapping[str, Any] | None], identity: Identity, issued: IssuedTLS,
+                 hosts: Sequence[str], now: datetime | None) -> IssuanceCheck:
+    """Check the CA Secret, then each leaf against it. A CA with a problem is issued again, and
+    every leaf with it (a new CA signed none of them)."""
+    ca_name = identity.secret_name("ca")
+    ca_result = ca_problem(secrets.get("ca"), now)
+    if isinstance(ca_result, str):
+        reissued = [Checked(role, identity.secret_name(role), problem=f"is issued again with the CA ({ca_result})")
+                    for role in LEAF_ROLES]
+        return IssuanceCheck((Checked("ca", ca_name, problem=ca_result), *reissued))
+    ca_secret = secrets.get("ca")
+    assert ca_secret is not None
+    ca = ca_from_secret(ca_secret)
+    leaves = tuple(leaf_problem(role, secrets.get(role), ca, identity, hosts, issued, now) for role in LEAF_ROLES)
+    return IssuanceCheck((Checked("ca", ca_name, ca_result.not_after), *leaves))
+
+
+# ---------------------------------------------------------------------------------------------
+# The planner's rule 2c
+
+
+REASON_SECRET_NAME_TAKEN: Final = "SecretNameTaken"
+
+
+def identity_of(observed: ObservedCluster) -> Identity:
+    cluster = observed.cluster
+    return Identity(cluster.name, cluster.namespace, cluster.require_spec().pod.cluster_domain)
+
+
+def member_hosts(observed: ObservedCluster) -> list[str]:
+    """The hosts members are reached at (listed members and member pods)."""
+    names = {m.member_name for m in observed.members or () if m.member_name} | {p.name for p in observed.live_pods}
+    identity = identity_of(observed)
+    return [identity.member_host(name) for name in sorted(names)]
+
+
+def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
+    """The issued Secrets of the cluster, checked (None: it does not use spec.TLS.issued)."""
+    spec = observed.cluster.require_spec()
+    if spec.issued_tls is None:
+        return None
+    secrets: dict[Role, Mapping[str, Any] | None] = {role: observed.issued_secrets.get(role) for role in ROLES}
+    return check_issued(secrets, identity_of(observed), spec.issued_tls, member_hosts(observed), observed.observed_at)
+
+
+def source_switch_problem(observed: ObservedCluster) -> str | None:
+    """Switching a running cluster between spec.TLS.static and spec.TLS.issued would roll members
+    onto certificates of another CA, which the members not rolled yet do not trust (nor the
+    operator, whose client certificate switches at once): refused, like switching TLS on or off.
+    Told by the secrets a member pod that ran mounts."""
+    cluster = observed.cluster
+    spec = cluster.require_spec()
+    names = issued_secret_names(cluster.name)
+    issued = {names.peer, names.server, names.operator}
+    for pod in observed.live_pods:
+        if pod.never_ran or not pod.secret_volumes:
+            continue
+        if spec.issued_tls is not None and not pod.secret_volumes <= issued:
+            return (f"spec.TLS cannot switch from static to issued on a running cluster (member {pod.name} runs "
+                    f"with secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and on the old "
+                    f"would not trust each other; put spec.TLS.static back")
+        if spec.issued_tls is None and pod.secret_volumes <= issued and \
+                spec.tls.member_peer_secret not in pod.secret_volumes | {""}:
+            return (f"spec.TLS cannot switch from issued to static on a running cluster (member {pod.name} runs "
+                    f"with the issued secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and "
+                    f"on the old would not trust each other; put spec.TLS.issued back")
+    return None
+
+
+def plan_certificates(observed: ObservedCluster) -> Action | None:
+    """Rule 2c: a running cluster switched between static and issued -> RejectSpec. With
+    spec.TLS.issued, a Secret of ours that is someone else's -> RefuseNames
+    (nothing is overwritten); one missing, wrong, expired or within renewBefore of its end ->
+    IssueCertificates (before anything else: the seed pod mounts them). None: nothing to do."""
+    switch = source_switch_problem(observed)
+    if switch is not None:
+        return RejectSpec(switch)
+    check = check_observed(observed)
+    if check is None:
+        return None
+    cluster = observed.cluster
+    taken = sorted(str((secret.get("metadata") or {}).get("name"))
+                   for secret in observed.issued_secrets.values()
+                   if secret is not None and not is_owned_by(secret, cluster.uid))
+    if taken:
+        return RefuseNames(REASON_SECRET_NAME_TAKEN,
+                           f"secret {', '.join(taken)} exists and is not owned by EtcdCluster {cluster.name}: "
+                           f"spec.TLS.issued writes its certificates there; delete or rename it")
+    if check.to_issue:
+        return IssueCertificates(check.to_issue, check.describe())
+    return None
