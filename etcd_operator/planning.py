@@ -77,23 +77,34 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 13. Unhealthy voting member -> remove it if over spec.size and quorum allows; otherwise Wait for
     it (its pod restarts in place; membership changes wait for a fully healthy cluster).
 14. Fewer voting members than spec.size -> AddMember (as learner), one at a time.
-15. More -> remove one: unhealthy, then outdated, then non-leader, then newest. The leader is
-    never removed while it leads: MoveLeader first.
+15. More -> remove one: unhealthy, then outdated, then non-leader, then newest. A healthy one,
+    when the others keep a quorum while it is down, is stopped first (StopMember: its pod goes,
+    etcd shuts down gracefully, a leader handing leadership over itself; then member remove);
+    otherwise the leader is never removed while it leads: MoveLeader first.
 16. Outdated members (image or pod policy, which includes the compaction and quota flags,
-    differs from the spec), oldest first, leader last
-    (MoveLeader first): on a PVC, when the others keep a quorum (3 or more voters) ->
-    UpgradeMember (restart on the volume, same member); on emptyDir, or with 1 or 2 voters
-    (whose restart would stop writes) -> AddMember(purpose upgrade) at the new spec, and rule 15
-    then removes the outdated one. Adding before removing keeps the fault tolerance.
+    differs from the spec), oldest first, leader last, while the others keep a quorum (3 or more
+    voters): only the image differs -> UpgradeMember in place (the etcd container's image changes
+    in the running pod: same member, address and data, emptyDir included); else on a PVC ->
+    UpgradeMember (restart on the volume, same member). No MoveLeader before: a leader hands over
+    itself as it stops. On emptyDir with a pod-policy change, or with 1 or 2 voters (whose restart
+    would stop writes) -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the
+    outdated one. Adding before removing keeps the fault tolerance.
+ 11c. A member restarted in place that the kubelet has not restarted yet (its restart count has
+    not grown; at most RESTART_WAIT_SECONDS) -> Wait: its pod shows the new image, its old etcd may
+    still answer.
 17. Otherwise -> SetServing(true) on a member pod left drained (a removal that no longer
     happens), else NoOp (converged).
 
-Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade) or UpgradeMember takes a
-member away, before Defragment blocks one, and before MoveLeader moves leadership off one (a
-leader drops the proposals it receives while it hands over), its pod leaves the client service:
-SetServing(false) first, then Wait until the client service's EndpointSlices no longer list it as
-ready (at most DRAIN_TIMEOUT_SECONDS after the drain, recorded on the pod), then the action. Clients
-of the service then never have a write caught on a member as it goes. Dead and stuck members (purpose
+Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade), StopMember or
+UpgradeMember takes a member away, before Defragment blocks one, and before MoveLeader moves
+leadership off one (a leader drops the proposals it receives while it hands over), its pod leaves
+the client service: SetServing(false) first, then Wait until the client service's EndpointSlices
+no longer list it as ready (at most DRAIN_TIMEOUT_SECONDS after the drain, recorded on the pod),
+and for a member that goes away until DRAIN_SETTLE_SECONDS have passed since the drain (proxies
+and address caches), then the action. Before that, the other healthy voters serve: one drained for
+an earlier step gets its label back, one that has just (re)started is waited for until the service
+lists it (SERVE_WAIT_SECONDS at most). Clients of the service then never have a write caught on a
+member as it goes. Dead and stuck members (purpose
 replace) are not drained: they serve no client already, and waiting must not block replacing them.
 
 Removing the leader (rules 9, 11b, 13, 15, 16): a voting member that leads is never removed while
@@ -160,7 +171,8 @@ ORPHAN_POD_GRACE_SECONDS = 10.0
 DRAIN_TIMEOUT_SECONDS = 30.0
 # After its endpoint left the client service, a drained member still gets new connections for a
 # moment: kube-proxy reprograms each node, DNS answers are cached (Go caches /etc/hosts for 5 s).
-# It is taken away only this long after it was drained.
+# A member that goes away (removed, stopped, restarted) goes only this long after it was drained;
+# one drained to be defragmented or to hand leadership over stays up, and serves late comers.
 DRAIN_SETTLE_SECONDS = 5.0
 # A member pod being deleted counts as shutting down until this long past the end of its grace
 # period (its deletionTimestamp); after that (its node is gone, say) its member is dead.
@@ -266,7 +278,8 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
             and (drained_for is None or drained_for < DRAIN_TIMEOUT_SECONDS)):
         return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
                     f"no longer lists it before: {action.describe()}")
-    if drained_for is not None and drained_for < DRAIN_SETTLE_SECONDS:
+    goes_away = isinstance(action, (RemoveMember, StopMember, UpgradeMember))  # not a defragmented member
+    if goes_away and drained_for is not None and drained_for < DRAIN_SETTLE_SECONDS:
         return Wait(f"{pod.name} drained {drained_for:.0f}s ago; new connections go elsewhere once proxies and "
                     f"clients' address caches let go of it ({DRAIN_SETTLE_SECONDS:.0f}s), then: {action.describe()}")
     return action
