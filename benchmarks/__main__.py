@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from benchmarks.backup_figures import measure_backup
+from benchmarks.client_figures import measure_client_view
 from benchmarks.environment import OperatorDeployment, sandbox_session
 from benchmarks.fleet_figures import measure_fleet
 from benchmarks.idle_figures import measure_idle_fleet
@@ -25,7 +26,7 @@ from kube_sandbox.testing import Sandbox
 log = logging.getLogger("benchmarks")
 
 FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "fleet",
-           "maintenance")
+           "maintenance", "client-view")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
@@ -55,7 +56,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "afterwards only if started here). Every timed figure is a ratio against a floor measured "
                     "in this run: the same membership changes done with raw etcdctl on plain etcd processes (scale 3->5: "
                     "with its members started as bare pods, benchmarks/pod_floor.py); maintenance: NOSPACE recovered "
-                    "and members defragmented by hand with etcdctl on plain etcd processes with the same history. "
+                    "and members defragmented by hand with etcdctl on plain etcd processes with the same history; "
+                    "client-view: etcd's check perf through the client service during each change, against the "
+                    "same checker on the unchanged cluster. "
                     f"Figures: {', '.join(FIGURES)}.",
     )
     parser.epilog = ("The sandbox is shared with anyone else using it: the idle-requests figure scales the "
@@ -129,6 +132,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
     if "maintenance" in selected:
         quota_mib = QUICK_QUOTA_MIB if args.quick else QUOTA_MIB
         steps.append(("maintenance", lambda s, o: measure_maintenance(s, args.repeat, quota_mib)))
+    if "client-view" in selected:
+        steps.append(("client-view", lambda s, o: measure_client_view(s)))
     return steps
 
 

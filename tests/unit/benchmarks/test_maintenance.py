@@ -78,13 +78,14 @@ def test_the_cluster_fills_its_quota_with_history_and_defragments_from_1_mib() -
 @pytest.mark.parametrize(("argv", "names"), [
     (["--only", "maintenance", "--quick"], ["maintenance"]),
     (["--only", "backup"], ["backup"]),
+    (["--only", "client-view"], ["client-view"]),
 ])
 def test_maintenance_is_a_figure_of_its_own(argv: list[str], names: list[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("BENCH_QUICK", "BENCH_REPEAT"):
         monkeypatch.delenv(name, raising=False)
     assert [name for name, _ in plan(parse_args(argv))] == names
-    assert "maintenance" in [name for name, _ in plan(parse_args([]))]
+    assert {"maintenance", "client-view"} <= {name for name, _ in plan(parse_args([]))}
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
@@ -101,3 +102,17 @@ def test_quick_mode_fills_a_smaller_quota(argv: list[str], expected: tuple[int, 
     [(_, run)] = plan(parse_args(argv))
     run(None, None)  # type: ignore[arg-type]
     assert calls == [expected]
+
+
+def test_check_perf_output_is_read_as_etcdctl_prints_it() -> None:
+    from benchmarks.check_perf import CheckPerfResult
+
+    failed = CheckPerfResult.parse(1, "FAIL: too many errors\nFAIL: ERROR(rpc error: code = Unknown desc = raft "
+                                      "proposal dropped) -> 2\nPASS: Throughput is 150 writes/s\nSlowest request "
+                                      "took too long: 0.795705s\nPASS: Stddev is 0.094964s\nFAIL\n", "")
+    assert not failed.passed and failed.throughput == 150 and failed.slowest_seconds == 0.795705
+    assert failed.errors == {"rpc error: code = Unknown desc = raft proposal dropped": 2}
+    assert failed.leader_change_errors_only() and not failed.thresholds_met, "the slowest request is over 0.5 s"
+    passed = CheckPerfResult.parse(0, "PASS: Throughput is 151 writes/s\nPASS: Slowest request took 0.013593s\n"
+                                      "PASS: Stddev is 0.000472s\nPASS\n", "")
+    assert passed.passed and passed.thresholds_met and passed.stddev_seconds == 0.000472 and not passed.errors

@@ -1,11 +1,10 @@
-"""etcd's own load checker, `etcdctl check perf`, run against a cluster while a test changes it:
+"""etcd's own load checker, `etcdctl check perf`, run against a cluster while it is changed:
 what a client notices is judged by etcd's thresholds, not ours.
 
 `--load=s` is 50 clients writing 150 keys/s for 60 s; etcdctl prints PASS only with no failed
 request, throughput above 90 % of that, the slowest request under 0.5 s and a standard deviation
-under 0.1 s. `LoadWindows` keeps one such run going under a sequence of changes, starting the next
-run when the current one has too little time left for the next change, and records which run
-covered which change.
+under 0.1 s. `make bench` runs one per change (benchmarks/client_figures.py); the tests keep one
+going under a sequence of changes (tests/integration/etcd_operator/check_perf_windows.py).
 
 One exception, measured and reported, not hidden: etcd drops the proposals that reach a leader
 while it hands leadership over, or a member while it knows no leader (etcd-io/etcd#8975: "raft
@@ -19,8 +18,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from kube_sandbox.testing import Sandbox, wait_for
 
@@ -152,50 +150,3 @@ class CheckPerfRun:
         done = self.sandbox.etcdctl(self.endpoints, "get", self.prefix, "--prefix", "--count-only", "-w", "fields")
         found = _COUNT.search(done.stdout) if done.returncode == 0 else None
         return int(found.group(1)) if found else 0
-
-
-@dataclass
-class Change:
-    label: str
-    seconds: float
-    run: int  # index of the CheckPerfRun that covered it
-
-
-@dataclass
-class LoadWindows:
-    """Consecutive `check perf` runs through `endpoints` covering a sequence of changes: call
-    `change(label, apply, longest)` for each; a change is begun only in a run with `longest`
-    seconds left, and must end within that run."""
-
-    sandbox: Sandbox
-    endpoints: list[str]
-    prefix: str
-    runs: list[CheckPerfRun] = field(default_factory=list)
-    changes: list[Change] = field(default_factory=list)
-
-    def change(self, label: str, apply: Any, longest: float) -> None:
-        assert longest < RUN_SECONDS - 5, f"{label}: no run is long enough for {longest:.0f}s"
-        current = self.runs[-1] if self.runs else None
-        if current is None or not current.running() or current.remaining() < longest:
-            if current is not None:
-                current.finish()
-            current = CheckPerfRun(self.sandbox, self.endpoints, f"{self.prefix}{len(self.runs)}/")
-            self.runs.append(current)
-            current.start()
-        began = time.monotonic()
-        apply()
-        ended = time.monotonic()
-        self.changes.append(Change(label, ended - began, len(self.runs) - 1))
-        assert current.running() and current.remaining() > 0, (
-            f"{label} took {ended - began:.1f}s, longer than the {longest:.0f}s it was given: check perf "
-            f"#{len(self.runs) - 1} ended before it did")
-
-    def finish(self) -> list[CheckPerfResult]:
-        return [run.finish() for run in self.runs]
-
-    def report(self) -> str:
-        lines = []
-        for index, run in enumerate(self.runs):
-            covered = ", ".join(f"{c.label} ({c.seconds:.1f}s)" for c in self.changes if c.run == index)
-            lines.append(f"check perf #{index} [{covered}]: {run.verdict()}")
-        return "\n".join(lines)
