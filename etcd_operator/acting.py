@@ -144,7 +144,7 @@ class ActionExecutor:
         if pod is not None and pod.image:
             operations.append({"op": "test", "path": f"{container}/image", "value": pod.image})
         operations.append({"op": "replace", "path": f"{container}/image", "value": action.image})
-        with self.failpoints.around(fp.POD_DELETE, ns):
+        with self.failpoints.around(fp.IMAGE_CHANGE, ns):
             self.pods.patch_json(ns, action.pod_name, operations)
 
     def _stop_member(self, action: a.StopMember, observed: ObservedCluster) -> None:

@@ -433,7 +433,7 @@ class StopMember(_Action):
     pvc_name: str = ""
 
     KIND: ClassVar[str] = "stop"
-    event_reason: ClassVar[str | None] = "MemberStopping"
+    event_reason: ClassVar[str | None] = "MemberRemoved"  # the same action removes it
 
     def describe(self) -> str:
         return f"stop member {self.member_name} ({self.member_id:x}), then remove it: {self.reason}"

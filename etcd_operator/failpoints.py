@@ -36,7 +36,8 @@ WHENS: tuple[When, ...] = ("before", "after")
 MEMBER_ADD, POD_CREATE, PROMOTE = "member-add", "pod-create", "promote"
 MOVE_LEADER, MEMBER_REMOVE, POD_DELETE = "move-leader", "member-remove", "pod-delete"
 DRAIN = "drain"  # the serving label removed from a member pod before its removal or restart
-EFFECTS = (MEMBER_ADD, POD_CREATE, PROMOTE, MOVE_LEADER, MEMBER_REMOVE, POD_DELETE, DRAIN)
+IMAGE_CHANGE = "image-change"  # a member's etcd image changed in its running pod (an in-place upgrade)
+EFFECTS = (MEMBER_ADD, POD_CREATE, PROMOTE, MOVE_LEADER, MEMBER_REMOVE, POD_DELETE, DRAIN, IMAGE_CHANGE)
 
 
 def failpoint_name(when: When, effect: str) -> str:

@@ -41,8 +41,9 @@ def test_bad_inputs_are_reported_and_recover_once_fixed(
         "unreachable-etcd": ({"etcdEndpoints": [f"http://source-client.{backups.namespace}.svc:9"], "storageType": "S3",
                               "backupPolicy": {"timeoutInSecond": 20}, "s3": backups.s3_spec(f"{bucket}/f")},
                              "EtcdUnreachable"),
-        "unsupported-storage": ({"etcdCluster": {"name": "source"}, "storageType": "GCS",
-                                 "gcs": {"path": f"{bucket}/g", "gcpSecret": "gcp"}}, "UnsupportedStorageType"),
+        # GCS works (issue 23); its secret missing is reported as such, and fixing the spec recovers.
+        "gcs-without-secret": ({"etcdCluster": {"name": "source"}, "storageType": "GCS",
+                                "gcs": {"path": f"{bucket}/g", "gcpSecret": "gcp"}}, "GCSSecretInvalid"),
         "unreachable-s3": ({**spec(backups, f"{bucket}/h"),
                             "s3": {**backups.s3_spec(f"{bucket}/h"), "endpoint": "http://127.0.0.1:9"},
                             "backupPolicy": {"timeoutInSecond": 20}}, s3.REASON_UNREACHABLE),
@@ -68,9 +69,9 @@ def test_bad_inputs_are_reported_and_recover_once_fixed(
     backups.create_aws_secret("malformed")
     storage.create_bucket(f"{bucket}-later")
     # ... or by fixing the spec (a new generation is retried at once).
-    backups.patch_spec("unsupported-storage", {"storageType": "S3", "s3": backups.s3_spec(f"{bucket}/g")})
+    backups.patch_spec("gcs-without-secret", {"storageType": "S3", "s3": backups.s3_spec(f"{bucket}/g")})
     backups.patch_spec("missing-cluster", {"etcdCluster": {"name": "source"}})
-    for name in ("missing-secret", "malformed-secret", "wrong-credentials", "missing-bucket", "unsupported-storage",
+    for name in ("missing-secret", "malformed-secret", "wrong-credentials", "missing-bucket", "gcs-without-secret",
                  "missing-cluster"):
         status = backups.wait_succeeded(name, timeout=400)
         assert "Reason" not in status and status["lastResult"] == "Succeeded", (name, status)

@@ -55,8 +55,13 @@ FIRED_FILE = "/tmp/failpoints-fired"  # on the operator pod's /tmp emptyDir: sur
 # Effects a resize goes through (it removes followers only, so leadership never moves); an
 # upgrade of emptyDir members adds a new member, promotes it, removes an old one, and moves
 # leadership off the old leader before removing it last.
+# A resize adds learners and promotes them, then stops members (drain, pod delete) and removes them.
 RESIZE_EFFECTS = (fp.MEMBER_ADD, fp.POD_CREATE, fp.PROMOTE, fp.MEMBER_REMOVE, fp.POD_DELETE, fp.DRAIN)
-UPGRADE_EFFECTS = fp.EFFECTS
+# A version change alone is made in place: drain, image change, per member.
+IN_PLACE_EFFECTS = (fp.DRAIN, fp.IMAGE_CHANGE)
+# A version and spec.pod change on emptyDir replaces each member: add, then stop and remove the old.
+# (MoveLeader is no longer part of these: a leader stopping hands over itself.)
+REPLACE_EFFECTS = RESIZE_EFFECTS
 CONVERGE_TIMEOUT_SECONDS = 420.0
 ETCD_CONTAINER = "etcd"
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
@@ -132,7 +137,8 @@ def _assert_fired(sandbox: Sandbox, expected: set[str]) -> str:
     return f"fired {', '.join(sorted(fired))} ({status.restart_count} restarts, last exit {terminated.exit_code})"
 
 
-def _converged(clusters: Clusters, name: str, size: int, version: str, last: list[str]) -> bool:
+def _converged(clusters: Clusters, name: str, size: int, version: str, last: list[str],
+               annotations: dict[str, str] | None = None) -> bool:
     """The spec reached and nothing left over: `size` members in etcd, all started voting members;
     exactly their pods (none terminating, no leftover), all on `version`; status Running."""
     status = clusters.status(name)
@@ -149,13 +155,15 @@ def _converged(clusters: Clusters, name: str, size: int, version: str, last: lis
             and len(members) == size and all(started(m) and not m.get("isLearner") for m in members)
             and sorted(m["name"] for m in members) == pod_names
             and all(p.metadata.deletion_timestamp is None for p in pods)
-            and images == {IMAGE.format(version)})
+            and images == {IMAGE.format(version)}
+            and all((p.metadata.annotations or {}).get(k) == v for p in pods for k, v in (annotations or {}).items()))
 
 
-def _wait_converged(clusters: Clusters, name: str, size: int, version: str, what: str) -> None:
+def _wait_converged(clusters: Clusters, name: str, size: int, version: str, what: str,
+                    annotations: dict[str, str] | None = None) -> None:
     last: list[str] = []
     try:
-        wait_for(lambda: _converged(clusters, name, size, version, last), timeout=CONVERGE_TIMEOUT_SECONDS,
+        wait_for(lambda: _converged(clusters, name, size, version, last, annotations), timeout=CONVERGE_TIMEOUT_SECONDS,
                  what=f"{name} converged to {what}")
     except AssertionError as e:
         raise AssertionError(f"{e}\nlast seen: {last}") from None
@@ -164,7 +172,7 @@ def _wait_converged(clusters: Clusters, name: str, size: int, version: str, what
 def _drive(clusters: Clusters, name: str, writer: Writer, spec: dict[str, Any], size: int, version: str) -> None:
     """Patch the spec, wait until converged to it, and check that writes still go through."""
     clusters.patch_spec(name, spec)
-    _wait_converged(clusters, name, size, version, str(spec))
+    _wait_converged(clusters, name, size, version, str(spec), (spec.get("pod") or {}).get("annotations"))
     _writes_flow(writer, f"after {spec}")
 
 
@@ -228,27 +236,38 @@ def test_operator_killed_at_each_failpoint_of_a_resize_and_an_upgrade(clusters: 
         _drive(clusters, name, writer, {"size": 3}, 3, OLD)
         report.append(f"resize 3->5->3: {_assert_fired(sandbox, resize)}")
 
-        upgrade = {fp.failpoint_name(when, e) for e in UPGRADE_EFFECTS}
-        _arm(sandbox, clusters.namespace, upgrade)
+        in_place = {fp.failpoint_name(when, e) for e in IN_PLACE_EFFECTS}
+        _arm(sandbox, clusters.namespace, in_place)
         _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
-        report.append(f"upgrade {OLD}->{NEW}: {_assert_fired(sandbox, upgrade)}")
+        report.append(f"upgrade {OLD}->{NEW} in place: {_assert_fired(sandbox, in_place)}")
+
+        replace = {fp.failpoint_name(when, e) for e in REPLACE_EFFECTS}
+        _arm(sandbox, clusters.namespace, replace)
+        _drive(clusters, name, writer, {"pod": {"annotations": {"chaos/revision": "1"}}}, 3, NEW)
+        report.append(f"spec.pod change (members replaced): {_assert_fired(sandbox, replace)}")
     print(f"{when}: " + "; ".join(report))
     _assert_no_write_lost(clusters, name, writer)
 
 
 def test_operator_killed_before_and_after_each_effect_of_an_upgrade_on_volumes(clusters: Clusters) -> None:
-    """Members on PVCs upgrade in place (delete the pod, recreate it on its volume; the leader
-    last, after handing over): the operator killed before and after each of those effects, still
-    the same members afterwards, each with its own PVC and nothing left over."""
+    """Members on PVCs upgrade in place (the image changed in the running pod), and restart on their
+    volumes for a spec.pod change (delete the pod, recreate it; the leader last): the operator killed
+    before and after each of those effects, still the same members afterwards, each with its own
+    PVC and nothing left over."""
     sandbox, name = clusters.sandbox, "chaosvol"
     clusters.create(etcd_cluster(name, size=3, version=OLD, pod={"persistentVolumeClaimSpec": PVC_SPEC}))
     clusters.wait_running(name, ready=3, timeout=240)
     ids = {m["name"]: m["ID"] for m in clusters.member_list(name)}
-    armed = {fp.failpoint_name(w, e) for w in fp.WHENS for e in (fp.POD_DELETE, fp.POD_CREATE, fp.MOVE_LEADER, fp.DRAIN)}
+    in_place = {fp.failpoint_name(w, e) for w in fp.WHENS for e in IN_PLACE_EFFECTS}
+    restart = {fp.failpoint_name(w, e) for w in fp.WHENS for e in (fp.POD_DELETE, fp.POD_CREATE, fp.DRAIN)}
     with _writing(clusters, name) as writer:
-        _arm(sandbox, clusters.namespace, armed)
+        _arm(sandbox, clusters.namespace, in_place)
         _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
-        print(f"upgrade on volumes {OLD}->{NEW}: {_assert_fired(sandbox, armed)}")
+        print(f"upgrade on volumes {OLD}->{NEW} in place: {_assert_fired(sandbox, in_place)}")
+        _arm(sandbox, clusters.namespace, restart)
+        _drive(clusters, name, writer, {"pod": {"persistentVolumeClaimSpec": PVC_SPEC,
+                                                "annotations": {"chaos/revision": "1"}}}, 3, NEW)
+        print(f"spec.pod change on volumes (restarts): {_assert_fired(sandbox, restart)}")
     assert {m["name"]: m["ID"] for m in clusters.member_list(name)} == ids, "members were replaced, not upgraded in place"
     pvcs = clusters.core.list_namespaced_persistent_volume_claim(clusters.namespace).items
     assert sorted(str(p.metadata.name) for p in pvcs) == sorted(ids), "a PVC is missing or left over"

@@ -37,7 +37,7 @@ def test_parse_accepts_when_effect_pairs_and_ignores_blanks() -> None:
     assert fp.parse_failpoints(" before:member-add, after:promote ,,") == {"before:member-add", "after:promote"}
     assert fp.parse_failpoints("") == frozenset()
     every = ",".join(f"{w}:{e}" for w in fp.WHENS for e in fp.EFFECTS)
-    assert len(fp.parse_failpoints(every)) == 2 * len(fp.EFFECTS) == 14
+    assert len(fp.parse_failpoints(every)) == 2 * len(fp.EFFECTS) == 16
 
 
 @pytest.mark.parametrize("text", ["during:member-add", "before:member-added", "member-add", "before:", "before:*"])
