@@ -30,15 +30,20 @@ class LoadWindows:
     runs: list[CheckPerfRun] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
 
+    def next_run(self) -> CheckPerfRun:
+        """End the current run (waiting for it) and start the next."""
+        if self.runs:
+            self.runs[-1].finish()
+        run = CheckPerfRun(self.sandbox, self.endpoints, f"{self.prefix}{len(self.runs)}/")
+        self.runs.append(run)
+        run.start()
+        return run
+
     def change(self, label: str, apply: Any, longest: float) -> None:
         assert longest < RUN_SECONDS - 5, f"{label}: no run is long enough for {longest:.0f}s"
         current = self.runs[-1] if self.runs else None
         if current is None or not current.running() or current.remaining() < longest:
-            if current is not None:
-                current.finish()
-            current = CheckPerfRun(self.sandbox, self.endpoints, f"{self.prefix}{len(self.runs)}/")
-            self.runs.append(current)
-            current.start()
+            current = self.next_run()
         began = time.monotonic()
         apply()
         ended = time.monotonic()
