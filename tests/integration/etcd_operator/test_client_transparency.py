@@ -171,6 +171,12 @@ def test_check_perf_passes_through_every_change(clusters: Clusters, storage: str
     failed = [f"check perf #{i} ({run.leader_changes} leader changes): {run.result and run.result.output}"
               for i, run in enumerate(windows.runs) if not run.acceptable()]
     assert not failed, "\n".join(failed)
+    # What the operator controls: at most one leader change per change (a rolling restart moves the
+    # leader once, last; a defragmentation once; a scale never).
+    for index, run in enumerate(windows.runs):
+        changes_in_run = [c.label for c in windows.changes if c.run == index]
+        assert run.leader_changes <= len(changes_in_run), (
+            f"check perf #{index}: {run.leader_changes} leader changes for {changes_in_run}")
     assert len(results) == len(windows.runs)
     if storage == "emptydir":
         assert upgraded == addresses, f"the upgrade replaced members: {addresses} -> {upgraded}"

@@ -116,3 +116,18 @@ def test_check_perf_output_is_read_as_etcdctl_prints_it() -> None:
     passed = CheckPerfResult.parse(0, "PASS: Throughput is 151 writes/s\nPASS: Slowest request took 0.013593s\n"
                                       "PASS: Stddev is 0.000472s\nPASS\n", "")
     assert passed.passed and passed.thresholds_met and passed.stddev_seconds == 0.000472 and not passed.errors
+
+
+def test_a_run_is_acceptable_with_leader_change_drops_only_when_leadership_changed() -> None:
+    from benchmarks.check_perf import CheckPerfResult, CheckPerfRun
+
+    dropped = CheckPerfResult.parse(1, "FAIL: too many errors\nFAIL: ERROR(etcdserver: request timed out) -> 2\n"
+                                       "PASS: Throughput is 150 writes/s\nPASS: Slowest request took 0.1s\n"
+                                       "PASS: Stddev is 0.01s\nFAIL\n", "")
+    cut = CheckPerfResult.parse(1, "FAIL: too many errors\nFAIL: ERROR(rpc error: code = Unavailable desc = error "
+                                   "reading from server: EOF) -> 1\nPASS: Throughput is 150 writes/s\nPASS: Slowest "
+                                   "request took 0.1s\nPASS: Stddev is 0.01s\nFAIL\n", "")
+    run = CheckPerfRun(None, [], "/p/", result=dropped, term_before=4, term_after=5)  # type: ignore[arg-type]
+    assert run.acceptable()
+    assert not CheckPerfRun(None, [], "/p/", result=dropped, term_before=5, term_after=5).acceptable()  # type: ignore[arg-type]
+    assert not CheckPerfRun(None, [], "/p/", result=cut, term_before=4, term_after=6).acceptable()  # type: ignore[arg-type]
