@@ -11,10 +11,14 @@ LOOPBACK = "127.0.0.1"
 START_TIMEOUT_SECONDS = 60.0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
+def free_port(below: int = 65536) -> int:
+    """A loopback port free now (the kernel's pick), below `below`."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((LOOPBACK, 0))
+            port = int(probe.getsockname()[1])
+        if port < below:
+            return port
 
 
 def wait_until_listening(process: ManagedProcess, port: int, timeout_seconds: float = START_TIMEOUT_SECONDS) -> None:

@@ -56,13 +56,30 @@ class StandaloneS3:
         self.process.stop()
 
 
+START_ATTEMPTS = 3
+# SeaweedFS serves gRPC on each server's port + 10000: the ports picked must leave room for it.
+MAX_PORT_WITH_GRPC = 65535 - 10000
+
+
 def start_standalone_s3(directory: Path, access_key: str = "standalone", secret_key: str = "standalone-secret",
                         timeout_seconds: float = 120.0) -> StandaloneS3:
-    """SeaweedFS on free loopback ports with its data and log in `directory`; stop it with `.stop()`."""
-    ports = [free_port() for _ in range(6)]
-    process = ManagedProcess("s3 (weed mini, standalone)",
-                             _weed_mini_argv(directory, LOOPBACK, ports, access_key, secret_key),
-                             directory / "s3.log")
-    process.start()
-    wait_until_listening(process, ports[0], timeout_seconds)
-    return StandaloneS3(process, ports[0], access_key, secret_key)
+    """SeaweedFS on free loopback ports with its data and log in `directory`; stop it with `.stop()`.
+
+    Six ports, each free when picked, and SeaweedFS also listens on each server's port + 10000
+    (gRPC): another process (a parallel test's) may take one before it binds. It then exits at
+    start, and is started again on other ports, at most START_ATTEMPTS times."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        ports = [free_port(below=MAX_PORT_WITH_GRPC) for _ in range(6)]
+        process = ManagedProcess("s3 (weed mini, standalone)",
+                                 _weed_mini_argv(directory, LOOPBACK, ports, access_key, secret_key),
+                                 directory / "s3.log")
+        process.start()
+        try:
+            wait_until_listening(process, ports[0], timeout_seconds)
+        except RuntimeError:
+            process.stop()
+            if attempt == START_ATTEMPTS or "address already in use" not in process.tail():
+                raise
+            continue
+        return StandaloneS3(process, ports[0], access_key, secret_key)
+    raise AssertionError("unreachable")
