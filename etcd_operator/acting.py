@@ -130,19 +130,22 @@ class ActionExecutor:
             self._delete_pod(action, observed)
             return
         ns = observed.cluster.namespace
-        # Annotations first: a crash before the image change leaves a restart that never comes,
-        # bounded (planning.RESTART_WAIT_SECONDS), after which the member is still outdated.
+        # One JSON patch, so the annotations that say "restart pending" and the image change apply
+        # together or not at all (an operator killed between two patches left a restart that never
+        # came, waited for until RESTART_WAIT_SECONDS). In-place upgrades are planned only for pods
+        # with the operator's pod-policy hash annotation, so the annotations map exists.
         annotations = {
             c.ANNOTATION_ETCD_VERSION: action.etcd_version,
             c.ANNOTATION_RESTARTED_AT: format_timestamp(datetime.now(UTC)),
             c.ANNOTATION_RESTARTED_FROM_COUNT: str(action.restart_count),
         }
-        self.pods.patch(ns, action.pod_name, {"metadata": {"uid": action.pod_uid or None, "annotations": annotations}})
         pod = observed.pod(action.member_name)
         container = f"/spec/containers/{action.container_index}"
         operations: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": action.pod_uid}]
         if pod is not None and pod.image:
             operations.append({"op": "test", "path": f"{container}/image", "value": pod.image})
+        operations += [{"op": "add", "path": f"/metadata/annotations/{_json_pointer_token(key)}", "value": value}
+                       for key, value in annotations.items()]
         operations.append({"op": "replace", "path": f"{container}/image", "value": action.image})
         with self.failpoints.around(fp.IMAGE_CHANGE, ns):
             self.pods.patch_json(ns, action.pod_name, operations)
@@ -378,3 +381,8 @@ def _pod_older_than(observed: ObservedCluster, member: str, seconds: float) -> b
     pod = observed.pod(member)
     age = observed.pod_age_seconds(pod) if pod is not None else None
     return age is not None and age >= seconds
+
+
+def _json_pointer_token(key: str) -> str:
+    """`key` as one JSON Pointer reference token (RFC 6901): `~` and `/` escaped."""
+    return key.replace("~", "~0").replace("/", "~1")

@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 RESTART_BACKOFF_INITIAL_SECONDS = 1.0
 RESTART_BACKOFF_MAX_SECONDS = 30.0
 BACKOFF_RESET_SECONDS = 2 * RESTART_BACKOFF_MAX_SECONDS  # a run this long forgives earlier crashes
+# Sandbox-only, per pod (the real kubelet's per-node `crashLoopBackOff.maxContainerRestartPeriod`):
+# a lower cap on the restart back-off, for tests that crash a container on purpose many times.
+MAX_RESTART_BACKOFF_ANNOTATION = "kube-sandbox.test/max-restart-backoff-seconds"
 SYNC_SECONDS = 1.0  # resync interval when nothing wakes the worker
 SETUP_RETRY_SECONDS = 2.0  # volumes/config that are not there yet
 IMAGE_PULL_BACKOFF_AFTER_SECONDS = 5.0  # ErrImagePull turns into ImagePullBackOff
@@ -198,6 +201,16 @@ def pod_phase(restart_policy: str, *, initialized: bool, init_failed: bool, cont
     if restart_policy == "Never":
         return "Failed"
     return "Running"
+
+
+def max_restart_backoff(pod: dict[str, Any]) -> float:
+    """The longest restart back-off for `pod`'s containers: RESTART_BACKOFF_MAX_SECONDS, or lower
+    (not below the initial back-off) by MAX_RESTART_BACKOFF_ANNOTATION; a bad value is ignored."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(MAX_RESTART_BACKOFF_ANNOTATION)
+    try:
+        return min(RESTART_BACKOFF_MAX_SECONDS, max(RESTART_BACKOFF_INITIAL_SECONDS, float(value)))
+    except (TypeError, ValueError):
+        return RESTART_BACKOFF_MAX_SECONDS
 
 
 class PodWorker:
@@ -526,7 +539,7 @@ class PodWorker:
         st.shown_backoff = delay
         if not st.replace_pending:
             st.backoff_seconds = (RESTART_BACKOFF_INITIAL_SECONDS if delay == 0
-                                  else min(delay * 2, RESTART_BACKOFF_MAX_SECONDS))
+                                  else min(delay * 2, max_restart_backoff(self.pod)))
         if delay > 0:
             self.services.events.record(self.pod, events.WARNING, "BackOff",
                                         f"Back-off restarting failed container {st.name}", self._field_path(st))

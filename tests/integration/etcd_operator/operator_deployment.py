@@ -191,10 +191,11 @@ def operator_env(sandbox: Sandbox, **env: str) -> Iterator[None]:
         roll(*(f"{name}-" for name in env))
 
 
-def deploy_operator_with_env(sandbox: Sandbox, env: dict[str, str], *, revision: str) -> None:
+def deploy_operator_with_env(sandbox: Sandbox, env: dict[str, str], *, revision: str,
+                             pod_annotations: dict[str, str] | None = None) -> None:
     """Roll the operator onto this checkout's code with `env` added to its container (e.g.
     failpoints); `revision` goes on the pod template, so each call starts a fresh pod (and fresh
-    emptyDirs) even with the same env. `deploy_operator` rolls it back to the plain manifest
+    emptyDirs) even with the same env, with `pod_annotations` too. `deploy_operator` rolls it back to the plain manifest
     (`kubectl apply` drops what the last apply set and the new one does not)."""
     require_alone("rolling the etcd operator onto another configuration")
     documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text()))
@@ -203,6 +204,7 @@ def deploy_operator_with_env(sandbox: Sandbox, env: dict[str, str], *, revision:
     annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[SOURCES_ANNOTATION] = shipped_sources_hash()
     annotations["etcd-operator-py.test/revision"] = revision
+    annotations.update(pod_annotations or {})
     container = next(c for c in template["spec"]["containers"] if c["name"] == OPERATOR_CONTAINER)
     container.setdefault("env", []).extend({"name": k, "value": v} for k, v in env.items())
     sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))

@@ -29,6 +29,7 @@ import pytest
 from etcd_operator import failpoints as fp
 from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.control_api import ControlApiError
+from kube_sandbox.kubelet.pods import MAX_RESTART_BACKOFF_ANNOTATION
 from kube_sandbox.testing import Sandbox, wait_for
 from operator_runtime.running import EXIT_LOST_LEADERSHIP
 from tests.integration.etcd_operator.client_writes import Writer
@@ -63,6 +64,7 @@ IN_PLACE_EFFECTS = (fp.DRAIN, fp.IMAGE_CHANGE)
 # (MoveLeader is no longer part of these: a leader stopping hands over itself.)
 REPLACE_EFFECTS = RESIZE_EFFECTS
 CONVERGE_TIMEOUT_SECONDS = 420.0
+RESTART_BACKOFF_SECONDS = 2
 ETCD_CONTAINER = "etcd"
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 
@@ -101,7 +103,9 @@ def _arm(sandbox: Sandbox, namespace: str, failpoints: set[str]) -> None:
         fp.FAILPOINTS_ENV: ",".join(sorted(failpoints)),
         fp.NAMESPACE_ENV: namespace,
         fp.FIRED_FILE_ENV: FIRED_FILE,
-    }, revision=f"r{secrets.token_hex(4)}")  # a letter first: kubectl's YAML reads "01283e11" as a number
+    }, revision=f"r{secrets.token_hex(4)}",  # a letter first: kubectl's YAML reads "01283e11" as a number
+        # It exits at each failpoint on purpose: restarts 1-2 s apart, not the back-off's 30 s.
+        pod_annotations={MAX_RESTART_BACKOFF_ANNOTATION: str(RESTART_BACKOFF_SECONDS)})
     pod = running_operator_pod(sandbox).metadata.name
     armed = ", ".join(sorted(failpoints))
 

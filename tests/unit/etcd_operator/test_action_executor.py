@@ -170,14 +170,17 @@ def test_an_in_place_upgrade_changes_only_the_etcd_image_of_that_very_pod() -> N
     action = plan_next_action(replace_pod(observed, name(2), serving=False))
     assert isinstance(action, a.UpgradeMember) and action.in_place and action.member_name == name(2), action
     _executor(api, etcd).execute(action, observed)
-    [(merge, (pod, patch)), (json_patch, (same_pod, operations))] = api.patches
-    assert (merge, json_patch, pod, same_pod) == ("merge", "json", name(2), name(2))
-    assert patch["metadata"]["uid"] == "uid-2"
-    assert patch["metadata"]["annotations"]["etcd.database.coreos.com/restarted-from-count"] == "4"
-    assert patch["metadata"]["annotations"]["etcd.version"] == "3.6.16"
+    [(json_patch, (pod, operations))] = api.patches
+    assert (json_patch, pod) == ("json", name(2)), "one patch: the restart annotations and the image together"
+    restarted_at = operations[3]
+    assert restarted_at["path"] == "/metadata/annotations/etcd.database.coreos.com~1restarted-at"
     assert operations == [
         {"op": "test", "path": "/metadata/uid", "value": "uid-2"},
         {"op": "test", "path": "/spec/containers/0/image", "value": "quay.io/coreos/etcd:v3.5.35"},
+        {"op": "add", "path": "/metadata/annotations/etcd.version", "value": "3.6.16"},
+        {"op": "add", "path": "/metadata/annotations/etcd.database.coreos.com~1restarted-at",
+         "value": restarted_at["value"]},
+        {"op": "add", "path": "/metadata/annotations/etcd.database.coreos.com~1restarted-from-count", "value": "4"},
         {"op": "replace", "path": "/spec/containers/0/image", "value": "quay.io/coreos/etcd:v3.6.16"},
     ]
     assert api.deleted == [] and etcd.calls == [], "the member keeps its pod, name and data"
