@@ -208,8 +208,8 @@ def max_restart_backoff(pod: dict[str, Any]) -> float:
     (not below the initial back-off) by MAX_RESTART_BACKOFF_ANNOTATION; a bad value is ignored."""
     value = ((pod.get("metadata") or {}).get("annotations") or {}).get(MAX_RESTART_BACKOFF_ANNOTATION)
     try:
-        return min(RESTART_BACKOFF_MAX_SECONDS, max(RESTART_BACKOFF_INITIAL_SECONDS, float(value)))
-    except (TypeError, ValueError):
+        return min(RESTART_BACKOFF_MAX_SECONDS, max(RESTART_BACKOFF_INITIAL_SECONDS, float(str(value))))
+    except ValueError:
         return RESTART_BACKOFF_MAX_SECONDS
 
 

@@ -10,6 +10,10 @@ the client service; the CoreOS `status`. Then our operator starts.
 from __future__ import annotations
 
 import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -40,11 +44,20 @@ KEYS = {f"/adopted/key-{i:02d}": f"value-{i}" for i in range(20)}
 # one minor version at a time: 3.5, or 3.4 (supported only as an upgrade source).
 # With `pvc`, spec.pod.persistentVolumeClaimSpec: CoreOS gave every member but the seed a PVC.
 SERVING_LABEL = "etcd.database.coreos.com/serving"
-ADOPTED = [
-    pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), False, id="etcd-3.5"),
-    pytest.param(DEBIAN_ETCD_VERSION, (newest_etcd_version("3.5"), newest_etcd_version("3.6")), False, id="etcd-3.4"),
-    pytest.param(newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), True, id="etcd-3.5-pvc"),
-]
+@dataclass(frozen=True)
+class Adopted:
+    """One CoreOS-made cluster: its name, etcd version, the upgrades it then takes, PVCs or not."""
+    name: str
+    version: str
+    upgrades: tuple[str, ...]
+    pvc: bool
+
+
+ADOPTED = (
+    Adopted("coreos-35", newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), False),
+    Adopted("coreos-34", DEBIAN_ETCD_VERSION, (newest_etcd_version("3.5"), newest_etcd_version("3.6")), False),
+    Adopted("coreos-35-pvc", newest_etcd_version("3.5"), (newest_etcd_version("3.6"),), True),
+)
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 POD_POLICY_HASH = "etcd.database.coreos.com/pod-policy-hash"  # on every pod our operator makes
 # Events our operator records when it changes membership or pods; none may follow the adoption.
@@ -148,26 +161,52 @@ def _wait_members(clusters: Clusters, name: str, count: int, version: str | None
                     what=f"{name}: Running with {count} ready members" + (f" at {version}" if version else ""))
 
 
-@pytest.mark.parametrize("version, upgrades, pvc", ADOPTED)
-def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_upgraded(
-        clusters: Clusters, version: str, upgrades: tuple[str, ...], pvc: bool) -> None:
-    name = "coreos-made"
-    started_at = time.monotonic()
-    with operator_stopped(clusters.sandbox):
-        coreos_members = _bootstrap_coreos_cluster(clusters, name, version, pvc)
+def _each_concurrently(what: str, step: Callable[[Adopted], None]) -> None:
+    """`step` for every adopted cluster at once (an operator runs many clusters side by side);
+    every cluster's failure is reported, not only the first."""
+    with ThreadPoolExecutor(max_workers=len(ADOPTED)) as pool:
+        futures = {adopted.name: pool.submit(step, adopted) for adopted in ADOPTED}
+    failures = {name: future.exception() for name, future in futures.items() if future.exception() is not None}
+    if failures:
+        raise AssertionError(f"{what}: " + "\n".join(
+            f"--- {name}:\n{''.join(traceback.format_exception(error))}" for name, error in failures.items()))
+
+
+def test_coreos_clusters_are_adopted_without_restarts_then_repaired_resized_and_upgraded(clusters: Clusters) -> None:
+    """Three CoreOS-made clusters (3.5, 3.4, 3.5 on PVCs) are made while our operator is stopped;
+    it then adopts all three and each is repaired, resized and upgraded, side by side."""
+    made: dict[str, tuple[list[str], dict[str, tuple[str, int]], dict[str, Any]]] = {}
+
+    def make(adopted: Adopted) -> None:
+        started_at = time.monotonic()
+        name = adopted.name
+        coreos_members = _bootstrap_coreos_cluster(clusters, name, adopted.version, adopted.pvc)
         pods_before = _pods(clusters, name)
         ids_before = member_ids(clusters, name)
         assert sorted(pods_before) == sorted(coreos_members) == sorted(ids_before), (pods_before, ids_before)
         assert _keys(clusters, name) == KEYS
         assert clusters.status(name)["phase"] == "Running"  # the CoreOS status, before we ever wrote one
-        print(f"\nCoreOS-shaped cluster bootstrapped in {time.monotonic() - started_at:.1f}s")
-        adoption_started = time.monotonic()  # our operator starts as the block ends
+        print(f"\n{name}: CoreOS-shaped cluster bootstrapped in {time.monotonic() - started_at:.1f}s")
+        made[name] = (coreos_members, pods_before, ids_before)
 
+    with operator_stopped(clusters.sandbox):
+        _each_concurrently("making the CoreOS clusters", make)
+    adoption_started = time.monotonic()  # our operator started as the block ended
+    _each_concurrently("adopting and running the CoreOS clusters",
+                       lambda adopted: _adopted_and_run_like_ours(clusters, adopted, *made[adopted.name],
+                                                                  adoption_started))
+
+
+def _adopted_and_run_like_ours(clusters: Clusters, adopted: Adopted, coreos_members: list[str],
+                               pods_before: dict[str, tuple[str, int]], ids_before: dict[str, Any],
+                               adoption_started: float) -> None:
+    name, version, upgrades, pvc = adopted.name, adopted.version, adopted.upgrades, adopted.pvc
     # Adopted: our status (our fields and conditions), same pods, same members, same data.
     status = clusters.wait_status(
         name, lambda s: s.get("readyCount") == SIZE and s.get("phase") == "Running" and "observedGeneration" in s,
         "our status written: Running, 3 ready", timeout=120)
-    print(f"adopted (our status Running 3/3) {time.monotonic() - adoption_started:.1f}s after our operator was scaled up")
+    print(f"{name}: adopted (our status Running 3/3) {time.monotonic() - adoption_started:.1f}s after our operator "
+          "was scaled up")
     conditions = {c["type"]: (c["status"], c.get("reason", "")) for c in status["conditions"]}
     assert conditions["Available"][0] == "True", conditions
     if version.startswith("3.4."):
@@ -216,7 +255,7 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
         wait_for(lambda: victim not in member_ids(clusters, name) and victim not in _pods(clusters, name),
                  timeout=120, what=f"failed CoreOS member {victim} removed and its pod deleted")
     _wait_members(clusters, name, SIZE)
-    print(f"failed CoreOS member {'restarted on its volume' if pvc else 'replaced'} in {time.monotonic() - step:.1f}s")
+    print(f"{name}: failed CoreOS member {'restarted on its volume' if pvc else 'replaced'} in {time.monotonic() - step:.1f}s")
     survivors = {m: pods_before[m] for m in coreos_members if m != victim}
     assert {m: _pods(clusters, name)[m] for m in survivors} == survivors
     assert _keys(clusters, name) == KEYS
@@ -225,12 +264,12 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
     step = time.monotonic()
     clusters.patch_spec(name, {"size": 5})
     _wait_members(clusters, name, 5)
-    print(f"3 -> 5 in {time.monotonic() - step:.1f}s")
+    print(f"{name}: 3 -> 5 in {time.monotonic() - step:.1f}s")
     step = time.monotonic()
     assert _keys(clusters, name) == KEYS
     clusters.patch_spec(name, {"size": 3})
     _wait_members(clusters, name, 3)
-    print(f"5 -> 3 in {time.monotonic() - step:.1f}s")
+    print(f"{name}: 5 -> 3 in {time.monotonic() - step:.1f}s")
     assert _keys(clusters, name) == KEYS
     for member, (uid, restarts) in _pods(clusters, name).items():
         if member in survivors:
@@ -241,7 +280,7 @@ def test_coreos_cluster_is_adopted_without_restarts_then_repaired_resized_and_up
         step = time.monotonic()
         clusters.patch_spec(name, {"version": target})
         _wait_members(clusters, name, 3, version=target, timeout=360)
-        print(f"upgraded to {target} in {time.monotonic() - step:.1f}s")
+        print(f"{name}: upgraded to {target} in {time.monotonic() - step:.1f}s")
         assert _keys(clusters, name) == KEYS
     ours = {p.metadata.name: (p.metadata.annotations or {}).get(POD_POLICY_HASH) for p in clusters.live_pods(name)}
     assert all(ours.values()), f"pods not made by our operator after the upgrade: {ours}"
