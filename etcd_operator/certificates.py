@@ -38,7 +38,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from etcd_common.api import constants as c
 from etcd_common.api.issued_tls import CA_CERT_KEY, CA_KEY_KEY, IssuedTLS, issued_secret_names
 from etcd_operator.actions import Action, IssueCertificates, RefuseNames, RejectSpec
-from etcd_operator.observed import ObservedCluster
+from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.ownership import is_owned_by
 
 Role = Literal["ca", "peer", "server", "operator"]
@@ -272,7 +272,7 @@ def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | Non
         return Checked(role, name, end, expired)
     if now is not None and end - now < timedelta(seconds=issued.renew_before_seconds) \
             and end < ca_cert.not_valid_after_utc:
-        return Checked(role, name, end, f"ends at {_time(end)}, within renewBefore")
+        return Checked(role, name, end, f"ends at {format_timestamp(end)}, within renewBefore")
     return Checked(role, name, end)
 
 
@@ -353,19 +353,10 @@ def _expiry_problem(cert: x509.Certificate, now: datetime | None) -> str:
     if now is None:
         return ""
     if cert.not_valid_after_utc <= now:
-        return f"expired at {_time(cert.not_valid_after_utc)}"
+        return f"expired at {format_timestamp(cert.not_valid_after_utc)}"
     if cert.not_valid_before_utc > now:
-        return f"not valid before {_time(cert.not_valid_before_utc)}"
+        return f"not valid before {format_timestamp(cert.not_valid_before_utc)}"
     return ""
-
-
-def _time(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def format_time(moment: datetime) -> str:
-    """As Kubernetes writes times (RFC 3339, UTC, `Z`)."""
-    return _time(moment.replace(microsecond=0))
 
 
 # ---------------------------------------------------------------------------------------------

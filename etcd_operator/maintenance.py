@@ -29,7 +29,7 @@ DEFRAGMENT_RETRY_SECONDS.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from etcd_common.api.etcd_cluster import ClusterSpec
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
@@ -45,7 +45,7 @@ from etcd_operator.actions import (
     ReportAlarm,
     Wait,
 )
-from etcd_operator.observed import ObservedCluster
+from etcd_operator.observed import ObservedCluster, as_utc, parse_timestamp, seconds_since
 
 MIB = 1024 * 1024
 # Routine defragmentation of a member that failed one waits this long.
@@ -104,10 +104,8 @@ def near_quota(observed: ObservedCluster, spec: ClusterSpec) -> bool:
 
 def alarm_raised_seconds(observed: ObservedCluster) -> float | None:
     """Since status first reported the alarm (its condition's transition), if known."""
-    since = _alarm_raised_at(observed)
-    if since is None or observed.observed_at is None:
-        return None
-    return max((observed.observed_at - since).total_seconds(), 0.0)
+    seconds = seconds_since(observed, _alarm_raised_at(observed))
+    return None if seconds is None else max(seconds, 0.0)
 
 
 def _alarm_raised_at(observed: ObservedCluster) -> datetime | None:
@@ -115,11 +113,8 @@ def _alarm_raised_at(observed: ObservedCluster) -> datetime | None:
     condition = observed.cluster.recorded.condition(CONDITION_ALARM_RAISED)
     if condition is None or condition.status != "True":
         return None
-    try:
-        since = datetime.fromisoformat(condition.last_transition_time.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+    since = parse_timestamp(condition.last_transition_time)
+    return as_utc(since) if since is not None else None
 
 
 def _defragmented_since(observed: ObservedCluster, member: Member, since: datetime | None) -> bool:
@@ -132,8 +127,7 @@ def _defragmented_since(observed: ObservedCluster, member: Member, since: dateti
     done = pod.defragmented_at if pod is not None else None
     if done is None:
         return False
-    done = done if done.tzinfo is not None else done.replace(tzinfo=UTC)
-    return done >= since
+    return as_utc(done) >= since
 
 
 def reclaimable_bytes(status: EndpointStatus) -> int:
@@ -262,9 +256,8 @@ def _failed_recently(observed: ObservedCluster, member: Member) -> bool:
         return False
     if pod.defragmented_at is not None and pod.defragmented_at > pod.defragment_failed_at:
         return False
-    failed = pod.defragment_failed_at
-    failed = failed if failed.tzinfo is not None else failed.replace(tzinfo=UTC)
-    return (observed.observed_at - failed).total_seconds() < DEFRAGMENT_RETRY_SECONDS
+    failed_for = seconds_since(observed, pod.defragment_failed_at)
+    return failed_for is not None and failed_for < DEFRAGMENT_RETRY_SECONDS
 
 
 def _reclaimable(observed: ObservedCluster, member: Member) -> int:

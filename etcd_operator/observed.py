@@ -254,10 +254,9 @@ def version_from_image(image: str) -> EtcdVersion | None:
 
 
 def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with whole seconds, as Kubernetes writes times (what `parse_timestamp` reads)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 in UTC with whole seconds, as Kubernetes writes times (what `parse_timestamp` reads);
+    a naive `moment` is UTC."""
+    return as_utc(moment).astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -268,6 +267,18 @@ def parse_timestamp(value: Any) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def as_utc(moment: datetime) -> datetime:
+    """`moment` with a time zone: a naive one (a time written without an offset) is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def seconds_since(observed: ObservedCluster, moment: datetime | None) -> float | None:
+    """Seconds from `moment` (naive: UTC) to when `observed` was taken; None if either is unknown."""
+    if moment is None or observed.observed_at is None:
+        return None
+    return (observed.observed_at - as_utc(moment)).total_seconds()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -163,7 +163,14 @@ from etcd_operator.manifests import (
     pod_policy_hash,
     service_names,
 )
-from etcd_operator.observed import ObservedCluster, ObservedPod, format_timestamp, parse_timestamp
+from etcd_operator.observed import (
+    ObservedCluster,
+    ObservedPod,
+    as_utc,
+    format_timestamp,
+    parse_timestamp,
+    seconds_since,
+)
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
@@ -273,7 +280,7 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
     if pod.serving:
         at = format_timestamp(observed.observed_at) if observed.observed_at is not None else ""
         return SetServing(pod.name, False, f"{what}; clients must not be caught on it", pod.uid, at)
-    drained_for = _seconds_since(observed, pod.drained_at)
+    drained_for = seconds_since(observed, pod.drained_at)
     if (observed.client_endpoints is not None and pod.name in observed.client_endpoints
             and (drained_for is None or drained_for < DRAIN_TIMEOUT_SECONDS)):
         return Wait(f"{pod.name} drained; waiting until service {client_service_name(observed.cluster.name)} "
@@ -300,7 +307,7 @@ def _others_serve_first(observed: ObservedCluster, target: ObservedPod) -> Actio
         if listed:
             continue
         started = max((t for t in (pod.created_at, pod.restarted_at) if t is not None), default=None)
-        waited = _seconds_since(observed, started)
+        waited = seconds_since(observed, started)
         if waited is not None and waited < SERVE_WAIT_SECONDS:
             return Wait(f"{pod.name} (re)started {waited:.0f}s ago and serves, but is not ready in service "
                         f"{client_service_name(observed.cluster.name)} yet (its readiness probe); "
@@ -531,7 +538,7 @@ def _rule_6_members_without_pods(
 
 def _still_stopping(observed: ObservedCluster, pod: ObservedPod) -> bool:
     """A pod being deleted whose grace period (and a margin for the kubelet) has not run out."""
-    since_deadline = _seconds_since(observed, pod.deletion_deadline)
+    since_deadline = seconds_since(observed, pod.deletion_deadline)
     return since_deadline is None or since_deadline < STOP_MARGIN_SECONDS
 
 
@@ -556,7 +563,7 @@ def _rule_6b_pods_not_created(observed: ObservedCluster, unstarted: tuple[Member
     if not unstarted:
         return None
     condition = observed.cluster.recorded.condition(CONDITION_MEMBER_POD_MISSING)
-    missing_for = _seconds_since(observed, pod_missing_since(observed))
+    missing_for = seconds_since(observed, pod_missing_since(observed))
     if limit is not None and missing_for is not None and missing_for >= limit:
         learner = unstarted[0]
         detail = f" ({condition.message})" if condition is not None and condition.message else ""
@@ -645,7 +652,7 @@ def _rule_11_restarting(observed: ObservedCluster) -> Action | None:
     """A member whose image the operator changed in place, not yet restarted by the kubelet: its
     pod shows the new image already, but the old etcd may still run and answer."""
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
-        waited = _seconds_since(observed, pod.restarted_at)
+        waited = seconds_since(observed, pod.restarted_at)
         if pod.restart_pending and (waited is None or waited < RESTART_WAIT_SECONDS):
             return Wait(f"member {pod.member_name} restarts on its new image (restart count still {pod.restart_count})")
     return None
@@ -696,23 +703,12 @@ def _rule_11b_stuck_members(observed: ObservedCluster, outdated: dict[str, str],
     return None
 
 
-def _seconds_since(observed: ObservedCluster, moment: datetime | None) -> float | None:
-    if moment is None or observed.observed_at is None:
-        return None
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return (observed.observed_at - moment).total_seconds()
-
-
 def _unhealthy_seconds(observed: ObservedCluster, member: Member) -> float | None:
     """How long the member's pod has been unready (its readiness is etcd's own health)."""
     pod = observed.pod(member.member_name)
     if pod is None or pod.ready or observed.observed_at is None:
         return None
-    since = pod.unready_since or pod.created_at
-    if since is None:
-        return None
-    since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
-    return (observed.observed_at - since).total_seconds()
+    return seconds_since(observed, pod.unready_since or pod.created_at)
 
 
 def _rule_12_learners(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
@@ -1018,4 +1014,4 @@ def _created(observed: ObservedCluster, member: Member) -> datetime:
     created = pod.created_at if pod is not None else None
     if created is None:
         return _EPOCH
-    return created if created.tzinfo is not None else created.replace(tzinfo=UTC)
+    return as_utc(created)

@@ -143,7 +143,7 @@ def tls_status(observed: ObservedCluster) -> dict[str, Any]:
     for checked in check.checked:
         entry = {"secret": checked.secret}
         if checked.not_after is not None:
-            entry["notAfter"] = certificates.format_time(checked.not_after)
+            entry["notAfter"] = format_timestamp(checked.not_after)
         if checked.problem:
             entry["problem"] = checked.problem
         tls[checked.role] = entry

@@ -19,12 +19,10 @@ import base64
 import binascii
 import os
 import threading
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import IO, Any, Final
 
 from azure.core import MatchConditions
@@ -41,6 +39,8 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobBlock, BlobServiceClient
 
 from etcd_common.api.storage_locations import OtherLocation
+from etcd_common.storage import objects
+from etcd_common.storage.endpoints import endpoint_url
 from etcd_common.storage.objects import (
     AccessDenied,
     BucketNotFound,
@@ -52,8 +52,11 @@ from etcd_common.storage.objects import (
     StorageError,
     Unreachable,
     UploadResult,
+    remove_quietly,
+    utc_or_epoch,
 )
-from kube_adapter.errors import KubeError, NotFound
+from etcd_common.storage.secret_data import SecretReader as SecretReader
+from etcd_common.storage.secret_data import read_credentials, require_keys, secret_values
 
 BACKEND: Final = "ABS"
 # Keys of the absSecret (CoreOS `AzureSecretStorageAccount`, `AzureSecretStorageKey`,
@@ -77,8 +80,6 @@ CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 MAX_ATTEMPTS: Final = 3
 
-SecretReader = Callable[[str, str], dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class AbsCredentials:
@@ -99,25 +100,10 @@ class AbsCredentials:
         return f"https://{self.account}.blob.{suffix}"
 
 
-def _secret_values(secret: Mapping[str, Any], where: str) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for name, encoded in (secret.get("data") or {}).items():
-        try:
-            values[name] = base64.b64decode(encoded, validate=True).decode("utf-8").strip()
-        except (binascii.Error, ValueError, UnicodeDecodeError) as error:
-            raise SecretInvalid(f"{where}: key {name!r} is not base64 of UTF-8 text", backend=BACKEND) from error
-    values.update({name: str(value).strip() for name, value in (secret.get("stringData") or {}).items()})
-    return values
-
-
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "absSecret") -> AbsCredentials:
     """The credentials in an absSecret (API dict); SecretInvalid naming the key that is wrong."""
-    values = _secret_values(secret, where)
-    missing = [key for key in (SECRET_STORAGE_ACCOUNT, SECRET_STORAGE_KEY) if not values.get(key)]
-    if missing:
-        present = ", ".join(sorted(values)) or "none"
-        raise SecretInvalid(f"{where} lacks {' and '.join(repr(k) for k in missing)} (keys present: {present})",
-                            backend=BACKEND)
+    values = secret_values(secret, where=where, backend=BACKEND)
+    require_keys(values, (SECRET_STORAGE_ACCOUNT, SECRET_STORAGE_KEY), where=where, backend=BACKEND)
     try:
         base64.b64decode(values[SECRET_STORAGE_KEY], validate=True)
     except (binascii.Error, ValueError) as error:
@@ -136,38 +122,19 @@ def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "absSecre
 
 def read_abs_credentials(read_secret: SecretReader, namespace: str, secret_name: str,
                          *, field: str = "spec.abs.absSecret") -> AbsCredentials:
-    where = f"secret {namespace}/{secret_name} ({field})"
-    try:
-        secret = read_secret(namespace, secret_name)
-    except NotFound as error:
-        raise SecretInvalid(f"{where} does not exist", backend=BACKEND) from error
-    except KubeError:
-        raise
-    return credentials_from_secret(secret, where=where)
+    return read_credentials(read_secret, namespace, secret_name, field=field, parse=credentials_from_secret,
+                            backend=BACKEND)
 
 
 def normalize_endpoint(endpoint: str, *, where: str = "spec.abs.endpoint",
                        error: type[StorageError] = LocationInvalid) -> str:
     """A blob service URL, checked: http(s), a host; a bare `host[:port]/path` gets https://."""
-    endpoint = endpoint.strip()
-    if "://" not in endpoint:
-        endpoint = f"https://{endpoint}"
-    try:
-        parts = urllib.parse.urlsplit(endpoint)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:
-        valid = False
-    if not valid:
-        raise error(f"{where} {endpoint!r} is not an http:// or https:// URL of a blob service", backend=BACKEND)
-    return endpoint.rstrip("/")
+    return endpoint_url(endpoint.strip(), where=where, backend=BACKEND, error=error, of=" of a blob service")
 
 
 def split_path(path: str) -> tuple[str, str]:
     """`path` "<container>/<blob>" -> (container, blob name)."""
-    container, _, name = path.strip().lstrip("/").partition("/")
-    if not container or not name:
-        raise LocationInvalid(f"path {path!r} must be \"<container>/<blob>\"", backend=BACKEND)
-    return container, name
+    return objects.split_path(path, backend=BACKEND, bucket_word="container", key_word="blob")
 
 
 def translate_error(error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> StorageError:
@@ -321,7 +288,7 @@ class AbsStorage:
                     out.write(chunk)
             os.replace(partial, path)
         except (AzureError, OSError) as error:
-            _remove_quietly(partial)
+            remove_quietly(partial)
             raise translate_error(error, bucket=bucket, key=key, operation="download") from error
         return os.path.getsize(path)
 
@@ -330,9 +297,9 @@ class AbsStorage:
             properties = self.client.get_blob_client(bucket, key).get_blob_properties(version_id=version_id or None)
         except (AzureError, OSError) as error:
             raise self._not_found_in(error, bucket, key, "read") from error
-        return ObjectInfo(key=key, size=int(properties.size or 0), last_modified=_utc(properties.last_modified),
-                          etag=str(properties.etag or "").strip('"'), metadata=_from_abs_metadata(properties.metadata),
-                          version_id=str(properties.version_id or ""))
+        return ObjectInfo(key=key, size=int(properties.size or 0),
+                          last_modified=utc_or_epoch(properties.last_modified), etag=str(properties.etag or "").strip('"'),
+                          metadata=_from_abs_metadata(properties.metadata), version_id=str(properties.version_id or ""))
 
     def exists(self, bucket: str, key: str) -> bool:
         try:
@@ -343,8 +310,8 @@ class AbsStorage:
 
     def list(self, bucket: str, prefix: str = "") -> list[ObjectInfo]:
         try:
-            return [ObjectInfo(key=str(item.name), size=int(item.size or 0), last_modified=_utc(item.last_modified),
-                               etag=str(item.etag or "").strip('"'))
+            return [ObjectInfo(key=str(item.name), size=int(item.size or 0),
+                               last_modified=utc_or_epoch(item.last_modified), etag=str(item.etag or "").strip('"'))
                     for item in self.client.get_container_client(bucket).list_blobs(name_starts_with=prefix or None)]
         except (AzureError, OSError) as error:
             raise translate_error(error, bucket=bucket, operation=f"list {prefix!r} in") from error
@@ -403,16 +370,3 @@ def _read_full(stream: IO[bytes], size: int) -> bytes:
         parts.append(data)
         left -= len(data)
     return b"".join(parts)
-
-
-def _utc(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(0, tz=UTC)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -15,14 +15,10 @@ which a download can pin.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import IO, Any, Final
 
 import google.api_core.exceptions as api_errors
@@ -35,10 +31,11 @@ from google.oauth2 import credentials as oauth2_credentials
 from google.oauth2 import service_account
 
 from etcd_common.api.storage_locations import OtherLocation
+from etcd_common.storage import objects
+from etcd_common.storage.endpoints import endpoint_url
 from etcd_common.storage.objects import (
     AccessDenied,
     BucketNotFound,
-    LocationInvalid,
     ObjectChanged,
     ObjectInfo,
     ObjectNotFound,
@@ -46,8 +43,11 @@ from etcd_common.storage.objects import (
     StorageError,
     Unreachable,
     UploadResult,
+    remove_quietly,
+    utc_or_epoch,
 )
-from kube_adapter.errors import KubeError, NotFound
+from etcd_common.storage.secret_data import SecretReader as SecretReader
+from etcd_common.storage.secret_data import read_credentials, secret_values
 
 BACKEND: Final = "GCS"
 # Keys of the gcpSecret (CoreOS `GCPAccessToken`, `GCPCredentialsJson`).
@@ -62,8 +62,6 @@ CHUNK_SIZE_BYTES: Final = 8 * 1024 * 1024  # a multiple of 256 KiB, as GCS requi
 TIMEOUT_SECONDS: Final = 60.0
 # How long the SDK retries transient failures (connection errors, 429, 5xx) of one call.
 RETRY_DEADLINE_SECONDS: Final = 30.0
-
-SecretReader = Callable[[str, str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -90,17 +88,11 @@ class GcsCredentials:
 
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "gcpSecret") -> GcsCredentials:
     """The credentials in a gcpSecret (API dict); SecretInvalid naming the key that is wrong."""
-    values: dict[str, str] = {}
-    for name, encoded in (secret.get("data") or {}).items():
-        try:
-            values[name] = base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError, UnicodeDecodeError) as error:
-            raise SecretInvalid(f"{where}: key {name!r} is not base64 of UTF-8 text", backend=BACKEND) from error
-    values.update({name: str(value) for name, value in (secret.get("stringData") or {}).items()})
-    token = values.get(SECRET_ACCESS_TOKEN, "").strip()
+    values = secret_values(secret, where=where, backend=BACKEND)
+    token = values.get(SECRET_ACCESS_TOKEN, "")
     if token:
         return GcsCredentials(access_token=token)
-    text = values.get(SECRET_CREDENTIALS_JSON, "").strip()
+    text = values.get(SECRET_CREDENTIALS_JSON, "")
     if not text:
         present = ", ".join(sorted(values)) or "none"
         raise SecretInvalid(f"{where} has neither {SECRET_ACCESS_TOKEN!r} nor {SECRET_CREDENTIALS_JSON!r} "
@@ -127,14 +119,8 @@ def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "gcpSecre
 
 def read_gcs_credentials(read_secret: SecretReader, namespace: str, secret_name: str,
                          *, field: str = "spec.gcs.gcpSecret") -> GcsCredentials:
-    where = f"secret {namespace}/{secret_name} ({field})"
-    try:
-        secret = read_secret(namespace, secret_name)
-    except NotFound as error:
-        raise SecretInvalid(f"{where} does not exist", backend=BACKEND) from error
-    except KubeError:
-        raise
-    return credentials_from_secret(secret, where=where)
+    return read_credentials(read_secret, namespace, secret_name, field=field, parse=credentials_from_secret,
+                            backend=BACKEND)
 
 
 def normalize_endpoint(endpoint: str) -> str:
@@ -142,23 +128,12 @@ def normalize_endpoint(endpoint: str) -> str:
     endpoint = endpoint.strip()
     if not endpoint:
         return ""
-    if "://" not in endpoint:
-        endpoint = f"https://{endpoint}"
-    try:
-        parts = urllib.parse.urlsplit(endpoint)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:
-        valid = False
-    if not valid:
-        raise LocationInvalid(f"spec.gcs.endpoint {endpoint!r} is not an http:// or https:// URL", backend=BACKEND)
-    return endpoint.rstrip("/")
+    return endpoint_url(endpoint, where="spec.gcs.endpoint", backend=BACKEND)
 
 
 def split_path(path: str) -> tuple[str, str]:
-    bucket, _, name = path.strip().lstrip("/").partition("/")
-    if not bucket or not name:
-        raise LocationInvalid(f"path {path!r} must be \"<bucket>/<object>\"", backend=BACKEND)
-    return bucket, name
+    """`path` "<bucket>/<object>" -> (bucket, object name)."""
+    return objects.split_path(path, backend=BACKEND, key_word="object")
 
 
 def translate_error(error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> StorageError:
@@ -306,7 +281,7 @@ class GcsStorage:
                 blob.download_to_file(out, timeout=self.timeout_seconds, retry=self.retry, **pins)
             os.replace(partial, path)
         except Exception as error:
-            _remove_quietly(partial)
+            remove_quietly(partial)
             if version_id and isinstance(error, api_errors.NotFound):
                 # The generation asked for is gone: the object was replaced (or deleted) since.
                 try:
@@ -375,19 +350,6 @@ def storage_for_location(location: OtherLocation, namespace: str, read_secret: S
 
 
 def _info(blob: Any) -> ObjectInfo:
-    return ObjectInfo(key=str(blob.name), size=int(blob.size or 0), last_modified=_utc(blob.updated),
+    return ObjectInfo(key=str(blob.name), size=int(blob.size or 0), last_modified=utc_or_epoch(blob.updated),
                       etag=str(blob.etag or ""), metadata=dict(blob.metadata or {}),
                       version_id=str(blob.generation or ""))
-
-
-def _utc(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(0, tz=UTC)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -4,7 +4,6 @@ backup and restore operators choose a backend."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from typing import Any, Final
 
 from etcd_common.api.storage_locations import (
@@ -15,10 +14,9 @@ from etcd_common.api.storage_locations import (
     StorageLocation,
 )
 from etcd_common.storage import abs as abs_storage
-from etcd_common.storage import gcs, oss, s3
+from etcd_common.storage import gcs, objects, oss, s3
 from etcd_common.storage.objects import LocationInvalid, ObjectStorage
-
-SecretReader = Callable[[str, str], dict[str, Any]]
+from etcd_common.storage.secret_data import SecretReader as SecretReader
 
 # storage type -> the URL scheme objects are named with in messages and command output.
 SCHEMES: Final = {STORAGE_TYPE_S3: "s3", STORAGE_TYPE_ABS: "abs", STORAGE_TYPE_GCS: "gs", STORAGE_TYPE_OSS: "oss"}
@@ -47,13 +45,8 @@ def storage_for_location(location: StorageLocation, namespace: str, read_secret:
 def split_location(location: StorageLocation) -> tuple[str, str]:
     """(bucket or container, key) of the location's `path`; the backend's LocationInvalid, whose
     message names the field, when it lacks either."""
-    backend = location.storage_type
-    bucket, _, key = location.path.strip().lstrip("/").partition("/")
-    if not bucket or not key:
-        word = "container" if backend == STORAGE_TYPE_ABS else "bucket"
-        raise LocationInvalid(f"spec.{location.section}.path {location.path!r} must be \"<{word}>/<key>\"",
-                              backend=backend)
-    return bucket, key
+    return objects.split_path(location.path, backend=location.storage_type, field=f"spec.{location.section}.path",
+                              bucket_word="container" if location.storage_type == STORAGE_TYPE_ABS else "bucket")
 
 
 def object_url(location: StorageLocation, bucket: str, key: str) -> str:

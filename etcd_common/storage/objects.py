@@ -4,13 +4,16 @@ whose `reason` goes into an object's status (prefixed with the store: `S3AccessD
 `ObjectStorage` protocol that `s3.S3Storage`, `abs.AbsStorage` and `gcs.GcsStorage` implement.
 
 A "bucket" is an S3, GCS or OSS bucket or an Azure Blob Storage container; a "key" is an object
-or blob name inside it. Every method raises a `StorageError`, never an SDK's exception."""
+or blob name inside it. Every method raises a `StorageError`, never an SDK's exception. Also the
+pieces every backend's objects share: splitting a `path`, an object's time, a partial download's
+removal."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import IO, ClassVar, Protocol
+from datetime import UTC, datetime
+from typing import IO, Any, ClassVar, Protocol
 
 
 class StorageError(Exception):
@@ -129,9 +132,27 @@ class ObjectStorage(Protocol):
         ...
 
 
-def split_path(path: str, *, backend: str = "S3", bucket_word: str = "bucket") -> tuple[str, str]:
-    """CoreOS's `path` "<bucket>/<key>" -> (bucket, key); raises LocationInvalid without both."""
+def split_path(path: str, *, backend: str = "S3", bucket_word: str = "bucket", key_word: str = "key",
+               field: str = "path", error: type[LocationInvalid] = LocationInvalid) -> tuple[str, str]:
+    """CoreOS's `path` "<bucket>/<key>" -> (bucket, key); raises `error` (the backend's
+    LocationInvalid) naming `field` without both. The words are the store's: an ABS path is
+    "<container>/<blob>", a GCS one "<bucket>/<object>"."""
     bucket, _, key = path.strip().lstrip("/").partition("/")
     if not bucket or not key:
-        raise LocationInvalid(f"path {path!r} must be \"<{bucket_word}>/<key>\"", backend=backend)
+        raise error(f"{field} {path!r} must be \"<{bucket_word}>/<{key_word}>\"", backend=backend)
     return bucket, key
+
+
+def utc_or_epoch(value: Any) -> datetime:
+    """An SDK's object time as an aware datetime (a naive one is UTC); the epoch when it gave none."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(0, tz=UTC)
+
+
+def remove_quietly(path: str) -> None:
+    """Remove a failed download's partial file; one never written is fine."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

@@ -11,16 +11,16 @@ requests) except on an IP or localhost endpoint (an S3-compatible test server), 
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from etcd_common.api.storage_locations import OtherLocation
-from etcd_common.storage.objects import LocationInvalid, SecretInvalid
+from etcd_common.storage.endpoints import endpoint_url as checked_endpoint_url
+from etcd_common.storage.objects import SecretInvalid
 from etcd_common.storage.s3 import AwsCredentials, S3Storage
-from kube_adapter.errors import KubeError, NotFound
+from etcd_common.storage.secret_data import SecretReader as SecretReader
+from etcd_common.storage.secret_data import read_credentials, require_keys, secret_values
 
 BACKEND: Final = "OSS"
 # Keys of the ossSecret (CoreOS `AlibabaCloudSecretCredentialsAccessKeyID` / `...AccessKeySecret`).
@@ -28,8 +28,6 @@ SECRET_ACCESS_KEY_ID: Final = "accessKeyID"
 SECRET_ACCESS_KEY_SECRET: Final = "accessKeySecret"
 DEFAULT_ENDPOINT: Final = "http://oss-cn-hangzhou.aliyuncs.com"
 DEFAULT_REGION: Final = "cn-hangzhou"
-
-SecretReader = Callable[[str, str], dict[str, Any]]
 
 
 class OssStorage(S3Storage):
@@ -39,46 +37,20 @@ class OssStorage(S3Storage):
 
 
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "ossSecret") -> AwsCredentials:
-    values: dict[str, str] = {}
-    for name, encoded in (secret.get("data") or {}).items():
-        try:
-            values[name] = base64.b64decode(encoded, validate=True).decode("utf-8").strip()
-        except (binascii.Error, ValueError, UnicodeDecodeError) as error:
-            raise SecretInvalid(f"{where}: key {name!r} is not base64 of UTF-8 text", backend=BACKEND) from error
-    values.update({name: str(value).strip() for name, value in (secret.get("stringData") or {}).items()})
-    missing = [key for key in (SECRET_ACCESS_KEY_ID, SECRET_ACCESS_KEY_SECRET) if not values.get(key)]
-    if missing:
-        present = ", ".join(sorted(values)) or "none"
-        raise SecretInvalid(f"{where} lacks {' and '.join(repr(k) for k in missing)} (keys present: {present})",
-                            backend=BACKEND)
+    values = secret_values(secret, where=where, backend=BACKEND)
+    require_keys(values, (SECRET_ACCESS_KEY_ID, SECRET_ACCESS_KEY_SECRET), where=where, backend=BACKEND)
     return AwsCredentials(values[SECRET_ACCESS_KEY_ID], values[SECRET_ACCESS_KEY_SECRET])
 
 
 def read_oss_credentials(read_secret: SecretReader, namespace: str, secret_name: str,
                          *, field: str = "spec.oss.ossSecret") -> AwsCredentials:
-    where = f"secret {namespace}/{secret_name} ({field})"
-    try:
-        secret = read_secret(namespace, secret_name)
-    except NotFound as error:
-        raise SecretInvalid(f"{where} does not exist", backend=BACKEND) from error
-    except KubeError:
-        raise
-    return credentials_from_secret(secret, where=where)
+    return read_credentials(read_secret, namespace, secret_name, field=field, parse=credentials_from_secret,
+                            backend=BACKEND)
 
 
 def endpoint_url(endpoint: str) -> str:
     """The spec's endpoint as a URL ("" is CoreOS's default; a bare host gets https://)."""
-    endpoint = endpoint.strip() or DEFAULT_ENDPOINT
-    if "://" not in endpoint:
-        endpoint = f"https://{endpoint}"
-    try:
-        parts = urllib.parse.urlsplit(endpoint)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:
-        valid = False
-    if not valid:
-        raise LocationInvalid(f"spec.oss.endpoint {endpoint!r} is not an http:// or https:// URL", backend=BACKEND)
-    return endpoint.rstrip("/")
+    return checked_endpoint_url(endpoint.strip() or DEFAULT_ENDPOINT, where="spec.oss.endpoint", backend=BACKEND)
 
 
 def region_of(endpoint: str) -> str:

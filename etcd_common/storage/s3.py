@@ -24,10 +24,8 @@ import binascii
 import configparser
 import logging
 import os
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import IO, Any, Final, Literal
 
 import boto3.session
@@ -36,6 +34,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from etcd_common.api.storage_locations import S3Location
+from etcd_common.storage import objects
+from etcd_common.storage.endpoints import is_http_url
 from etcd_common.storage.objects import (
     AccessDenied,
     BucketNotFound,
@@ -45,12 +45,15 @@ from etcd_common.storage.objects import (
     SecretInvalid,
     StorageError,
     Unreachable,
+    remove_quietly,
+    utc_or_epoch,
 )
 
 # ObjectInfo and UploadResult were defined here before the other stores came; still importable here.
 from etcd_common.storage.objects import ObjectInfo as ObjectInfo
 from etcd_common.storage.objects import UploadResult as UploadResult
-from kube_adapter.errors import KubeError, NotFound
+from etcd_common.storage.secret_data import SecretReader as SecretReader
+from etcd_common.storage.secret_data import read_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +92,6 @@ REASON_UNREACHABLE: Final = "S3Unreachable"
 REASON_LOCATION_INVALID: Final = "S3LocationInvalid"
 REASON_OBJECT_CHANGED: Final = "S3ObjectChanged"
 REASON_FAILED: Final = "S3Failed"
-
-SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secret dict
-
 
 # ---------------------------------------------------------------------------------------------
 # Errors
@@ -302,12 +302,7 @@ def _nested_section(value: str, where: str) -> dict[str, str]:
 
 def _endpoint_url(value: str, where: str) -> str:
     """A config file's endpoint URL, checked: the SDKs take only a full http(s) URL."""
-    try:
-        parts = urllib.parse.urlsplit(value)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:  # a port that is no number or out of range, a bad IPv6 literal
-        valid = False
-    if not valid:
+    if not is_http_url(value):
         raise S3SecretInvalid(f"{where} = {value!r}: not an http:// or https:// URL "
                               "(e.g. http://s3.example:9000)")
     return value.rstrip("/")
@@ -341,14 +336,8 @@ def read_aws_credentials(read_secret: SecretReader, namespace: str, secret_name:
                          *, field: str = "spec.s3.awsSecret") -> AwsCredentials:
     """The credentials of secret `namespace/secret_name`, named in the spec at `field`. A missing
     secret is S3SecretInvalid; other API failures pass through as KubeError."""
-    where = f"secret {namespace}/{secret_name} ({field})"
-    try:
-        secret = read_secret(namespace, secret_name)
-    except NotFound as error:
-        raise S3SecretInvalid(f"{where} does not exist") from error
-    except KubeError:
-        raise
-    return credentials_from_secret(secret, where=where)
+    return read_credentials(read_secret, namespace, secret_name, field=field, parse=credentials_from_secret,
+                            backend="S3", invalid=S3SecretInvalid)
 
 
 def normalize_endpoint(endpoint: str) -> str:
@@ -366,10 +355,7 @@ def normalize_endpoint(endpoint: str) -> str:
 
 def split_path(path: str) -> tuple[str, str]:
     """CoreOS's `path` "<bucket>/<key>" -> (bucket, key); raises S3LocationInvalid without both."""
-    bucket, _, key = path.strip().lstrip("/").partition("/")
-    if not bucket or not key:
-        raise S3LocationInvalid(f"path {path!r} must be \"<bucket>/<key>\"")
-    return bucket, key
+    return objects.split_path(path, backend="S3", error=S3LocationInvalid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -520,7 +506,7 @@ class S3Storage:
                 self.client.download_file(bucket, key, partial, Config=self.transfer_config)
             os.replace(partial, path)
         except Exception as error:
-            _remove_quietly(partial)
+            remove_quietly(partial)
             if isinstance(error, OSError) and not isinstance(error, botocore.exceptions.BotoCoreError):
                 raise S3Error(f"download s3://{bucket}/{key} to {path}: {error}", backend=self.backend) from error
             raise self._translate(error, bucket=bucket, key=key, operation="download") from error
@@ -548,7 +534,7 @@ class S3Storage:
             raise self._translate(error, bucket=bucket, key=key, operation="read") from error
         return ObjectInfo(
             key=key, size=int(answer.get("ContentLength", 0)),
-            last_modified=_utc(answer.get("LastModified")), etag=str(answer.get("ETag", "")).strip('"'),
+            last_modified=utc_or_epoch(answer.get("LastModified")), etag=str(answer.get("ETag", "")).strip('"'),
             metadata=dict(answer.get("Metadata") or {}), version_id=str(answer.get("VersionId") or ""),
         )
 
@@ -568,7 +554,7 @@ class S3Storage:
                 for entry in page.get("Contents") or []:
                     objects.append(ObjectInfo(
                         key=str(entry["Key"]), size=int(entry.get("Size", 0)),
-                        last_modified=_utc(entry.get("LastModified")), etag=str(entry.get("ETag", "")).strip('"'),
+                        last_modified=utc_or_epoch(entry.get("LastModified")), etag=str(entry.get("ETag", "")).strip('"'),
                     ))
         except Exception as error:
             raise self._translate(error, bucket=bucket, operation=f"list {prefix!r} in") from error
@@ -590,16 +576,3 @@ def storage_for_location(location: S3Location, namespace: str, read_secret: Secr
     credentials = (read_aws_credentials(read_secret, namespace, location.aws_secret)
                    if location.aws_secret else None)
     return S3Storage.for_location(location, credentials, **options)
-
-
-def _utc(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(0, tz=UTC)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -2,47 +2,36 @@
 accept only clients with a certificate from the cluster's CA, and a lost member is replaced over TLS."""
 from __future__ import annotations
 
-import json
-import socket
-import ssl
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.etcd_data import describe_members, read_prefix, started
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
-from tests.integration.etcd_operator.tls_certs import CertificateAuthority, ClusterCertificates, coreos_static_tls
-
-HANDSHAKE_TIMEOUT_SECONDS = 5.0
+from tests.integration.etcd_operator.tls_certs import (
+    CertificateAuthority,
+    ClusterCertificates,
+    common_name,
+    coreos_static_tls,
+    etcdctl,
+    member_list,
+    member_url,
+    served_certificate,
+)
 
 
 def _member_url(tls: ClusterCertificates, member: str, port: int) -> str:
-    return f"https://{member}.{tls.cluster}.{tls.namespace}.svc:{port}"
+    return member_url(tls.cluster, tls.namespace, member, port)
 
 
-def _etcdctl(clusters: Clusters, endpoints: Sequence[str], flags: Sequence[str], *args: str) -> str:
-    result = clusters.sandbox.etcdctl(endpoints, *flags, *args)
-    if result.returncode != 0:
-        raise AssertionError(f"etcdctl {' '.join(args)} at {list(endpoints)} failed: {result.stderr.strip()[-500:]}")
-    return result.stdout
-
-
-def _member_list(clusters: Clusters, tls: ClusterCertificates, endpoints: Sequence[str]) -> list[dict[str, Any]]:
-    members: list[dict[str, Any]] = json.loads(
-        _etcdctl(clusters, endpoints, tls.client_flags(), "member", "list", "-w", "json")).get("members", [])
-    return members
+def _member_list(clusters: Clusters, tls: ClusterCertificates, endpoints: list[str]) -> list[dict[str, Any]]:
+    return member_list(clusters, endpoints, tls.client_flags())
 
 
 def _served_certificate(address: str, port: int, tls: ClusterCertificates) -> dict[str, Any]:
-    """Handshake with `address:port` as a client of the cluster's CA; the certificate it served."""
-    context = ssl.create_default_context(cafile=str(tls.ca.cert_file))
-    context.check_hostname = False  # by IP: the names are checked by etcdctl and etcd themselves
-    context.load_cert_chain(str(tls.operator.cert_file), str(tls.operator.key_file))
-    with socket.create_connection((address, port), timeout=HANDSHAKE_TIMEOUT_SECONDS) as raw:
-        with context.wrap_socket(raw) as conn:
-            certificate: dict[str, Any] = conn.getpeercert() or {}
-            return certificate
+    """Handshake with `address:port` as the operator, a client of the cluster's CA."""
+    return served_certificate(address, port, ca_file=tls.ca.cert_file, cert_file=tls.operator.cert_file,
+                              key_file=tls.operator.key_file)
 
 
 def _failed_mounts(clusters: Clusters, name: str) -> list[str]:
@@ -50,10 +39,6 @@ def _failed_mounts(clusters: Clusters, name: str) -> list[str]:
     pods = {p.metadata.name for p in clusters.pods(name)}
     events = clusters.core.list_namespaced_event(clusters.namespace, field_selector="reason=FailedMount").items
     return [str(e.message) for e in events if e.involved_object.name in pods]
-
-
-def _common_name(certificate: dict[str, Any]) -> str:
-    return next((value for rdn in certificate.get("subject", ()) for key, value in rdn if key == "commonName"), "")
 
 
 def test_static_tls_cluster_serves_only_certified_clients_and_heals_over_tls(
@@ -83,14 +68,14 @@ def test_static_tls_cluster_serves_only_certified_clients_and_heals_over_tls(
     for member, pod in pods.items():
         peer = _served_certificate(pod.status.pod_ip, 2380, tls)
         server = _served_certificate(pod.status.pod_ip, 2379, tls)
-        assert _common_name(peer) == f"{name}-peer", f"{member} peer port served {peer}"
-        assert _common_name(server) == f"{name}-server", f"{member} client port served {server}"
+        assert common_name(peer) == f"{name}-peer", f"{member} peer port served {peer}"
+        assert common_name(server) == f"{name}-server", f"{member} client port served {server}"
 
     # A client with the operator's certificate writes through the client service and reads on every member.
     service = [f"https://{name}-client.{ns}.svc:2379"]
     written = {f"tls/{i:02d}": f"value-{i}" for i in range(10)}
     for key, value in written.items():
-        _etcdctl(clusters, service, tls.client_flags(), "put", key, value)
+        etcdctl(clusters, service, tls.client_flags(), "put", key, value)
     for endpoint in member_endpoints:
         local = read_prefix(clusters.sandbox, [endpoint], "tls/", serializable=True, flags=tls.client_flags())
         assert local == written, f"{endpoint} has {local}"

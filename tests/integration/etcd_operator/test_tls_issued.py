@@ -5,10 +5,6 @@ names are wildcards), and the Secrets go with the cluster. Mirrors test_tls_clus
 from __future__ import annotations
 
 import base64
-import json
-import socket
-import ssl
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,8 +12,8 @@ from typing import Any
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.etcd_data import describe_members, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.tls_certs import common_name, etcdctl, member_list, member_url, served_certificate
 
-HANDSHAKE_TIMEOUT_SECONDS = 5.0
 ROLES = ("ca", "peer", "server", "operator")
 # The CoreOS file names in each leaf Secret, as spec.TLS.static reads them.
 LEAF_KEYS = {
@@ -25,10 +21,6 @@ LEAF_KEYS = {
     "server": {"server.crt", "server.key", "server-ca.crt"},
     "operator": {"etcd-client.crt", "etcd-client.key", "etcd-client-ca.crt"},
 }
-
-
-def _member_url(name: str, ns: str, member: str, port: int) -> str:
-    return f"https://{member}.{name}.{ns}.svc:{port}"
 
 
 def _secret_files(clusters: Clusters, secret: str) -> dict[str, bytes]:
@@ -53,32 +45,9 @@ class _Client:
     def flags(self) -> list[str]:
         return [f"--cacert={self.ca}", f"--cert={self.cert}", f"--key={self.key}"]
 
-
-def _etcdctl(clusters: Clusters, endpoints: Sequence[str], flags: Sequence[str], *args: str) -> str:
-    result = clusters.sandbox.etcdctl(endpoints, *flags, *args)
-    if result.returncode != 0:
-        raise AssertionError(f"etcdctl {' '.join(args)} at {list(endpoints)} failed: {result.stderr.strip()[-500:]}")
-    return result.stdout
-
-
-def _member_list(clusters: Clusters, client: _Client, endpoints: Sequence[str]) -> list[dict[str, Any]]:
-    members: list[dict[str, Any]] = json.loads(
-        _etcdctl(clusters, endpoints, client.flags(), "member", "list", "-w", "json")).get("members", [])
-    return members
-
-
-def _served_certificate(address: str, port: int, client: _Client) -> dict[str, Any]:
-    context = ssl.create_default_context(cafile=str(client.ca))
-    context.check_hostname = False  # by IP: the names are checked by etcdctl and etcd themselves
-    context.load_cert_chain(str(client.cert), str(client.key))
-    with socket.create_connection((address, port), timeout=HANDSHAKE_TIMEOUT_SECONDS) as raw:
-        with context.wrap_socket(raw) as conn:
-            certificate: dict[str, Any] = conn.getpeercert() or {}
-            return certificate
-
-
-def _common_name(certificate: dict[str, Any]) -> str:
-    return next((value for rdn in certificate.get("subject", ()) for key, value in rdn if key == "commonName"), "")
+    def served_certificate(self, address: str, port: int) -> dict[str, Any]:
+        """The certificate `address:port` serves to this client."""
+        return served_certificate(address, port, ca_file=self.ca, cert_file=self.cert, key_file=self.key)
 
 
 def _issued_secrets(clusters: Clusters, name: str) -> list[Any]:
@@ -116,25 +85,25 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
     client = _Client(clusters, name, tmp_path / "client")
     pods = {p.metadata.name: p for p in clusters.live_pods(name)}
     assert len(pods) == 3, sorted(pods)
-    member_endpoints = [_member_url(name, ns, member, 2379) for member in sorted(pods)]
-    members = _member_list(clusters, client, member_endpoints)
+    member_endpoints = [member_url(name, ns, member, 2379) for member in sorted(pods)]
+    members = member_list(clusters, member_endpoints, client.flags())
     assert sorted(str(m.get("name")) for m in members) == sorted(pods), describe_members(members)
     for member in members:
-        assert member["peerURLs"] == [_member_url(name, ns, member["name"], 2380)], describe_members(members)
-        assert member["clientURLs"] == [_member_url(name, ns, member["name"], 2379)], describe_members(members)
+        assert member["peerURLs"] == [member_url(name, ns, member["name"], 2380)], describe_members(members)
+        assert member["clientURLs"] == [member_url(name, ns, member["name"], 2379)], describe_members(members)
 
     # Each port serves the certificate the operator issued for it.
     for member, pod in pods.items():
-        peer = _served_certificate(pod.status.pod_ip, 2380, client)
-        server = _served_certificate(pod.status.pod_ip, 2379, client)
-        assert _common_name(peer) == f"{name}-peer", f"{member} peer port served {peer}"
-        assert _common_name(server) == f"{name}-server", f"{member} client port served {server}"
+        peer = client.served_certificate(pod.status.pod_ip, 2380)
+        server = client.served_certificate(pod.status.pod_ip, 2379)
+        assert common_name(peer) == f"{name}-peer", f"{member} peer port served {peer}"
+        assert common_name(server) == f"{name}-server", f"{member} client port served {server}"
 
     # Writes through the client service over TLS, read on every member.
     service = [f"https://{name}-client.{ns}.svc:2379"]
     written = {f"issued/{i:02d}": f"value-{i}" for i in range(10)}
     for key, value in written.items():
-        _etcdctl(clusters, service, client.flags(), "put", key, value)
+        etcdctl(clusters, service, client.flags(), "put", key, value)
     for endpoint in member_endpoints:
         local = read_prefix(clusters.sandbox, [endpoint], "issued/", serializable=True, flags=client.flags())
         assert local == written, f"{endpoint} has {local}"
@@ -148,10 +117,10 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
     clusters.patch_spec(name, {"size": 5})
     clusters.wait_running(name, ready=5, timeout=300)
     live = sorted(p.metadata.name for p in clusters.live_pods(name))
-    members = _member_list(clusters, client, [_member_url(name, ns, member, 2379) for member in live])
+    members = member_list(clusters, [member_url(name, ns, member, 2379) for member in live], client.flags())
     assert len(members) == 5 and not any(m.get("isLearner") for m in members), describe_members(members)
     for member in live:
-        local = read_prefix(clusters.sandbox, [_member_url(name, ns, member, 2379)], "issued/", serializable=True,
+        local = read_prefix(clusters.sandbox, [member_url(name, ns, member, 2379)], "issued/", serializable=True,
                             flags=client.flags())
         assert local == written, f"{member} has {local}"
     clusters.patch_spec(name, {"size": 3})

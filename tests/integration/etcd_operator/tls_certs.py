@@ -1,18 +1,26 @@
 """Certificates for CoreOS-style `spec.TLS.static` clusters, made with the openssl CLI (as the
 sandbox makes its own, kube_sandbox/certs.py): one CA, and the peer, server and operator (client)
 certificates with the names the CoreOS etcd-operator documents, stored as Secrets with the CoreOS
-file names inside."""
+file names inside. And what the TLS cluster tests (static and issued certificates) ask of a
+cluster over TLS: its members' URLs, etcdctl with client certificate flags, the certificate a
+port serves."""
 from __future__ import annotations
 
 import base64
+import json
+import socket
+import ssl
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from etcd_common.api import constants as c
+from tests.integration.etcd_operator.operator_clusters import Clusters
 
 CERT_DAYS = 2
+HANDSHAKE_TIMEOUT_SECONDS = 5.0
 # EC keys: generated in milliseconds, where 2048-bit RSA takes a noticeable share of 2 slow cores.
 _KEY_ARGS = ("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
 _CA_CONFIG = """[req]
@@ -162,6 +170,43 @@ def coreos_static_tls(directory: Path, cluster: str, namespace: str) -> ClusterC
     server = ca.issue("server", f"{cluster}-server", dns_names=[*members, *client_service, "localhost"])
     operator = ca.issue("operator", "etcd-operator", server=False)
     return ClusterCertificates(cluster, namespace, ca, peer, server, operator)
+
+
+def member_url(cluster: str, namespace: str, member: str, port: int) -> str:
+    """The https URL a member advertises under its DNS name (2379: clients, 2380: peers)."""
+    return f"https://{member}.{cluster}.{namespace}.svc:{port}"
+
+
+def etcdctl(clusters: Clusters, endpoints: Sequence[str], flags: Sequence[str], *args: str) -> str:
+    """etcdctl's output; AssertionError with its error when it fails."""
+    result = clusters.sandbox.etcdctl(endpoints, *flags, *args)
+    if result.returncode != 0:
+        raise AssertionError(f"etcdctl {' '.join(args)} at {list(endpoints)} failed: {result.stderr.strip()[-500:]}")
+    return result.stdout
+
+
+def member_list(clusters: Clusters, endpoints: Sequence[str], flags: Sequence[str]) -> list[dict[str, Any]]:
+    """`etcdctl member list` as JSON, asked with `flags` (the client certificate's)."""
+    members: list[dict[str, Any]] = json.loads(
+        etcdctl(clusters, endpoints, flags, "member", "list", "-w", "json")).get("members", [])
+    return members
+
+
+def served_certificate(address: str, port: int, *, ca_file: Path, cert_file: Path, key_file: Path) -> dict[str, Any]:
+    """Handshake with `address:port` as a client trusting `ca_file` and presenting `cert_file`;
+    the certificate it served."""
+    context = ssl.create_default_context(cafile=str(ca_file))
+    context.check_hostname = False  # by IP: the names are checked by etcdctl and etcd themselves
+    context.load_cert_chain(str(cert_file), str(key_file))
+    with socket.create_connection((address, port), timeout=HANDSHAKE_TIMEOUT_SECONDS) as raw:
+        with context.wrap_socket(raw) as conn:
+            certificate: dict[str, Any] = conn.getpeercert() or {}
+            return certificate
+
+
+def common_name(certificate: dict[str, Any]) -> str:
+    """The subject's CN of a certificate as `ssl` hands it over ("" without one)."""
+    return next((value for rdn in certificate.get("subject", ()) for key, value in rdn if key == "commonName"), "")
 
 
 def _openssl(*args: str, cwd: Path) -> None:

@@ -120,6 +120,17 @@ def test_oss_secret_with_coreos_keys() -> None:
     assert "secret ns/ali lacks 'accessKeySecret' (keys present: accessKeyID)" in refused.value.message
 
 
+def test_oss_needs_its_secret() -> None:
+    def no_secret(namespace: str, name: str) -> dict[str, Any]:
+        raise NotFound(f"secrets {name}")
+    with pytest.raises(objects.SecretInvalid, match="spec.oss.ossSecret is required"):
+        oss.storage_for_location(OtherLocation("b/k"), "ns", no_secret)
+    with pytest.raises(objects.SecretInvalid) as missing:
+        oss.storage_for_location(OtherLocation("b/k", secret="gone"), "default", no_secret)
+    assert missing.value.reason == "OSSSecretInvalid"
+    assert "secret default/gone (spec.oss.ossSecret) does not exist" in missing.value.message
+
+
 @pytest.mark.parametrize("endpoint, url, region, style", [
     ("", "http://oss-cn-hangzhou.aliyuncs.com", "cn-hangzhou", "virtual"),
     ("oss-cn-beijing.aliyuncs.com", "https://oss-cn-beijing.aliyuncs.com", "cn-beijing", "virtual"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -14,6 +14,8 @@ from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
     MemberHealth,
+    as_utc,
+    format_timestamp,
     new_name_suffix,
     parse_pod,
     parse_pvc,
@@ -110,6 +112,17 @@ def test_version_from_image(image: str, version: EtcdVersion | None) -> None:
 def test_parse_timestamp_accepts_client_serialisation() -> None:
     assert parse_timestamp("2024-05-01T12:00:00+00:00") == parse_timestamp("2024-05-01T12:00:00Z")
     assert parse_timestamp("yesterday") is None and parse_timestamp(None) is None
+
+
+def test_format_timestamp_writes_utc_whole_seconds_that_parse_back() -> None:
+    """What the status, annotations and certificate messages write: naive is UTC, offsets are
+    converted, fractions dropped, the year always four digits (RFC 3339)."""
+    assert format_timestamp(datetime(2024, 1, 2, 3, 4, 5, 999)) == "2024-01-02T03:04:05Z"
+    assert format_timestamp(datetime(2024, 1, 2, 5, 4, 5, tzinfo=timezone(timedelta(hours=2)))) == "2024-01-02T03:04:05Z"
+    assert format_timestamp(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00Z"
+    moment = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+    assert parse_timestamp(format_timestamp(moment)) == moment
+    assert as_utc(datetime(2024, 5, 1, 12)) == moment and as_utc(moment) is moment
 
 
 def test_unstarted_member_named_from_peer_url() -> None:
