@@ -311,6 +311,20 @@ def test_status_records_the_recovery_before_anything_changes_and_keeps_it() -> N
     assert (waiting["phase"], waiting["reason"]) == ("Failed", REASON_QUORUM_RECOVERING)
 
 
+@pytest.mark.parametrize("action", [
+    pytest.param(None, id="started"),
+    pytest.param(actions.FinishQuorumRecovery(NEW_MEMBER, name(1), 57, (name(2), name(3))), id="recovered"),
+    pytest.param(actions.FailQuorumRecovery(NEW_MEMBER, name(1), "seed did not serve"), id="failed"),
+])
+def test_status_recovery_fits_the_crd_schema(action: actions.Action | None) -> None:
+    from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA, validate
+
+    observed = lost_majority() if action is None else with_seed(in_progress())
+    status = compute_status(observed, action or plan_next_action(observed), now=T0)
+    assert "recovery" in status
+    assert validate(SCHEMA["properties"]["status"], status, ".status") == ([], [])
+
+
 def test_status_says_what_was_recovered() -> None:
     observed = with_seed(in_progress())
     status = compute_status(observed, actions.FinishQuorumRecovery(NEW_MEMBER, name(1), 57, (name(2), name(3))),
