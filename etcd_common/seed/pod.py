@@ -181,10 +181,13 @@ def recovery_seed_init_containers(
             "name": RECOVERY_SNAPSHOT_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
             "command": snapshot_command, "env": [{"name": "ETCDCTL_API", "value": "3"}],
             "volumeMounts": data_mount, "securityContext": security,
+            # etcdctl writes no termination-message file: its last lines say why it failed.
+            "terminationMessagePolicy": "FallbackToLogsOnError",
         },
         {
             "name": RECOVERY_RESTORE_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
             "command": restore_command, "volumeMounts": data_mount, "securityContext": security,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
             **({"env": [{"name": k, "value": v} for k, v in tool.env]} if tool.env else {}),
         },
     ]

@@ -371,3 +371,16 @@ def test_recovery_seed_pod_snapshots_the_survivor_and_restores_it_as_a_one_membe
     etcd = pod["spec"]["containers"][0]
     assert "--initial-cluster-state=new" in etcd["command"]
     assert pod["metadata"]["annotations"][c.ANNOTATION_INITIAL_CLUSTER_STATE] == "new"
+
+
+def test_observation_during_a_recovery_asks_the_seed_alone() -> None:
+    from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
+    from tests.unit.etcd_operator.test_observing import MEMBERS, FakeEtcd, observe
+
+    seed = MEMBERS[2]
+    cluster = make_cluster(status={"bootstrapped": True, "recovery": {**SEEDING, "survivor": MEMBERS[0],
+                                                                      "seedMember": seed}})
+    urls = {member_client_url(cluster, m) for m in MEMBERS}
+    etcd = FakeEtcd()
+    observe(cluster, etcd, urls)
+    assert {url for _, endpoints in etcd.asked for url in endpoints} == {member_client_url(cluster, seed)}
