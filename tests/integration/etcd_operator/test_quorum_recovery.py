@@ -30,8 +30,10 @@ def _write_keys(clusters: Clusters, name: str) -> dict[str, str]:
         assert result.returncode == 0 and result.stdout.startswith("SUCCESS"), result.stderr
     for pod in clusters.live_pods(name):
         url = member_url(clusters, name, pod.metadata.name)
-        wait_for(lambda url=url: read_prefix(clusters.sandbox, [url], PREFIX, serializable=True) == written,
-                 timeout=30, what=f"every key on {pod.metadata.name}")
+
+        def holds_all(url: str = url) -> bool:
+            return read_prefix(clusters.sandbox, [url], PREFIX, serializable=True) == written
+        wait_for(holds_all, timeout=30, what=f"every key on {pod.metadata.name}")
     return written
 
 
@@ -66,13 +68,12 @@ def _recovers_keeping_every_key(clusters: Clusters, name: str, *, claims: bool) 
     written = _write_keys(clusters, name)
     survivor, lost = _lose_two_members(clusters, name, claims=claims)
 
-    def recovered() -> dict[str, Any] | None:
+    def recovered() -> dict[str, Any]:
         status = clusters.status(name)
         recovery = status.get("recovery") or {}
         assert recovery.get("phase") != "Failed", f"recovery failed: {recovery}"
-        return status if recovery.get("phase") == "Recovered" else None
-    status = wait_for(recovered, timeout=300, what=f"{name}: status.recovery.phase Recovered")
-    recovery = status["recovery"]
+        return status if recovery.get("phase") == "Recovered" else {}
+    recovery = wait_for(recovered, timeout=300, what=f"{name}: status.recovery.phase Recovered")["recovery"]
     assert recovery["survivor"] == survivor, recovery
     assert sorted(recovery["lostMembers"]) == lost, recovery
     assert recovery["recoveredRevision"] >= recovery["survivorRevision"] > 0, recovery
@@ -85,9 +86,11 @@ def _recovers_keeping_every_key(clusters: Clusters, name: str, *, claims: bool) 
     assert started.type == "Warning" and survivor in started.message, started.message
     assert survivor in _event(clusters, name, "QuorumRecovered").message
     if claims:
-        wait_for(lambda: not {c.metadata.name for c in clusters.core.list_namespaced_persistent_volume_claim(
-                     clusters.namespace, label_selector=f"etcd_cluster={name}").items} & {survivor, *lost},
-                 timeout=60, what="the old members' claims deleted")
+        def claims_gone() -> bool:
+            claims = clusters.core.list_namespaced_persistent_volume_claim(
+                clusters.namespace, label_selector=f"etcd_cluster={name}").items
+            return not {claim.metadata.name for claim in claims} & {survivor, *lost}
+        wait_for(claims_gone, timeout=60, what="the old members' claims deleted")
 
 
 def test_emptydir_cluster_recovers_from_its_survivor(clusters: Clusters) -> None:
