@@ -177,6 +177,12 @@ def plan_recovery_steps(observed: ObservedCluster, spec: ClusterSpec) -> Action 
                                        "quorum-loss recovery: its pod is gone; restarting the seed on its volume")
             return FailQuorumRecovery(seed, recovery.survivor,
                                       f"the survivor's pod {recovery.survivor} is gone before the seed held its data")
+        earlier = observed.volume(seed) if spec.uses_persistent_volumes else None
+        if earlier is not None:
+            # An earlier seed pod went before it served: its restore step refuses a data directory
+            # that exists, so the seed starts afresh from the survivor.
+            return DeletePVC(earlier.name, "quorum-loss recovery: the seed pod went before it served; its volume "
+                                           "goes and a new seed takes the survivor's data again", earlier.uid)
         return CreateRecoverySeed(
             seed, member_peer_url(cluster, seed), member_client_url(cluster, recovery.survivor),
             recovery_cluster_token(cluster, seed),

@@ -234,6 +234,16 @@ def test_the_seed_is_created_from_the_survivors_client_url_with_a_new_token() ->
     assert action.cluster_token == f"{UID}-{NEW_MEMBER}"
 
 
+def test_a_seed_pod_gone_before_it_served_starts_afresh_on_pvcs() -> None:
+    observed = in_progress(pvc=True)
+    observed = dataclasses.replace(observed, pvcs=(*observed.pvcs, ObservedPVC(NEW_MEMBER, NEW_MEMBER)))
+    action = plan_next_action(observed)
+    assert isinstance(action, actions.DeletePVC) and action.pvc_name == NEW_MEMBER
+    survivor_gone = dataclasses.replace(observed, pods=())
+    action = plan_next_action(survivor_gone)
+    assert isinstance(action, actions.CreateMemberPod) and action.member_name == NEW_MEMBER
+
+
 def test_while_the_seed_starts_nothing_else_changes() -> None:
     action = plan_next_action(with_seed(in_progress(), serves=False))
     assert isinstance(action, actions.Wait) and NEW_MEMBER in action.describe()
