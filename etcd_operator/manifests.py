@@ -9,6 +9,7 @@ share a host in the local sandbox.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
-from etcd_common.seed.pod import seed_restore_init_containers, seed_restore_volumes
+from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
 SECRET_FILE_MODE = 0o440
@@ -313,6 +314,30 @@ def build_member_pod(
         volumes.extend(seed_restore_volumes(spec.restore))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _member_pod_metadata(cluster, member, state),
             "spec": pod_spec}
+
+
+def build_recovery_seed_pod(cluster: EtcdCluster, member: str, *, survivor_client_url: str, token: str,
+                            ipv6: bool = False) -> dict[str, Any]:
+    """The seed pod of a quorum-loss recovery: a new one-member cluster (`token`) whose init
+    containers restore a snapshot of the survivor at `survivor_client_url` (etcd_common.seed.pod)."""
+    spec = cluster.require_spec()
+    initial_cluster = ((member, member_peer_url(cluster, member)),)
+    # Not from spec.restore (whose secret may be long gone): from the survivor.
+    cluster = dataclasses.replace(cluster, spec=dataclasses.replace(spec, restore=None))
+    pod = build_member_pod(cluster, member, state=c.INITIAL_CLUSTER_STATE_NEW, initial_cluster=initial_cluster,
+                           ipv6=ipv6)
+    pod["spec"]["initContainers"] = recovery_seed_init_containers(
+        etcd_image=spec.image, etcd_version=spec.version, member=member, initial_cluster=initial_cluster,
+        cluster_token=token, survivor_client_url=survivor_client_url,
+        security_context=etcd_container_security_context(),
+    )
+    return pod
+
+
+def recovery_cluster_token(cluster: EtcdCluster, seed_member: str) -> str:
+    """`--initial-cluster-token` of a recovery's seed: new (the seed's own name in it), so the
+    rebuilt cluster's members can never be mistaken for the old cluster's."""
+    return f"{cluster_token(cluster)}-{seed_member}"
 
 
 def _member_pod_metadata(cluster: EtcdCluster, member: str, state: InitialClusterState) -> dict[str, Any]:

@@ -28,11 +28,22 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  4. A pod where etcd never ran (its image never pulled, or no node fits it) and that the spec
     has changed for since (its image; for one no node fits, also spec.pod: a toleration, a
     nodeSelector) -> DeletePod (nothing to lose; it is recreated from the fixed spec).
+ 4b. A quorum-loss recovery recorded in status.recovery (quorum_recovery.py) -> its next step,
+    before anything below: while it is in progress (phase Seeding) the observation asks only its
+    seed, so the survivor (which may still answer) is never taken for the cluster. Drain the
+    survivor, CreateRecoverySeed (snapshot of the survivor, restored as a one-member cluster with
+    a new token), Wait until the seed serves (itself its only member, at least the survivor's
+    revision), then delete the old pods and PVCs and FinishQuorumRecovery; past
+    RECOVERY_TIMEOUT_SECONDS -> FailQuorumRecovery, then the seed's pod and PVC go and the
+    survivor serves again. Nothing of the old cluster is deleted before the seed serves.
  5. No member answered `member list` (bootstrap, or everything down):
     - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
       restart on their data);
     - pods exist whose members answer but know no leader -> ReportQuorumLoss (etcd 3.5+ serves
-      `member list` only with quorum, so this is how a quorum loss looks from here);
+      `member list` only with quorum, so this is how a quorum loss looks from here); or, when
+      asked for (spec.recovery.quorumLoss: FromSurvivor, or the one-off annotation) and the
+      members whose data exists cannot make a quorum of the voters the survivor lists locally
+      even if all came back, and every one of them answers: StartQuorumRecovery (rule 8b);
     - pods exist -> Wait for them (never a second seed next to one that is starting);
     - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token);
     - nothing exists but the cluster was bootstrapped -> ReportMembersLost: its emptyDir data
@@ -52,6 +63,11 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  8. The health call itself failed (timeout) -> Wait: health unknown, never reported as quorum
     loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
+ 8b. (rules 5 and 8) Quorum lost for good and recovery asked for -> StartQuorumRecovery from the
+    answering voter with the highest raft index (then revision): only when the voters whose data
+    exists (emptyDir: a pod neither absent, terminal nor being deleted; PVC: its claim, or a
+    pod) are fewer than a quorum, and every one of them answers `endpoint status` (one that does
+    not may come back ahead: report and wait). It only records status.recovery; rule 4b acts.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
     added by rule 14. A dead member the others still report as leader: MoveLeader first if it
     answers, else removed at once (see "Removing the leader" below). A terminal member pod
@@ -171,6 +187,7 @@ from etcd_operator.observed import (
     parse_timestamp,
     seconds_since,
 )
+from etcd_operator.quorum_recovery import plan_recovery_start, plan_recovery_steps
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
@@ -230,6 +247,9 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
     stuck = _pod_that_never_ran_under_an_old_spec(observed, cluster.spec)
     if stuck is not None:
         return stuck
+    recovering = plan_recovery_steps(observed, cluster.spec)
+    if recovering is not None:
+        return recovering
     if observed.members is None:
         return _plan_without_member_list(observed, cluster.spec)
     return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members, policy))
@@ -420,7 +440,7 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
     live = observed.live_pods
     leaderless = observed.leaderless_answers
     if live and bootstrapped and leaderless:
-        return ReportQuorumLoss(
+        report = ReportQuorumLoss(
             healthy_voters=0,
             voters=len(live),
             unhealthy=tuple(sorted(pod.member_name for pod in live)),
@@ -429,6 +449,9 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
                 f"list (members counted from their pods)"
             ),
         )
+        local = observed.local_members
+        voters = tuple(m for m in local if not m.is_learner) if local is not None else None
+        return plan_recovery_start(observed, spec, voters, report)
     if live:
         problems = [f"{pod.name}: {pod.problem}" for pod in live if pod.problem]
         detail = f"; {'; '.join(problems)}" if problems else ""
@@ -479,7 +502,7 @@ def _plan_with_member_list(
     return (
         _rule_7_terminal_pod_on_volume(observed, spec, terminal)
         or _rule_8_health_unknown(observed)
-        or _rule_8_no_quorum(observed, found.dead)
+        or _rule_8_no_quorum(observed, spec, found.dead)
         or _rule_9_dead_members(observed, found.dead, terminal)
         or _rule_10_leftovers(observed)
         or _rule_11_terminating(found.terminating)
@@ -595,10 +618,10 @@ def _rule_8_health_unknown(observed: ObservedCluster) -> Action | None:
     return None
 
 
-def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[Member, ...]) -> Action | None:
-    """Nothing destructive without quorum."""
+def _rule_8_no_quorum(observed: ObservedCluster, spec: ClusterSpec, dead: tuple[Member, ...]) -> Action | None:
+    """Nothing destructive without quorum (but an opt-in recovery from the survivor, rule 8b)."""
     if not observed.has_quorum:
-        return _quorum_loss(observed, list(dead))
+        return plan_recovery_start(observed, spec, observed.voting_members, _quorum_loss(observed, list(dead)))
     return None
 
 
