@@ -604,6 +604,10 @@ class Etcdctl:
     def member_list(self) -> list[Member]:
         return parse_member_list(self._run(["member", "list"]))
 
+    def cluster_members(self) -> MemberList:
+        """The member list with the ID of the etcd cluster that answered it (see `MemberList`)."""
+        return parse_member_list_answer(_as_dict(json.loads(self._run(["member", "list"])), "member list"))
+
     def member_add(self, name: str, peer_urls: Sequence[str], *, learner: bool) -> Member:
         """Add a member; the result is its entry as etcd records it (id set, name still empty
         until the member starts)."""
