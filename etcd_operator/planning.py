@@ -71,7 +71,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 10. Pods and PVCs of no member -> DeletePod / DeletePVC: leftovers of removed members. Pods
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
-11. A member pod still terminating -> Wait.
+11. A member pod still terminating -> Wait (its message says, for one past its grace period, what
+    holds it and when its member counts as dead: rule 6).
 11b. A learner that never answered within the bound (the policy's unhealthy-member timeout,
     --unhealthy-member-timeout-seconds), or a voting member unhealthy for longer -> RemoveMember(replace)
     while quorum allows (MoveLeader first, see "Removing the leader"); rule 14 adds its replacement.
