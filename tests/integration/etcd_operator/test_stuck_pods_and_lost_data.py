@@ -25,6 +25,8 @@ from tests.integration.etcd_operator.status_history import StatusHistory, condit
 pytestmark = pytest.mark.alone
 
 BOUND_SECONDS = 10
+# Long enough for a few crash-loop restarts to be reported before the member is replaced.
+DATA_BOUND_SECONDS = 30
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 HOLD = "etcd-operator-py.test/hold"  # the test's own finalizer: the pod stays Terminating
 
@@ -122,7 +124,7 @@ def _claim_directory(clusters: Clusters, claim: str) -> Path:
 def test_a_member_whose_data_is_gone_never_rejoins_under_its_old_id(clusters: Clusters) -> None:
     name = "wiped"
     ns = clusters.namespace
-    with operator_env(clusters.sandbox, UNHEALTHY_MEMBER_TIMEOUT_SECONDS=str(BOUND_SECONDS)):
+    with operator_env(clusters.sandbox, UNHEALTHY_MEMBER_TIMEOUT_SECONDS=str(DATA_BOUND_SECONDS)):
         clusters.create(etcd_cluster(name, size=3, pod={"persistentVolumeClaimSpec": PVC_SPEC}))
         status = clusters.wait_running(name, ready=3, timeout=240)
         written = _write(clusters, name)
