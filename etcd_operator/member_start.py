@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from etcd_operator.observed import (
     IMAGE_PULL_FAILURE_REASONS,
-    STOP_MARGIN_SECONDS,
     ObservedCluster,
     ObservedPod,
     WaitingInitContainer,
+    format_timestamp,
     stuck_terminating_seconds,
     what_holds,
 )
@@ -78,8 +78,10 @@ def _stuck_terminating(pod: ObservedPod, observed: ObservedCluster) -> StartProb
     past = stuck_terminating_seconds(pod, observed)
     if past is None or pod.member_name not in observed.member_names:
         return None
+    # Times, not durations: the message stays the same pass after pass (calm status and pacing).
+    ended = format_timestamp(pod.deletion_deadline) if pod.deletion_deadline is not None else "?"
     return StartProblem(pod.name, STUCK_TERMINATING,
-                        _clip(f"deleted, still there {past + STOP_MARGIN_SECONDS:.0f}s past its grace period, "
+                        _clip(f"deleted, still there after its grace period ended at {ended}, "
                               f"{what_holds(pod)}; its member cannot restart until it is gone"))
 
 

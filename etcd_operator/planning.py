@@ -133,7 +133,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster
@@ -701,12 +701,13 @@ def _rule_11_terminating(observed: ObservedCluster, terminating: tuple[str, ...]
     details = []
     for name in terminating:
         pod = observed.pod(name)
-        past = stuck_terminating_seconds(pod, observed) if pod is not None else None
-        if pod is None or past is None:
+        if pod is None or pod.deletion_deadline is None or stuck_terminating_seconds(pod, observed) is None:
             details.append(name)
-        else:
-            details.append(f"{name} ({past + STOP_MARGIN_SECONDS:.0f}s past its grace period, {what_holds(pod)}; "
-                           f"its member is replaced {bound - past:.0f}s from now if it stays)")
+            continue
+        # Times, not durations: the same wait reads the same pass after pass (rechecking.py backs off).
+        replaced_at = pod.deletion_deadline + timedelta(seconds=STOP_MARGIN_SECONDS + bound)
+        details.append(f"{name} (its grace period ended at {format_timestamp(pod.deletion_deadline)}, "
+                       f"{what_holds(pod)}; its member is replaced at {format_timestamp(replaced_at)} if it stays)")
     return Wait(f"pod(s) {', '.join(details)} still terminating")
 
 

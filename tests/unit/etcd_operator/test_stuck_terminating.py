@@ -10,7 +10,7 @@ from typing import Any
 
 from etcd_operator import actions
 from etcd_operator.member_start import STUCK_TERMINATING, start_problems
-from etcd_operator.observed import STOP_MARGIN_SECONDS, ObservedCluster, parse_pod
+from etcd_operator.observed import STOP_MARGIN_SECONDS, ObservedCluster, format_timestamp, parse_pod
 from etcd_operator.planning import STUCK_TERMINATING_SECONDS, PlanningPolicy, plan_next_action
 from etcd_operator.status import compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
@@ -47,8 +47,17 @@ def test_a_member_pod_stuck_terminating_past_the_bound_is_replaced() -> None:
 def test_a_member_pod_terminating_within_the_bound_is_waited_for_and_says_why() -> None:
     action = plan_next_action(_stuck(60), POLICY)
     assert isinstance(action, actions.Wait), action
-    assert "past its grace period" in action.reason and FINALIZER in action.reason, action
-    assert "replaced" in action.reason, action
+    assert "grace period ended at 2024-05-01T12:59:00Z" in action.reason and FINALIZER in action.reason, action
+    replaced_at = format_timestamp(NOW - timedelta(seconds=60 - STOP_MARGIN_SECONDS - TIMEOUT))
+    assert f"replaced at {replaced_at}" in action.reason, action
+
+
+def test_waiting_for_a_stuck_pod_reads_the_same_pass_after_pass() -> None:
+    """Calm: the same wait and status each pass (rechecking.py backs off; status is not rewritten)."""
+    first, later = _stuck(60), dataclasses.replace(_stuck(60), observed_at=NOW + timedelta(seconds=7))
+    later = replace_pod(later, name(2), deletion_deadline=NOW - timedelta(seconds=60))
+    assert plan_next_action(first, POLICY) == plan_next_action(later, POLICY)
+    assert start_problems(first) == start_problems(later)
 
 
 def test_without_an_unhealthy_member_timeout_the_bound_is_a_constant() -> None:
