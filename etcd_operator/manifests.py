@@ -34,6 +34,14 @@ READINESS_HEALTH_PATH = "/health?exclude=NOSPACE"
 # (`maintenance_flags`), since etcd refuses to start when a variable shadows a flag.
 COMPACTION_ENV = ("ETCD_AUTO_COMPACTION_MODE", "ETCD_AUTO_COMPACTION_RETENTION")
 QUOTA_ENV = ("ETCD_QUOTA_BACKEND_BYTES",)
+# etcd's check of its data against its peers' before it serves (`corruption_check_flags`), per
+# minor version: 3.5 has it as an experimental flag, 3.6 as a feature gate (the flag deprecated).
+INITIAL_CORRUPT_CHECK_FLAGS = {
+    "3.5": "--experimental-initial-corrupt-check=true",
+    "3.6": "--feature-gates=InitialCorruptCheck=true",
+}
+# Variables in spec.pod.etcdEnv that set the same (etcd refuses a flag its variable shadows).
+CORRUPT_CHECK_ENV = ("ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK", "ETCD_FEATURE_GATES")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,7 +485,24 @@ def etcd_command(
             f"--cert-file={c.SERVER_TLS_DIR}/{c.SERVER_CERT_FILE}",
             f"--key-file={c.SERVER_TLS_DIR}/{c.SERVER_KEY_FILE}",
         ]
-    return command + maintenance_flags(spec)
+    return command + corruption_check_flags(spec) + maintenance_flags(spec)
+
+
+def corruption_check_flags(spec: ClusterSpec) -> list[str]:
+    """etcd's initial corruption check: before it serves, a restarting member compares the hash of
+    its data with its peers' at the same revision and refuses to start when they differ, so a
+    member with corrupt data never serves it (the operator sees it stuck and replaces it). etcd
+    3.5: `--experimental-initial-corrupt-check`; 3.6: `--feature-gates=InitialCorruptCheck=true`;
+    3.4 (here only an upgrade source) goes without. Left out when spec.pod.etcdEnv already sets
+    either (`CORRUPT_CHECK_ENV`).
+
+    Not in `pod_policy_hash` on purpose: adding it rolled no existing cluster. Members get it
+    when their pods are next created (a replacement, a restart on a volume, a pod-policy change);
+    an in-place image upgrade keeps the pod's command, and etcd 3.6 still takes 3.5's flag."""
+    flag = INITIAL_CORRUPT_CHECK_FLAGS.get(spec.version.minor_version)
+    if flag is None or etcd_env_sets(spec.pod, *CORRUPT_CHECK_ENV):
+        return []
+    return [flag]
 
 
 def etcd_env_sets(pod: PodPolicy, *names: str) -> bool:

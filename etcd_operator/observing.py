@@ -304,11 +304,12 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     if not reachable:
         return replace(base, member_list_error=NOT_LISTENING)
     try:
-        answer = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).cluster_members()
+        answer = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).cluster_members(
+            _answers_as_its_pod({url: name for name, url in reachable.items()}))
     except (ctl.EtcdctlError, ValueError) as e:
         # etcd 3.5+ answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
-        statuses = _endpoint_status(cluster, reachable, etcd)
+        statuses = _members_of_their_pods(cluster, _endpoint_status(cluster, reachable, etcd), reachable, etcd)
         _log_timing(cluster, started, len(reachable), "no member list")
         observed = replace(base, member_list_error=str(e), endpoint_status=statuses)
         return replace(observed, local_members=_local_members(observed, etcd))
@@ -352,11 +353,67 @@ def _local_members(observed: ObservedCluster, etcd: EtcdAccess) -> tuple[ctl.Mem
     ahead = max(leaderless, key=lambda name: (observed.endpoint_status[name].raft_index,
                                               observed.endpoint_status[name].revision, name))
     try:
-        probe = etcd.probe(cluster, [member_client_url(cluster, ahead)], timeout_seconds=PROBE_TIMEOUT_SECONDS)
-        return probe.cluster_members(linearizable=False).members
+        url = member_client_url(cluster, ahead)
+        probe = etcd.probe(cluster, [url], timeout_seconds=PROBE_TIMEOUT_SECONDS)
+        return probe.cluster_members(_answers_as_its_pod({url: ahead}), linearizable=False).members
     except (ctl.EtcdctlError, ValueError) as e:
         log.warning("%s/%s: local member list of %s failed: %s", cluster.namespace, cluster.name, ahead, e)
         return None
+
+
+def _answers_as_its_pod(pods_by_url: Mapping[str, str]) -> Callable[[str, ctl.MemberList], str | None]:
+    """A member list is this cluster's only if the member that answered it is the one of the pod
+    asked (a member's name is its pod's): an address or DNS answer that outlived its pod may reach
+    another etcd cluster's member, whose list would otherwise define this cluster."""
+    def check(endpoint: str, answer: ctl.MemberList) -> str | None:
+        return _not_its_pod(pods_by_url.get(endpoint), answer)
+    return check
+
+
+def _not_its_pod(pod: str | None, answer: ctl.MemberList) -> str | None:
+    """Why `answer` is not from the member of `pod` (None: it is, or the answer does not say)."""
+    if pod is None or not answer.member_id:
+        return None
+    responder = answer.responder
+    if responder is not None and responder.member_name == pod:
+        return None
+    who = responder.member_name if responder is not None else ctl.format_member_id(answer.member_id)
+    return (f"answered by member {who} of etcd cluster {ctl.format_member_id(answer.cluster_id)}, not by pod "
+            f"{pod}'s member (a reused name or address); ignored")
+
+
+def _members_of_their_pods(cluster: EtcdCluster, statuses: dict[str, ctl.EndpointStatus], reachable: dict[str, str],
+                           etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:
+    """Without a member list (so without a cluster ID to check answers against), the statuses of
+    members whose own member list (local: served without quorum) names them as their pod's member
+    and that list the same member that answered the status; the rest may be another cluster's
+    (a reused name or address) and must not make this one look leaderless."""
+    if not statuses:
+        return statuses
+    urls = [reachable[name] for name in sorted(statuses)]
+    try:
+        answers = etcd.probe(cluster, urls, timeout_seconds=PROBE_TIMEOUT_SECONDS).local_member_lists()
+    except (ctl.EtcdctlError, ValueError) as e:
+        log.warning("%s/%s: cannot tell which members answer: %s", cluster.namespace, cluster.name, e)
+        return {}
+    kept: dict[str, ctl.EndpointStatus] = {}
+    for name, answer in zip(sorted(statuses), answers, strict=True):
+        status = statuses[name]
+        problem = (answer.message if isinstance(answer, ctl.EtcdctlError)
+                   else _not_its_pod(name, answer) or _other_member(status, answer))
+        if problem is None:
+            kept[name] = status
+        else:
+            log.warning("%s/%s: status of %s left out: %s", cluster.namespace, cluster.name, name, problem)
+    return kept
+
+
+def _other_member(status: ctl.EndpointStatus, answer: ctl.MemberList) -> str | None:
+    if not answer.member_id or answer.responder is None:
+        return "its member list does not say which member answers"
+    if status.member_id != answer.member_id or (status.cluster_id and status.cluster_id != answer.cluster_id):
+        return "its status and its member list come from different members"
+    return None
 
 
 def _alarms(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
