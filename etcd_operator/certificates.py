@@ -400,6 +400,7 @@ def check_issued(secrets: Mapping[Role, Mapping[str, Any] | None], identity: Ide
 
 
 REASON_SECRET_NAME_TAKEN: Final = "SecretNameTaken"
+REASON_CERTIFICATE_ISSUE_FAILED: Final = "CertificateIssueFailed"  # Warning event: a write of the Secrets failed
 
 
 def identity_of(observed: ObservedCluster) -> Identity:
@@ -421,6 +422,76 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
         return None
     secrets: dict[Role, Mapping[str, Any] | None] = {role: observed.issued_secrets.get(role) for role in ROLES}
     return check_issued(secrets, identity_of(observed), spec.issued_tls, member_hosts(observed), observed.observed_at)
+
+
+# ---------------------------------------------------------------------------------------------
+# spec.TLS.static: when the user's certificates end (nothing is issued; they are reported)
+
+# A static certificate ending sooner than this is a problem in status (the alert fires at 14 days).
+STATIC_ENDING_SECONDS: Final = 30 * 24 * 3600
+STATIC_RENEW_HINT: Final = "put a renewed certificate into the secret"
+
+
+def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: datetime | None) -> Checked:
+    """A static Secret's certificate end, and what is wrong: missing, unreadable, expired or
+    ending within STATIC_ENDING_SECONDS."""
+    if secret is None:
+        return Checked(role, name, problem="missing")
+    cert_key = LEAF_KEYS[role][0]
+    try:
+        files = _files(secret)
+        if cert_key not in files:
+            return Checked(role, name, problem=f"has no key {cert_key}")
+        cert = _certificate(files[cert_key], cert_key)
+    except _Unreadable as e:
+        return Checked(role, name, problem=str(e))
+    return Checked(role, name, cert.not_valid_after_utc, _static_end_problem(cert, now))
+
+
+def static_ca(secrets: Mapping[Role, tuple[str, Mapping[str, Any] | None]], now: datetime | None) -> Checked | None:
+    """The CA certificate (`*-ca.crt`) that ends first among the static Secrets (name, secret) by
+    role; None when none can be read."""
+    found: list[tuple[x509.Certificate, str]] = []
+    for role, (name, secret) in secrets.items():
+        if secret is None or role not in LEAF_KEYS:
+            continue
+        ca_key = LEAF_KEYS[role][2]
+        try:
+            files = _files(secret)
+            if ca_key in files:
+                found.append((_certificate(files[ca_key], ca_key), name))
+        except _Unreadable:
+            continue  # the leaf's own check says what is wrong with this Secret
+    if not found:
+        return None
+    cert, name = min(found, key=lambda pair: pair[0].not_valid_after_utc)
+    return Checked("ca", name, cert.not_valid_after_utc, _static_end_problem(cert, now))
+
+
+def _static_end_problem(cert: x509.Certificate, now: datetime | None) -> str:
+    expired = _expiry_problem(cert, now)
+    if expired:
+        return f"{expired}; {STATIC_RENEW_HINT}"
+    end = cert.not_valid_after_utc
+    if now is not None and end - now < timedelta(seconds=STATIC_ENDING_SECONDS):
+        return f"ends at {format_timestamp(end)}, in less than 30 days; {STATIC_RENEW_HINT}"
+    return ""
+
+
+def check_static(observed: ObservedCluster) -> tuple[Checked, ...] | None:
+    """spec.TLS.static: each named Secret's certificate, and the first CA to end (None: the
+    cluster has no static TLS, or its Secrets were not read)."""
+    spec = observed.cluster.require_spec()
+    if spec.issued_tls is not None or not observed.static_secrets:
+        return None
+    tls = spec.tls
+    names: dict[Role, str] = {"peer": tls.member_peer_secret, "server": tls.member_server_secret,
+                              "operator": tls.operator_secret}
+    secrets = {role: (names[role], observed.static_secrets.get(role)) for role in LEAF_ROLES if names[role]}
+    now = observed.observed_at
+    leaves = tuple(static_leaf(role, name, secret, now) for role, (name, secret) in secrets.items())
+    ca = static_ca(secrets, now)
+    return ((ca,) if ca is not None else ()) + leaves
 
 
 def source_switch_problem(observed: ObservedCluster) -> str | None:

@@ -30,7 +30,7 @@ MEMBERSHIP_CHANGE_KINDS: Final = (
     "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm", "stop",
     "issue-certificates",
 )
-# The `certificate` label of `etcd_operator_certificate_not_after_seconds` (spec.TLS.issued).
+# The `certificate` label of `etcd_operator_certificate_not_after_seconds` (spec.TLS.issued or static).
 CERTIFICATE_ROLES: Final = ("ca", "peer", "server", "operator")
 RECONCILE_RESULTS: Final = ("ok", "error")
 # The `phase` label of `etcd_operator_cluster_phase` (the status phases, etcd_operator/status.py).
@@ -132,7 +132,7 @@ class OperatorMetrics:
             "backend_quota_bytes", "The cluster's backend quota (spec.backendQuota, or etcd's default).")
         self.certificate_not_after_seconds = Gauge(
             f"{PREFIX}_certificate_not_after_seconds",
-            "spec.TLS.issued: when the certificate in the cluster's Secret ends (Unix time; 0 while it has none "
+            "spec.TLS.issued or static: when the certificate in the cluster's Secret ends (Unix time; 0 while it has none "
             "the operator can read). Certificates: " + ", ".join(CERTIFICATE_ROLES) + ".",
             [*cluster_labels, "certificate"], registry=self.registry)
 
@@ -216,7 +216,7 @@ class OperatorMetrics:
             self.cluster_desired_members.labels(namespace=namespace, cluster=cluster).set(desired_members)
 
     def set_certificates(self, namespace: str, cluster: str, not_after: dict[str, float]) -> None:
-        """spec.TLS.issued: each certificate's end (Unix seconds), 0 for one not readable."""
+        """spec.TLS.issued or static: each certificate's end (Unix seconds), 0 for one not readable."""
         for role in CERTIFICATE_ROLES:
             self.certificate_not_after_seconds.labels(namespace=namespace, cluster=cluster, certificate=role).set(
                 not_after.get(role, 0.0))

@@ -363,6 +363,9 @@ class ObservedCluster:
     # spec.TLS.issued only: the Secrets of its certificates by role ("ca", "peer", "server",
     # "operator"; None: there is none), read by name each pass (certificates.py checks them).
     issued_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    # spec.TLS.static: the user's Secrets by role (peer, server, operator), to report when their
+    # certificates end (read by name, as the issued ones).
+    static_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     # Without a member list, while the members that answer know no leader: the membership as the
     # answering member furthest ahead sees it locally (a serializable member list; None: not
     # asked or not answered). The voters a quorum-loss recovery counts (quorum_recovery.py).

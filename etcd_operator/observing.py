@@ -205,6 +205,7 @@ def _kubernetes_side(
         mount_failures=_mount_failures(cluster, live, now, lookups) if lookups is not None else {},
         client_endpoints=_client_endpoints(cluster, live, lookups) if lookups is not None else None,
         issued_secrets=_issued_secrets(cluster, lookups) if lookups is not None else {},
+        static_secrets=_static_secrets(cluster, lookups) if lookups is not None else {},
     )
 
 
@@ -216,6 +217,15 @@ def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping
     names = issued_secret_names(cluster.name)
     by_role = {"ca": names.ca, "peer": names.peer, "server": names.server, "operator": names.operator}
     return {role: lookups.secret(cluster.namespace, name) for role, name in by_role.items()}
+
+
+def _static_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping[str, Any] | None]:
+    """spec.TLS.static: the user's Secrets by role (those the spec names), read by name."""
+    if cluster.spec is None or cluster.spec.issued_tls is not None or cluster.paused:
+        return {}
+    tls = cluster.spec.tls
+    by_role = {"peer": tls.member_peer_secret, "server": tls.member_server_secret, "operator": tls.operator_secret}
+    return {role: lookups.secret(cluster.namespace, name) for role, name in by_role.items() if name}
 
 
 def _name_problem(cluster: EtcdCluster, owned_services: Sequence[Mapping[str, Any]],

@@ -137,15 +137,16 @@ def compute_status(
 
 
 def tls_status(observed: ObservedCluster) -> dict[str, Any]:
-    """spec.TLS.issued: `tls` with each certificate's Secret, end (notAfter) and what is wrong
-    with it, if anything (certificates.py); nothing for other clusters."""
+    """spec.TLS.issued or static: `tls` with each certificate's Secret, end (notAfter) and what is
+    wrong with it, if anything (certificates.py); nothing for clusters without TLS."""
     if observed.cluster.spec is None:
         return {}
-    check = certificates.check_observed(observed)
-    if check is None:
+    issued = certificates.check_observed(observed)
+    checked_all = issued.checked if issued is not None else certificates.check_static(observed)
+    if not checked_all:
         return {}
     tls: dict[str, Any] = {}
-    for checked in check.checked:
+    for checked in checked_all:
         entry = {"secret": checked.secret}
         if checked.not_after is not None:
             entry["notAfter"] = format_timestamp(checked.not_after)

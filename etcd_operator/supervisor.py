@@ -15,7 +15,7 @@ from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
-from etcd_operator import versions
+from etcd_operator import certificates, versions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.disruption_budget import plan_disruption_budget
 from etcd_operator.logs import cluster_logger
@@ -177,7 +177,13 @@ class ClusterSupervisor:
                               action.kind, short_error(e), POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS)
             return Outcome.POSTPONED
         except (ctl.EtcdctlError, KubeError) as e:
-            self._last_error = short_error(e)
+            error = short_error(e)
+            if isinstance(action, a.IssueCertificates) and error != self._last_error:
+                # Certificates that are not written end some day: say so where people look (once
+                # per distinct error; status.lastError has it too).
+                self.context.events.record(raw, "Warning", certificates.REASON_CERTIFICATE_ISSUE_FAILED,
+                                           f"{action.describe()} failed: {error}")
+            self._last_error = error
             self._write_status(raw, observed, action, self._last_error)
             raise
         if retrying:

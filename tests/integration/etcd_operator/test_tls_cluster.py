@@ -2,6 +2,8 @@
 accept only clients with a certificate from the cluster's CA, and a lost member is replaced over TLS."""
 from __future__ import annotations
 
+import ssl
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,13 @@ def test_static_tls_cluster_serves_only_certified_clients_and_heals_over_tls(
         server = _served_certificate(pod.status.pod_ip, 2379, tls)
         assert common_name(peer) == f"{name}-peer", f"{member} peer port served {peer}"
         assert common_name(server) == f"{name}-server", f"{member} client port served {server}"
+
+    # The operator reports when each of the user's certificates ends (status.tls, and the metric
+    # the expiry alert reads), as the served certificate says.
+    ends = clusters.wait_status(name, lambda s: "server" in (s.get("tls") or {}), "status.tls", timeout=60)["tls"]
+    assert datetime.fromisoformat(ends["server"]["notAfter"]).timestamp() == ssl.cert_time_to_seconds(
+        server["notAfter"]), ends
+    assert sorted(ends) == ["ca", "operator", "peer", "server"] and not any("problem" in e for e in ends.values()), ends
 
     # A client with the operator's certificate writes through the client service and reads on every member.
     service = [f"https://{name}-client.{ns}.svc:2379"]

@@ -39,9 +39,13 @@ class FakeListing:
 class FakeExecutor:
     def __init__(self) -> None:
         self.executed: list[a.Action] = []
+        self.failures: dict[type[a.Action], Exception] = {}  # raised for actions of that kind
 
     def execute(self, action: a.Action, observed: ObservedCluster) -> None:
         self.executed.append(action)
+        failure = self.failures.get(type(action))
+        if failure is not None:
+            raise failure
 
 
 class FakeClusterApi:

@@ -475,3 +475,48 @@ def test_not_after_gauge_starts_at_zero_for_each_certificate() -> None:
     metrics.forget_cluster(NAMESPACE, "example")
     assert not [s for m in metrics.registry.collect() if m.name == "etcd_operator_certificate_not_after_seconds"
                 for s in m.samples]
+
+
+STATIC: dict[str, Any] = {"TLS": {"static": {"member": {"peerSecret": "my-peer", "serverSecret": "my-server"},
+                                             "operatorSecret": "my-operator"}}}
+
+
+def _static_cluster(validity_days: int, *, issued_at: datetime = T0) -> Any:
+    """A cluster on spec.TLS.static whose three Secrets (CoreOS key names) hold certificates
+    issued at `issued_at`, valid `validity_days`, from one CA."""
+    observed = healthy_cluster(3, spec=STATIC)
+    ca = certs.issue_ca(IDENTITY, issued_at, 3650 * DAY)
+    secrets = {role: {"data": certs.secret_data(role, certs.issue_leaf(ca, IDENTITY, role, issued_at,
+                                                                         validity_days * DAY), ca)}
+               for role in certs.LEAF_ROLES}
+    return dataclasses.replace(observed, static_secrets=secrets)
+
+
+def test_static_certificates_are_reported_with_their_end_and_the_first_ca_to_end() -> None:
+    observed = _static_cluster(90)
+    status = compute_status(observed, plan_next_action(observed), now=T0)
+    assert {role: entry["secret"] for role, entry in status["tls"].items()} == {
+        "ca": "my-peer", "peer": "my-peer", "server": "my-server", "operator": "my-operator"}
+    assert status["tls"]["peer"] == {"secret": "my-peer", "notAfter": "2024-07-30T12:00:00Z"}
+    assert not any("problem" in entry for entry in status["tls"].values()), status["tls"]
+
+
+@pytest.mark.parametrize(("validity_days", "problem"), [
+    (20, "in less than 30 days; put a renewed certificate into the secret"),
+    (0, "expired at"),
+])
+def test_a_static_certificate_near_or_past_its_end_is_a_problem_in_status(validity_days: int, problem: str) -> None:
+    observed = _static_cluster(validity_days, issued_at=T0 - timedelta(days=1))
+    tls = compute_status(observed, plan_next_action(observed), now=T0)["tls"]
+    assert problem in tls["server"]["problem"] and problem in tls["peer"]["problem"], tls
+    assert "problem" not in tls["ca"], "the CA is valid for ten years"
+
+
+def test_a_missing_or_unreadable_static_secret_is_named() -> None:
+    observed = _static_cluster(90)
+    secrets = dict(observed.static_secrets)
+    secrets["operator"] = None
+    secrets["server"] = {"data": {"server.crt": base64.b64encode(b"not a certificate").decode()}}
+    tls = compute_status(dataclasses.replace(observed, static_secrets=secrets), None, now=T0)["tls"]
+    assert tls["operator"] == {"secret": "my-operator", "problem": "missing"}
+    assert tls["server"] == {"secret": "my-server", "problem": "server.crt is not a PEM certificate"}

@@ -103,3 +103,19 @@ def test_a_member_that_does_not_start_is_one_warning_per_incident() -> None:
     pods.upsert(_seed_pod("ImagePullBackOff"))  # and lost again: a new incident
     supervisor.reconcile_once()
     assert len([r for r in events.recorded if r[1] == "MemberNotStarting"]) == 2
+
+
+def test_a_failed_certificate_write_is_one_warning_per_distinct_error() -> None:
+    from kube_adapter.errors import Forbidden
+
+    raw = raw_cluster(spec={"size": 3, "TLS": {"issued": {}}}, status={})
+    supervisor, executor, events = _supervisor(raw)
+    failures = ["secrets is forbidden: cannot create", "secrets is forbidden: cannot create", "exceeded quota: secrets"]
+    for message in failures:
+        executor.failures[a.IssueCertificates] = Forbidden(message, status=403)
+        with pytest.raises(Forbidden):
+            supervisor.reconcile_once()
+    issued = [action for action in executor.executed if isinstance(action, a.IssueCertificates)]
+    assert len(issued) == 3, executor.executed
+    warnings = [r for r in events.recorded if r[1] == "CertificateIssueFailed"]
+    assert warnings == [("Warning", "CertificateIssueFailed")] * 2, events.recorded
