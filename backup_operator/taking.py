@@ -110,8 +110,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     bucket, base_key = _split(request.location)
     storage = _storage(request, env)
     _s3_call(lambda: storage.check_bucket(bucket))
-    encoding = _encoding(request, env)
-    endpoints, tls_secret = _target(request, env)
+    encoding, (endpoints, tls_secret) = _encoding(request, env), _target(request, env)
     candidates, version, member_revision = _members_by_revision(request, env, endpoints, tls_secret, log)
     os.makedirs(env.work_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
@@ -122,13 +121,9 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         # CoreOS did); etcdutl's reading of the file runs during the upload, which cannot complete
         # before it has passed.
         key = periodic_key(base_key, member_revision, started) if request.periodic else base_key
-        url = object_url(request.location, bucket, key)
-        upload_path = path if encoding.identity else _encode(path, os.path.join(directory, ENCODED_FILE),
-                                                             encoding, sha256, where=url)
-        size = os.path.getsize(upload_path)
-        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s",
-                 endpoint, member_revision, os.path.getsize(path), sha256,
-                 "as it is" if encoding.identity else f"encoded ({_describe(encoding)}, {size} bytes)", url)
+        upload_path, size = _to_upload(path, encoding, sha256, where=object_url(request.location, bucket, key))
+        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s", endpoint, member_revision,
+                 os.path.getsize(path), sha256, _describe(encoding, size), object_url(request.location, bucket, key))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-status") as pool:
             status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
                                       timeout_seconds=min(remaining(), 600.0))
@@ -155,8 +150,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
         started=started, duration_seconds=monotonic() - clock_start, endpoint=endpoint,
         retained=retained, retention_error=retention_error,
-        compression="" if encoding.compression == COMPRESSION_NONE else encoding.compression,
-        key_id=codec.key_id(encoding.key) if encoding.key is not None else "",
+        **_encoding_facts(encoding),
     )
 
 
@@ -212,16 +206,28 @@ def _encoding(request: BackupRequest, env: BackupEnvironment) -> codec.Encoding:
     return codec.Encoding(request.compression, key)
 
 
-def _describe(encoding: codec.Encoding) -> str:
+def _encoding_facts(encoding: codec.Encoding) -> dict[str, str]:
+    """BackupResult's `compression` and `key_id`."""
+    return {"compression": "" if encoding.compression == COMPRESSION_NONE else encoding.compression,
+            "key_id": "" if encoding.key is None else codec.key_id(encoding.key)}
+
+
+def _describe(encoding: codec.Encoding, size: int) -> str:
+    if encoding.identity:
+        return "as it is"
     parts = [] if encoding.compression == COMPRESSION_NONE else [encoding.compression.lower()]
     if encoding.key is not None:
         parts.append(f"AES-256-GCM, key id {codec.key_id(encoding.key)}")
-    return ", ".join(parts)
+    return f"encoded ({', '.join(parts)}, {size} bytes)"
 
 
-def _encode(path: str, encoded_path: str, encoding: codec.Encoding, sha256: str, *, where: str) -> str:
-    """Encode the snapshot at `path` into `encoded_path`, then decode that again and check the
-    snapshot's SHA-256 trailer and digest on what comes out: what is uploaded restores."""
+def _to_upload(path: str, encoding: codec.Encoding, sha256: str, *, where: str) -> tuple[str, int]:
+    """The file to upload: the snapshot at `path`, or (spec.compression, spec.encryption) its
+    encoding next to it, decoded again and checked (the snapshot's SHA-256 trailer and digest on
+    what comes out) before anything is uploaded: what is uploaded restores. Returns it and its size."""
+    if encoding.identity:
+        return path, os.path.getsize(path)
+    encoded_path = os.path.join(os.path.dirname(path), ENCODED_FILE)
     codec.encode_file(path, encoded_path, encoding)
     digest = SnapshotDigest()
     try:
@@ -234,7 +240,7 @@ def _encode(path: str, encoded_path: str, encoding: codec.Encoding, sha256: str,
     if decoded_sha256 != sha256:
         raise BackupFailed(reasons.ENCODING_FAILED, f"the encoded snapshot decodes to sha256 {decoded_sha256}, "
                                                     f"not the snapshot's {sha256}")
-    return encoded_path
+    return encoded_path, os.path.getsize(encoded_path)
 
 
 def _s3_call(call: Callable[[], None]) -> None:
