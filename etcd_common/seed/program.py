@@ -100,10 +100,10 @@ def _decode(downloaded: str, snapshot: str, encryption_key_file: str | None, *, 
     if not codec.file_is_encoded(downloaded):
         os.rename(downloaded, snapshot)
         return
-    key = None
-    if encryption_key_file:
-        key = codec.parse_key(Path(encryption_key_file).read_text(), where=f"encryption key {encryption_key_file}")
     try:
+        key = None
+        if encryption_key_file:
+            key = codec.parse_key(Path(encryption_key_file).read_text(), where=f"encryption key {encryption_key_file}")
         codec.decode_file(downloaded, snapshot, key, where=where)
     finally:
         os.remove(downloaded)
