@@ -19,8 +19,8 @@ from etcd_common.api.storage_locations import EncryptionKeyRef
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.seed import program
 from etcd_common.seed.program import install
-from etcd_common.storage import codec
 from etcd_common.seed.tools import no_bump_warning, restore_tool
+from etcd_common.storage import codec
 from etcd_operator.manifests import build_member_pod, member_peer_url
 
 SHA = "0123456789abcdef" * 4
