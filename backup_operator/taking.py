@@ -1,6 +1,7 @@
 """Taking one backup: the effects. Resolve the etcd endpoints (given, or from an EtcdCluster),
 pick the healthy member with the highest revision (members that fail are skipped), stream its
-snapshot into a file in the work directory, check its integrity, upload it part by part to the
+snapshot into a file in the work directory, check its integrity, compress and encrypt it if
+the spec says so (checked again by decoding), upload it part by part to the
 object store the spec names (S3, ABS, GCS or OSS), then apply retention. Used by the
 operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot command.
 

@@ -1,6 +1,7 @@
 """Fetch and verify a snapshot before any cluster is touched (on S3, ABS, GCS or OSS): read the
 object's ETag (and version id or generation), download that object and no other (If-Match; with
-the restore's credentials) into a private temporary directory, check the SHA-256 trailer etcd appends to every
+the restore's credentials) into a private temporary directory, decode it if it is compressed or
+encrypted (`etcd_common.storage.codec`, with the EtcdRestore's key), check the SHA-256 trailer etcd appends to every
 snapshot (first: etcdutl crashes on some truncated files), read it with `etcdutl snapshot status`
 and restore it once into a throwaway data directory (etcdutl checks the same trailer and the
 database itself). The copy is removed afterwards, whatever happened."""
