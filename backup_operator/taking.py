@@ -288,12 +288,14 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
     """Every voting member that answers, highest revision first, the etcd version and the highest
     revision. The given
     endpoints may be a service; the members' own client URLs come from the member list. Members
-    that do not answer are skipped."""
+    that do not answer, or answer for another cluster than the member list's, are skipped."""
     client = _client(request, env, endpoints, tls_secret)
     member_urls: list[str] = []
+    cluster_id = 0
     try:
-        members = client.member_list()
-        member_urls = [url for m in members if m.started and not m.is_learner for url in m.client_urls[:1]]
+        answer = client.cluster_members()
+        cluster_id = answer.cluster_id
+        member_urls = [url for m in answer.members if m.started and not m.is_learner for url in m.client_urls[:1]]
     except ctl.EtcdctlError as error:
         log.warning("member list through %s failed (%s); trying the given endpoints themselves",
                     ",".join(endpoints), error.message)
@@ -304,11 +306,14 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
     except ctl.EtcdctlError as error:
         raise BackupFailed(reasons.ETCD_UNREACHABLE,
                            f"no etcd member answers at {', '.join(candidates)}: {error.message}") from error
-    healthy = [s for s in statuses if s.reachable and not s.is_learner and not _refuses_snapshots(s)]
+    # A member URL (a DNS name) that now reaches another etcd cluster's member is not this cluster's.
+    foreign = {s.endpoint: why for s in statuses if (why := ctl.foreign_cluster_error(s.cluster_id, cluster_id))}
+    healthy = [s for s in statuses
+               if s.reachable and not s.is_learner and not _refuses_snapshots(s) and s.endpoint not in foreign]
     for status in statuses:
         if status not in healthy:
-            log.warning("skipping etcd member %s: %s", status.endpoint,
-                        _refuses_snapshots(status) or ("learner" if status.is_learner else "unhealthy"))
+            log.warning("skipping etcd member %s: %s", status.endpoint, foreign.get(status.endpoint)
+                        or _refuses_snapshots(status) or ("learner" if status.is_learner else "unhealthy"))
     if not healthy:
         raise BackupFailed(reasons.ETCD_UNREACHABLE, f"no healthy etcd member among {', '.join(candidates)}")
     healthy.sort(key=lambda s: (s.revision, s.raft_index), reverse=True)

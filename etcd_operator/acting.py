@@ -25,6 +25,7 @@ from etcd_operator.manifests import (
     build_disruption_budget,
     build_member_pod,
     build_member_pvc,
+    build_recovery_seed_pod,
     build_service,
     client_service_selector,
     cluster_labels,
@@ -115,6 +116,15 @@ class ActionExecutor:
 
     def _create_seed_member(self, action: a.CreateSeedMember, observed: ObservedCluster) -> None:
         self._create_member_pod(observed.cluster, action.member_name, "new", action.initial_cluster, observed)
+
+    def _create_recovery_seed(self, action: a.CreateRecoverySeed, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        if cluster.require_spec().uses_persistent_volumes:
+            self._create(self.pvcs, cluster.namespace, build_member_pvc(cluster, action.member_name))
+        pod = build_recovery_seed_pod(cluster, action.member_name, survivor_client_url=action.survivor_client_url,
+                                      token=action.cluster_token, ipv6=observed.ip_family == "IPv6")
+        with self.failpoints.around(fp.POD_CREATE, cluster.namespace):
+            self._create(self.pods, cluster.namespace, pod)
 
     def _create_existing_member_pod(self, action: a.CreateMemberPod, observed: ObservedCluster) -> None:
         self._create_member_pod(observed.cluster, action.member_name, "existing", action.initial_cluster, observed)
@@ -355,6 +365,7 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.SetServing: ActionExecutor._set_serving,
     a.SetDisruptionBudget: ActionExecutor._set_disruption_budget,
     a.CreateSeedMember: ActionExecutor._create_seed_member,
+    a.CreateRecoverySeed: ActionExecutor._create_recovery_seed,
     a.CreateMemberPod: ActionExecutor._create_existing_member_pod,
     a.DeletePod: ActionExecutor._delete_pod,
     a.UpgradeMember: ActionExecutor._upgrade_member,

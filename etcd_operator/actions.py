@@ -439,6 +439,96 @@ class StopMember(_Action):
         return f"stop member {self.member_name} ({self.member_id:x}), then remove it: {self.reason}"
 
 
+# --- quorum-loss recovery (etcd_operator/quorum_recovery.py plans these)
+
+
+@dataclass(frozen=True)
+class StartQuorumRecovery(_Action):
+    """Record a recovery from `survivor` in status.recovery (phase Seeding): no other effect.
+    Every later step (drain the survivor, the seed pod, deleting the old members) is decided from
+    that record and the pods, so the record is written before anything changes."""
+
+    survivor: str
+    survivor_revision: int
+    survivor_raft_index: int
+    lost_members: tuple[str, ...]
+    seed_member: str
+    request: str
+    reason: str
+
+    KIND: ClassVar[str] = "quorum-recovery"
+    event_reason: ClassVar[str | None] = "QuorumRecoveryStarted"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return (f"quorum-loss recovery started: rebuilding from surviving member {self.survivor} (revision "
+                f"{self.survivor_revision}, raft index {self.survivor_raft_index}) as seed member "
+                f"{self.seed_member}; member(s) lost with their data: {', '.join(self.lost_members) or 'none'}; "
+                f"{self.reason}")
+
+
+@dataclass(frozen=True)
+class CreateRecoverySeed(_Action):
+    """(PVC and) pod of the recovery's seed member: its init containers take a snapshot from the
+    survivor's client URL and restore it (a one-member cluster with a new token), then etcd
+    starts on it (etcd_common/seed/pod.py, `recovery_seed_init_containers`)."""
+
+    member_name: str
+    peer_url: str
+    survivor_client_url: str
+    cluster_token: str
+    reason: str
+
+    KIND: ClassVar[str] = "seed"
+    event_reason: ClassVar[str | None] = "SeedMemberCreated"
+
+    @property
+    def initial_cluster(self) -> InitialCluster:
+        return ((self.member_name, self.peer_url),)
+
+    def describe(self) -> str:
+        return f"create recovery seed member {self.member_name} from {self.survivor_client_url}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class FinishQuorumRecovery(_Action):
+    """The seed serves the survivor's data and the old members are gone: status.recovery phase
+    Recovered; the ordinary rules grow the cluster back to spec.size."""
+
+    seed_member: str
+    survivor: str
+    revision: int
+    lost_members: tuple[str, ...]
+
+    KIND: ClassVar[str] = "quorum-recovery"
+    event_reason: ClassVar[str | None] = "QuorumRecovered"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return (f"quorum recovered: seed member {self.seed_member} serves the data of {self.survivor} "
+                f"(revision {self.revision}); member(s) lost: {', '.join(self.lost_members) or 'none'}; "
+                f"growing back to spec.size one member at a time")
+
+
+@dataclass(frozen=True)
+class FailQuorumRecovery(_Action):
+    """The seed did not serve in time (its pod is gone by now): status.recovery phase Failed with
+    the reason; the survivor was left as it was."""
+
+    seed_member: str
+    survivor: str
+    reason: str
+
+    KIND: ClassVar[str] = "quorum-recovery"
+    event_reason: ClassVar[str | None] = "QuorumRecoveryFailed"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return f"quorum-loss recovery from {self.survivor} failed: {self.reason}; {self.survivor} left as it was"
+
+
 # --- maintenance (etcd_operator/maintenance.py plans these)
 
 MaintenanceReason = Literal["fragmented", "no-space"]
@@ -562,4 +652,8 @@ Action = Union[
     DisarmAlarm,
     ReportAlarm,
     IssueCertificates,
+    StartQuorumRecovery,
+    CreateRecoverySeed,
+    FinishQuorumRecovery,
+    FailQuorumRecovery,
 ]

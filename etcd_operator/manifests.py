@@ -9,6 +9,7 @@ share a host in the local sandbox.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
-from etcd_common.seed.pod import seed_restore_init_containers, seed_restore_volumes
+from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
 SECRET_FILE_MODE = 0o440
@@ -33,6 +34,14 @@ READINESS_HEALTH_PATH = "/health?exclude=NOSPACE"
 # (`maintenance_flags`), since etcd refuses to start when a variable shadows a flag.
 COMPACTION_ENV = ("ETCD_AUTO_COMPACTION_MODE", "ETCD_AUTO_COMPACTION_RETENTION")
 QUOTA_ENV = ("ETCD_QUOTA_BACKEND_BYTES",)
+# etcd's check of its data against its peers' before it serves (`corruption_check_flags`), per
+# minor version: 3.5 has it as an experimental flag, 3.6 as a feature gate (the flag deprecated).
+INITIAL_CORRUPT_CHECK_FLAGS = {
+    "3.5": "--experimental-initial-corrupt-check=true",
+    "3.6": "--feature-gates=InitialCorruptCheck=true",
+}
+# Variables in spec.pod.etcdEnv that set the same (etcd refuses a flag its variable shadows).
+CORRUPT_CHECK_ENV = ("ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK", "ETCD_FEATURE_GATES")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,6 +324,30 @@ def build_member_pod(
             "spec": pod_spec}
 
 
+def build_recovery_seed_pod(cluster: EtcdCluster, member: str, *, survivor_client_url: str, token: str,
+                            ipv6: bool = False) -> dict[str, Any]:
+    """The seed pod of a quorum-loss recovery: a new one-member cluster (`token`) whose init
+    containers restore a snapshot of the survivor at `survivor_client_url` (etcd_common.seed.pod)."""
+    spec = cluster.require_spec()
+    initial_cluster = ((member, member_peer_url(cluster, member)),)
+    # Not from spec.restore (whose secret may be long gone): from the survivor.
+    cluster = dataclasses.replace(cluster, spec=dataclasses.replace(spec, restore=None))
+    pod = build_member_pod(cluster, member, state=c.INITIAL_CLUSTER_STATE_NEW, initial_cluster=initial_cluster,
+                           ipv6=ipv6)
+    pod["spec"]["initContainers"] = recovery_seed_init_containers(
+        etcd_image=spec.image, etcd_version=spec.version, member=member, initial_cluster=initial_cluster,
+        cluster_token=token, survivor_client_url=survivor_client_url,
+        security_context=etcd_container_security_context(),
+    )
+    return pod
+
+
+def recovery_cluster_token(cluster: EtcdCluster, seed_member: str) -> str:
+    """`--initial-cluster-token` of a recovery's seed: new (the seed's own name in it), so the
+    rebuilt cluster's members can never be mistaken for the old cluster's."""
+    return f"{cluster_token(cluster)}-{seed_member}"
+
+
 def _member_pod_metadata(cluster: EtcdCluster, member: str, state: InitialClusterState) -> dict[str, Any]:
     """The spec's pod labels and annotations, with ours (which win): member, serving, the etcd
     version, the initial cluster state and the pod policy hash. The Prometheus scrape annotations
@@ -452,7 +485,24 @@ def etcd_command(
             f"--cert-file={c.SERVER_TLS_DIR}/{c.SERVER_CERT_FILE}",
             f"--key-file={c.SERVER_TLS_DIR}/{c.SERVER_KEY_FILE}",
         ]
-    return command + maintenance_flags(spec)
+    return command + corruption_check_flags(spec) + maintenance_flags(spec)
+
+
+def corruption_check_flags(spec: ClusterSpec) -> list[str]:
+    """etcd's initial corruption check: before it serves, a restarting member compares the hash of
+    its data with its peers' at the same revision and refuses to start when they differ, so a
+    member with corrupt data never serves it (the operator sees it stuck and replaces it). etcd
+    3.5: `--experimental-initial-corrupt-check`; 3.6: `--feature-gates=InitialCorruptCheck=true`;
+    3.4 (here only an upgrade source) goes without. Left out when spec.pod.etcdEnv already sets
+    either (`CORRUPT_CHECK_ENV`).
+
+    Not in `pod_policy_hash` on purpose: adding it rolled no existing cluster. Members get it
+    when their pods are next created (a replacement, a restart on a volume, a pod-policy change);
+    an in-place image upgrade keeps the pod's command, and etcd 3.6 still takes 3.5's flag."""
+    flag = INITIAL_CORRUPT_CHECK_FLAGS.get(spec.version.minor_version)
+    if flag is None or etcd_env_sets(spec.pod, *CORRUPT_CHECK_ENV):
+        return []
+    return [flag]
 
 
 def etcd_env_sets(pod: PodPolicy, *names: str) -> bool:

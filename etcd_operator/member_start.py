@@ -3,13 +3,25 @@
 nodes), the waiting reason of its etcd container or of an init container (a seed pod's
 restore-fetch, restore-snapshot; ErrImagePull, ImagePullBackOff, CrashLoopBackOff with the last
 exit code and termination message, CreateContainerConfigError, ...) or a FailedMount event about
-it (a secret volume that cannot be set up). Pure: the status, its MemberStartBlocked condition and the supervisor's one Warning
-event per incident are built from `start_problems`."""
+it (a secret volume that cannot be set up). Two are told in the operator's words: a member restarting
+on its volume that etcd refuses to start because its data is gone (MemberDataMissing, planning.py
+rule 6), and a deleted member pod that does not go past its grace period (StuckTerminating: a
+finalizer, a node that does not answer; planning.py rule 11). Pure: the status, its
+MemberStartBlocked condition and the supervisor's one Warning event per incident are built from
+`start_problems`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from etcd_operator.observed import IMAGE_PULL_FAILURE_REASONS, ObservedCluster, ObservedPod, WaitingInitContainer
+from etcd_operator.observed import (
+    IMAGE_PULL_FAILURE_REASONS,
+    ObservedCluster,
+    ObservedPod,
+    WaitingInitContainer,
+    format_timestamp,
+    stuck_terminating_seconds,
+    what_holds,
+)
 
 FAILED_MOUNT = "FailedMount"
 UNSCHEDULABLE = "Unschedulable"
@@ -24,6 +36,11 @@ CONTAINER_START_FAILURES = IMAGE_PULL_FAILURE_REASONS | {
 # Waiting reasons of a pod whose volumes may be what holds it up.
 SETTING_UP = frozenset({"ContainerCreating", "PodInitializing"})
 MAX_DETAIL_CHARS = 400
+MEMBER_DATA_MISSING = "MemberDataMissing"
+STUCK_TERMINATING = "StuckTerminating"
+# What etcd says when a member started with only itself in --initial-cluster finds no data (no
+# WAL), so looks for peers to join through and has none (3.4 to 3.6 alike).
+NO_PEERS_TO_JOIN = ("cannot fetch cluster info from peer urls", "could not retrieve cluster information")
 
 
 @dataclass(frozen=True)
@@ -40,17 +57,32 @@ class StartProblem:
         return self.pod, kind
 
     def describe(self) -> str:
-        return f"member pod {self.pod} does not start: {self.reason}: {self.message}" if self.message else \
-            f"member pod {self.pod} does not start: {self.reason}"
+        verb = "is stuck terminating" if self.reason == STUCK_TERMINATING else "does not start"
+        return f"member pod {self.pod} {verb}: {self.reason}: {self.message}" if self.message else \
+            f"member pod {self.pod} {verb}: {self.reason}"
 
 
 def start_problems(observed: ObservedCluster) -> tuple[StartProblem, ...]:
     problems: list[StartProblem] = []
-    for pod in sorted(observed.live_pods, key=lambda p: p.name):
-        problem = _start_problem(pod, observed.mount_failures.get(pod.name), observed.pod_age_seconds(pod))
+    for pod in sorted(observed.pods, key=lambda p: p.name):
+        if pod.deleting:
+            problem = _stuck_terminating(pod, observed)
+        else:
+            problem = _start_problem(pod, observed.mount_failures.get(pod.name), observed.pod_age_seconds(pod))
         if problem is not None:
             problems.append(problem)
     return tuple(problems)
+
+
+def _stuck_terminating(pod: ObservedPod, observed: ObservedCluster) -> StartProblem | None:
+    past = stuck_terminating_seconds(pod, observed)
+    if past is None or pod.member_name not in observed.member_names:
+        return None
+    # Times, not durations: the message stays the same pass after pass (calm status and pacing).
+    ended = format_timestamp(pod.deletion_deadline) if pod.deletion_deadline is not None else "?"
+    return StartProblem(pod.name, STUCK_TERMINATING,
+                        _clip(f"deleted, still there after its grace period ended at {ended}, "
+                              f"{what_holds(pod)}; its member cannot restart until it is gone"))
 
 
 def _start_problem(pod: ObservedPod, mount_failure: str | None, age_seconds: float | None) -> StartProblem | None:
@@ -64,6 +96,11 @@ def _start_problem(pod: ObservedPod, mount_failure: str | None, age_seconds: flo
     if init is not None and init.reason in CONTAINER_START_FAILURES:
         return StartProblem(pod.name, init.reason, _init_container_detail(init))
     reason = pod.waiting_reason
+    if reason == CRASH_LOOP and pod.rejoins_on_data and _says(pod.last_termination_message, NO_PEERS_TO_JOIN):
+        return StartProblem(pod.name, MEMBER_DATA_MISSING, _clip(
+            "its member ran before, but etcd finds no data on its volume (data directory gone, or the volume "
+            "recreated empty) and refuses to rejoin without it; the member is replaced like an unhealthy one, "
+            f"its volume is left as it is ({_last_termination(pod)})"))
     if reason == CRASH_LOOP:
         return StartProblem(pod.name, reason, _last_termination(pod))
     if reason in CONTAINER_START_FAILURES:
@@ -71,6 +108,11 @@ def _start_problem(pod: ObservedPod, mount_failure: str | None, age_seconds: flo
     if mount_failure and (reason is None or reason in SETTING_UP) and pod.phase == "Pending":
         return StartProblem(pod.name, FAILED_MOUNT, _clip(mount_failure))
     return None
+
+
+def _says(text: str | None, phrases: tuple[str, ...]) -> bool:
+    lowered = (text or "").lower()
+    return any(phrase in lowered for phrase in phrases)
 
 
 def _last_termination(pod: ObservedPod) -> str:

@@ -29,6 +29,9 @@ IMAGE_PULL_FAILURE_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 )
 TERMINAL_POD_PHASES = frozenset({"Failed", "Succeeded"})
+# A member pod being deleted counts as shutting down until this long past the end of its grace
+# period (its deletionTimestamp); after that (its node is gone, say) it is stuck (planning.py).
+STOP_MARGIN_SECONDS = 5.0
 
 
 def new_name_suffix() -> str:
@@ -95,6 +98,12 @@ class ObservedPod:
     restarted_from_count: int | None = None
     # The secrets its volumes mount (TLS: which certificates it runs with).
     secret_volumes: frozenset[str] = frozenset()
+    # Started with state `existing` and only itself in --initial-cluster: a member restarting on
+    # its volume, which etcd lets start only on the data it finds there (planning.py, rule 6).
+    rejoins_on_data: bool = False
+    # metadata.finalizers and spec.nodeName: what may hold a deleted pod (a finalizer, a dead node).
+    finalizers: tuple[str, ...] = ()
+    node_name: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -215,7 +224,20 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         secret_volumes=frozenset(
             str(_dict(volume.get("secret")).get("secretName"))
             for volume in spec.get("volumes") or () if isinstance(volume, dict) and volume.get("secret")),
+        rejoins_on_data=(annotations.get(c.ANNOTATION_INITIAL_CLUSTER_STATE) == c.INITIAL_CLUSTER_STATE_EXISTING
+                         and _initial_cluster_names(container) == [name]),
+        finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
+        node_name=str(spec.get("nodeName")) if spec.get("nodeName") else None,
     )
+
+
+def _initial_cluster_names(container: JsonDict) -> list[str]:
+    """The member names in the container's `--initial-cluster=` argument (one per peer URL)."""
+    for argument in [*(container.get("command") or ()), *(container.get("args") or ())]:
+        if isinstance(argument, str) and argument.startswith("--initial-cluster="):
+            pairs = argument.split("=", 1)[1]
+            return sorted({pair.split("=", 1)[0] for pair in pairs.split(",") if pair})
+    return []
 
 
 def parse_pvc(pvc: JsonDict) -> ObservedPVC:
@@ -341,6 +363,10 @@ class ObservedCluster:
     # spec.TLS.issued only: the Secrets of its certificates by role ("ca", "peer", "server",
     # "operator"; None: there is none), read by name each pass (certificates.py checks them).
     issued_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    # Without a member list, while the members that answer know no leader: the membership as the
+    # answering member furthest ahead sees it locally (a serializable member list; None: not
+    # asked or not answered). The voters a quorum-loss recovery counts (quorum_recovery.py).
+    local_members: tuple[Member, ...] | None = None
 
     # --- pods and volumes
 
@@ -449,6 +475,23 @@ class ObservedCluster:
             for member in sorted(self.members or (), key=lambda m: m.member_name)
             for url in member.peer_urls
         )
+
+
+def stuck_terminating_seconds(pod: ObservedPod, observed: ObservedCluster) -> float | None:
+    """How long a deleted pod has outlived its grace period and the kubelet's margin
+    (STOP_MARGIN_SECONDS); None while it may still be stopping (or is not being deleted)."""
+    if not pod.deleting or pod.deletion_deadline is None or observed.observed_at is None:
+        return None
+    past = (observed.observed_at - pod.deletion_deadline).total_seconds() - STOP_MARGIN_SECONDS
+    return past if past >= 0 else None
+
+
+def what_holds(pod: ObservedPod) -> str:
+    """Why a deleted pod may still be there: its finalizers, else its node not confirming."""
+    if pod.finalizers:
+        return f"held by finalizer(s) {', '.join(pod.finalizers)}"
+    node = f"node {pod.node_name}" if pod.node_name else "its node"
+    return f"{node} has not confirmed that its containers stopped (a node down or unreachable?)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.etcd_cluster import RECOVERY_FAILED, EtcdCluster, RecordedRecovery
 from etcd_common.api.issued_tls import issued_secret_names
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
@@ -291,9 +291,11 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     # left out of every probe (asking it would only cost a timeout), so it counts as unhealthy.
     # Ready pods first: `member list` goes to the first that answers, and a member still joining
     # (a learner refuses it; a new one may not serve yet) would cost a refusal or a timeout.
+    recovery = cluster.recorded.recovery
     candidates = {member_client_url(cluster, pod.member_name): pod.member_name
                   for pod in sorted(base.pods, key=lambda p: (not p.ready, p.name))
-                  if pod.ip and not pod.deleting and not pod.terminal}
+                  if pod.ip and not pod.deleting and not pod.terminal
+                  and _asked_during_recovery(recovery, pod.member_name)}
     if not candidates:
         return base
     started = time.monotonic()
@@ -302,13 +304,15 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     if not reachable:
         return replace(base, member_list_error=NOT_LISTENING)
     try:
-        answer = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).cluster_members()
+        answer = etcd.probe(cluster, list(reachable.values()), timeout_seconds=PROBE_TIMEOUT_SECONDS).cluster_members(
+            _answers_as_its_pod({url: name for name, url in reachable.items()}))
     except (ctl.EtcdctlError, ValueError) as e:
         # etcd 3.5+ answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
-        statuses = _endpoint_status(cluster, reachable, etcd)
+        statuses = _members_of_their_pods(cluster, _endpoint_status(cluster, reachable, etcd), reachable, etcd)
         _log_timing(cluster, started, len(reachable), "no member list")
-        return replace(base, member_list_error=str(e), endpoint_status=statuses)
+        observed = replace(base, member_list_error=str(e), endpoint_status=statuses)
+        return replace(observed, local_members=_local_members(observed, etcd))
     # The member list defines the cluster: its answer's cluster ID. Health and status answers for
     # another ID (a reused name or address reaching another etcd cluster) are ignored.
     observed_members = answer.members
@@ -317,7 +321,99 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     _log_timing(cluster, started, len(reachable), f"{len(observed_members)} member(s), {len(health)} health-checked")
     observed = replace(base, members=observed_members, health=health, endpoint_status=statuses,
                        health_error=health_error, cluster_id=answer.cluster_id)
+    if health_error is None and observed.voting_members and not observed.has_quorum:
+        # No quorum (etcd 3.4 lists members without one): the status of every reachable voter,
+        # so a quorum-loss recovery knows who answers and who is furthest ahead.
+        silent = {m.member_name: member_client_url(cluster, m.member_name) for m in observed.voting_members
+                  if m.started and m.member_name in reachable and m.member_name not in statuses}
+        if silent:
+            statuses = {**statuses, **_endpoint_status(cluster, silent, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
+                                                       failure_level=logging.DEBUG, cluster_id=answer.cluster_id)}
+            observed = replace(observed, endpoint_status=statuses)
     return _alarms(observed, etcd)
+
+
+def _asked_during_recovery(recovery: RecordedRecovery | None, member: str) -> bool:
+    """A quorum-loss recovery in progress: the seed alone is the cluster (the survivor may still
+    answer, even list the old members on etcd 3.4). A failed one: its seed (if still up) never is."""
+    if recovery is None:
+        return True
+    if recovery.in_progress:
+        return member == recovery.seed_member
+    return recovery.phase != RECOVERY_FAILED or member != recovery.seed_member
+
+
+def _local_members(observed: ObservedCluster, etcd: EtcdAccess) -> tuple[ctl.Member, ...] | None:
+    """Under a quorum loss (members answer, none knows a leader): the membership as the member
+    furthest ahead sees it locally (serializable), or None."""
+    leaderless = observed.leaderless_answers
+    if not leaderless:
+        return None
+    cluster = observed.cluster
+    ahead = max(leaderless, key=lambda name: (observed.endpoint_status[name].raft_index,
+                                              observed.endpoint_status[name].revision, name))
+    try:
+        url = member_client_url(cluster, ahead)
+        probe = etcd.probe(cluster, [url], timeout_seconds=PROBE_TIMEOUT_SECONDS)
+        return probe.cluster_members(_answers_as_its_pod({url: ahead}), linearizable=False).members
+    except (ctl.EtcdctlError, ValueError) as e:
+        log.warning("%s/%s: local member list of %s failed: %s", cluster.namespace, cluster.name, ahead, e)
+        return None
+
+
+def _answers_as_its_pod(pods_by_url: Mapping[str, str]) -> Callable[[str, ctl.MemberList], str | None]:
+    """A member list is this cluster's only if the member that answered it is the one of the pod
+    asked (a member's name is its pod's): an address or DNS answer that outlived its pod may reach
+    another etcd cluster's member, whose list would otherwise define this cluster."""
+    def check(endpoint: str, answer: ctl.MemberList) -> str | None:
+        return _not_its_pod(pods_by_url.get(endpoint), answer)
+    return check
+
+
+def _not_its_pod(pod: str | None, answer: ctl.MemberList) -> str | None:
+    """Why `answer` is not from the member of `pod` (None: it is, or the answer does not say)."""
+    if pod is None or not answer.member_id:
+        return None
+    responder = answer.responder
+    if responder is not None and responder.member_name == pod:
+        return None
+    who = responder.member_name if responder is not None else ctl.format_member_id(answer.member_id)
+    return (f"answered by member {who} of etcd cluster {ctl.format_member_id(answer.cluster_id)}, not by pod "
+            f"{pod}'s member (a reused name or address); ignored")
+
+
+def _members_of_their_pods(cluster: EtcdCluster, statuses: dict[str, ctl.EndpointStatus], reachable: dict[str, str],
+                           etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:
+    """Without a member list (so without a cluster ID to check answers against), the statuses of
+    members whose own member list (local: served without quorum) names them as their pod's member
+    and that list the same member that answered the status; the rest may be another cluster's
+    (a reused name or address) and must not make this one look leaderless."""
+    if not statuses:
+        return statuses
+    urls = [reachable[name] for name in sorted(statuses)]
+    try:
+        answers = etcd.probe(cluster, urls, timeout_seconds=PROBE_TIMEOUT_SECONDS).local_member_lists()
+    except (ctl.EtcdctlError, ValueError) as e:
+        log.warning("%s/%s: cannot tell which members answer: %s", cluster.namespace, cluster.name, e)
+        return {}
+    kept: dict[str, ctl.EndpointStatus] = {}
+    for name, answer in zip(sorted(statuses), answers, strict=True):
+        status = statuses[name]
+        problem = (answer.message if isinstance(answer, ctl.EtcdctlError)
+                   else _not_its_pod(name, answer) or _other_member(status, answer))
+        if problem is None:
+            kept[name] = status
+        else:
+            log.warning("%s/%s: status of %s left out: %s", cluster.namespace, cluster.name, name, problem)
+    return kept
+
+
+def _other_member(status: ctl.EndpointStatus, answer: ctl.MemberList) -> str | None:
+    if not answer.member_id or answer.responder is None:
+        return "its member list does not say which member answers"
+    if status.member_id != answer.member_id or (status.cluster_id and status.cluster_id != answer.cluster_id):
+        return "its status and its member list come from different members"
+    return None
 
 
 def _alarms(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:

@@ -28,11 +28,22 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  4. A pod where etcd never ran (its image never pulled, or no node fits it) and that the spec
     has changed for since (its image; for one no node fits, also spec.pod: a toleration, a
     nodeSelector) -> DeletePod (nothing to lose; it is recreated from the fixed spec).
+ 4b. A quorum-loss recovery recorded in status.recovery (quorum_recovery.py) -> its next step,
+    before anything below: while it is in progress (phase Seeding) the observation asks only its
+    seed, so the survivor (which may still answer) is never taken for the cluster. Drain the
+    survivor, CreateRecoverySeed (snapshot of the survivor, restored as a one-member cluster with
+    a new token), Wait until the seed serves (itself its only member, at least the survivor's
+    revision), then delete the old pods and PVCs and FinishQuorumRecovery; past
+    RECOVERY_TIMEOUT_SECONDS -> FailQuorumRecovery, then the seed's pod and PVC go and the
+    survivor serves again. Nothing of the old cluster is deleted before the seed serves.
  5. No member answered `member list` (bootstrap, or everything down):
     - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
       restart on their data);
     - pods exist whose members answer but know no leader -> ReportQuorumLoss (etcd 3.5+ serves
-      `member list` only with quorum, so this is how a quorum loss looks from here);
+      `member list` only with quorum, so this is how a quorum loss looks from here); or, when
+      asked for (spec.recovery.quorumLoss: FromSurvivor, or the one-off annotation) and the
+      members whose data exists cannot make a quorum of the voters the survivor lists locally
+      even if all came back, and every one of them answers: StartQuorumRecovery (rule 8b);
     - pods exist -> Wait for them (never a second seed next to one that is starting);
     - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token);
     - nothing exists but the cluster was bootstrapped -> ReportMembersLost: its emptyDir data
@@ -44,14 +55,31 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
       a pass has already seen without a pod (the MemberPodMissing condition is True: its create
       failed, say refused by admission or Pod Security) waits for rules 7-11b (rule 6b), so a
       failing create never blocks replacing a dead or stuck voter;
-    - started, spec on PVCs and its volume exists -> CreateMemberPod on that volume;
+    - started, spec on PVCs and its volume exists -> CreateMemberPod on that volume, with only
+      itself in --initial-cluster (as rule 5 restarts one): etcd ignores the list when it finds
+      its data, and without it (a data directory gone, a volume recreated empty) it finds no peer
+      to join through and refuses to start, rather than rejoin under its old member ID with no
+      raft state (a vote it gave forgotten); member_start.py reports that, rule 11b replaces it;
     - otherwise its data is gone: a dead member, removed in rule 9.
     A started member whose emptyDir pod is being deleted is dead too (its data goes with the
-    pod); one on a volume waits for its pod to go (rule 11), then restarts on the volume.
+    pod); one on a volume waits for its pod to go (rule 11), then restarts on the volume. But a
+    pod that stays after deletion (a finalizer nobody removes, a node that never confirms) would
+    block every later change, its name taken: once past its grace period (its deletionTimestamp)
+    by STOP_MARGIN_SECONDS plus the policy's unhealthy-member timeout (STUCK_TERMINATING_SECONDS
+    without one), its member is dead too and rule 9 removes it while the rest keeps quorum; the
+    replacement gets a new name (rule 14), so the stuck name blocks nothing. Its volume is not
+    touched while the pod stays (its etcd, should it run again, is a removed member and stops);
+    once the pod is gone, rule 10 deletes the volume as a removed member's. member_start.py
+    reports the stuck pod (StuckTerminating, with its finalizers) from its grace period on.
  7. A terminal (Failed/Succeeded) member pod with a volume -> DeletePod, recreated by rule 6.
  8. The health call itself failed (timeout) -> Wait: health unknown, never reported as quorum
     loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
     happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
+ 8b. (rules 5 and 8) Quorum lost for good and recovery asked for -> StartQuorumRecovery from the
+    answering voter with the highest raft index (then revision): only when the voters whose data
+    exists (emptyDir: a pod neither absent, terminal nor being deleted; PVC: its claim, or a
+    pod) are fewer than a quorum, and every one of them answers `endpoint status` (one that does
+    not may come back ahead: report and wait). It only records status.recovery; rule 4b acts.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
     added by rule 14. A dead member the others still report as leader: MoveLeader first if it
     answers, else removed at once (see "Removing the leader" below). A terminal member pod
@@ -59,7 +87,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
 10. Pods and PVCs of no member -> DeletePod / DeletePVC: leftovers of removed members. Pods
     younger than ORPHAN_POD_GRACE_SECONDS are spared: a member list read from a lagging member
     may not show a member added a moment ago.
-11. A member pod still terminating -> Wait.
+11. A member pod still terminating -> Wait (its message says, for one past its grace period, what
+    holds it and when its member counts as dead: rule 6).
 11b. A learner that never answered within the bound (the policy's unhealthy-member timeout,
     --unhealthy-member-timeout-seconds), or a voting member unhealthy for longer -> RemoveMember(replace)
     while quorum allows (MoveLeader first, see "Removing the leader"); rule 14 adds its replacement.
@@ -120,10 +149,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import ClusterSpec
+from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.etcdctl import Member
 from etcd_operator import versions
@@ -164,13 +193,17 @@ from etcd_operator.manifests import (
     service_names,
 )
 from etcd_operator.observed import (
+    STOP_MARGIN_SECONDS,
     ObservedCluster,
     ObservedPod,
     as_utc,
     format_timestamp,
     parse_timestamp,
     seconds_since,
+    stuck_terminating_seconds,
+    what_holds,
 )
+from etcd_operator.quorum_recovery import plan_recovery_start, plan_recovery_steps
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
@@ -181,9 +214,9 @@ DRAIN_TIMEOUT_SECONDS = 30.0
 # A member that goes away (removed, stopped, restarted) goes only this long after it was drained;
 # one drained to be defragmented or to hand leadership over stays up, and serves late comers.
 DRAIN_SETTLE_SECONDS = 5.0
-# A member pod being deleted counts as shutting down until this long past the end of its grace
-# period (its deletionTimestamp); after that (its node is gone, say) its member is dead.
-STOP_MARGIN_SECONDS = 5.0
+# Without an unhealthy-member timeout, how long a deleted member pod on a volume may stay past its
+# grace period (and STOP_MARGIN_SECONDS) before its member counts as dead (rule 6).
+STUCK_TERMINATING_SECONDS = 300.0
 # The longest wait for the kubelet to restart a member whose image was changed in place.
 RESTART_WAIT_SECONDS = 60.0
 # Before another member is drained, one that restarted or was created this recently and should
@@ -230,6 +263,9 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
     stuck = _pod_that_never_ran_under_an_old_spec(observed, cluster.spec)
     if stuck is not None:
         return stuck
+    recovering = plan_recovery_steps(observed, cluster.spec)
+    if recovering is not None:
+        return recovering
     if observed.members is None:
         return _plan_without_member_list(observed, cluster.spec)
     return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members, policy))
@@ -420,7 +456,7 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
     live = observed.live_pods
     leaderless = observed.leaderless_answers
     if live and bootstrapped and leaderless:
-        return ReportQuorumLoss(
+        report = ReportQuorumLoss(
             healthy_voters=0,
             voters=len(live),
             unhealthy=tuple(sorted(pod.member_name for pod in live)),
@@ -429,6 +465,9 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
                 f"list (members counted from their pods)"
             ),
         )
+        local = observed.local_members
+        voters = tuple(m for m in local if not m.is_learner) if local is not None else None
+        return plan_recovery_start(observed, spec, voters, report)
     if live:
         problems = [f"{pod.name}: {pod.problem}" for pod in live if pod.problem]
         detail = f"; {'; '.join(problems)}" if problems else ""
@@ -464,12 +503,14 @@ class _MembersWithoutPods:
     terminating: tuple[str, ...]
     # Never-started learners without a pod, already seen so: their create waits for rules 7-11b (6b).
     unstarted: tuple[Member, ...] = ()
+    # Dead because their pod stays terminating past the bound (a subset of `dead`, by name).
+    stuck: tuple[str, ...] = ()
 
 
 def _plan_with_member_list(
     observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...], policy: PlanningPolicy
 ) -> Action:
-    found = _rule_6_members_without_pods(observed, spec, members)
+    found = _rule_6_members_without_pods(observed, spec, members, _stuck_terminating_bound(policy))
     if not isinstance(found, _MembersWithoutPods):
         return found
     terminal = tuple(
@@ -479,27 +520,34 @@ def _plan_with_member_list(
     return (
         _rule_7_terminal_pod_on_volume(observed, spec, terminal)
         or _rule_8_health_unknown(observed)
-        or _rule_8_no_quorum(observed, found.dead)
-        or _rule_9_dead_members(observed, found.dead, terminal)
+        or _rule_8_no_quorum(observed, spec, found.dead)
+        or _rule_9_dead_members(observed, found.dead, terminal, found.stuck, _stuck_terminating_bound(policy))
         or _rule_10_leftovers(observed)
-        or _rule_11_terminating(found.terminating)
+        or _rule_11_terminating(observed, found.terminating, _stuck_terminating_bound(policy))
         or _rule_11_restarting(observed)
         or _plan_membership(observed, spec, policy, found.unstarted)
     )
 
 
 def _rule_6_members_without_pods(
-    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...]
+    observed: ObservedCluster, spec: ClusterSpec, members: tuple[Member, ...], stuck_bound: float
 ) -> Action | _MembersWithoutPods:
     cluster = observed.cluster
     dead: list[Member] = []
     terminating: list[str] = []
     unstarted: list[Member] = []
+    stuck: list[str] = []
     for member in sorted(members, key=lambda m: m.member_name):
         pod = observed.pod(member.member_name)
         on_volume = spec.uses_persistent_volumes and observed.volume(member.member_name) is not None
         if pod is not None:
             if not pod.deleting:
+                continue
+            past = stuck_terminating_seconds(pod, observed)
+            if (on_volume or not member.started) and past is not None and past >= stuck_bound:
+                # It would come back only when its pod goes, which nothing here can make happen.
+                dead.append(member)
+                stuck.append(member.member_name)
                 continue
             if on_volume or not member.started or _still_stopping(observed, pod):
                 # Restarts on its volume / its add completes / it is shutting down gracefully:
@@ -529,11 +577,25 @@ def _rule_6_members_without_pods(
         if on_volume and volume is not None and not volume.leaving:
             return CreateMemberPod(
                 member.member_name,
-                observed.initial_cluster(),
+                _rejoin_on_data(cluster, member),
                 "its pod is gone; restarting the member on its volume",
             )
         dead.append(member)  # its data is gone, or it was stopped to be removed (StopMember)
-    return _MembersWithoutPods(tuple(dead), tuple(terminating), tuple(unstarted))
+    return _MembersWithoutPods(tuple(dead), tuple(terminating), tuple(unstarted), tuple(stuck))
+
+
+def _stuck_terminating_bound(policy: PlanningPolicy) -> float:
+    """Seconds past its grace period (and STOP_MARGIN_SECONDS) a deleted member pod may stay
+    before its member counts as dead (rule 6)."""
+    limit = policy.unhealthy_member_timeout_seconds
+    return limit if limit is not None else STUCK_TERMINATING_SECONDS
+
+
+def _rejoin_on_data(cluster: EtcdCluster, member: Member) -> tuple[tuple[str, str], ...]:
+    """`--initial-cluster` of a started member restarting on its volume: itself alone (rule 6),
+    so that etcd can start only on the data it finds there."""
+    urls = member.peer_urls or (member_peer_url(cluster, member.member_name),)
+    return tuple((member.member_name, url) for url in urls)
 
 
 def _still_stopping(observed: ObservedCluster, pod: ObservedPod) -> bool:
@@ -595,21 +657,25 @@ def _rule_8_health_unknown(observed: ObservedCluster) -> Action | None:
     return None
 
 
-def _rule_8_no_quorum(observed: ObservedCluster, dead: tuple[Member, ...]) -> Action | None:
-    """Nothing destructive without quorum."""
+def _rule_8_no_quorum(observed: ObservedCluster, spec: ClusterSpec, dead: tuple[Member, ...]) -> Action | None:
+    """Nothing destructive without quorum (but an opt-in recovery from the survivor, rule 8b)."""
     if not observed.has_quorum:
-        return _quorum_loss(observed, list(dead))
+        return plan_recovery_start(observed, spec, observed.voting_members, _quorum_loss(observed, list(dead)))
     return None
 
 
 def _rule_9_dead_members(
-    observed: ObservedCluster, dead: tuple[Member, ...], terminal: tuple[ObservedPod, ...]
+    observed: ObservedCluster, dead: tuple[Member, ...], terminal: tuple[ObservedPod, ...],
+    stuck: tuple[str, ...] = (), stuck_bound: float = STUCK_TERMINATING_SECONDS,
 ) -> Action | None:
     """Dead members, then terminal pods without volumes."""
     for member in dead:
         if _removal_keeps_quorum(observed, member):
-            why = ("its pod is gone and its data with it (or it was stopped to be removed)" if member.started
-                   else "it never started and its peer URL is not one this operator creates")
+            if member.member_name in stuck:
+                why = _stuck_reason(observed, member, stuck_bound)
+            else:
+                why = ("its pod is gone and its data with it (or it was stopped to be removed)" if member.started
+                       else "it never started and its peer URL is not one this operator creates")
             if member.id == observed.leader_id and _answers(observed, member):
                 handover = _hand_over_leadership(
                     observed, member, {}, f"{member.member_name} is dead ({why}) and must not lead when it is removed")
@@ -642,10 +708,32 @@ def _rule_10_leftovers(observed: ObservedCluster) -> Action | None:
     return None
 
 
-def _rule_11_terminating(terminating: tuple[str, ...]) -> Action | None:
-    if terminating:
-        return Wait(f"pod(s) {', '.join(terminating)} still terminating")
-    return None
+def _stuck_reason(observed: ObservedCluster, member: Member, bound: float) -> str:
+    pod = observed.pod(member.member_name)
+    if pod is None:
+        return "its pod was stuck terminating"
+    past = stuck_terminating_seconds(pod, observed) or 0.0
+    volume = observed.volume(member.member_name)
+    kept = (f"; volume {volume.name} is kept while the pod stays, and deleted with the removed member's leftovers "
+            f"once it is gone" if volume is not None else "")
+    return (f"its pod {pod.name} is stuck terminating, {past + STOP_MARGIN_SECONDS:.0f}s past its grace period "
+            f"(bound {bound + STOP_MARGIN_SECONDS:.0f}s), {what_holds(pod)}{kept}")
+
+
+def _rule_11_terminating(observed: ObservedCluster, terminating: tuple[str, ...], bound: float) -> Action | None:
+    if not terminating:
+        return None
+    details = []
+    for name in terminating:
+        pod = observed.pod(name)
+        if pod is None or pod.deletion_deadline is None or stuck_terminating_seconds(pod, observed) is None:
+            details.append(name)
+            continue
+        # Times, not durations: the same wait reads the same pass after pass (rechecking.py backs off).
+        replaced_at = pod.deletion_deadline + timedelta(seconds=STOP_MARGIN_SECONDS + bound)
+        details.append(f"{name} (its grace period ended at {format_timestamp(pod.deletion_deadline)}, "
+                       f"{what_holds(pod)}; its member is replaced at {format_timestamp(replaced_at)} if it stays)")
+    return Wait(f"pod(s) {', '.join(details)} still terminating")
 
 
 def _rule_11_restarting(observed: ObservedCluster) -> Action | None:

@@ -18,7 +18,15 @@ from __future__ import annotations
 
 import enum
 
-from etcd_operator.actions import Action, NoOp, ReportQuorumLoss, Wait
+from etcd_operator.actions import (
+    Action,
+    FailQuorumRecovery,
+    FinishQuorumRecovery,
+    NoOp,
+    ReportQuorumLoss,
+    StartQuorumRecovery,
+    Wait,
+)
 
 WAIT_POLL_SECONDS = 0.5  # while something is in progress on the etcd side
 # A change etcd refused for now ("unhealthy cluster" for its 5 s after a change, "learner not in
@@ -103,6 +111,10 @@ class Pacing:
             self._imminent_passes += 1
             self._waiting_on, self._waits = None, 0
             return IMMINENT_POLL_SECONDS
+        if isinstance(action, (StartQuorumRecovery, FinishQuorumRecovery, FailQuorumRecovery)):
+            # Recorded in status only; the recovery's next step follows at once.
+            self._waiting_on, self._waits = None, 0
+            return WAIT_POLL_SECONDS
         if isinstance(action, (Wait, ReportQuorumLoss)):
             if not imminent:
                 self._imminent_passes = 0

@@ -46,8 +46,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
     parser.add_argument(
         "--unhealthy-member-timeout-seconds", type=float,
         default=float(env_str("UNHEALTHY_MEMBER_TIMEOUT_SECONDS", str(DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS))),
-        help="a voting member unhealthy this long, or a learner that did not answer this long after its pod "
-             "started, is replaced while quorum allows; 0: wait for it forever "
+        help="a voting member unhealthy this long, a learner that did not answer this long after its pod "
+             "started, or a member whose pod stays Terminating this long past its grace period, is replaced "
+             "while quorum allows; 0: wait for an unhealthy member forever (a stuck pod: 300 s) "
              f"[UNHEALTHY_MEMBER_TIMEOUT_SECONDS, default {DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS:.0f}]")
     args = parser.parse_args(argv)
     return OperatorSettings(

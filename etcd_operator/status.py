@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, Condition
+from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, RECOVERY_SEEDING, Condition
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
 from etcd_operator import certificates, versions
@@ -41,10 +41,13 @@ from etcd_operator.planning import (
     running_member_versions,
     version_change_problem,
 )
+from etcd_operator.quorum_recovery import recovery_record
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"
 PHASE_FAILED = "Failed"
+# A quorum-loss recovery is in progress (status.recovery, quorum_recovery.py).
+REASON_QUORUM_RECOVERING = "QuorumRecovering"
 
 CONDITION_AVAILABLE = "Available"
 CONDITION_SCALING = "Scaling"
@@ -94,14 +97,15 @@ def compute_status(
 
     availability = _availability(observed, bootstrapped)
     alarm = _alarm(observed)
-    phase, reason, summary = _phase(observed, action, availability, bootstrapped, alarm)
+    recovery = recovery_record(observed, action)
+    phase, reason, summary = _phase(observed, action, availability, bootstrapped, alarm, recovery)
     problems = start_problems(observed)
     message = _message(summary, problems, action, last_error)
     conditions = [
         _condition(observed, CONDITION_AVAILABLE, *availability, now=now),
         _condition(observed, CONDITION_SCALING, *_scaling(observed, bootstrapped), now=now),
         _condition(observed, CONDITION_UPGRADING, *_upgrading(observed), now=now),
-        _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action), now=now),
+        _condition(observed, CONDITION_RECOVERING, *_recovering(observed, action, recovery), now=now),
         _condition(observed, CONDITION_DEGRADED, *_degraded(observed, availability, reason, summary, alarm), now=now),
         _condition(observed, CONDITION_VERSION_SUPPORTED, *_version_supported(observed), now=now),
         _condition(observed, CONDITION_MEMBER_START_BLOCKED, *_start_blocked(problems), now=now),
@@ -128,6 +132,7 @@ def compute_status(
         "conditions": conditions,
         "maintenance": maintenance_status(observed),
         **tls_status(observed),
+        **({"recovery": recovery} if recovery is not None else {}),
     }
 
 
@@ -280,6 +285,7 @@ def alarm_event(observed: ObservedCluster, status: dict[str, Any]) -> tuple[str,
 
 def _phase(
     observed: ObservedCluster, action: Action | None, availability: Verdict, bootstrapped: bool, alarm: Verdict,
+    recovery: dict[str, Any] | None = None,
 ) -> tuple[str, str, str]:
     """(phase, reason, one-line summary)."""
     cluster = observed.cluster
@@ -292,6 +298,10 @@ def _phase(
     if isinstance(action, ReportMembersLost):
         return PHASE_FAILED, "MembersLost", action.reason
     available, reason, message = availability
+    if recovery is not None and recovery.get("phase") == RECOVERY_SEEDING and available != "True":
+        return (PHASE_FAILED, REASON_QUORUM_RECOVERING,
+                f"quorum lost; rebuilding from surviving member {recovery.get('survivor')} as seed member "
+                f"{recovery.get('seedMember')} (revision {recovery.get('survivorRevision')})")
     if available == "True" and alarm[0] == "True":
         return PHASE_RUNNING, alarm[1], f"{alarm[2]} ({message})"
     if available == "True":
@@ -337,7 +347,11 @@ def _upgrading(observed: ObservedCluster) -> Verdict:
     return "False", "UpToDate", f"every member runs {spec.image}"
 
 
-def _recovering(observed: ObservedCluster, action: Action | None) -> Verdict:
+def _recovering(observed: ObservedCluster, action: Action | None, recovery: dict[str, Any] | None = None) -> Verdict:
+    if recovery is not None and recovery.get("phase") == RECOVERY_SEEDING:
+        return ("True", REASON_QUORUM_RECOVERING,
+                f"quorum-loss recovery from {recovery.get('survivor')} (revision {recovery.get('survivorRevision')}) "
+                f"into seed member {recovery.get('seedMember')}; lost: {', '.join(recovery.get('lostMembers') or [])}")
     if isinstance(action, CreateMemberPod):
         return "True", "RecreatingMemberPod", action.describe()
     if isinstance(action, (RemoveMember, AddMember)) and action.purpose == "replace":

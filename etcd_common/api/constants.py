@@ -181,3 +181,11 @@ RESTORE_PLURAL: Final = "etcdrestores"
 # restore operator's watch finds its clusters by it).
 ANNOTATION_RESTORE_UID: Final = f"{API_GROUP}/restore-uid"
 LABEL_RESTORE: Final = f"{API_GROUP}/restore"
+
+# --- quorum-loss recovery (spec.recovery.quorumLoss; etcd_operator/quorum_recovery.py)
+QUORUM_LOSS_REPORT: Final = "Report"
+QUORUM_LOSS_FROM_SURVIVOR: Final = "FromSurvivor"
+QUORUM_LOSS_POLICIES: Final = (QUORUM_LOSS_REPORT, QUORUM_LOSS_FROM_SURVIVOR)
+# On an EtcdCluster whose policy is Report: a one-off request to recover from the survivor. Any
+# non-empty value; honoured once (status.recovery.request records the value acted on).
+ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR: Final = f"{API_GROUP}/recover-quorum-from-survivor"

@@ -94,6 +94,8 @@ class ClusterSpec:
     # `spec.TLS.issued` (addition, issued_tls.py): the operator issues the certificates; `tls`
     # then names the Secrets it writes (`with_issued_secret_names`).
     issued_tls: IssuedTLS | None = None
+    # `spec.recovery.quorumLoss` (addition): Report (default) or FromSurvivor (quorum_recovery.py).
+    quorum_loss: str = c.QUORUM_LOSS_REPORT
 
     @property
     def effective_quota_bytes(self) -> int:
@@ -127,6 +129,36 @@ class Condition:
     last_transition_time: str = ""
 
 
+RECOVERY_SEEDING = "Seeding"
+RECOVERY_RECOVERED = "Recovered"
+RECOVERY_FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class RecordedRecovery:
+    """`status.recovery`: a quorum-loss recovery from the surviving member furthest ahead, as
+    the operator recorded it before its first step (every later step is decided from this and
+    the pods). `phase` Seeding while in progress, then Recovered or Failed."""
+
+    phase: str
+    survivor: str
+    seed_member: str
+    survivor_revision: int = 0
+    survivor_raft_index: int = 0
+    lost_members: tuple[str, ...] = ()
+    started_at: str = ""
+    finished_at: str = ""
+    # The value of the one-off annotation this recovery acted on ("" when spec.recovery asked).
+    request: str = ""
+    reason: str = ""
+    # Recovered: the revision the seed served when the old members were retired.
+    recovered_revision: int = 0
+
+    @property
+    def in_progress(self) -> bool:
+        return self.phase == RECOVERY_SEEDING
+
+
 @dataclass(frozen=True)
 class RecordedStatus:
     """What the last status write recorded; only facts observation cannot recover live here."""
@@ -135,6 +167,7 @@ class RecordedStatus:
     # Sticky: once true, "no pods and no members" means data loss, never "bootstrap again".
     bootstrapped: bool = False
     conditions: tuple[Condition, ...] = ()
+    recovery: RecordedRecovery | None = None
 
     def condition(self, condition_type: str) -> Condition | None:
         for condition in self.conditions:
@@ -157,6 +190,8 @@ class EtcdCluster:
     unsupported_version: bool = False
     paused: bool = False
     recorded: RecordedStatus = field(default_factory=RecordedStatus)
+    # The annotation ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR's value ("" when absent).
+    recovery_request: str = ""
 
     def require_spec(self) -> ClusterSpec:
         if self.spec is None:
@@ -218,7 +253,15 @@ def parse_etcd_cluster(obj: JsonDict, *, parse_spec: Callable[[JsonDict], Cluste
         unsupported_version=unsupported_version,
         paused=paused,
         recorded=parse_recorded_status(obj.get("status")),
+        recovery_request=_annotation(obj, c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR),
     )
+
+
+def _annotation(obj: JsonDict, key: str) -> str:
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    value = annotations.get(key) if isinstance(annotations, Mapping) else None
+    return value.strip() if isinstance(value, str) else ""
 
 
 def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
@@ -250,7 +293,17 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
         defragmentation=parse_defragmentation(spec.section("defragmentation")),
         alarms=parse_alarms(spec.section("alarms")),
         issued_tls=issued_tls,
+        quorum_loss=_parse_quorum_loss(spec.section("recovery")),
     )
+
+
+def _parse_quorum_loss(recovery: FieldReader) -> str:
+    policy = recovery.raw.get("quorumLoss")
+    if policy is None or policy == "":
+        return c.QUORUM_LOSS_REPORT
+    if policy not in c.QUORUM_LOSS_POLICIES:
+        raise SpecError(f"spec.recovery.quorumLoss must be one of {', '.join(c.QUORUM_LOSS_POLICIES)}, got {policy!r}")
+    return str(policy)
 
 
 def with_issued_secret_names(spec: ClusterSpec, cluster_name: str) -> ClusterSpec:
@@ -286,7 +339,32 @@ def parse_recorded_status(status: Any) -> RecordedStatus:
         # non-zero size tells the same. (Our own status counts a seed pod in `size` before its
         # member ever ran, so this is only for statuses we did not write.)
         bootstrapped = phase == "Running" or (isinstance(size, int) and size > 0)
-    return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions)
+    return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions,
+                          recovery=_parse_recorded_recovery(status.get("recovery")))
+
+
+def _parse_recorded_recovery(raw: Any) -> RecordedRecovery | None:
+    if not isinstance(raw, Mapping) or not raw.get("phase") or not raw.get("seedMember"):
+        return None
+
+    def number(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    lost = raw.get("lostMembers")
+    return RecordedRecovery(
+        phase=str(raw.get("phase")),
+        survivor=str(raw.get("survivor") or ""),
+        seed_member=str(raw.get("seedMember")),
+        survivor_revision=number("survivorRevision"),
+        survivor_raft_index=number("survivorRaftIndex"),
+        lost_members=tuple(str(name) for name in lost) if isinstance(lost, list) else (),
+        started_at=str(raw.get("startedAt") or ""),
+        finished_at=str(raw.get("finishedAt") or ""),
+        request=str(raw.get("request") or ""),
+        reason=str(raw.get("reason") or ""),
+        recovered_revision=number("recoveredRevision"),
+    )
 
 
 def check_cluster_name(name: str) -> None:

@@ -135,6 +135,13 @@ class MemberList:
 
     members: tuple[Member, ...]
     cluster_id: int = 0
+    # The member that answered (its response header; 0: not reported).
+    member_id: int = 0
+
+    @property
+    def responder(self) -> Member | None:
+        """The member that answered, as the list it gave names it (None: not reported, or not listed)."""
+        return next((m for m in self.members if self.member_id and m.id == self.member_id), None)
 
 
 @dataclass(frozen=True)
@@ -352,6 +359,7 @@ def parse_member_list_answer(document: Mapping[str, Any]) -> MemberList:
     return MemberList(
         members=tuple(parse_member(_as_dict(raw, "member")) for raw in document.get("members") or []),
         cluster_id=header_cluster_id(document),
+        member_id=int(_as_dict(document.get("header") or {}, "header").get("member_id", 0)),
     )
 
 
@@ -595,6 +603,10 @@ class Etcdctl:
 
     def member_list(self) -> list[Member]:
         return parse_member_list(self._run(["member", "list"]))
+
+    def cluster_members(self) -> MemberList:
+        """The member list with the ID of the etcd cluster that answered it (see `MemberList`)."""
+        return parse_member_list_answer(_as_dict(json.loads(self._run(["member", "list"])), "member list"))
 
     def member_add(self, name: str, peer_urls: Sequence[str], *, learner: bool) -> Member:
         """Add a member; the result is its entry as etcd records it (id set, name still empty

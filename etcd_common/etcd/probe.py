@@ -45,6 +45,10 @@ HEALTH_READ_REQUEST = {"key": "aGVhbHRo"}
 # (clientv3) asks for a linearizable list since 3.5, and so do we: a member cut off from the
 # leader must not be believed.
 MEMBER_LIST_REQUEST = {"linearizable": True}
+# A member's own view (served without quorum): who answers at an address (`local_member_lists`).
+LOCAL_MEMBER_LIST_REQUEST: dict[str, Any] = {}
+# A check of a member list answer: why it must not be taken from that endpoint (None: take it).
+AnswerCheck = Callable[[str, MemberList], str | None]
 T = TypeVar("T")
 
 
@@ -83,21 +87,34 @@ class EtcdProbe:
         """The member list from the first endpoint that gives one (see `cluster_members`)."""
         return list(self.cluster_members().members)
 
-    def cluster_members(self) -> MemberList:
+    def cluster_members(self, check: AnswerCheck | None = None, *, linearizable: bool = True) -> MemberList:
         """The member list, with the ID of the cluster that answered it, from the first endpoint
-        that gives one (a learner, or a member without a leader, refuses); raises the last
-        endpoint's error if none does."""
+        that gives one (a learner, or a member without a leader, refuses) and that `check` accepts
+        (a reused name or address may reach another etcd cluster's member); raises the last
+        endpoint's error if none does. `linearizable=False`: the member's own local view, which
+        it gives without a leader (to count the voters of a cluster that lost its quorum)."""
         error: EtcdctlError | None = None
+        request = MEMBER_LIST_REQUEST if linearizable else {"linearizable": False}
         for endpoint in self.endpoints:
             try:
-                return parse_member_list_answer(
-                    self._request(endpoint, "POST", MEMBER_LIST_PATH, MEMBER_LIST_REQUEST))
+                answer = parse_member_list_answer(self._request(endpoint, "POST", MEMBER_LIST_PATH, request))
             except EtcdctlError as e:
                 error = e
+                continue
             except (ValueError, KeyError) as e:
                 error = EtcdctlError(f"{endpoint}: unreadable member list: {e}")
+                continue
+            problem = check(endpoint, answer) if check is not None else None
+            if problem is None:
+                return answer
+            error = EtcdctlError(f"{endpoint}: {problem}")
         assert error is not None
         raise error
+
+    def local_member_lists(self) -> list[MemberList | EtcdctlError]:
+        """Each endpoint's own member list (not linearizable, so served without quorum too), in
+        endpoint order: which member of which cluster answers at each address."""
+        return self._each(self._local_list_of)
 
     def endpoint_status(self, cluster_id: int = 0) -> list[EndpointStatus]:
         """Status of every endpoint, in endpoint order; one that does not answer is reported
@@ -139,6 +156,14 @@ class EtcdProbe:
             return EtcdctlError(f"{endpoint}: unreadable status: {e}")
         foreign = foreign_cluster_error(status.cluster_id, cluster_id)
         return EtcdctlError(f"{endpoint}: {foreign}") if foreign else status
+
+    def _local_list_of(self, endpoint: str) -> MemberList | EtcdctlError:
+        try:
+            return parse_member_list_answer(self._request(endpoint, "POST", MEMBER_LIST_PATH, LOCAL_MEMBER_LIST_REQUEST))
+        except EtcdctlError as e:
+            return e
+        except (ValueError, KeyError) as e:
+            return EtcdctlError(f"{endpoint}: unreadable member list: {e}")
 
     def _read_of(self, endpoint: str, cluster_id: int = 0) -> EndpointHealth:
         try:

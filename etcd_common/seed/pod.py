@@ -23,7 +23,7 @@ from typing import Any, Final
 from etcd_common.api import constants as c
 from etcd_common.api.restore_source import RestoreSource
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.seed.tools import restore_tool
+from etcd_common.seed.tools import ETCDCTL_BINARY, restore_tool
 
 FETCH_CONTAINER: Final = "restore-fetch"
 RESTORE_CONTAINER: Final = "restore-snapshot"
@@ -135,3 +135,69 @@ def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
     if source.encryption is not None:
         volumes.append({"name": ENCRYPTION_VOLUME, "secret": {"secretName": source.encryption.secret_name}})
     return volumes
+
+
+# --- quorum-loss recovery (the etcd operator's seed taken from a surviving member)
+
+RECOVERY_SNAPSHOT_CONTAINER: Final = "recovery-snapshot"
+RECOVERY_RESTORE_CONTAINER: Final = "recovery-restore"
+# At the data volume's root (which exists; the etcd image has no shell to make a directory).
+RECOVERY_SNAPSHOT_FILE: Final = f"{c.DATA_VOLUME_MOUNT_PATH}/recovery-snapshot.db"
+# etcdctl's limits for the snapshot (a large database streams for minutes).
+RECOVERY_DIAL_TIMEOUT_SECONDS: Final = 10
+RECOVERY_SNAPSHOT_TIMEOUT_SECONDS: Final = 300
+
+
+def recovery_seed_init_containers(
+    *,
+    etcd_image: str,
+    etcd_version: EtcdVersion,
+    member: str,
+    initial_cluster: Sequence[tuple[str, str]],
+    cluster_token: str,
+    survivor_client_url: str,
+    security_context: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """A recovery seed's init containers, both in the cluster's own etcd image:
+     1. `recovery-snapshot`: `etcdctl snapshot save` from the survivor's client URL (etcd serves a
+        snapshot without quorum) onto the seed's data volume;
+     2. `recovery-restore`: `etcdutl snapshot restore` (3.4: `etcdctl`) straight into etcd's data
+        directory as a one-member cluster (`member`, a new `cluster_token`), keeping the
+        survivor's revisions; the tool checks the snapshot's integrity hash.
+    etcd starts only after both succeeded, so it never runs on an empty data directory. Plain
+    http only: a cluster with client TLS is refused before (quorum_recovery.py)."""
+    tool = restore_tool(etcd_version)
+    if tool is None:
+        raise ValueError(f"etcd {etcd_version} has no snapshot restore tool this operator knows")
+    data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
+    peer_urls = [url for name, url in initial_cluster if name == member]
+    security = dict(security_context)
+    snapshot_command = [
+        ETCDCTL_BINARY, f"--endpoints={survivor_client_url}",
+        f"--dial-timeout={RECOVERY_DIAL_TIMEOUT_SECONDS}s",
+        f"--command-timeout={RECOVERY_SNAPSHOT_TIMEOUT_SECONDS}s",
+        "snapshot", "save", RECOVERY_SNAPSHOT_FILE,
+    ]
+    restore_command = [
+        tool.binary, "snapshot", "restore", RECOVERY_SNAPSHOT_FILE,
+        f"--data-dir={c.DATA_DIR}",
+        f"--name={member}",
+        "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
+        f"--initial-advertise-peer-urls={','.join(peer_urls)}",
+        f"--initial-cluster-token={cluster_token}",
+    ]
+    return [
+        {
+            "name": RECOVERY_SNAPSHOT_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
+            "command": snapshot_command, "env": [{"name": "ETCDCTL_API", "value": "3"}],
+            "volumeMounts": data_mount, "securityContext": security,
+            # etcdctl writes no termination-message file: its last lines say why it failed.
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        },
+        {
+            "name": RECOVERY_RESTORE_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
+            "command": restore_command, "volumeMounts": data_mount, "securityContext": security,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            **({"env": [{"name": k, "value": v} for k, v in tool.env]} if tool.env else {}),
+        },
+    ]

@@ -83,3 +83,22 @@ def test_short_names_are_unique_and_clash_with_no_built_in_resource() -> None:
     every = [short for path in CRD_FILES for short in crd(path)["spec"]["names"].get("shortNames", [])]
     assert len(every) == len(set(every)), every
     assert not set(every) & BUILT_IN_NAMES, set(every) & BUILT_IN_NAMES
+
+
+def _null_keys(node: Any, path: str = "") -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if value is None:
+                yield f"{path}.{key}"
+            yield from _null_keys(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _null_keys(value, f"{path}[{index}]")
+
+
+@pytest.mark.parametrize("path", CRD_FILES, ids=lambda p: p.name)
+def test_no_key_is_left_without_a_value(path: Path) -> None:
+    """A comma in an unquoted description inside a YAML flow mapping (`{type: string, description:
+    a, b}`) makes `b` a key without a value: the apiserver refuses the whole CRD."""
+    nulls = list(_null_keys(crd(path)))
+    assert not nulls, f"{path.name}: keys without a value (quote the description?): {nulls}"

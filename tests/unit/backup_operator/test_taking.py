@@ -27,6 +27,7 @@ from kube_adapter.errors import NotFound
 LOG = logging.getLogger("test_taking")
 STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 A, B, C, D = (f"http://127.0.0.1:{port}" for port in (2379, 2479, 2579, 2679))
+CLUSTER_ID = 0x5EED  # the cluster the member list answers for
 
 
 def whole_snapshot(body: bytes) -> bytes:
@@ -42,6 +43,7 @@ class Member:
     learner: bool = False
     answers: bool = True
     status_errors: tuple[str, ...] = ()
+    cluster_id: int = 0  # the cluster its status answers for (0: CLUSTER_ID, the member list's)
     snapshot: bytes = b""
     snapshot_error: str = ""
 
@@ -65,12 +67,13 @@ class FakeEtcd:
             self.etcd = etcd
             self.endpoints = endpoints
 
-        def member_list(self) -> list[ctl.Member]:
+        def cluster_members(self) -> ctl.MemberList:
             if self.etcd.member_list_fails:
                 raise ctl.Unreachable("context deadline exceeded")
-            return [ctl.Member(id=i + 1, name=f"m{i}", peer_urls=(f"http://127.0.0.1:{2380 + 100 * i}",),
-                               client_urls=(m.url,), is_learner=m.learner)
-                    for i, m in enumerate(self.etcd.members.values())]
+            return ctl.MemberList(tuple(
+                ctl.Member(id=i + 1, name=f"m{i}", peer_urls=(f"http://127.0.0.1:{2380 + 100 * i}",),
+                           client_urls=(m.url,), is_learner=m.learner)
+                for i, m in enumerate(self.etcd.members.values())), CLUSTER_ID)
 
         def endpoint_status(self) -> list[ctl.EndpointStatus]:
             statuses = []
@@ -82,7 +85,8 @@ class FakeEtcd:
                     continue
                 statuses.append(ctl.EndpointStatus(member_id=1, leader_id=1, version="3.6.16", endpoint=url,
                                                    raft_index=m.raft_index, revision=m.revision,
-                                                   is_learner=m.learner, errors=m.status_errors))
+                                                   is_learner=m.learner, errors=m.status_errors,
+                                                   cluster_id=m.cluster_id))
             return statuses
 
         def snapshot_save(self, path: str, *, endpoint: str | None = None, timeout_seconds: float = 600.0) -> None:
@@ -192,6 +196,16 @@ def test_a_member_whose_status_reports_an_error_is_skipped(
                      Member(B, revision=42, snapshot=whole_snapshot(b"b"))])
     assert take_backup(request((A, B)), environment(etcd, tmp_path), LOG).endpoint == B
     assert etcd.snapshots_from == [B]
+
+
+def test_a_member_url_answering_for_another_cluster_is_never_backed_up(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    """A member's DNS name reaching another etcd cluster's member (a reused name or address): its
+    status names another cluster than the member list's, so its (higher) revision is not ours."""
+    etcd = FakeEtcd([Member(A, revision=42, cluster_id=CLUSTER_ID, snapshot=whole_snapshot(b"a")),
+                     Member(B, revision=900, cluster_id=777, snapshot=whole_snapshot(b"other cluster"))])
+    assert take_backup(request((A,)), environment(etcd, tmp_path), LOG).endpoint == A
+    assert etcd.snapshots_from == [A]
 
 
 def test_without_a_member_list_the_given_endpoints_are_asked_themselves(

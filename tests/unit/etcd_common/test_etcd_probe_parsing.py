@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from etcd_common.etcd.etcdctl import Unreachable, parse_member
+import pytest
+
+from etcd_common.etcd.etcdctl import EtcdctlError, MemberList, Unreachable, parse_member
 from etcd_common.etcd.probe import MEMBER_LIST_PATH, RANGE_PATH, STATUS_PATH, EtcdProbe, parse_status
 
 STATUS = json.loads(
@@ -94,3 +96,33 @@ def test_a_health_read_answered_for_another_cluster_is_unhealthy() -> None:
     assert ours.healthy and ours.cluster_id == OURS and ours.error == ""
     assert not other.healthy and other.error == f"answers for etcd cluster {OTHERS:x}, not this cluster's {OURS:x}"
     assert not dead.healthy and "deadline" in dead.error
+
+
+OTHER_MEMBER_LIST = json.loads(
+    '{"header":{"cluster_id":"9372538179322589801","member_id":"10501334649042878790","raft_term":"2"},'
+    '"members":[{"ID":"10501334649042878790","name":"z","peerURLs":["http://127.7.250.1:2380"],'
+    '"clientURLs":["http://127.7.250.1:2379"]}]}')
+
+
+def test_the_member_list_says_which_member_answered() -> None:
+    answer = RecordedProbe({("http://a:2379", MEMBER_LIST_PATH): MEMBER_LIST}).cluster_members()
+    assert answer.member_id == 3335757982543269782
+    assert answer.responder is not None and answer.responder.name == "a"
+
+
+def test_a_member_list_its_check_refuses_is_skipped_for_the_next_endpoint() -> None:
+    """Another cluster's member at an address ours used answers first: its list is not taken."""
+    probe = RecordedProbe({("http://a:2379", MEMBER_LIST_PATH): OTHER_MEMBER_LIST,
+                           ("http://b:2379", MEMBER_LIST_PATH): MEMBER_LIST})
+    answer = probe.cluster_members(lambda _url, got: None if got.cluster_id == OURS else "another cluster")
+    assert answer.cluster_id == OURS
+    with pytest.raises(EtcdctlError, match="http://b:2379: no"):
+        probe.cluster_members(lambda _url, _got: "no")
+
+
+def test_local_member_lists_ask_each_endpoint_for_its_own_view() -> None:
+    probe = RecordedProbe({("http://a:2379", MEMBER_LIST_PATH): MEMBER_LIST,
+                           ("http://b:2379", MEMBER_LIST_PATH): Unreachable("Error: connection refused")})
+    ours, failed = probe.local_member_lists()
+    assert isinstance(ours, MemberList) and ours.responder is not None and ours.responder.name == "a"
+    assert isinstance(failed, EtcdctlError)

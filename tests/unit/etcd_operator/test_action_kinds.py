@@ -36,11 +36,16 @@ SAMPLES: list[actions.Action] = [
     actions.DisarmAlarm(Alarm(NOSPACE, 0xABC), "recovered"),
     actions.ReportAlarm(CORRUPT, "raised for a majority"),
     actions.IssueCertificates(("ca", "peer", "server", "operator"), "secret example-tls-ca missing"),
+    actions.StartQuorumRecovery("example-a", 42, 50, ("example-b", "example-c"), "example-d", "", "lost"),
+    actions.CreateRecoverySeed("example-d", "http://example-d:2380", "http://example-a:2379", "t-example-d", "r"),
+    actions.FinishQuorumRecovery("example-d", "example-a", 42, ("example-b", "example-c")),
+    actions.FailQuorumRecovery("example-d", "example-a", "seed did not serve"),
 ]
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
     "defragment", "compact", "disarm", "alarm", "stop", "issue-certificates",
+    "quorum-recovery",
 }
 
 
@@ -67,4 +72,5 @@ def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str
 
 def test_warnings_for_what_needs_a_human() -> None:
     warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
-    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames", "ReportAlarm"}
+    assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames", "ReportAlarm",
+                        "StartQuorumRecovery", "FailQuorumRecovery"}

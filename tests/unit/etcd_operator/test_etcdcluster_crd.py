@@ -378,6 +378,7 @@ def test_status_fits_schema(observed: Any) -> None:
     status = compute_status(observed, plan_next_action(observed), now=datetime(2024, 6, 1), last_error="boom")
     errors, pruned = validate(SCHEMA["properties"]["status"], status, ".status")
     assert (errors, pruned) == ([], [])
-    # `tls` only for spec.TLS.issued clusters.
+    # `tls` only for spec.TLS.issued clusters; `recovery` only once a quorum-loss recovery started.
     issued = observed.cluster.require_spec().issued_tls is not None
-    assert set(status) | ({"tls"} if not issued else set()) == set(SCHEMA["properties"]["status"]["properties"])
+    optional = {"recovery"} | ({"tls"} if not issued else set())
+    assert set(status) | optional == set(SCHEMA["properties"]["status"]["properties"])

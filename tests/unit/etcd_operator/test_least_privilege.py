@@ -11,7 +11,7 @@ import yaml
 
 from etcd_common.api.fields import SpecError
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, image_repository, untrusted_image_problem
-from etcd_operator.manifests import COMPACTION_ENV, QUOTA_ENV, build_member_pod
+from etcd_operator.manifests import COMPACTION_ENV, CORRUPT_CHECK_ENV, QUOTA_ENV, build_member_pod
 from etcd_operator.settings import parse_settings
 from etcd_operator.spec import check_trusted_repository, parse_cluster_spec, parse_etcd_cluster
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
@@ -117,13 +117,14 @@ def test_every_flag_the_operator_sets_is_one_etcd_env_may_not_shadow(spec: dict[
     """The deny list follows the command line: for each --flag a member pod's etcd is started with,
     ETCD_<FLAG> in spec.pod.etcdEnv is refused (etcd would refuse to start, or the variable would
     win over what the operator manages); but the compaction and quota variables of CoreOS-era
-    manifests, which the operator honours by leaving its own flag out."""
+    manifests and the corruption check's (and feature gates), which the operator honours by leaving its own
+    flag out."""
     flags = _etcd_flags({**spec, "size": 1}, state)
     assert "name" in flags and "initial-cluster" in flags and "auto-compaction-retention" in flags
     for flag in flags:
         variable = "ETCD_" + flag.upper().replace("-", "_")
         with_variable = {**spec, "size": 1, "pod": {"etcdEnv": [{"name": variable, "value": "x"}]}}
-        if variable in COMPACTION_ENV + QUOTA_ENV:
+        if variable in COMPACTION_ENV + QUOTA_ENV + CORRUPT_CHECK_ENV:
             assert flag not in _etcd_flags(with_variable, state), variable
             continue
         with pytest.raises(SpecError, match=variable):

@@ -64,6 +64,7 @@ def test_seed_pod() -> None:
         "--initial-cluster-state=new",
         f"--initial-cluster-token={UID}",
         "--listen-metrics-urls=http://$(POD_IP):2381",
+        "--feature-gates=InitialCorruptCheck=true",
         "--auto-compaction-mode=periodic",
         "--auto-compaction-retention=1h",
     ]

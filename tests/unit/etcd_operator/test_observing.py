@@ -7,17 +7,22 @@ from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
-from etcd_operator.manifests import build_member_pod, member_client_url
+from etcd_operator.actions import ReportQuorumLoss
+from etcd_operator.manifests import build_member_pod, member_client_url, service_names
 from etcd_operator.observing import (
     LEARNER_PROBE_TIMEOUT_SECONDS,
     NOT_LISTENING,
     PROBE_TIMEOUT_SECONDS,
     observe_cluster,
 )
+from etcd_operator.planning import plan_next_action
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
 
 MEMBERS = ("example-aaaaa", "example-bbbbb", "example-ccccc")
 CLUSTER_ID = 12558503185269689621  # the ID the fake member list answers with
+FOREIGN_CLUSTER_ID = 777  # another etcd cluster, reached through a reused name or address
+FOREIGN_MEMBER = ctl.Member(id=99, name="other-zzzzz", peer_urls=("http://other-zzzzz:2380",),
+                            client_urls=("http://other-zzzzz:2379",), is_learner=False)
 LIVE_POD_STATUS = {"phase": "Running", "podIP": "127.1.0.7",
                    "conditions": [{"type": "Ready", "status": "True"}],
                    "containerStatuses": [{"name": "etcd", "ready": True, "restartCount": 0, "state": {"running": {}}}]}
@@ -34,8 +39,31 @@ class FakeClient:
         return [ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
                            is_learner=False) for i, m in enumerate(MEMBERS)]
 
-    def cluster_members(self) -> ctl.MemberList:
-        return ctl.MemberList(tuple(self.member_list()), CLUSTER_ID)
+    def cluster_members(self, check: Any = None, *, linearizable: bool = True) -> ctl.MemberList:
+        if linearizable:
+            members = tuple(self.member_list())
+        else:  # a member's local view: served without quorum too
+            self.etcd.asked.append(("local member list", self.endpoints))
+            members = tuple(ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",),
+                                       client_urls=(f"http://{m}:2379",), is_learner=False)
+                            for i, m in enumerate(MEMBERS))
+        for url in self.endpoints:
+            answer = self._list_at(url, members)
+            if check is None or check(url, answer) is None:
+                return answer
+        raise ctl.EtcdctlError(f"{url}: {check(url, answer)}")
+
+    def local_member_lists(self) -> list[ctl.MemberList | ctl.EtcdctlError]:
+        self.etcd.asked.append(("local member list", self.endpoints))
+        members = tuple(ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
+                                   is_learner=False) for i, m in enumerate(MEMBERS))
+        return [self._list_at(url, members) for url in self.endpoints]
+
+    def _list_at(self, url: str, members: tuple[ctl.Member, ...]) -> ctl.MemberList:
+        """What the member at `url` answers: this cluster's list, or another cluster's (`etcd.foreign`)."""
+        if url in self.etcd.foreign:
+            return ctl.MemberList((FOREIGN_MEMBER,), FOREIGN_CLUSTER_ID, member_id=FOREIGN_MEMBER.id)
+        return ctl.MemberList(members, CLUSTER_ID, member_id=_member_id(url))
 
     def endpoint_health(self, cluster_id: int = 0) -> list[ctl.EndpointHealth]:
         self.etcd.asked.append(("endpoint health", self.endpoints))
@@ -47,9 +75,15 @@ class FakeClient:
     def endpoint_status(self, cluster_id: int = 0) -> list[ctl.EndpointStatus]:
         self.etcd.asked.append(("endpoint status", self.endpoints))
         self.etcd.expected_cluster_ids.append(cluster_id)
-        return [ctl.EndpointStatus(endpoint=url, member_id=MEMBERS.index(url.split("//")[1].split(".")[0]) + 1,
-                                   leader_id=1, version="3.5.1", raft_index=10, raft_term=2, db_size=1,
-                                   is_learner=False, errors=()) for url in self.endpoints]
+        return [ctl.EndpointStatus(endpoint=url, member_id=FOREIGN_MEMBER.id if url in self.etcd.foreign else _member_id(url),
+                                   leader_id=self.etcd.leader_id, version="3.5.1", raft_index=10, raft_term=2, db_size=1,
+                                   is_learner=False, errors=(),
+                                   cluster_id=FOREIGN_CLUSTER_ID if url in self.etcd.foreign else CLUSTER_ID)
+                for url in self.endpoints]
+
+
+def _member_id(url: str) -> int:
+    return MEMBERS.index(url.split("//")[1].split(".")[0]) + 1
 
 
 class FakeEtcd:
@@ -58,6 +92,8 @@ class FakeEtcd:
         self.member_list_error = member_list_error
         self.dying: set[str] = set()  # endpoints that accept connections but answer nothing
         self.expected_cluster_ids: list[int] = []  # the cluster ID each health/status call was given
+        self.foreign: set[str] = set()  # endpoints where a member of another etcd cluster answers
+        self.leader_id = 1  # the leader every status names (0: none)
 
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         return FakeClient(self, endpoints)
@@ -133,7 +169,8 @@ def test_without_a_member_list_only_listening_members_give_their_status() -> Non
     etcd = FakeEtcd(member_list_error="context deadline exceeded")
     observed = observe(cluster, etcd, {member_client_url(cluster, MEMBERS[0])})
     assert etcd.asked == [("member list", [member_client_url(cluster, MEMBERS[0])]),
-                          ("endpoint status", [member_client_url(cluster, MEMBERS[0])])]
+                          ("endpoint status", [member_client_url(cluster, MEMBERS[0])]),
+                          ("local member list", [member_client_url(cluster, MEMBERS[0])])]
     assert observed.members is None and set(observed.endpoint_status) == {MEMBERS[0]}
 
 
@@ -186,3 +223,37 @@ def test_health_and_status_answers_are_checked_against_the_member_lists_cluster_
     observed = observe(cluster, etcd, {member_client_url(cluster, m) for m in MEMBERS})
     assert observed.cluster_id == CLUSTER_ID
     assert etcd.expected_cluster_ids == [CLUSTER_ID] * 3, etcd.expected_cluster_ids
+
+
+def test_a_member_list_answered_by_another_clusters_member_is_not_taken() -> None:
+    """A pod's address or DNS name reaching another etcd cluster's member (reused): its member list
+    would define this cluster (its members removed, others added); the next pod's member answers."""
+    cluster = make_cluster()
+    etcd = FakeEtcd()
+    etcd.foreign = {member_client_url(cluster, MEMBERS[0])}
+    observed = observe(cluster, etcd, {member_client_url(cluster, m) for m in MEMBERS})
+    assert observed.cluster_id == CLUSTER_ID
+    assert sorted(m.name for m in observed.members) == list(MEMBERS)
+
+
+def test_without_a_member_list_another_clusters_leaderless_member_is_not_this_clusters() -> None:
+    """Rule 5's quorum-loss evidence (members answering `endpoint status` without a leader) counts
+    only members whose own member list names them as their pod's member."""
+    cluster = make_cluster()
+    etcd = FakeEtcd(member_list_error="context deadline exceeded")
+    etcd.leader_id = 0
+    etcd.foreign = {member_client_url(cluster, MEMBERS[1])}
+    observed = observe(cluster, etcd, {member_client_url(cluster, m) for m in MEMBERS})
+    assert set(observed.endpoint_status) == {MEMBERS[0], MEMBERS[2]}
+    assert observed.leaderless_answers == (MEMBERS[0], MEMBERS[2])
+
+
+def test_only_another_clusters_leaderless_members_answering_is_no_quorum_loss() -> None:
+    cluster = make_cluster()
+    etcd = FakeEtcd(member_list_error="context deadline exceeded")
+    etcd.leader_id = 0
+    etcd.foreign = {member_client_url(cluster, m) for m in MEMBERS}
+    observed = observe(cluster, etcd, set(etcd.foreign))
+    assert observed.endpoint_status == {} and observed.leaderless_answers == ()
+    action = plan_next_action(dataclasses.replace(observed, services=frozenset(service_names(cluster.name))))
+    assert not isinstance(action, ReportQuorumLoss), action

@@ -1,0 +1,277 @@
+"""Quorum-loss recovery from the surviving member furthest ahead (pure planning; opt-in through
+spec.recovery.quorumLoss: FromSurvivor, or once through the annotation
+ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR). planning.py calls `plan_recovery_start` where it
+reports a quorum loss (rules 5 and 8) and `plan_recovery_steps` before rule 5 (rule 4b).
+
+When: quorum is lost, the members whose data still exists cannot make a quorum even if all came
+back (on emptyDir a member's data is gone with its pod: absent, terminal or being deleted; on
+PVCs with its claim), and every member whose data exists answers `endpoint status` (one that
+does not, say a pod pending on a dead node, might come back ahead of the others: wait for it).
+The survivor is the answering voter with the highest raft index, then revision.
+
+How: StartQuorumRecovery records the recovery in status.recovery (phase Seeding) before anything
+changes; the survivor is drained; a seed member with a new name and a new cluster token takes a
+snapshot from the survivor in an init container and starts as a one-member cluster on it. While
+the recovery is in progress, the seed alone is asked (observing.py): the survivor may still
+answer. Once the seed serves (its member list is itself, its revision at least the survivor's),
+the old pods and PVCs are deleted and the recovery is Recovered; the ordinary rules then grow the
+cluster back one member at a time. A seed that does not serve within RECOVERY_TIMEOUT_SECONDS is
+Failed: its pod and PVC are deleted, the survivor is left as it was (and serves again).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import (
+    RECOVERY_FAILED,
+    RECOVERY_RECOVERED,
+    RECOVERY_SEEDING,
+    ClusterSpec,
+    RecordedRecovery,
+)
+from etcd_common.etcd.etcdctl import Member
+from etcd_common.seed.tools import restore_tool
+from etcd_operator.actions import (
+    Action,
+    CreateMemberPod,
+    CreateRecoverySeed,
+    DeletePod,
+    DeletePVC,
+    FailQuorumRecovery,
+    FinishQuorumRecovery,
+    ReportQuorumLoss,
+    SetServing,
+    StartQuorumRecovery,
+    Wait,
+)
+from etcd_operator.manifests import (
+    member_client_url,
+    member_name,
+    member_peer_url,
+    recovery_cluster_token,
+)
+from etcd_operator.observed import ObservedCluster, format_timestamp, parse_timestamp, seconds_since
+
+# The longest a recovery's seed may take to serve (snapshot, restore, start), from startedAt.
+RECOVERY_TIMEOUT_SECONDS = 600.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Whether to start
+
+
+def has_data(observed: ObservedCluster, spec: ClusterSpec, name: str) -> bool:
+    """Does the member's data still exist? On PVCs: its claim exists, or its pod does; on
+    emptyDir: its pod exists and is neither terminal nor being deleted."""
+    pod = observed.pod(name)
+    live_pod = pod is not None and not pod.deleting and not pod.terminal
+    if spec.uses_persistent_volumes:
+        return observed.volume(name) is not None or live_pod
+    return live_pod
+
+
+def recovery_requested(observed: ObservedCluster, spec: ClusterSpec) -> bool:
+    """spec.recovery.quorumLoss is FromSurvivor, or the annotation carries a value no recovery
+    has acted on yet."""
+    cluster = observed.cluster
+    if spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR:
+        return True
+    recorded = cluster.recorded.recovery
+    return bool(cluster.recovery_request) and (recorded is None or recorded.request != cluster.recovery_request)
+
+
+def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
+                        voters: tuple[Member, ...] | None, report: ReportQuorumLoss) -> Action:
+    """Under a quorum loss (`report`, what the planner would report): StartQuorumRecovery when
+    it is asked for and safe; else `report`, its detail saying why not (when that is news)."""
+    if voters is None or not voters:
+        return report
+    lost = tuple(sorted(m.member_name for m in voters if not has_data(observed, spec, m.member_name)))
+    with_data = [m for m in voters if has_data(observed, spec, m.member_name)]
+    quorum = len(voters) // 2 + 1
+    if len(with_data) >= quorum:
+        return report  # they can come back: a quorum of them still has its data
+    requested = recovery_requested(observed, spec)
+    how = (f"set spec.recovery.quorumLoss: {c.QUORUM_LOSS_FROM_SURVIVOR} or annotate the cluster with "
+           f"{c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}=<any new value> to rebuild from the surviving member "
+           f"furthest ahead, or restore from a backup")
+    gone = (f"member(s) {', '.join(lost)} lost their data: the {len(with_data)} of {len(voters)} voting "
+            f"member(s) with data cannot make a quorum of {quorum}")
+    if not requested:
+        return _with_detail(report, f"{gone}; {how}")
+    silent = [m.member_name for m in with_data if m.member_name not in observed.endpoint_status]
+    if silent:
+        return _with_detail(report, f"{gone}; quorum-loss recovery waits: member(s) {', '.join(sorted(silent))} "
+                                    f"have data but do not answer (they may be ahead of the others)")
+    answering = [m for m in with_data if m.member_name in observed.endpoint_status]
+    if not answering:
+        return _with_detail(report, f"{gone}; no member with data answers: nothing to recover from")
+    if spec.tls.client_tls:
+        return _with_detail(report, f"{gone}; quorum-loss recovery from a survivor is not supported for clusters "
+                                    f"with client TLS (spec.TLS): restore from a backup")
+    if restore_tool(spec.version) is None:
+        return _with_detail(report, f"{gone}; etcd {spec.version} has no snapshot restore tool this operator knows")
+    survivor = max(answering, key=lambda m: (observed.endpoint_status[m.member_name].raft_index,
+                                             observed.endpoint_status[m.member_name].revision, m.member_name))
+    status = observed.endpoint_status[survivor.member_name]
+    recorded = observed.cluster.recorded.recovery
+    if (recorded is not None and recorded.phase == RECOVERY_FAILED and recorded.survivor == survivor.member_name
+            and not (observed.cluster.recovery_request and recorded.request != observed.cluster.recovery_request)):
+        return _with_detail(report, f"{gone}; the recovery from {survivor.member_name} failed ({recorded.reason}); "
+                                    f"annotate the cluster with {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}=<a new "
+                                    f"value> to try again")
+    cluster = observed.cluster
+    seed = member_name(cluster.name, observed.name_suffix)
+    taken = {m.member_name for m in voters} | {p.member_name for p in observed.pods} | {v.member_name for v in observed.pvcs}
+    if seed in taken:
+        return Wait(f"generated member name {seed} is taken; retrying with another")
+    why = (f"spec.recovery.quorumLoss is {c.QUORUM_LOSS_FROM_SURVIVOR}" if spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR
+           else f"requested by annotation {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}={cluster.recovery_request}")
+    return StartQuorumRecovery(
+        survivor=survivor.member_name, survivor_revision=status.revision, survivor_raft_index=status.raft_index,
+        lost_members=lost, seed_member=seed, request=cluster.recovery_request, reason=f"{gone}; {why}",
+    )
+
+
+def _with_detail(report: ReportQuorumLoss, detail: str) -> ReportQuorumLoss:
+    return ReportQuorumLoss(report.healthy_voters, report.voters, report.unhealthy,
+                            f"{report.detail}; {detail}" if report.detail else detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# The steps of a recovery in progress (and the clean-up of a failed one)
+
+
+def plan_recovery_steps(observed: ObservedCluster, spec: ClusterSpec) -> Action | None:
+    """The next step of the recorded recovery, or None when none is in progress and nothing of a
+    failed one is left."""
+    recovery = observed.cluster.recorded.recovery
+    if recovery is None:
+        return None
+    if recovery.phase == RECOVERY_FAILED:
+        return _clean_up_failed(observed, recovery)
+    if not recovery.in_progress:
+        return None
+    seed = recovery.seed_member
+    if seed_serves(observed, recovery):
+        return _retire_old_members(observed, recovery)
+    cluster = observed.cluster
+    seed_pod = observed.pod(seed)
+    survivor_pod = observed.pod(recovery.survivor)
+    survivor_live = survivor_pod is not None and not survivor_pod.deleting
+    elapsed = seconds_since(observed, parse_timestamp(recovery.started_at))
+    if elapsed is not None and elapsed >= RECOVERY_TIMEOUT_SECONDS:
+        problem = _seed_problem(observed, seed)
+        return FailQuorumRecovery(seed, recovery.survivor,
+                                  f"seed member {seed} did not serve within {RECOVERY_TIMEOUT_SECONDS:.0f}s ({problem})")
+    if survivor_pod is not None and survivor_live and survivor_pod.serving:
+        return SetServing(survivor_pod.name, False, "quorum-loss recovery: the seed member takes its data", survivor_pod.uid)
+    if seed_pod is not None and seed_pod.deleting:
+        return Wait(f"recovery seed pod {seed} is terminating")
+    if seed_pod is None:
+        if not survivor_live:
+            if spec.uses_persistent_volumes and observed.volume(seed) is not None:
+                return CreateMemberPod(seed, ((seed, member_peer_url(cluster, seed)),),
+                                       "quorum-loss recovery: its pod is gone; restarting the seed on its volume")
+            return FailQuorumRecovery(seed, recovery.survivor,
+                                      f"the survivor's pod {recovery.survivor} is gone before the seed held its data")
+        earlier = observed.volume(seed) if spec.uses_persistent_volumes else None
+        if earlier is not None:
+            # An earlier seed pod went before it served: its restore step refuses a data directory
+            # that exists, so the seed starts afresh from the survivor.
+            return DeletePVC(earlier.name, "quorum-loss recovery: the seed pod went before it served; its volume "
+                                           "goes and a new seed takes the survivor's data again", earlier.uid)
+        return CreateRecoverySeed(
+            seed, member_peer_url(cluster, seed), member_client_url(cluster, recovery.survivor),
+            recovery_cluster_token(cluster, seed),
+            f"quorum-loss recovery from {recovery.survivor} (revision {recovery.survivor_revision})",
+        )
+    return Wait(f"quorum-loss recovery: seed member {seed} is taking {recovery.survivor}'s data and starting "
+                f"({_seed_problem(observed, seed)}); at most {RECOVERY_TIMEOUT_SECONDS:.0f}s from "
+                f"{recovery.started_at}")
+
+
+def seed_serves(observed: ObservedCluster, recovery: RecordedRecovery) -> bool:
+    """The seed answers as a one-member cluster of itself, healthy, with the survivor's revision
+    (or newer)."""
+    members = observed.members
+    if members is None or [m.member_name for m in members] != [recovery.seed_member]:
+        return False
+    status = observed.endpoint_status.get(recovery.seed_member)
+    return (observed.is_healthy(members[0]) and status is not None
+            and status.revision >= recovery.survivor_revision)
+
+
+def _retire_old_members(observed: ObservedCluster, recovery: RecordedRecovery) -> Action:
+    seed = recovery.seed_member
+    why = f"quorum-loss recovery: seed member {seed} serves {recovery.survivor}'s data"
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if pod.member_name != seed:
+            return DeletePod(pod.name, f"{why}; the old member's pod goes", pod.uid)
+    for pvc in sorted(observed.pvcs, key=lambda v: v.name):
+        if pvc.member_name != seed and not pvc.deleting:
+            return DeletePVC(pvc.name, f"{why}; the old member's data goes", pvc.uid)
+    status = observed.endpoint_status.get(seed)
+    return FinishQuorumRecovery(seed, recovery.survivor, status.revision if status is not None else 0,
+                                recovery.lost_members)
+
+
+def _clean_up_failed(observed: ObservedCluster, recovery: RecordedRecovery) -> Action | None:
+    """A failed recovery's seed goes (pod, then PVC); the survivor serves again."""
+    seed = recovery.seed_member
+    pod = observed.pod(seed)
+    if pod is not None and not pod.deleting:
+        return DeletePod(pod.name, f"the quorum-loss recovery failed ({recovery.reason}); its seed goes", pod.uid)
+    volume = observed.volume(seed)
+    if volume is not None and pod is None:
+        return DeletePVC(volume.name, "the quorum-loss recovery failed; its seed's data goes", volume.uid)
+    survivor = observed.pod(recovery.survivor)
+    if survivor is not None and not survivor.deleting and not survivor.serving:
+        return SetServing(survivor.name, True, "the quorum-loss recovery failed; it is left as it was", survivor.uid)
+    return None
+
+
+def _seed_problem(observed: ObservedCluster, seed: str) -> str:
+    pod = observed.pod(seed)
+    if pod is None:
+        return "no pod"
+    if pod.waiting_init is not None:
+        waiting = pod.waiting_init
+        detail = waiting.last_termination_message or waiting.message
+        return f"init container {waiting.name}: {waiting.reason}{': ' + detail.strip() if detail else ''}"
+    return pod.problem or f"pod {pod.phase}{', ready' if pod.ready else ''}"
+
+
+def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[str, Any] | None:
+    """status.recovery after this pass's action: a new record (StartQuorumRecovery), the recorded
+    one with its outcome (Finish/Fail), or the recorded one unchanged (None: there is none)."""
+    at = format_timestamp(observed.observed_at) if observed.observed_at is not None else ""
+    recorded = observed.cluster.recorded.recovery
+    if isinstance(action, StartQuorumRecovery):
+        return _without_empty({
+            "phase": RECOVERY_SEEDING, "survivor": action.survivor, "survivorRevision": action.survivor_revision,
+            "survivorRaftIndex": action.survivor_raft_index, "lostMembers": list(action.lost_members),
+            "seedMember": action.seed_member, "startedAt": at, "request": action.request,
+            "reason": action.reason,
+        })
+    if recorded is None:
+        return None
+    record: dict[str, Any] = {
+        "phase": recorded.phase, "survivor": recorded.survivor, "survivorRevision": recorded.survivor_revision,
+        "survivorRaftIndex": recorded.survivor_raft_index, "lostMembers": list(recorded.lost_members),
+        "seedMember": recorded.seed_member, "startedAt": recorded.started_at, "finishedAt": recorded.finished_at,
+        "request": recorded.request, "reason": recorded.reason,
+    }
+    if recorded.recovered_revision:
+        record["recoveredRevision"] = recorded.recovered_revision
+    if isinstance(action, FinishQuorumRecovery) and recorded.in_progress:
+        record.update(phase=RECOVERY_RECOVERED, finishedAt=at, recoveredRevision=action.revision,
+                      reason=action.describe())
+    elif isinstance(action, FailQuorumRecovery) and recorded.in_progress:
+        record.update(phase=RECOVERY_FAILED, finishedAt=at, reason=action.reason)
+    return _without_empty(record)
+
+
+def _without_empty(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if value != ""}
