@@ -42,3 +42,7 @@ class BackupResult:
     endpoint: str = ""
     retained: int | None = None  # periodic backups of this path left after retention
     retention_error: str = ""
+    # spec.compression and the key id of spec.encryption ("" = none); `size` is the object's then,
+    # `sha256` still the snapshot's (checked by decoding the object before it was uploaded).
+    compression: str = ""
+    key_id: str = ""

@@ -29,7 +29,14 @@ from backup_operator.settings import add_etcd_tool_flags
 from backup_operator.taking import BackupRequest, take_backup
 from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.resources import ETCD_BACKUPS
-from etcd_common.api.storage_locations import STORAGE_TYPE_S3, OtherLocation, S3Location, StorageLocation
+from etcd_common.api.storage_locations import (
+    COMPRESSIONS,
+    STORAGE_TYPE_S3,
+    EncryptionKeyRef,
+    OtherLocation,
+    S3Location,
+    StorageLocation,
+)
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
 from etcd_common.storage.objects import StorageError
 from kube_adapter.client import load_api_client
@@ -87,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument(f"--{secret_flag}", default=env_str(env_secret, ""), help=f"{secret_help} [{env_secret}]")
         parser.add_argument(f"--{section}-endpoint", default=env_str(f"{upper}_ENDPOINT", ""),
                             help=f"{upper} endpoint URL; unset: the provider's [{upper}_ENDPOINT]")
+    parser.add_argument("--compression", default=env_str("BACKUP_COMPRESSION", ""), choices=["", *COMPRESSIONS],
+                        help="None or Gzip; empty: the template's, else None [BACKUP_COMPRESSION]")
+    parser.add_argument("--encryption-secret", default=env_str("ENCRYPTION_SECRET", ""),
+                        help="secret whose key `key` is the AES-256 key (base64 of 32 bytes) to encrypt with; "
+                             "empty: the template's spec.encryption, else none [ENCRYPTION_SECRET]")
     parser.add_argument("--max-backups", type=int, default=int(env_str("MAX_BACKUPS", "-1")),
                         help="keep this many newest backups of the path (0: all) [MAX_BACKUPS]")
     parser.add_argument("--timeout-seconds", type=float, default=float(env_str("TIMEOUT_SECONDS", "0")),
@@ -125,6 +137,8 @@ def build_request(args: argparse.Namespace, template: dict[str, object] | None) 
         periodic=not args.exact_key,
         max_backups=args.max_backups if args.max_backups >= 0 else request.max_backups,
         timeout_seconds=args.timeout_seconds or request.timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
+        compression=args.compression or request.compression,
+        encryption=EncryptionKeyRef(args.encryption_secret) if args.encryption_secret else request.encryption,
     )
     if not request.location.path:
         raise BackupFailed(reasons.INVALID_SPEC, f"--{request.location.section}-path (or a template's "

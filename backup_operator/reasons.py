@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from etcd_common.storage import objects, s3
+from etcd_common.storage import codec, objects, s3
 
 SUCCEEDED: Final = "BackupSucceeded"
 INVALID_SPEC: Final = "InvalidSpec"
@@ -25,6 +25,11 @@ TIMED_OUT: Final = "BackupTimedOut"
 KUBE_API_ERROR: Final = "KubeApiError"
 RETENTION_FAILED: Final = "RetentionFailed"
 INTERNAL_ERROR: Final = "InternalError"
+# spec.encryption: the Secret or its key is absent; its value is not base64 of 32 bytes; the
+# encoded snapshot did not decode back to the snapshot (never uploaded then).
+ENCRYPTION_KEY_MISSING: Final = codec.KeyMissing.reason
+ENCRYPTION_KEY_INVALID: Final = codec.KeyInvalid.reason
+ENCODING_FAILED: Final = "EncodingFailed"
 
 S3_REASONS: Final = (
     s3.REASON_SECRET_INVALID, s3.REASON_ACCESS_DENIED, s3.REASON_BUCKET_NOT_FOUND, s3.REASON_OBJECT_NOT_FOUND,
@@ -38,7 +43,8 @@ STORAGE_REASONS: Final = (*S3_REASONS, *(f"{backend}{kind.kind}" for backend in 
 FAILURE_REASONS: Final = (
     INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ENDPOINT_NOT_ALLOWED, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE,
     ETCD_UNREACHABLE,
-    SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR, *STORAGE_REASONS,
+    SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR,
+    ENCRYPTION_KEY_MISSING, ENCRYPTION_KEY_INVALID, ENCODING_FAILED, *STORAGE_REASONS,
 )
 TRANSIENT_REASONS: Final = frozenset({
     ETCD_UNREACHABLE, SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, INTERNAL_ERROR,

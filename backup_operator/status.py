@@ -51,6 +51,10 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
     }
     if result.endpoint:
         last_backup["endpoint"] = result.endpoint
+    if result.compression:
+        last_backup["compression"] = result.compression
+    if result.key_id:
+        last_backup["encryptionKeyId"] = result.key_id
     status: dict[str, Any] = {
         "succeeded": True,
         "etcdVersion": result.etcd_version,

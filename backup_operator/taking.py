@@ -1,6 +1,7 @@
 """Taking one backup: the effects. Resolve the etcd endpoints (given, or from an EtcdCluster),
 pick the healthy member with the highest revision (members that fail are skipped), stream its
-snapshot into a file in the work directory, check its integrity, upload it part by part to the
+snapshot into a file in the work directory, check its integrity, compress and encrypt it if
+the spec says so (checked again by decoding), upload it part by part to the
 object store the spec names (S3, ABS, GCS or OSS), then apply retention. Used by the
 operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot command.
 
@@ -28,13 +29,14 @@ from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import BackupSpec
 from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.fields import SpecError
-from etcd_common.api.storage_locations import StorageLocation
+from etcd_common.api.storage_locations import COMPRESSION_NONE, EncryptionKeyRef, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
-from etcd_common.etcd.snapshot_integrity import follow_snapshot
-from etcd_common.storage import s3
+from etcd_common.etcd.snapshot_integrity import SnapshotDigest, follow_snapshot
+from etcd_common.storage import codec, s3
+from etcd_common.storage.encryption_keys import read_encryption_key
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
 from etcd_common.storage.objects import LocationInvalid, ObjectStorage, StorageError
 from kube_adapter.errors import KubeError, NotFound
@@ -43,6 +45,7 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 ObjectReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> API dict
 
 SNAPSHOT_FILE = "snapshot.db"
+ENCODED_FILE = "snapshot.db.encoded"  # spec.compression / spec.encryption: what is uploaded then
 # Every backup's directory in the work directory starts with this (stale ones are removed at start).
 WORK_PREFIX = "etcd-backup-"
 STATUS_TIMEOUT_SECONDS = 5.0
@@ -61,6 +64,8 @@ class BackupRequest:
     periodic: bool = False
     max_backups: int = 0
     timeout_seconds: float = 1800.0
+    compression: str = COMPRESSION_NONE
+    encryption: EncryptionKeyRef | None = None
 
     @classmethod
     def from_spec(cls, namespace: str, name: str, spec: BackupSpec, *, timeout_seconds: float,
@@ -70,6 +75,7 @@ class BackupRequest:
             client_tls_secret=spec.client_tls_secret, etcd_cluster_name=spec.etcd_cluster_name,
             periodic=spec.policy.periodic if periodic is None else periodic,
             max_backups=spec.policy.max_backups, timeout_seconds=timeout_seconds,
+            compression=spec.compression, encryption=spec.encryption,
         )
 
 
@@ -105,7 +111,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     bucket, base_key = _split(request.location)
     storage = _storage(request, env)
     _s3_call(lambda: storage.check_bucket(bucket))
-    endpoints, tls_secret = _target(request, env)
+    encoding, (endpoints, tls_secret) = _encoding(request, env), _target(request, env)
     candidates, version, member_revision = _members_by_revision(request, env, endpoints, tls_secret, log)
     os.makedirs(env.work_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
@@ -116,18 +122,19 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         # CoreOS did); etcdutl's reading of the file runs during the upload, which cannot complete
         # before it has passed.
         key = periodic_key(base_key, member_revision, started) if request.periodic else base_key
-        size = os.path.getsize(path)
-        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading to %s",
-                 endpoint, member_revision, size, sha256, object_url(request.location, bucket, key))
+        upload_path, size = _to_upload(path, encoding, sha256, where=object_url(request.location, bucket, key))
+        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s", endpoint, member_revision,
+                 os.path.getsize(path), sha256, _describe(encoding, size), object_url(request.location, bucket, key))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-status") as pool:
             status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
                                       timeout_seconds=min(remaining(), 600.0))
             gate = _CompletionGate(size, lambda: _snapshot_readable(status_call, endpoint), remaining)
             if size < s3.MULTIPART_THRESHOLD_BYTES:
                 gate.wait_for_check()  # one request: checked before it is sent
-            metadata = {"sha256": sha256, "etcd-revision": str(member_revision), "etcd-version": version}
+            metadata = {"sha256": sha256, "etcd-revision": str(member_revision), "etcd-version": version,
+                        **encoding.metadata()}
             try:
-                upload = storage.upload_file(bucket, key, path, metadata=metadata, progress=gate)
+                upload = storage.upload_file(bucket, key, upload_path, metadata=metadata, progress=gate)
             except StorageError as error:
                 if isinstance(error.__cause__, BackupFailed):
                     raise error.__cause__ from None
@@ -144,6 +151,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
         started=started, duration_seconds=monotonic() - clock_start, endpoint=endpoint,
         retained=retained, retention_error=retention_error,
+        **_encoding_facts(encoding),
     )
 
 
@@ -183,6 +191,57 @@ def _storage(request: BackupRequest, env: BackupEnvironment) -> ObjectStorage:
     if refusal is not None:
         raise BackupFailed(reasons.ENDPOINT_NOT_ALLOWED, refusal)
     return storage
+
+
+def _encoding(request: BackupRequest, env: BackupEnvironment) -> codec.Encoding:
+    """spec.compression and spec.encryption, with the key read from its Secret (before etcd is asked)."""
+    if request.encryption is None:
+        return codec.Encoding(request.compression)
+    try:
+        key = read_encryption_key(env.read_secret, request.namespace, request.encryption)
+    except codec.CodecError as error:
+        raise BackupFailed(error.reason, error.message) from error
+    except KubeError as error:
+        raise BackupFailed(reasons.KUBE_API_ERROR,
+                           f"cannot read secret {request.encryption.secret_name}: {error}") from error
+    return codec.Encoding(request.compression, key)
+
+
+def _encoding_facts(encoding: codec.Encoding) -> dict[str, str]:
+    """BackupResult's `compression` and `key_id`."""
+    return {"compression": "" if encoding.compression == COMPRESSION_NONE else encoding.compression,
+            "key_id": "" if encoding.key is None else codec.key_id(encoding.key)}
+
+
+def _describe(encoding: codec.Encoding, size: int) -> str:
+    if encoding.identity:
+        return "as it is"
+    parts = [] if encoding.compression == COMPRESSION_NONE else [encoding.compression.lower()]
+    if encoding.key is not None:
+        parts.append(f"AES-256-GCM, key id {codec.key_id(encoding.key)}")
+    return f"encoded ({', '.join(parts)}, {size} bytes)"
+
+
+def _to_upload(path: str, encoding: codec.Encoding, sha256: str, *, where: str) -> tuple[str, int]:
+    """The file to upload: the snapshot at `path`, or (spec.compression, spec.encryption) its
+    encoding next to it, decoded again and checked (the snapshot's SHA-256 trailer and digest on
+    what comes out) before anything is uploaded: what is uploaded restores. Returns it and its size."""
+    if encoding.identity:
+        return path, os.path.getsize(path)
+    encoded_path = os.path.join(os.path.dirname(path), ENCODED_FILE)
+    codec.encode_file(path, encoded_path, encoding)
+    digest = SnapshotDigest()
+    try:
+        with open(encoded_path, "rb") as encoded:
+            for piece in codec.decode_stream(encoded, encoding.key, where=where):
+                digest.feed(piece)
+        decoded_sha256 = digest.finish(where)
+    except (codec.CodecError, ctl.SnapshotInvalid) as error:
+        raise BackupFailed(reasons.ENCODING_FAILED, f"the encoded snapshot does not decode: {error}") from error
+    if decoded_sha256 != sha256:
+        raise BackupFailed(reasons.ENCODING_FAILED, f"the encoded snapshot decodes to sha256 {decoded_sha256}, "
+                                                    f"not the snapshot's {sha256}")
+    return encoded_path, os.path.getsize(encoded_path)
 
 
 def _s3_call(call: Callable[[], None]) -> None:

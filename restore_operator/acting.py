@@ -29,7 +29,7 @@ def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: 
         location = StorageLocation("S3", s3=location)
     source = RestoreSource.at(location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
                            fetch_image=fetch_image, restore_uid=restore.uid, etag=facts.etag,
-                           version_id=facts.version_id)
+                           version_id=facts.version_id, encryption=restore.spec.encryption)
     return {
         "apiVersion": c.API_GROUP_VERSION,
         "kind": c.KIND,

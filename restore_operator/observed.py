@@ -23,6 +23,11 @@ class SnapshotFacts:
     # the seed fetches that object and no other.
     etag: str = ""
     version_id: str = ""
+    # How the object was encoded (etcd_common.storage.codec): "Gzip" or "" (plain), and the id
+    # of the key it was encrypted with ("" = not encrypted). sha256 and size are of the decoded
+    # snapshot then; etag names the object.
+    compression: str = ""
+    key_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
             revision=_int(snapshot.get("revision")), total_keys=_int(snapshot.get("totalKeys")),
             hash=_int(snapshot.get("hash")), etag=str(snapshot.get("etag") or ""),
             version_id=str(snapshot.get("versionId") or ""),
+            compression=str(snapshot.get("compression") or ""),
+            key_id=str(snapshot.get("encryptionKeyId") or ""),
         )
     cluster_spec = raw.get("clusterSpec")
     restored = raw.get("restoredCluster")

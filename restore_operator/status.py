@@ -40,6 +40,10 @@ def snapshot_to_api(facts: SnapshotFacts) -> dict[str, Any]:
         result["etag"] = facts.etag
     if facts.version_id:
         result["versionId"] = facts.version_id
+    if facts.compression:
+        result["compression"] = facts.compression
+    if facts.key_id:
+        result["encryptionKeyId"] = facts.key_id
     return result
 
 

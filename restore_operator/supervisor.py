@@ -14,6 +14,8 @@ from typing import Any
 from etcd_common.api.etcd_restore import EtcdRestore, parse_etcd_restore
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
+from etcd_common.storage.codec import CodecError
+from etcd_common.storage.encryption_keys import read_encryption_key
 from etcd_common.storage.locations import SecretReader, split_location, storage_for_location
 from etcd_common.storage.objects import ObjectNotFound, StorageError
 from kube_adapter.errors import KubeError, NotFound
@@ -175,9 +177,15 @@ class RestoreSupervisor:
             current = (ctx.restores.get(self.key) or raw).get("status") or {}
         started = time.monotonic()
         try:
+            encryption = restore.spec.encryption
+            key = None if encryption is None else read_encryption_key(ctx.read_secret, restore.namespace, encryption)
             storage = storage_for_location(location, restore.namespace, ctx.read_secret)
             verified = verify_snapshot(storage, location, work_dir=ctx.settings.work_dir,
-                                       etcdutl=ctx.settings.etcdutl_binary)
+                                       etcdutl=ctx.settings.etcdutl_binary, encryption_key=key)
+        except CodecError as error:
+            # No key, another key, or an object that fails authentication: nothing was touched.
+            self._fail(raw, restore, current, error.reason, f"{error.message}; {NOTHING_TOUCHED}")
+            return ctx.settings.resync_seconds
         except StorageError as error:
             if error.transient:
                 return self._s3_failing(raw, restore, current, error, f"cannot verify {url}",

@@ -1,6 +1,7 @@
 """Fetch and verify a snapshot before any cluster is touched (on S3, ABS, GCS or OSS): read the
 object's ETag (and version id or generation), download that object and no other (If-Match; with
-the restore's credentials) into a private temporary directory, check the SHA-256 trailer etcd appends to every
+the restore's credentials) into a private temporary directory, decode it if it is compressed or
+encrypted (`etcd_common.storage.codec`, with the EtcdRestore's key), check the SHA-256 trailer etcd appends to every
 snapshot (first: etcdutl crashes on some truncated files), read it with `etcdutl snapshot status`
 and restore it once into a throwaway data directory (etcdutl checks the same trailer and the
 database itself). The copy is removed afterwards, whatever happened."""
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from etcd_common.api.storage_locations import S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
+from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url, split_location
 from etcd_common.storage.objects import ObjectStorage
 from restore_operator.observed import SnapshotFacts
@@ -33,9 +35,11 @@ class Verified:
 
 
 def verify_snapshot(storage: ObjectStorage, location: StorageLocation | S3Location, *, work_dir: str | None = None,
-                    etcdutl: str | None = None) -> Verified:
-    """Raises a `StorageError` (missing, unreadable) or `etcdctl.SnapshotInvalid` (not an intact
-    etcd snapshot)."""
+                    etcdutl: str | None = None, encryption_key: bytes | None = None) -> Verified:
+    """Raises a `StorageError` (missing, unreadable), `codec.CodecError` (encrypted and no key or
+    another key; failed authentication or decompression) or `etcdctl.SnapshotInvalid` (not an
+    intact etcd snapshot). A compressed or encrypted object (`etcd_common.storage.codec`, told by
+    its first bytes) is decoded with `encryption_key` first, and the decoded snapshot checked."""
     if isinstance(location, S3Location):
         location = StorageLocation("S3", s3=location)
     bucket, key = split_location(location)
@@ -45,7 +49,9 @@ def verify_snapshot(storage: ObjectStorage, location: StorageLocation | S3Locati
         path = os.path.join(directory, "snapshot.db")
         started = time.monotonic()
         info = storage.head(bucket, key)
-        size = storage.download_file(bucket, key, path, if_match=info.etag, version_id=info.version_id)
+        object_path = os.path.join(directory, "object")
+        size = storage.download_file(bucket, key, object_path, if_match=info.etag, version_id=info.version_id)
+        decoded = _decode(object_path, path, key=encryption_key, where=url)
         downloaded = time.monotonic()
         sha256 = verify_snapshot_file(path, where=url)
         status = ctl.snapshot_status(path, binary=etcdutl)
@@ -55,9 +61,21 @@ def verify_snapshot(storage: ObjectStorage, location: StorageLocation | S3Locati
             initial_cluster_token="verify", binary=etcdutl,
         )
         facts = SnapshotFacts(sha256=sha256, size=size, revision=status.revision, total_keys=status.total_keys,
-                              hash=status.hash, etag=info.etag, version_id=info.version_id)
+                              hash=status.hash, etag=info.etag, version_id=info.version_id,
+                              compression=decoded.compression if decoded else "", key_id=decoded.key_id if decoded else "")
         log.info("snapshot %s verified: %d bytes, revision %d, %d keys, sha256 %s",
                  url, size, status.revision, status.total_keys, sha256)
         return Verified(facts, downloaded - started, time.monotonic() - downloaded)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _decode(object_path: str, path: str, *, key: bytes | None, where: str) -> codec.Decoded | None:
+    """The snapshot at `path`: the object itself, or (None returned otherwise) decoded from it."""
+    if not codec.file_is_encoded(object_path):
+        os.rename(object_path, path)
+        return None
+    try:
+        return codec.decode_file(object_path, path, key, where=where)
+    finally:
+        os.remove(object_path)

@@ -14,7 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity, spec_or_error
-from etcd_common.api.storage_locations import StorageLocation, parse_storage_location
+from etcd_common.api.storage_locations import (
+    COMPRESSION_NONE,
+    EncryptionKeyRef,
+    StorageLocation,
+    parse_compression,
+    parse_encryption,
+    parse_storage_location,
+)
 
 
 class InvalidBackupSpec(SpecError):
@@ -46,6 +53,10 @@ class BackupSpec:
     # Addition: `etcdCluster.name`, an EtcdCluster in the same namespace whose client endpoints
     # and client certificate (`spec.TLS.static.operatorSecret`) are used; "" = `etcdEndpoints`.
     etcd_cluster_name: str = ""
+    # Additions: `compression` (None, Gzip) and `encryption` (AES-256-GCM with a key from a
+    # Secret), applied on the operator before the upload (etcd_common.storage.codec).
+    compression: str = COMPRESSION_NONE
+    encryption: EncryptionKeyRef | None = None
 
     @property
     def storage_type(self) -> str:
@@ -101,6 +112,8 @@ def parse_backup_spec(raw: Any) -> BackupSpec:
         ),
         client_tls_secret=spec.string("clientTLSSecret"),
         etcd_cluster_name=_etcd_cluster_name(spec),
+        compression=parse_compression(spec),
+        encryption=parse_encryption(spec),
     )
 
 

@@ -9,7 +9,12 @@ from typing import Any
 
 from etcd_common.api.etcd_cluster import parse_cluster_spec
 from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity, spec_or_error
-from etcd_common.api.storage_locations import StorageLocation, parse_storage_location
+from etcd_common.api.storage_locations import (
+    EncryptionKeyRef,
+    StorageLocation,
+    parse_encryption,
+    parse_storage_location,
+)
 
 
 class InvalidRestoreSpec(SpecError):
@@ -25,6 +30,9 @@ class RestoreSpec:
     # Addition: `clusterSpec`, the EtcdCluster spec to create when no EtcdCluster of that name
     # exists (an existing one is recreated with its own spec). None: the defaults.
     cluster_spec: JsonDict | None = None
+    # Addition: `encryption`, the Secret with the key an encrypted backup is decrypted with
+    # (compression is recognised from the object itself).
+    encryption: EncryptionKeyRef | None = None
 
     @property
     def storage_type(self) -> str:
@@ -78,6 +86,7 @@ def parse_restore_spec(raw: Any) -> RestoreSpec:
         etcd_cluster_name=cluster.string("name", required=True),
         storage=parse_storage_location(spec, "backupStorageType"),
         cluster_spec=None if template is None else dict(template.raw),
+        encryption=parse_encryption(spec),
     )
 
 

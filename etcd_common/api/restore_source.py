@@ -14,9 +14,12 @@ from etcd_common.api.fields import FieldReader, SpecError
 from etcd_common.api.storage_locations import (
     SECRET_FIELDS,
     STORAGE_TYPE_S3,
+    EncryptionKeyRef,
     OtherLocation,
     S3Location,
     StorageLocation,
+    encryption_to_api,
+    parse_encryption,
     parse_storage_location,
 )
 
@@ -49,6 +52,8 @@ class RestoreSource:
     version_id: str = ""
     storage_type: str = STORAGE_TYPE_S3
     other: OtherLocation | None = None
+    # The Secret with the key of an encrypted snapshot (mounted into the fetch step); None: not encrypted.
+    encryption: EncryptionKeyRef | None = None
 
     @property
     def location(self) -> StorageLocation:
@@ -82,6 +87,7 @@ def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> Restor
         restore_uid=restore.string("restoreUID"),
         etag=restore.string("etag"),
         version_id=restore.string("versionId"),
+        encryption=parse_encryption(restore),
     )
 
 
@@ -109,4 +115,6 @@ def restore_source_to_api(source: RestoreSource) -> dict[str, Any]:
         result["etag"] = source.etag
     if source.version_id:
         result["versionId"] = source.version_id
+    if source.encryption is not None:
+        result["encryption"] = encryption_to_api(source.encryption)
     return result

@@ -126,3 +126,42 @@ def parse_storage_location(spec: FieldReader, type_field: str) -> StorageLocatio
         secret=location.string(SECRET_FIELDS[section]),
         endpoint=location.string("endpoint"),
     ))
+
+
+# `compression` of an EtcdBackup (an addition): how the snapshot is compressed before it is
+# encrypted and uploaded.
+COMPRESSION_NONE = "None"
+COMPRESSION_GZIP = "Gzip"
+COMPRESSIONS = (COMPRESSION_NONE, COMPRESSION_GZIP)
+DEFAULT_ENCRYPTION_KEY = "key"
+
+
+@dataclass(frozen=True)
+class EncryptionKeyRef:
+    """`encryption` of an EtcdBackup, an EtcdRestore or an EtcdCluster's `spec.restore` (an
+    addition): the Secret in the object's namespace, and the key in it, holding the AES-256 key
+    (base64 of 32 bytes)."""
+
+    secret_name: str
+    secret_key: str = DEFAULT_ENCRYPTION_KEY
+
+
+def parse_compression(spec: FieldReader, key: str = "compression") -> str:
+    """`compression`: None (absent) or Gzip."""
+    value = spec.string(key) or COMPRESSION_NONE
+    if value not in COMPRESSIONS:
+        raise spec.error(f"{spec.path(key)} {value!r} is not one of {', '.join(COMPRESSIONS)}")
+    return value
+
+
+def parse_encryption(spec: FieldReader, key: str = "encryption") -> EncryptionKeyRef | None:
+    """`encryption: {secretName, secretKey}` (None when absent)."""
+    section = spec.child(key)
+    if section is None:
+        return None
+    return EncryptionKeyRef(secret_name=section.string("secretName", required=True),
+                            secret_key=section.string("secretKey") or DEFAULT_ENCRYPTION_KEY)
+
+
+def encryption_to_api(ref: EncryptionKeyRef) -> dict[str, str]:
+    return {"secretName": ref.secret_name, "secretKey": ref.secret_key}

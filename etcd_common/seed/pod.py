@@ -38,6 +38,9 @@ AWS_DIR: Final = "/etc/etcd-restore/aws"
 # The absSecret, gcpSecret or ossSecret (ABS, GCS, OSS): each key a file.
 SECRET_VOLUME: Final = "restore-storage-credentials"
 SECRET_DIR: Final = "/etc/etcd-restore/secret"
+# `spec.restore.encryption`: the Secret with the key of an encrypted backup.
+ENCRYPTION_VOLUME: Final = "restore-encryption-key"
+ENCRYPTION_DIR: Final = "/etc/etcd-restore/encryption"
 
 
 def seed_restore_init_containers(
@@ -57,6 +60,8 @@ def seed_restore_init_containers(
     if source.location.secret:
         volume, directory = (AWS_VOLUME, AWS_DIR) if source.s3 is not None else (SECRET_VOLUME, SECRET_DIR)
         fetch_mounts.append({"name": volume, "mountPath": directory, "readOnly": True})
+    if source.encryption is not None:
+        fetch_mounts.append({"name": ENCRYPTION_VOLUME, "mountPath": ENCRYPTION_DIR, "readOnly": True})
     peer_urls = [url for name, url in initial_cluster if name == member]
     tool = restore_tool(etcd_version)
     if tool is None:
@@ -116,15 +121,20 @@ def _fetch_args(source: RestoreSource) -> list[str]:
         args.append("--force-path-style")
     if location.secret:
         args.append(f"--aws-dir={AWS_DIR}" if source.s3 is not None else f"--secret-dir={SECRET_DIR}")
+    if source.encryption is not None:
+        args.append(f"--encryption-key-file={ENCRYPTION_DIR}/{source.encryption.secret_key}")
     return args
 
 
 def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
-    """The secret volume the fetch step reads its credentials from (none without a secret)."""
+    """The secret volumes the fetch step reads its credentials (none without a secret) and the
+    encryption key (none without `encryption`) from."""
     secret = source.location.secret
-    if not secret:
-        return []
-    return [{"name": AWS_VOLUME if source.s3 is not None else SECRET_VOLUME, "secret": {"secretName": secret}}]
+    volumes = [] if not secret else [
+        {"name": AWS_VOLUME if source.s3 is not None else SECRET_VOLUME, "secret": {"secretName": secret}}]
+    if source.encryption is not None:
+        volumes.append({"name": ENCRYPTION_VOLUME, "secret": {"secretName": source.encryption.secret_name}})
+    return volumes
 
 
 # --- quorum-loss recovery (the etcd operator's seed taken from a surviving member)

@@ -6,6 +6,7 @@
                             [--endpoint=URL] [--force-path-style] [--aws-dir=DIR]
     etcd-restore-seed fetch --storage-type=ABS|GCS|OSS --path=BUCKET/KEY --sha256=HEX ...
                             [--etag=ETAG] [--version-id=ID] [--endpoint=URL] [--secret-dir=DIR]
+    etcd-restore-seed fetch ... [--encryption-key-file=FILE]
     etcd-restore-seed install --staging-dir=DIR --staged-data-dir=DIR --data-dir=DIR
 
 `fetch` clears the staging directory, downloads the object with the credentials of the mounted
@@ -16,6 +17,9 @@ replaced since the restore operator verified it is refused before it is download
 (as for the operators: `S3Storage.for_location`). For ABS, GCS and OSS, `--secret-dir` is the
 mounted absSecret, gcpSecret or ossSecret (one file per key), read as the operators read the
 secret itself (`etcd_common.storage.locations`).
+A compressed or encrypted object (`etcd_common.storage.codec`, told by its first bytes) is
+decoded into the snapshot file, with the key in --encryption-key-file (the EtcdCluster's
+`spec.restore.encryption` Secret, mounted); the sha256 is the decoded snapshot's.
 `install` moves the data directory etcdutl restored into place, unless etcd's data directory
 exists already (this init container ran before and etcd may have written since), then removes
 the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from etcd_common.api.storage_locations import STORAGE_SECTIONS, OtherLocation, S3Location, StorageLocation
+from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
 from etcd_common.storage.objects import ObjectChanged, ObjectStorage, StorageError
 from etcd_common.storage.s3 import (
@@ -57,8 +62,10 @@ def file_sha256(path: str) -> str:
 
 
 def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None, sha256: str, staging_dir: str,
-          snapshot: str, etag: str = "", version_id: str = "", secret_dir: str | None = None) -> int:
-    """Download the snapshot into `snapshot` (inside a fresh `staging_dir`); returns its size."""
+          snapshot: str, etag: str = "", version_id: str = "", secret_dir: str | None = None,
+          encryption_key_file: str | None = None) -> int:
+    """Download the snapshot into `snapshot` (inside a fresh `staging_dir`), decoding it if it is
+    compressed or encrypted; returns the object's size."""
     shutil.rmtree(staging_dir, ignore_errors=True)
     os.makedirs(staging_dir, exist_ok=True)
     if isinstance(location, StorageLocation) and location.s3 is not None:
@@ -72,17 +79,34 @@ def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None,
         where = StorageLocation("S3", s3=location)
     bucket, key = split_location(where)
     url = object_url(where, bucket, key)
+    downloaded = f"{snapshot}.object"
     try:
-        size = storage.download_file(bucket, key, snapshot, if_match=etag, version_id=version_id)
+        size = storage.download_file(bucket, key, downloaded, if_match=etag, version_id=version_id)
     except ObjectChanged as error:
         raise SnapshotMismatch(f"{error.message}: {url} changed since the restore verified it "
                                f"(ETag {etag or '-'}, version {version_id or '-'})") from error
+    _decode(downloaded, snapshot, encryption_key_file, where=url)
     found = file_sha256(snapshot)
     if found != sha256.lower():
         os.remove(snapshot)
         raise SnapshotMismatch(f"{url} has sha256 {found}, expected {sha256}: the object "
                                "changed since the restore verified it")
     return size
+
+
+def _decode(downloaded: str, snapshot: str, encryption_key_file: str | None, *, where: str) -> None:
+    """The snapshot file from the object downloaded: itself, or decoded (codec.CodecError when
+    it is encrypted and the key is absent or another)."""
+    if not codec.file_is_encoded(downloaded):
+        os.rename(downloaded, snapshot)
+        return
+    try:
+        key = None
+        if encryption_key_file:
+            key = codec.parse_key(Path(encryption_key_file).read_text(), where=f"encryption key {encryption_key_file}")
+        codec.decode_file(downloaded, snapshot, key, where=where)
+    finally:
+        os.remove(downloaded)
 
 
 def _mounted_secret_storage(location: StorageLocation, secret_dir: str | None) -> ObjectStorage:
@@ -147,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fetch_parser.add_argument("--sha256", required=True)
     fetch_parser.add_argument("--etag", default="", help="fetch only the object with this ETag (If-Match)")
     fetch_parser.add_argument("--version-id", default="", help="fetch this version of the object")
+    fetch_parser.add_argument("--encryption-key-file", default=None,
+                              help="file with the AES-256 key (base64 of 32 bytes) of an encrypted backup")
     fetch_parser.add_argument("--staging-dir", required=True)
     fetch_parser.add_argument("--snapshot", required=True)
     install_parser = steps.add_parser("install", help="move the restored data directory into place")
@@ -171,11 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = args.path
             size = fetch(location, aws_dir=args.aws_dir, secret_dir=args.secret_dir, sha256=args.sha256,
                          staging_dir=args.staging_dir, snapshot=args.snapshot, etag=args.etag,
-                         version_id=args.version_id)
+                         version_id=args.version_id, encryption_key_file=args.encryption_key_file)
             print(f"fetched {path} from {args.storage_type} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}")
         else:
             print(install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir))
-    except (StorageError, SnapshotMismatch, OSError) as error:
+    except (StorageError, SnapshotMismatch, codec.CodecError, OSError) as error:
         print(f"etcd-restore-seed {args.step}: {error}", file=sys.stderr)
         return 1
     return 0

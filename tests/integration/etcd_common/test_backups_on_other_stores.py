@@ -1,10 +1,13 @@
 """A backup taken from a real etcd onto Azure Blob Storage (Azurite), Google Cloud Storage
 (fake-gcs-server) and OSS (through its S3 API: a standalone SeaweedFS), as the backup operator
 takes it from an EtcdBackup spec: periodic keys, retention (maxBackups 1) and the status reasons;
-then the restore operator's verification of what was written. No Kubernetes sandbox: secrets
+then the restore operator's verification of what was written (also compressed and encrypted, and
+decoded as the restore's verification and the seed's fetch do). No Kubernetes sandbox: secrets
 come from a dict, etcd is a local process."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +20,8 @@ from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
 from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.etcd.access import EtcdAccess
+from etcd_common.seed import program
+from etcd_common.storage import codec
 from etcd_common.storage.locations import split_location, storage_for_location
 from kube_adapter.errors import NotFound
 from kube_sandbox.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
@@ -99,3 +104,75 @@ def test_periodic_backups_with_retention_then_verified(name: str, etcd: str, tmp
     with pytest.raises(BackupFailed) as missing:
         take_backup(backup, env, log)
     assert missing.value.reason == f"{name}SecretInvalid" and "does not exist" in missing.value.message
+
+
+@pytest.mark.parametrize("name", ["ABS", "GCS", "OSS"])
+def test_a_compressed_encrypted_backup_is_verified_and_fetched_by_decoding_it(
+        name: str, etcd: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """spec.compression Gzip + spec.encryption: the object is neither the snapshot nor readable
+    without the key; the restore's verification and the seed's fetch decode it with the key, a
+    missing or wrong key is refused with its reason, and the decoded snapshot is etcd's."""
+    storage_fields, secrets = store(name, request)
+    key = bytes(range(32))
+    secrets["backup-key"] = {"stringData": {"key": base64.b64encode(key).decode()}}
+    secrets["other-key"] = {"stringData": {"key": base64.b64encode(bytes(32)).decode()}}
+
+    def read_secret(namespace: str, secret: str) -> dict[str, Any]:
+        if secret not in secrets:
+            raise NotFound(f"secret {namespace}/{secret}")
+        return secrets[secret]
+
+    def no_cluster(namespace: str, cluster: str) -> dict[str, Any]:
+        raise AssertionError("the spec names endpoints, not a cluster")
+    spec = parse_etcd_backup({"metadata": {"name": "b", "namespace": "ns"}, "spec": {
+        **storage_fields, "etcdEndpoints": [etcd], "compression": "Gzip", "encryption": {"secretName": "backup-key"},
+        "backupPolicy": {"backupIntervalInSecond": 60, "maxBackups": 1}}}).spec
+    assert spec is not None
+    backup = BackupRequest.from_spec("ns", "b", spec, timeout_seconds=120)
+    env = BackupEnvironment(read_secret=read_secret, read_etcd_cluster=no_cluster, etcd=EtcdAccess(read_secret),
+                            work_dir=str(tmp_path / "work"), s3_options={"max_attempts": 1})
+    storage = storage_for_location(backup.location, "ns", read_secret)
+    bucket, base_key = split_location(backup.location)
+    storage.create_bucket(bucket)
+    try:
+        result = take_backup(backup, env, logging.getLogger("test"), now=lambda: STARTED)
+        assert result.key.startswith(f"{base_key}_v") and result.key_id == codec.key_id(key)
+        info = storage.head(bucket, result.key)
+        metadata = info.metadata or {}
+        assert (metadata.get("compression"), metadata.get("encryption")) == ("gzip", "aes-256-gcm")
+        assert metadata.get("encryption-key-id") == codec.key_id(key) and metadata.get("sha256") == result.sha256
+        raw = tmp_path / "object"
+        storage.download_file(bucket, result.key, str(raw))
+        assert raw.read_bytes().startswith(codec.MAGIC) and info.size == result.size
+
+        location = backup.location.with_path(f"{bucket}/{result.key}")
+        verified = verify_snapshot(storage, location, work_dir=str(tmp_path), encryption_key=key)
+        facts = verified.facts
+        assert facts.sha256 == result.sha256 and facts.total_keys >= KEYS and facts.size == info.size
+        assert (facts.compression, facts.key_id) == ("Gzip", codec.key_id(key))
+        with pytest.raises(codec.KeyMissing):
+            verify_snapshot(storage, location, work_dir=str(tmp_path))
+        with pytest.raises(codec.KeyWrong):
+            verify_snapshot(storage, location, work_dir=str(tmp_path), encryption_key=bytes(32))
+        assert not list(tmp_path.glob("etcd-restore-*"))  # every trial copy removed
+
+        # The seed's fetch step, with the store's secret and the key mounted as files.
+        secret_dir, key_file = tmp_path / "secret", tmp_path / "key"
+        secret_dir.mkdir()
+        for field, value in secrets[location.secret]["stringData"].items():
+            (secret_dir / field).write_text(value)
+        key_file.write_text(secrets["backup-key"]["stringData"]["key"])
+        staging = tmp_path / "staging"
+        fetched = program.fetch(location, secret_dir=str(secret_dir), sha256=result.sha256, staging_dir=str(staging),
+                                snapshot=str(staging / "snapshot.db"), etag=facts.etag,
+                                encryption_key_file=str(key_file))
+        assert fetched == info.size
+        assert hashlib.sha256((staging / "snapshot.db").read_bytes()).hexdigest() == result.sha256
+        with pytest.raises(codec.KeyMissing):
+            program.fetch(location, secret_dir=str(secret_dir), sha256=result.sha256, staging_dir=str(staging),
+                          snapshot=str(staging / "snapshot.db"))
+        assert list(staging.iterdir()) == []
+    finally:
+        for listed in storage.list(bucket):
+            storage.delete(bucket, listed.key)
+        storage.delete_bucket(bucket)

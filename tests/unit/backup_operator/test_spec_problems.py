@@ -11,6 +11,7 @@ from backup_operator.oneshot import build_parser, build_request
 from backup_operator.planning import spec_problem
 from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import parse_etcd_backup
+from etcd_common.api.storage_locations import EncryptionKeyRef
 
 
 def backup(spec: Any) -> dict[str, Any]:
@@ -89,3 +90,18 @@ def test_one_shot_command_on_another_store() -> None:
     with pytest.raises(BackupFailed, match="only one of --s3-path, --oss-path"):
         build_request(build_parser().parse_args(["--s3-path", "b/k", "--oss-path", "b/k", "--etcd-cluster", "c"]),
                       None)
+
+
+def test_one_shot_command_encodes_as_the_template_or_its_flags_say() -> None:
+    template = backup({"storageType": "S3", "s3": S3, "etcdCluster": {"name": "example"}, "compression": "Gzip",
+                       "encryption": {"secretName": "template-key", "secretKey": "aes"}})
+    inherited = build_request(build_parser().parse_args(["--namespace", "ns", "--from-backup", "b"]), template)
+    assert (inherited.compression, inherited.encryption) == ("Gzip", EncryptionKeyRef("template-key", "aes"))
+    overridden = build_request(build_parser().parse_args(
+        ["--namespace", "ns", "--from-backup", "b", "--compression", "None", "--encryption-secret", "k"]), template)
+    assert (overridden.compression, overridden.encryption) == ("None", EncryptionKeyRef("k", "key"))
+    plain = build_request(build_parser().parse_args(["--namespace", "ns", "--endpoints", "http://a:2379",
+                                                     "--s3-path", "b/k"]), None)
+    assert (plain.compression, plain.encryption) == ("None", None)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--compression", "Zstd"])

@@ -2,7 +2,10 @@
 from, what happens to a snapshot that is not whole, and the backup's deadline (on a fake clock)."""
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
+import io
 import logging
 import os
 from collections.abc import Callable
@@ -16,9 +19,10 @@ import pytest
 from backup_operator import reasons
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common.api.storage_locations import S3Location, StorageLocation
+from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
-from etcd_common.storage import s3
+from etcd_common.storage import codec, s3
+from kube_adapter.errors import NotFound
 
 LOG = logging.getLogger("test_taking")
 STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -326,3 +330,89 @@ def test_the_backup_just_uploaded_survives_a_clock_that_went_back(
                          now=lambda: STARTED)
     assert sorted(storage.uploads) == ["etcd.backup_v11_2026-06-01-00:00:05", result.key]
     assert result.retained == 2
+
+
+KEY = bytes(range(32))
+
+
+def environment_with_key(etcd: FakeEtcd, tmp_path: Path, secret: dict[str, Any] | None) -> BackupEnvironment:
+    def read_secret(namespace: str, name: str) -> dict[str, Any]:
+        assert (namespace, name) == ("ns", "backup-key")
+        if secret is None:
+            raise NotFound("secrets \"backup-key\" not found")
+        return secret
+    env = environment(etcd, tmp_path)
+    env.read_secret = read_secret
+    return env
+
+
+def key_secret(key: bytes = KEY, name: str = "key") -> dict[str, Any]:
+    return {"data": {name: base64.b64encode(base64.b64encode(key)).decode()}}
+
+
+def test_a_compressed_and_encrypted_backup_decodes_to_the_snapshot_and_says_how_it_was_encoded(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    snapshot = whole_snapshot(b"\0" * 8 + b"bbolt page " * 50_000)
+    etcd = FakeEtcd([Member(A, revision=42, snapshot=snapshot)])
+    result = take_backup(request((A,), periodic=True, max_backups=1, compression="Gzip",
+                                 encryption=EncryptionKeyRef("backup-key")),
+                         environment_with_key(etcd, tmp_path, key_secret()), LOG, now=lambda: STARTED)
+    # The key stays the CoreOS one: retention and restores find it by name as before.
+    assert result.key == "etcd.backup_v42_2026-01-02-03:04:05" and result.retained == 1
+    uploaded = storage.uploads[result.key]
+    assert uploaded.startswith(codec.MAGIC) and len(uploaded) < len(snapshot) // 10
+    assert b"bbolt page" not in uploaded
+    decoded = codec.decode_stream(io.BytesIO(uploaded), KEY, where="test")
+    assert b"".join(decoded) == snapshot
+    assert result.sha256 == hashlib.sha256(snapshot).hexdigest()  # the snapshot's, not the object's
+    assert (result.size, result.compression, result.key_id) == (len(uploaded), "Gzip", codec.key_id(KEY))
+    assert storage.metadata[result.key] == {
+        "sha256": result.sha256, "etcd-revision": "42", "etcd-version": "3.6.16", "compression": "gzip",
+        "encryption": "aes-256-gcm", "encryption-key-id": codec.key_id(KEY)}
+    # etcdutl read the snapshot itself, not the encoded object.
+    assert etcdutl_reads and etcdutl_reads[0].startswith("\0" * 8 + "bbolt page")
+
+
+def test_compression_alone_uploads_a_gzip_file(storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    snapshot = whole_snapshot(b"x" * 100_000)
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=snapshot)])
+    result = take_backup(request((A,), compression="Gzip"), environment(etcd, tmp_path), LOG, now=lambda: STARTED)
+    assert gzip.decompress(storage.uploads["etcd.backup"]) == snapshot
+    assert (result.compression, result.key_id) == ("Gzip", "")
+    assert storage.metadata["etcd.backup"]["compression"] == "gzip"
+
+
+@pytest.mark.parametrize("secret, reason, fragment", [
+    (None, reasons.ENCRYPTION_KEY_MISSING, "secret ns/backup-key (spec.encryption.secretName) does not exist"),
+    (key_secret(name="other"), reasons.ENCRYPTION_KEY_MISSING, "has no key 'key'"),
+    (key_secret(b"short"), reasons.ENCRYPTION_KEY_INVALID, "decodes to 5 bytes"),
+    ({"stringData": {"key": KEY.hex()}}, reasons.ENCRYPTION_KEY_INVALID, "decodes to 48 bytes"),
+])
+def test_a_missing_or_unusable_key_fails_before_etcd_is_asked_and_nothing_is_uploaded(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path, secret: dict[str, Any] | None,
+        reason: str, fragment: str) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"a"))])
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((A,), encryption=EncryptionKeyRef("backup-key")),
+                    environment_with_key(etcd, tmp_path, secret), LOG, now=lambda: STARTED)
+    assert failed.value.reason == reason and fragment in failed.value.message
+    assert reason in reasons.FAILURE_REASONS and not failed.value.transient
+    assert etcd.snapshots_from == [] and storage.uploads == {}
+
+
+def test_an_encoding_that_does_not_decode_to_the_snapshot_is_never_uploaded(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_encode = codec.encode_file
+
+    def lossy_encode(source: str, target: str, encoding: codec.Encoding, **kwargs: Any) -> int:
+        written = real_encode(source, target, encoding, **kwargs)
+        with open(target, "r+b") as out:
+            out.truncate(written - 1)
+        return written - 1
+    monkeypatch.setattr(codec, "encode_file", lossy_encode)
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"a" * 10_000))])
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((A,), compression="Gzip", encryption=EncryptionKeyRef("backup-key")),
+                    environment_with_key(etcd, tmp_path, key_secret()), LOG, now=lambda: STARTED)
+    assert failed.value.reason == reasons.ENCODING_FAILED and "does not decode" in failed.value.message
+    assert storage.uploads == {}

@@ -19,7 +19,7 @@ from etcd_common.api.etcd_backup import (
 )
 from etcd_common.api.etcd_restore import InvalidRestoreSpec, RestoreStatus, parse_etcd_restore, parse_restore_spec
 from etcd_common.api.fields import SpecError
-from etcd_common.api.storage_locations import OtherLocation, S3Location
+from etcd_common.api.storage_locations import EncryptionKeyRef, OtherLocation, S3Location
 
 # The shapes of CoreOS's example/etcd-backup-operator/backup_cr.yaml, periodic_backup_cr.yaml and
 # example/etcd-restore-operator/restore_cr.yaml, with their placeholders filled in.
@@ -171,6 +171,14 @@ INVALID_BACKUP_SPECS: list[tuple[str, Any, str]] = [
      "spec.backupPolicy.timeoutInSecond must be an integer, got boolean True"),
     ("clientTLSSecret not a string", {"storageType": "S3", "s3": S3, "clientTLSSecret": {"name": "x"}},
      "spec.clientTLSSecret must be a string, got object"),
+    ("compression unknown", {"storageType": "S3", "s3": S3, "compression": "Zstd"},
+     "spec.compression 'Zstd' is not one of None, Gzip"),
+    ("compression lower case", {"storageType": "S3", "s3": S3, "compression": "gzip"},
+     "spec.compression 'gzip' is not one of None, Gzip"),
+    ("encryption without secretName", {"storageType": "S3", "s3": S3, "encryption": {"secretKey": "k"}},
+     "spec.encryption.secretName is required"),
+    ("encryption as a name", {"storageType": "S3", "s3": S3, "encryption": "backup-key"},
+     "spec.encryption must be an object, got string"),
 ]
 
 
@@ -202,6 +210,9 @@ INVALID_RESTORE_SPECS: list[tuple[str, Any, str]] = [
     ("awsSecret not a string", {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
                                 "s3": {"path": "b/k", "awsSecret": 1}},
      "spec.s3.awsSecret must be a string, got integer 1"),
+    ("encryption secretName empty", {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": S3,
+                                     "encryption": {"secretName": ""}},
+     "spec.encryption.secretName is required"),
 ]
 
 
@@ -240,3 +251,18 @@ def test_backup_status(raw: Any, expected: BackupStatus) -> None:
 ])
 def test_restore_status(raw: Any, expected: RestoreStatus) -> None:
     assert parse_etcd_restore({"metadata": {"name": "r"}, "spec": None, "status": raw}).status == expected
+
+
+def test_compression_and_encryption_are_optional_additions() -> None:
+    coreos = parse_backup_spec({"storageType": "S3", "s3": S3})
+    assert coreos.compression == "None" and coreos.encryption is None
+    spec = parse_backup_spec({"storageType": "S3", "s3": S3, "compression": "Gzip",
+                              "encryption": {"secretName": "backup-key"}})
+    assert spec.compression == "Gzip"
+    assert spec.encryption == EncryptionKeyRef(secret_name="backup-key", secret_key="key")
+    custom = parse_backup_spec({"storageType": "S3", "s3": S3, "encryption": {"secretName": "s", "secretKey": "aes"}})
+    assert custom.encryption == EncryptionKeyRef("s", "aes")
+    restore = parse_restore_spec({"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": S3,
+                                  "encryption": {"secretName": "backup-key"}})
+    assert restore.encryption == EncryptionKeyRef("backup-key")
+    assert parse_restore_spec({"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": S3}).encryption is None

@@ -3,6 +3,9 @@ secret's credentials, restore with etcdutl for the seed's name, peer URL and new
 install; later members and clusters without spec.restore get none."""
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +15,12 @@ from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.api.fields import SpecError
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, parse_restore_source, restore_source_to_api
+from etcd_common.api.storage_locations import EncryptionKeyRef
 from etcd_common.api.versions import EtcdVersion
+from etcd_common.seed import program
 from etcd_common.seed.program import install
 from etcd_common.seed.tools import no_bump_warning, restore_tool
+from etcd_common.storage import codec
 from etcd_operator.manifests import build_member_pod, member_peer_url
 
 SHA = "0123456789abcdef" * 4
@@ -187,3 +193,67 @@ def test_other_stores_round_trip_and_seed_from_their_mounted_secret(storage_type
             "readOnly": True} in fetch["volumeMounts"]
     assert {"name": "restore-storage-credentials", "secret": {"secretName": section[secret_field]}} in (
         pod["spec"]["volumes"])
+
+
+def test_an_encrypted_restore_mounts_its_key_into_the_fetch_step_only() -> None:
+    restore = {**RESTORE, "encryption": {"secretName": "backup-key", "secretKey": "aes"}}
+    source = parse_restore_source(restore)
+    assert source is not None and source.encryption == EncryptionKeyRef("backup-key", "aes")
+    assert parse_restore_source(restore_source_to_api(source)) == source
+    pod = seed_pod(cluster(restore))
+    fetch, restore_step, install_step = pod["spec"]["initContainers"]
+    assert "--encryption-key-file=/etc/etcd-restore/encryption/aes" in fetch["args"]
+    mount = {"name": "restore-encryption-key", "mountPath": "/etc/etcd-restore/encryption", "readOnly": True}
+    assert mount in fetch["volumeMounts"]
+    assert mount not in restore_step["volumeMounts"] and mount not in install_step["volumeMounts"]
+    assert {"name": "restore-encryption-key", "secret": {"secretName": "backup-key"}} in pod["spec"]["volumes"]
+    plain = seed_pod(cluster())
+    assert not any(arg.startswith("--encryption") for arg in plain["spec"]["initContainers"][0]["args"])
+    assert all(volume["name"] != "restore-encryption-key" for volume in plain["spec"]["volumes"])
+
+
+class ObjectFromBytes:
+    """The one object the seed downloads (S3 stands in for every store: the decode is the same)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
+        Path(path).write_bytes(self.data)
+        return len(self.data)
+
+
+def encoded_snapshot(key: bytes | None) -> tuple[bytes, bytes]:
+    body = b"\0" * 8 + b"bbolt pages" * 1000
+    snapshot = body + hashlib.sha256(body).digest()
+    out = io.BytesIO()
+    codec.encode_stream(io.BytesIO(snapshot), out, codec.Encoding("Gzip", key), chunk_bytes=4096)
+    return snapshot, out.getvalue()
+
+
+@pytest.mark.parametrize("given, problem", [
+    ("right", None), ("wrong", "EncryptionKeyWrong"), ("none", "EncryptionKeyMissing"), ("garbled", "not base64"),
+])
+def test_the_seed_decodes_an_encrypted_object_with_the_mounted_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        given: str, problem: str | None) -> None:
+    key = bytes(range(32))
+    snapshot, encoded = encoded_snapshot(key)
+    monkeypatch.setattr(program, "_s3_storage", lambda location, aws_dir: ObjectFromBytes(encoded))
+    key_file = tmp_path / "key"
+    key_file.write_text({"right": base64.b64encode(key).decode(), "wrong": base64.b64encode(bytes(32)).decode(),
+                         "none": "", "garbled": "%%%"}[given] + "\n")
+    staging = tmp_path / "restore"
+    args = ["fetch", "--s3-path=bucket/snap.db", f"--sha256={hashlib.sha256(snapshot).hexdigest()}",
+            f"--staging-dir={staging}", f"--snapshot={staging}/snapshot.db"]
+    if given != "none":
+        args.append(f"--encryption-key-file={key_file}")
+    status = program.main(args)
+    if problem is None:
+        assert status == 0
+        assert (staging / "snapshot.db").read_bytes() == snapshot
+        assert sorted(p.name for p in staging.iterdir()) == ["snapshot.db"]
+    else:
+        reasons = {"EncryptionKeyWrong": "was encrypted with key id", "EncryptionKeyMissing": "no key was given"}
+        assert status == 1 and reasons.get(problem, problem) in capsys.readouterr().err
+        assert list(staging.iterdir()) == []

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
-from etcd_common.api.storage_locations import S3Location
+from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location
 from restore_operator.observed import SnapshotFacts
 from restore_operator.status import next_status, snapshot_to_api
 from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
@@ -55,5 +55,39 @@ def test_every_status_field_written_is_kept() -> None:
 def test_cluster_crd_keeps_spec_restore() -> None:
     source = RestoreSource(s3=S3Location(path="b/k", aws_secret="aws", endpoint="http://127.0.0.1:9000",
                                          force_path_style=True), sha256="b" * 64, revision=5, restore_uid="u")
+    manifest: dict[str, Any] = {"spec": {"size": 3, "restore": restore_source_to_api(source)}}
+    assert validate(CLUSTER_SCHEMA, manifest) == ([], [])
+
+
+BACKUP_SCHEMA = yaml.safe_load((REPO / "crds" / "etcdbackups.yaml").read_text())["spec"]["versions"][0]["schema"][
+    "openAPIV3Schema"]
+BACKUP = {"storageType": "S3", "s3": {"path": "b/k", "awsSecret": "aws"}, "etcdEndpoints": ["http://e:2379"]}
+RESTORE = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": {"path": "b/k", "awsSecret": "aws"}}
+
+
+def test_compression_and_encryption_are_admitted_and_kept() -> None:
+    backup = {**BACKUP, "compression": "Gzip", "encryption": {"secretName": "backup-key", "secretKey": "aes"}}
+    status = {"lastBackup": {"key": "k", "size": 1, "sha256": "a" * 64, "compression": "Gzip",
+                             "encryptionKeyId": "0123456789abcdef"}}
+    assert validate(BACKUP_SCHEMA, {"spec": backup, "status": status}) == ([], [])
+    assert validate(SCHEMA, {"spec": {**RESTORE, "encryption": {"secretName": "backup-key"}}}) == ([], [])
+    facts = SnapshotFacts(sha256="a" * 64, size=10, revision=5, compression="Gzip", key_id="0123456789abcdef")
+    assert validate(SCHEMA, {"spec": RESTORE, "status": {"snapshot": snapshot_to_api(facts)}}) == ([], [])
+
+
+def test_the_schema_refuses_what_it_can() -> None:
+    for wrong, fragment in [({"compression": "Zstd"}, "compression"), ({"compression": "gzip"}, "compression"),
+                            ({"encryption": {"secretKey": "k"}}, "secretName"),
+                            ({"encryption": {"secretName": ""}}, "secretName"),
+                            ({"encryption": {"secretName": "s", "secretKey": "a/b"}}, "secretKey")]:
+        errors, _ = validate(BACKUP_SCHEMA, {"spec": {**BACKUP, **wrong}})
+        assert any(fragment in error for error in errors), (wrong, errors)
+    errors, _ = validate(SCHEMA, {"spec": {**RESTORE, "encryption": {}}})
+    assert any("secretName" in error for error in errors), errors
+
+
+def test_cluster_crd_keeps_spec_restore_encryption() -> None:
+    source = RestoreSource(s3=S3Location(path="b/k", aws_secret="aws"), sha256="b" * 64,
+                           encryption=EncryptionKeyRef("backup-key", "aes"))
     manifest: dict[str, Any] = {"spec": {"size": 3, "restore": restore_source_to_api(source)}}
     assert validate(CLUSTER_SCHEMA, manifest) == ([], [])
