@@ -36,6 +36,12 @@ _TERM = re.compile(r'"raft_term":(\d+)')
 LEADER_CHANGE_ERRORS = ("raft proposal dropped", "etcdserver: request timed out")
 
 
+def raft_term(sandbox: Sandbox, endpoints: list[str]) -> int:
+    """The highest raft term a member of the cluster reports (each leader change raises it by one)."""
+    done = sandbox.etcdctl(endpoints, "endpoint", "status", "--cluster", "-w", "json")
+    return max((int(t) for t in _TERM.findall(done.stdout)), default=0)
+
+
 @dataclass(frozen=True)
 class CheckPerfResult:
     """One `check perf` run as etcdctl reported it."""
@@ -137,9 +143,7 @@ class CheckPerfRun:
         return f"{result.summary()}; {self.leader_changes} leader change(s)"
 
     def _term(self) -> int:
-        """The highest raft term a member reports (each leader change raises it by one)."""
-        done = self.sandbox.etcdctl(self.endpoints, "endpoint", "status", "--cluster", "-w", "json")
-        return max((int(t) for t in _TERM.findall(done.stdout)), default=0)
+        return raft_term(self.sandbox, self.endpoints)
 
     def _run(self) -> None:
         try:

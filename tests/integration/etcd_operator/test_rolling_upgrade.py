@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from benchmarks.check_perf import LEADER_CHANGE_ERRORS, raft_term
 from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, newest_etcd_version
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.client_writes import Writer
@@ -20,6 +21,11 @@ IMAGE = "quay.io/coreos/etcd:v{}"
 PREFIX = "upgrade/"
 # Writes may slow down while leadership moves; never stall for longer than this.
 MAX_WRITE_GAP_SECONDS = 20.0
+# etcd drops the proposals in flight at a leader change (benchmarks/check_perf.py, docs/clients.md):
+# "raft proposal dropped" at once, "request timed out" after 7 s for one a follower forwarded, or
+# the writer's own 5-s deadline first. At most this many per leader change (measured: 0-2).
+LEADER_CHANGE_CLIENT_ERRORS = (*LEADER_CHANGE_ERRORS, "context deadline exceeded")
+MAX_FAILED_WRITES_PER_LEADER_CHANGE = 2
 
 
 def _upgrade(clusters: Clusters, name: str, writer: Writer, version: str) -> tuple[float, float]:
@@ -74,14 +80,19 @@ def test_rolling_upgrades_3_4_to_3_5_to_3_6_lose_no_acknowledged_write(clusters:
     writer = Writer(clusters.sandbox, clusters.client_url(name), PREFIX)
     writer.start()
     steps: list[str] = []
+    leader_changes: dict[str, int] = {}
+    failed: dict[str, list[tuple[float, str]]] = {}
     try:
         wait_for(lambda: len(writer.acknowledged) >= 5, timeout=30, what="writer making progress before the upgrade")
         for version in upgrades:
             failed_before = len(writer.failures)
+            term_before = raft_term(clusters.sandbox, [clusters.client_url(name)])
             started, finished = _upgrade(clusters, name, writer, version)
+            leader_changes[version] = raft_term(clusters.sandbox, [clusters.client_url(name)]) - term_before
+            failed[version] = writer.failures[failed_before:]
             gap = writer.longest_gap(started, finished)
             steps.append(f"-> {version}: {finished - started:.1f}s, {len(writer.failures) - failed_before} failed "
-                         f"writes, longest gap {gap:.1f}s")
+                         f"writes, longest gap {gap:.1f}s, {leader_changes[version]} leader change(s)")
             assert gap <= MAX_WRITE_GAP_SECONDS, f"no successful write for {gap:.1f}s during the upgrade to {version}"
     finally:
         writer.finish()
@@ -94,9 +105,18 @@ def test_rolling_upgrades_3_4_to_3_5_to_3_6_lose_no_acknowledged_write(clusters:
         if event.reason in ("LeaderMoved", "MemberDraining", "MemberRemoved", "MemberAdded", "MemberPromoted",
                             "MemberServing", "ServiceUpdated"):
             print(f"  event {event.last_timestamp} {event.reason}: {(event.message or '')[:140]}")
-    # Members are drained from the client service before they go: no put is caught on one.
-    assert not writer.failures, f"{len(writer.failures)} writes failed:\n  " + "\n  ".join(
+    # Members are drained from the client service before they go: no put is caught on one (a cut
+    # connection, "raft: stopped"). What may fail is etcd's own drop at a leader change, only in a
+    # step that changed leaders, at most MAX_FAILED_WRITES_PER_LEADER_CHANGE each.
+    outside = len(writer.failures) - sum(len(failures) for failures in failed.values())
+    assert outside == 0, f"{outside} writes failed outside an upgrade step:\n  " + "\n  ".join(
         e for _, e in writer.failures[-5:])
+    for version, failures in failed.items():
+        other = [e for _, e in failures if not any(kind in e for kind in LEADER_CHANGE_CLIENT_ERRORS)]
+        assert not other, f"{len(other)} writes failed during the upgrade to {version}:\n  " + "\n  ".join(other[-5:])
+        assert len(failures) <= MAX_FAILED_WRITES_PER_LEADER_CHANGE * leader_changes[version], (
+            f"{len(failures)} writes dropped during the upgrade to {version}, which saw "
+            f"{leader_changes[version]} leader change(s):\n  " + "\n  ".join(e for _, e in failures[-5:]))
     # In place, each step drains the same three pods: an event repeated is counted (`count`), not listed again.
     drained = sum(e.count or 1 for e in clusters.events(name) if e.reason == "MemberDraining")
     assert drained >= 3 * len(upgrades), f"only {drained} members drained before their restart"
