@@ -339,6 +339,10 @@ class ObservedCluster:
     endpoint_status: Mapping[str, EndpointStatus] = field(default_factory=dict)
     # The etcd cluster ID the member list was answered with (0: none, or not reported).
     cluster_id: int = 0
+    # The member that answered the member list, when it did so linearizably (etcd 3.5+ with the
+    # linearizable flag: its leader confirmed its leadership with a majority, so the cluster had a
+    # quorum as this pass observed it); None otherwise (etcd 3.4 ignores the flag).
+    quorum_confirmed_by: str | None = None
     # Randomness and time are inputs, so the planner stays a pure function.
     name_suffix: str = field(default_factory=new_name_suffix)  # the name a new member gets
     observed_at: datetime | None = None  # when the pass observed (None: ages are not checked)
@@ -435,6 +439,19 @@ class ObservedCluster:
     def has_quorum(self) -> bool:
         """A majority of voting members answered a health check (which needs a leader)."""
         return bool(self.voting_members) and len(self.healthy_voters) >= self.quorum
+
+    @property
+    def operator_cut_off(self) -> bool:
+        """Too few voters answer the operator's health check for a quorum, yet the cluster proved
+        it has one (a linearizable member list): the operator cannot reach members that their
+        peers still serve with (a network partition between it and them), not a quorum loss."""
+        return not self.has_quorum and self.quorum_confirmed_by is not None and bool(self.voting_members)
+
+    @property
+    def quorum_available(self) -> bool:
+        """The cluster has a quorum, as far as this pass can tell: by health checks, or confirmed by
+        the cluster itself when the operator cannot reach enough members (`operator_cut_off`)."""
+        return self.has_quorum or self.operator_cut_off
 
     @property
     def leaderless_answers(self) -> tuple[str, ...]:

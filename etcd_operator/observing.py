@@ -219,6 +219,17 @@ def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping
     return {role: lookups.secret(cluster.namespace, name) for role, name in by_role.items()}
 
 
+def _linearizable_responder(base: ObservedCluster, answer: ctl.MemberList) -> str | None:
+    """The member that answered the member list, if it honours the linearizable flag the probe
+    sends (etcd 3.5+, running the version its pod says: not one whose in-place restart onto a new
+    image is still pending); None when that cannot be told."""
+    responder = answer.responder
+    pod = base.pod(responder.member_name) if responder is not None else None
+    if pod is None or pod.etcd_version is None or pod.restart_pending:
+        return None
+    return pod.name if (pod.etcd_version.major, pod.etcd_version.minor) >= (3, 5) else None
+
+
 def _static_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping[str, Any] | None]:
     """spec.TLS.static: the user's Secrets by role (those the spec names), read by name."""
     if cluster.spec is None or cluster.spec.issued_tls is not None or cluster.paused:
@@ -330,7 +341,8 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
         cluster, [m for m in observed_members if m.member_name in reachable], etcd, answer.cluster_id)
     _log_timing(cluster, started, len(reachable), f"{len(observed_members)} member(s), {len(health)} health-checked")
     observed = replace(base, members=observed_members, health=health, endpoint_status=statuses,
-                       health_error=health_error, cluster_id=answer.cluster_id)
+                       health_error=health_error, cluster_id=answer.cluster_id,
+                       quorum_confirmed_by=_linearizable_responder(base, answer))
     if health_error is None and observed.voting_members and not observed.has_quorum:
         # No quorum (etcd 3.4 lists members without one): the status of every reachable voter,
         # so a quorum-loss recovery knows who answers and who is furthest ahead.

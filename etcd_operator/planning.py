@@ -659,6 +659,11 @@ def _rule_8_health_unknown(observed: ObservedCluster) -> Action | None:
 
 def _rule_8_no_quorum(observed: ObservedCluster, spec: ClusterSpec, dead: tuple[Member, ...]) -> Action | None:
     """Nothing destructive without quorum (but an opt-in recovery from the survivor, rule 8b)."""
+    if observed.operator_cut_off:
+        unreachable = ", ".join(_unhealthy_detail(observed, m) for m in observed.unhealthy_voters)
+        return Wait(f"the operator cannot reach {unreachable}, but the cluster has quorum (member "
+                    f"{observed.quorum_confirmed_by} answered a linearizable member list): nothing changes "
+                    f"until they answer here")
     if not observed.has_quorum:
         return plan_recovery_start(observed, spec, observed.voting_members, _quorum_loss(observed, list(dead)))
     return None

@@ -224,6 +224,8 @@ def running_versions(observed: ObservedCluster) -> list[EtcdVersion]:
 # Phase and conditions; each condition is (status, reason, message)
 
 Verdict = tuple[str, str, str]
+# Available, but the operator cannot reach every voter its peers serve with (a partition around it).
+REASON_MEMBERS_UNREACHABLE = "MembersUnreachableFromOperator"
 
 
 def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
@@ -235,6 +237,11 @@ def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
         if observed.has_quorum:
             led = f", leader {leader.member_name}" if leader is not None else ""
             return "True", "QuorumAvailable", f"{healthy} of {voters} voting members healthy{led}"
+        if observed.operator_cut_off:
+            unreachable = ", ".join(m.member_name for m in observed.unhealthy_voters)
+            return ("True", REASON_MEMBERS_UNREACHABLE,
+                    f"the operator reaches only {healthy} of {voters} voting members (not {unreachable}), but the "
+                    f"cluster has quorum: member {observed.quorum_confirmed_by} answered a linearizable member list")
         return "False", "QuorumLost", f"only {healthy} of {voters} voting members healthy; {observed.quorum} needed"
     pods = observed.live_pods
     ready = [pod for pod in pods if pod.ready]

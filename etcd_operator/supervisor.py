@@ -258,7 +258,7 @@ class ClusterSupervisor:
         members = observed.members or ()
         ctx.metrics.set_cluster_members(
             observed.cluster.namespace, observed.cluster.name,
-            members=len(members), ready=status.get("readyCount", 0), has_quorum=observed.has_quorum,
+            members=len(members), ready=status.get("readyCount", 0), has_quorum=observed.quorum_available,
         )
         spec = observed.cluster.spec
         ctx.metrics.set_cluster_phase(observed.cluster.namespace, observed.cluster.name, status.get("phase", ""),
