@@ -179,7 +179,7 @@ class BackupSupervisor:
         message = (f"due, waiting for a free backup slot: {slots.running()} of {slots.limit} running "
                    f"(--max-concurrent-backups), position {position} of {slots.queued()} in the queue "
                    "(oldest due first) when queued")
-        self.log.info("backup due; %s", message)
+        self.log.info("%s", message)
         self._write_note(raw, queued_status(current, message, ctx.clock()))
 
     def _report_interval(self, raw: dict[str, Any], backup: EtcdBackup) -> dict[str, Any]:

@@ -155,11 +155,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     _s3_call(lambda: storage.check_bucket(bucket))
     encoding, (endpoints, tls_secret) = _encoding(request, env), _target(request, env)
     candidates, version, member_revision, db_size = _members_by_revision(request, env, endpoints, tls_secret, log)
-    os.makedirs(env.work_dir, exist_ok=True)
-    # Each backup in a directory of its own, removed with everything in it when the backup ends.
-    with env.work_space.reserve(env.work_dir, work_bytes_needed(db_size, encoding.identity)), \
-            tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
-                                        dir=env.work_dir) as directory:
+    with _work_directory(request, env, work_bytes_needed(db_size, encoding.identity)) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
         endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
         # The key and status carry the revision the member reported just before the snapshot (as
@@ -197,6 +193,17 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         retained=retained, retention_error=retention_error,
         **_encoding_facts(encoding),
     )
+
+
+@contextmanager
+def _work_directory(request: BackupRequest, env: BackupEnvironment, needed: int) -> Iterator[str]:
+    """A directory of this backup's own in the work directory, `needed` bytes held for it (else
+    WorkDirectoryFull); removed with everything in it when the backup ends."""
+    os.makedirs(env.work_dir, exist_ok=True)
+    with env.work_space.reserve(env.work_dir, needed), \
+            tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
+                                        dir=env.work_dir) as directory:
+        yield directory
 
 
 def remove_stale_snapshots(work_dir: str, log: Logger) -> None:
