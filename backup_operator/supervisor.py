@@ -2,6 +2,11 @@
 `operator_runtime.worker.ObjectWorker` thread): a backup taken when the schedule says one is due,
 its outcome in status, an event and metrics, then sleep until the next one is due.
 
+A due backup is taken only with one of the operator's `--max-concurrent-backups` slots
+(`slots.py`, shared by every supervisor); without one it waits its turn, oldest due first, says so
+once in status (condition Queued) and is woken when a slot frees. A periodic interval below the
+operator's minimum is raised to it (condition IntervalRaised, a Warning event).
+
 Deleting the EtcdBackup stops its worker (the controller does), so a periodic schedule ends with
 it; what is in S3 stays.
 
