@@ -3,6 +3,7 @@ backup itself through `acting.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 
 @dataclass(frozen=True)
@@ -20,9 +21,11 @@ class RejectSpec(Action):
 
 @dataclass(frozen=True)
 class TakeBackup(Action):
-    """A backup is due now."""
+    """A backup is due now; `due` is since when (None: from now on), the order in which backups
+    due at once wait for a slot (`slots.py`)."""
 
     why: str
+    due: datetime | None = None
 
 
 @dataclass(frozen=True)

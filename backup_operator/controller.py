@@ -10,6 +10,7 @@ from collections.abc import Callable
 from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy
 from backup_operator.metrics import BackupMetrics
 from backup_operator.settings import BackupOperatorSettings
+from backup_operator.slots import BackupSlots
 from backup_operator.supervisor import BackupSupervisor, SupervisorContext
 from backup_operator.taking import BackupEnvironment, remove_stale_snapshots
 from etcd_common.api.resources import ETCD_BACKUPS, ETCD_CLUSTERS
@@ -44,6 +45,8 @@ class Controller:
                  stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
         backups = ResourceClient(api, ETCD_BACKUPS)
         remove_stale_snapshots(settings.work_dir, log)
+        metrics.max_concurrent_backups.set(settings.max_concurrent_backups)
+        self.slots = BackupSlots(settings.max_concurrent_backups, on_change=metrics.observe_slots)
         self.context = SupervisorContext(
             backups=ObjectCache(),
             backup_api=backups,
@@ -55,6 +58,8 @@ class Controller:
             stop=stop,
             may_act=may_act,
             endpoint_policy=settings.endpoint_policy,
+            slots=self.slots,
+            min_interval_seconds=settings.min_backup_interval_seconds,
         )
         self._runtime = runtime.Controller(
             backups, self.context.backups, [],
@@ -63,8 +68,13 @@ class Controller:
             resync_seconds=settings.resync_seconds,
             stop=stop,
             on_workers_changed=metrics.backups_managed.set,
-            on_deleted=lambda key: metrics.forget(*key),
+            on_deleted=self._forget,
         )
+
+    def _forget(self, key: Key) -> None:
+        """A deleted EtcdBackup: its series go, and its place in the backup queue."""
+        self.context.metrics.forget(*key)
+        self.slots.leave(key)
 
     def _make_worker(self, key: Key) -> runtime.Worker:
         return BackupSupervisor(key, self.context).worker

@@ -47,10 +47,21 @@ class BackupMetrics:
         self.failures_total = Counter(f"{PREFIX}_failures", "Failed backups by reason.", ["reason"], registry=r)
         self.is_leader = Gauge(f"{PREFIX}_is_leader", "1 while this replica holds the leader lease, else 0.",
                                registry=r)
+        self.backups_running = Gauge(f"{PREFIX}_backups_running",
+                                     "Backups being taken now (at most --max-concurrent-backups).", registry=r)
+        self.backups_queued = Gauge(f"{PREFIX}_backups_queued",
+                                    "Due backups waiting for a free slot (--max-concurrent-backups).", registry=r)
+        self.max_concurrent_backups = Gauge(f"{PREFIX}_max_concurrent_backups",
+                                            "--max-concurrent-backups: backups this operator takes at once.",
+                                            registry=r)
         for reason in reasons.FAILURE_REASONS:
             self.failures_total.labels(reason=reason)
         for result in RESULTS:
             self.duration_seconds.labels(result=result)
+
+    def observe_slots(self, running: int, queued: int) -> None:
+        self.backups_running.set(running)
+        self.backups_queued.set(queued)
 
     def observe_success(self, namespace: str, backup: str, *, seconds: float, size: int, finished_at: float,
                         retained: int | None) -> None:

@@ -25,7 +25,8 @@ from backup_operator.schedule import next_backup
 from etcd_common.api.etcd_backup import EtcdBackup
 
 
-def plan_next_action(observed: ObservedBackup, policy: EndpointPolicy = DEFAULT_POLICY) -> Action:
+def plan_next_action(observed: ObservedBackup, policy: EndpointPolicy = DEFAULT_POLICY,
+                     min_interval_seconds: float = 0) -> Action:
     backup, recorded = observed.backup, observed.recorded
     problem = spec_problem(backup, policy)
     if problem is not None:
@@ -34,7 +35,7 @@ def plan_next_action(observed: ObservedBackup, policy: EndpointPolicy = DEFAULT_
             return Done(f"waiting for the spec to be fixed ({reason})")
         return RejectSpec(reason, message)
     assert backup.spec is not None
-    return next_backup(backup.spec, backup.generation, recorded, observed.now)
+    return next_backup(backup.spec, backup.generation, recorded, observed.now, min_interval_seconds)
 
 
 def spec_problem(backup: EtcdBackup, policy: EndpointPolicy = DEFAULT_POLICY) -> tuple[str, str] | None:

@@ -30,6 +30,14 @@ INTERNAL_ERROR: Final = "InternalError"
 ENCRYPTION_KEY_MISSING: Final = codec.KeyMissing.reason
 ENCRYPTION_KEY_INVALID: Final = codec.KeyInvalid.reason
 ENCODING_FAILED: Final = "EncodingFailed"
+# The work directory has less free space than the snapshot (and its encoded copy) need, counting
+# the backups running at the same time: retried with backoff, never given up (space frees up when
+# they finish; a database larger than the volume needs a bigger volume).
+WORK_DIRECTORY_FULL: Final = "WorkDirectoryFull"
+# Not failures: a due backup waiting for a slot (condition Queued); backupIntervalInSecond below
+# the operator's minimum (condition IntervalRaised, and a Warning event).
+WAITING_FOR_SLOT: Final = "WaitingForBackupSlot"
+INTERVAL_BELOW_MINIMUM: Final = "IntervalBelowMinimum"
 
 S3_REASONS: Final = (
     s3.REASON_SECRET_INVALID, s3.REASON_ACCESS_DENIED, s3.REASON_BUCKET_NOT_FOUND, s3.REASON_OBJECT_NOT_FOUND,
@@ -44,7 +52,7 @@ FAILURE_REASONS: Final = (
     INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ENDPOINT_NOT_ALLOWED, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE,
     ETCD_UNREACHABLE,
     SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR,
-    ENCRYPTION_KEY_MISSING, ENCRYPTION_KEY_INVALID, ENCODING_FAILED, *STORAGE_REASONS,
+    ENCRYPTION_KEY_MISSING, ENCRYPTION_KEY_INVALID, ENCODING_FAILED, WORK_DIRECTORY_FULL, *STORAGE_REASONS,
 )
 TRANSIENT_REASONS: Final = frozenset({
     ETCD_UNREACHABLE, SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, INTERNAL_ERROR,

@@ -2,7 +2,8 @@
 recorded, and the time, said as the action for now (TakeBackup, Wait, or Done until the spec
 changes). Nothing lives in memory, so an operator restart neither skips nor repeats a backup.
 
-- Periodic: the first backup at once; then one `backupIntervalInSecond` after the last success;
+- Periodic: the first backup at once; then one `backupIntervalInSecond` (at least the operator's
+  `--min-backup-interval-seconds`: a smaller one is raised to it) after the last success;
   after a failure, a retry after min(interval, backoff), the backoff doubling with each failure in
   a row. A spec change (new generation) takes a backup at once.
 - One-shot: one backup per spec generation (an object CoreOS marked succeeded counts as done).
@@ -37,8 +38,13 @@ def retry_backoff_seconds(failures: int) -> float:
     return min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2.0 ** max(0, failures - 1))
 
 
+def effective_interval_seconds(spec: BackupSpec, min_interval_seconds: float = 0) -> float:
+    """The periodic interval the schedule keeps: `backupIntervalInSecond`, at least the minimum."""
+    return max(float(spec.policy.backup_interval_seconds), float(min_interval_seconds))
+
+
 def next_backup(spec: BackupSpec, generation: int, recorded: RecordedBackup,
-                now: datetime) -> TakeBackup | Wait | Done:
+                now: datetime, min_interval_seconds: float = 0) -> TakeBackup | Wait | Done:
     if _coreos_done(spec, recorded):
         return Done("one-shot backup done (recorded before observedGeneration was)")
     if recorded.last_attempt_time is None:
@@ -48,11 +54,11 @@ def next_backup(spec: BackupSpec, generation: int, recorded: RecordedBackup,
     last = recorded.last_attempt_time
     failures = recorded.consecutive_failures
     if spec.policy.periodic:
-        interval = float(spec.policy.backup_interval_seconds)
+        interval = effective_interval_seconds(spec, min_interval_seconds)
         wait = interval if failures == 0 else min(interval, retry_backoff_seconds(failures))
         due = last + timedelta(seconds=wait)
         why = "next periodic backup" if failures == 0 else f"retry after {failures} failure(s)"
-        return _due_in((due - now).total_seconds(), why)
+        return _due_in(due, now, why)
     if failures == 0:
         return Done("one-shot backup done")
     if recorded.last_reason in reasons.SPEC_REASONS:
@@ -64,12 +70,13 @@ def next_backup(spec: BackupSpec, generation: int, recorded: RecordedBackup,
         due = last + timedelta(seconds=retry_backoff_seconds(failures))
     else:
         due = last + timedelta(seconds=RETRY_MAX_SECONDS if failures > 6 else retry_backoff_seconds(failures))
-    return _due_in((due - now).total_seconds(), f"retry after {failures} failure(s)")
+    return _due_in(due, now, f"retry after {failures} failure(s)")
 
 
-def _due_in(seconds: float, why: str) -> TakeBackup | Wait:
+def _due_in(due: datetime, now: datetime, why: str) -> TakeBackup | Wait:
     """Due now (or overdue): TakeBackup; later: Wait that long."""
-    return TakeBackup(why) if seconds <= 0 else Wait(seconds, why)
+    seconds = (due - now).total_seconds()
+    return TakeBackup(why, due) if seconds <= 0 else Wait(seconds, why)
 
 
 def _coreos_done(spec: BackupSpec, recorded: RecordedBackup) -> bool:

@@ -5,6 +5,7 @@ import argparse
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from backup_operator.endpoint_policy import (
     CROSS_NAMESPACE_FLAG,
@@ -14,6 +15,7 @@ from backup_operator.endpoint_policy import (
     S3_ENDPOINT_HOSTS_FLAG,
     EndpointPolicy,
 )
+from backup_operator.slots import DEFAULT_MAX_CONCURRENT_BACKUPS
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -24,6 +26,9 @@ from operator_runtime.flags import (
     runtime_settings,
     watched_namespace,
 )
+
+# CoreOS set no minimum; a snapshot of a large database every few seconds would never stop.
+DEFAULT_MIN_BACKUP_INTERVAL_SECONDS: Final = 60.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,10 @@ class BackupOperatorSettings:
     runtime: RuntimeSettings
     # Which etcd and S3 endpoints EtcdBackups may name (tenant isolation, no request forgery).
     endpoint_policy: EndpointPolicy = DEFAULT_POLICY
+    # Backups taken at once; more due wait in a fair queue (slots.py).
+    max_concurrent_backups: int = DEFAULT_MAX_CONCURRENT_BACKUPS
+    # A periodic backupIntervalInSecond below this is raised to it (a warning in status).
+    min_backup_interval_seconds: float = DEFAULT_MIN_BACKUP_INTERVAL_SECONDS
 
 
 def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +98,16 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
                     help_text="safety-net re-check of every EtcdBackup's schedule, in seconds")
     add_etcd_tool_flags(parser)
     add_endpoint_policy_flags(parser)
+    parser.add_argument("--max-concurrent-backups", type=_at_least_one,
+                        default=env_str("BACKUP_MAX_CONCURRENT_BACKUPS", str(DEFAULT_MAX_CONCURRENT_BACKUPS)),
+                        help="backups taken at once; more that are due wait in a queue, oldest due first "
+                             "(status condition Queued); the work directory needs room for this many "
+                             f"[BACKUP_MAX_CONCURRENT_BACKUPS, else {DEFAULT_MAX_CONCURRENT_BACKUPS}]")
+    parser.add_argument("--min-backup-interval-seconds", type=float,
+                        default=env_str("BACKUP_MIN_INTERVAL_SECONDS", str(DEFAULT_MIN_BACKUP_INTERVAL_SECONDS)),
+                        help="a periodic backupIntervalInSecond below this is raised to it (status condition "
+                             "IntervalRaised, a Warning event) [BACKUP_MIN_INTERVAL_SECONDS, else "
+                             f"{DEFAULT_MIN_BACKUP_INTERVAL_SECONDS:.0f}]")
     args = parser.parse_args(argv)
     return BackupOperatorSettings(
         namespace=watched_namespace(args),
@@ -98,4 +117,13 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
         etcdutl_binary=args.etcdutl,
         runtime=runtime_settings(args),
         endpoint_policy=endpoint_policy(args),
+        max_concurrent_backups=args.max_concurrent_backups,
+        min_backup_interval_seconds=max(0.0, args.min_backup_interval_seconds),
     )
+
+
+def _at_least_one(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number

@@ -18,6 +18,11 @@ from backup_operator.observed import BackupResult, RecordedBackup
 
 CONDITION_SUCCEEDED: Final = "Succeeded"
 RESULT_SUCCEEDED: Final = "Succeeded"
+# True while a due backup waits for one of the operator's --max-concurrent-backups slots (slots.py);
+# removed by the attempt's own status.
+CONDITION_QUEUED: Final = "Queued"
+# True while backupIntervalInSecond is below the operator's --min-backup-interval-seconds (raised to it).
+CONDITION_INTERVAL_RAISED: Final = "IntervalRaised"
 
 
 def format_time(moment: datetime) -> str:
@@ -33,6 +38,48 @@ def _condition(current: Mapping[str, Any], status: str, reason: str, message: st
         transition = str(previous["lastTransitionTime"])
     return {"type": CONDITION_SUCCEEDED, "status": status, "reason": reason, "message": message[:1024],
             "lastTransitionTime": transition}
+
+
+def _other_conditions(current: Mapping[str, Any], *types: str) -> list[dict[str, Any]]:
+    """The conditions of `current` but the Succeeded one, Queued and `types`."""
+    dropped = {CONDITION_SUCCEEDED, CONDITION_QUEUED, *types}
+    return [dict(c) for c in current.get("conditions") or [] if isinstance(c, Mapping) and c.get("type") not in dropped]
+
+
+def has_condition(current: Mapping[str, Any], type_: str, message: str | None = None) -> bool:
+    """Whether `current` has a True `type_` condition (with `message`, if given)."""
+    return any(isinstance(c, Mapping) and c.get("type") == type_ and c.get("status") == "True"
+               and (message is None or c.get("message") == message) for c in current.get("conditions") or [])
+
+
+def queued_status(current: Mapping[str, Any], message: str, now: datetime) -> dict[str, Any]:
+    """The status of a due backup waiting for a slot: only a Queued condition added (what the
+    schedule reads, lastAttemptTime and the failures, stays: waiting is not an attempt)."""
+    queued = {"type": CONDITION_QUEUED, "status": "True", "reason": reasons.WAITING_FOR_SLOT, "message": message[:1024],
+              "lastTransitionTime": format_time(now)}
+    return {"conditions": [*_succeeded(current), *_other_conditions(current), queued]}
+
+
+def interval_status(current: Mapping[str, Any], message: str | None, now: datetime) -> dict[str, Any]:
+    """The IntervalRaised condition set (`message`) or removed (None)."""
+    conditions = [*_succeeded(current), *_other_conditions(current, CONDITION_INTERVAL_RAISED)]
+    if message is not None:
+        conditions.append({"type": CONDITION_INTERVAL_RAISED, "status": "True", "reason": reasons.INTERVAL_BELOW_MINIMUM,
+                           "message": message[:1024], "lastTransitionTime": format_time(now)})
+    queued = [dict(c) for c in current.get("conditions") or []
+              if isinstance(c, Mapping) and c.get("type") == CONDITION_QUEUED]
+    return {"conditions": [*conditions, *queued]}
+
+
+def without_queued(current: Mapping[str, Any]) -> dict[str, Any]:
+    """The status's conditions without Queued (a backup that waited and is no longer due)."""
+    return {"conditions": [dict(c) for c in current.get("conditions") or []
+                           if isinstance(c, Mapping) and c.get("type") != CONDITION_QUEUED]}
+
+
+def _succeeded(current: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(c) for c in current.get("conditions") or []
+            if isinstance(c, Mapping) and c.get("type") == CONDITION_SUCCEEDED]
 
 
 def _kept(current: Mapping[str, Any], *names: str) -> dict[str, Any]:
@@ -65,7 +112,7 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
         "lastAttemptTime": format_time(result.started),
         "consecutiveFailures": 0,
         "lastBackup": last_backup,
-        "conditions": [_condition(current, "True", reasons.SUCCEEDED, message, now)],
+        "conditions": [_condition(current, "True", reasons.SUCCEEDED, message, now), *_other_conditions(current)],
     }
     if result.retained is not None:
         status["backupsRetained"] = result.retained
@@ -87,6 +134,6 @@ def failure_status(current: Mapping[str, Any], generation: int, recorded: Record
         "lastAttemptTime": format_time(attempt_started),
         "firstAttemptTime": format_time(first),
         "consecutiveFailures": failures,
-        "conditions": [_condition(current, "False", reason, message, now)],
+        "conditions": [_condition(current, "False", reason, message, now), *_other_conditions(current)],
     })
     return status

@@ -2,6 +2,11 @@
 `operator_runtime.worker.ObjectWorker` thread): a backup taken when the schedule says one is due,
 its outcome in status, an event and metrics, then sleep until the next one is due.
 
+A due backup is taken only with one of the operator's `--max-concurrent-backups` slots
+(`slots.py`, shared by every supervisor); without one it waits its turn, oldest due first, says so
+once in status (condition Queued) and is woken when a slot frees. A periodic interval below the
+operator's minimum is raised to it (condition IntervalRaised, a Warning event).
+
 Deleting the EtcdBackup stops its worker (the controller does), so a periodic schedule ends with
 it; what is in S3 stays.
 
@@ -23,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,8 +40,18 @@ from backup_operator.observed import BackupResult, ObservedBackup
 from backup_operator.observing import observe_backup, parse_recorded, records_attempt
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
-from backup_operator.schedule import IDLE_SECONDS
-from backup_operator.status import failure_status, success_status
+from backup_operator.schedule import IDLE_SECONDS, effective_interval_seconds
+from backup_operator.slots import DEFAULT_MAX_CONCURRENT_BACKUPS, BackupSlots
+from backup_operator.status import (
+    CONDITION_INTERVAL_RAISED,
+    CONDITION_QUEUED,
+    failure_status,
+    has_condition,
+    interval_status,
+    queued_status,
+    success_status,
+    without_queued,
+)
 from backup_operator.taking import BackupEnvironment
 from etcd_common.api.etcd_backup import EtcdBackup
 from kube_adapter.errors import KubeError, NotFound
@@ -53,6 +68,8 @@ WORKER_ROLE = "backup runner"
 # Never sleep less than this between passes (a schedule due "now" after a failure, clock skew).
 MIN_DELAY_SECONDS = 0.5
 NOT_LEADING_DELAY_SECONDS = 1.0
+# A backup waiting for a slot is woken when one frees up; this is only the safety net.
+QUEUED_RECHECK_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,10 @@ class SupervisorContext:
     may_act: Callable[[], bool] = lambda: True
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     endpoint_policy: EndpointPolicy = DEFAULT_POLICY
+    # The operator's limit on backups at once, shared by every supervisor (--max-concurrent-backups).
+    slots: BackupSlots = field(default_factory=lambda: BackupSlots(DEFAULT_MAX_CONCURRENT_BACKUPS))
+    # --min-backup-interval-seconds: a periodic backupIntervalInSecond below it is raised to it.
+    min_interval_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,23 +115,44 @@ class BackupSupervisor:
             raw = self._write_unwritten(raw)
         if raw is None:
             self.unwritten = None
+            ctx.slots.leave(self.key)
             return IDLE_SECONDS
         observed = observe_backup(raw, ctx.clock())
         backup, recorded, now = observed.backup, observed.recorded, observed.now
+        periodic = backup.spec is not None and backup.spec.policy.periodic
         ctx.metrics.observe_recorded(
             backup.namespace, backup.name, consecutive_failures=recorded.consecutive_failures,
-            interval_seconds=backup.spec.policy.backup_interval_seconds if backup.spec is not None else 0,
+            interval_seconds=round(effective_interval_seconds(backup.spec, ctx.min_interval_seconds))
+            if backup.spec is not None and periodic else 0,
             last_success=backup.status.last_success_date)
-        action = plan_next_action(observed, ctx.endpoint_policy)
-        if isinstance(action, a.RejectSpec):
-            self.log.warning("cannot back up: %s: %s", action.reason, action.message)
-            self._write_failure(raw, backup, action.reason, action.message, now, seconds=None)
-            return IDLE_SECONDS
+        if ctx.may_act():
+            raw = self._report_interval(raw, backup)
+        action = plan_next_action(observed, ctx.endpoint_policy, ctx.min_interval_seconds)
         if not isinstance(action, a.TakeBackup):
+            ctx.slots.leave(self.key)
+            if isinstance(action, a.RejectSpec):
+                self.log.warning("cannot back up: %s: %s", action.reason, action.message)
+                self._write_failure(raw, backup, action.reason, action.message, now, seconds=None)
+                return IDLE_SECONDS
+            if ctx.may_act() and has_condition(raw.get("status") or {}, CONDITION_QUEUED):
+                self._write_note(raw, without_queued(raw.get("status") or {}))
             return _delay(action)
         if not ctx.may_act():
             self.log.warning("not backing up: leadership not confirmed within the renew deadline")
             return NOT_LEADING_DELAY_SECONDS
+        position = ctx.slots.request(self.key, (action.due or now).timestamp(), self.worker.notify)
+        if position:
+            self._report_queued(raw, position)
+            return QUEUED_RECHECK_SECONDS
+        try:
+            return self._take(raw, observed, action)
+        finally:
+            ctx.slots.release(self.key)
+
+    def _take(self, raw: dict[str, Any], observed: ObservedBackup, action: a.TakeBackup) -> float:
+        """Take the backup (holding a slot), write its outcome; the delay until the next pass."""
+        ctx = self.context
+        backup, now = observed.backup, observed.now
         self.log.info("taking a backup (%s)", action.why)
         started = time.monotonic()
         try:
@@ -130,7 +172,56 @@ class BackupSupervisor:
     def _delay_after(self, raw: dict[str, Any], observed: ObservedBackup) -> float:
         """Until the next backup is due, by the status just written (the spec as this pass read it)."""
         after = replace(observed, recorded=parse_recorded(raw.get("status")), now=self.context.clock())
-        return _delay(plan_next_action(after, self.context.endpoint_policy))
+        return _delay(plan_next_action(after, self.context.endpoint_policy, self.context.min_interval_seconds))
+
+    def _report_queued(self, raw: dict[str, Any], position: int) -> None:
+        """Say once (condition Queued) that the due backup waits for a slot; its position then."""
+        ctx = self.context
+        current = raw.get("status") or {}
+        if has_condition(current, CONDITION_QUEUED):
+            return
+        slots = ctx.slots
+        message = (f"due, waiting for a free backup slot: {slots.running()} of {slots.limit} running "
+                   f"(--max-concurrent-backups), position {position} of {slots.queued()} in the queue "
+                   "(oldest due first) when queued")
+        self.log.info("%s", message)
+        self._write_note(raw, queued_status(current, message, ctx.clock()))
+
+    def _report_interval(self, raw: dict[str, Any], backup: EtcdBackup) -> dict[str, Any]:
+        """Condition IntervalRaised (and a Warning event) while a periodic backupIntervalInSecond is
+        below the operator's minimum; removed once it is not. The object to plan from."""
+        ctx = self.context
+        current = raw.get("status") or {}
+        message: str | None = None
+        if backup.spec is not None and backup.spec.policy.periodic:
+            interval = backup.spec.policy.backup_interval_seconds
+            if interval < ctx.min_interval_seconds:
+                message = (f"backupIntervalInSecond {interval} is below this operator's minimum "
+                           f"{ctx.min_interval_seconds:.0f} (--min-backup-interval-seconds): a backup is taken "
+                           f"every {ctx.min_interval_seconds:.0f}s")
+        if message is None and not has_condition(current, CONDITION_INTERVAL_RAISED):
+            return raw
+        if message is not None and has_condition(current, CONDITION_INTERVAL_RAISED, message):
+            return raw
+        if message is not None:
+            self.log.warning("%s", message)
+            ctx.events.record(raw, WARNING, reasons.INTERVAL_BELOW_MINIMUM, message)
+        return self._write_note(raw, interval_status(current, message, ctx.clock()))
+
+    def _write_note(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """Write conditions that are not an attempt's outcome (Queued, IntervalRaised); a failed
+        write is only logged (the next pass writes them again). The object as it is now."""
+        ctx = self.context
+        try:
+            updated = ctx.backup_api.patch_status(self.key[0], self.key[1],
+                                                  status_merge_patch(raw.get("status") or {}, status))
+        except KubeError as error:
+            self.log.warning("status write failed: %s; written by a later pass", short_error(error))
+            return raw
+        if updated:
+            ctx.backups.upsert(updated)
+            return updated
+        return raw
 
     def _write_success(self, raw: dict[str, Any], backup: EtcdBackup, result: BackupResult) -> dict[str, Any] | None:
         ctx = self.context

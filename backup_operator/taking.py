@@ -1,7 +1,9 @@
 """Taking one backup: the effects. Resolve the etcd endpoints (given, or from an EtcdCluster),
 pick the healthy member with the highest revision (members that fail are skipped), stream its
-snapshot into a file in the work directory, check its integrity, compress and encrypt it if
-the spec says so (checked again by decoding), upload it part by part to the
+snapshot into a file in a directory of its own in the work directory (refused as
+WorkDirectoryFull when the member's database, and its encoded copy, would not fit), check its
+integrity, compress and encrypt it if the spec says so (checked again by decoding), upload it part
+by part to the
 object store the spec names (S3, ABS, GCS or OSS), then apply retention. Used by the
 operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot command.
 
@@ -15,8 +17,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +51,8 @@ SNAPSHOT_FILE = "snapshot.db"
 ENCODED_FILE = "snapshot.db.encoded"  # spec.compression / spec.encryption: what is uploaded then
 # Every backup's directory in the work directory starts with this (stale ones are removed at start).
 WORK_PREFIX = "etcd-backup-"
+# An encoded copy (gzip of incompressible data, AES-GCM's tags) may be a little larger than the snapshot.
+ENCODED_ALLOWANCE = 1.01
 STATUS_TIMEOUT_SECONDS = 5.0
 
 
@@ -79,6 +84,41 @@ class BackupRequest:
         )
 
 
+def work_bytes_needed(db_size: int, identity: bool) -> int:
+    """The work directory's bytes for one backup of a `db_size`-byte database: the snapshot, plus
+    its encoded copy when the spec compresses or encrypts it (both are on disk during the upload)."""
+    return db_size if identity else db_size + int(db_size * ENCODED_ALLOWANCE)
+
+
+class WorkSpace:
+    """The work directory's free space, shared by the backups taken at once: a backup starts only
+    if what it needs fits in the free space less what the other running backups reserved and have
+    not written yet (they write as they go, so this errs on the safe side)."""
+
+    def __init__(self, free_bytes: Callable[[str], int] = lambda path: shutil.disk_usage(path).free) -> None:
+        self._free_bytes = free_bytes
+        self._lock = threading.Lock()
+        self._reserved = 0
+
+    @contextmanager
+    def reserve(self, work_dir: str, needed: int) -> Iterator[None]:
+        """Hold `needed` bytes for one backup, or raise BackupFailed(WorkDirectoryFull)."""
+        with self._lock:
+            free = self._free_bytes(work_dir)
+            if needed > free - self._reserved:
+                others = f", {self._reserved} of them held by backups running now" if self._reserved else ""
+                raise BackupFailed(reasons.WORK_DIRECTORY_FULL,
+                                   f"the backup needs {needed} bytes in the work directory {work_dir}, "
+                                   f"{free} are free{others}; retried later (--work-dir: a volume with room for "
+                                   "--max-concurrent-backups databases, twice each when compressed or encrypted)")
+            self._reserved += needed
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved -= needed
+
+
 @dataclass
 class BackupEnvironment:
     """What taking a backup needs from outside: API reads, etcd access, a directory on disk."""
@@ -91,6 +131,8 @@ class BackupEnvironment:
     s3_options: dict[str, Any] = field(default_factory=dict)
     # The object-store endpoint a secret names is checked here (the spec's, by the planner too).
     endpoint_policy: EndpointPolicy = field(default_factory=EndpointPolicy)
+    # The work directory's free space, checked before each snapshot (shared by concurrent backups).
+    work_space: WorkSpace = field(default_factory=WorkSpace)
 
 
 def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
@@ -112,10 +154,8 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     storage = _storage(request, env)
     _s3_call(lambda: storage.check_bucket(bucket))
     encoding, (endpoints, tls_secret) = _encoding(request, env), _target(request, env)
-    candidates, version, member_revision = _members_by_revision(request, env, endpoints, tls_secret, log)
-    os.makedirs(env.work_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
-                                     dir=env.work_dir) as directory:
+    candidates, version, member_revision, db_size = _members_by_revision(request, env, endpoints, tls_secret, log)
+    with _work_directory(request, env, work_bytes_needed(db_size, encoding.identity)) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
         endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
         # The key and status carry the revision the member reported just before the snapshot (as
@@ -153,6 +193,17 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         retained=retained, retention_error=retention_error,
         **_encoding_facts(encoding),
     )
+
+
+@contextmanager
+def _work_directory(request: BackupRequest, env: BackupEnvironment, needed: int) -> Iterator[str]:
+    """A directory of this backup's own in the work directory, `needed` bytes held for it (else
+    WorkDirectoryFull); removed with everything in it when the backup ends."""
+    os.makedirs(env.work_dir, exist_ok=True)
+    with env.work_space.reserve(env.work_dir, needed), \
+            tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{request.namespace}_{request.owner}_",
+                                        dir=env.work_dir) as directory:
+        yield directory
 
 
 def remove_stale_snapshots(work_dir: str, log: Logger) -> None:
@@ -284,9 +335,9 @@ def _client(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str
 
 
 def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str, ...],
-                         tls_secret: str, log: Logger) -> tuple[list[str], str, int]:
-    """Every voting member that answers, highest revision first, the etcd version and the highest
-    revision. The given
+                         tls_secret: str, log: Logger) -> tuple[list[str], str, int, int]:
+    """Every voting member that answers, highest revision first, the etcd version, the highest
+    revision and the largest database size (bytes) among them. The given
     endpoints may be a service; the members' own client URLs come from the member list. Members
     that do not answer, or answer for another cluster than the member list's, are skipped."""
     client = _client(request, env, endpoints, tls_secret)
@@ -317,7 +368,8 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
     if not healthy:
         raise BackupFailed(reasons.ETCD_UNREACHABLE, f"no healthy etcd member among {', '.join(candidates)}")
     healthy.sort(key=lambda s: (s.revision, s.raft_index), reverse=True)
-    return [s.endpoint for s in healthy], healthy[0].version, healthy[0].revision
+    return ([s.endpoint for s in healthy], healthy[0].version, healthy[0].revision,
+            max(s.db_size for s in healthy))
 
 
 def _save_snapshot(request: BackupRequest, env: BackupEnvironment, candidates: list[str], tls_secret: str,

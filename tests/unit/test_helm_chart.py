@@ -359,3 +359,8 @@ def test_chart_readme_lists_every_value() -> None:
         return [path]
     missing = [leaf for leaf in leaves(values, "") if f"`{leaf}`" not in readme]
     assert not missing, f"charts/etcd-operator/README.md does not list {missing}"
+
+
+def test_the_backup_limit_is_a_value() -> None:
+    container = pod_spec(render("backupOperator.maxConcurrentBackups=5"), "etcd-backup-operator")["containers"][0]
+    assert {"name": "BACKUP_MAX_CONCURRENT_BACKUPS", "value": "5"} in container["env"]

@@ -21,6 +21,8 @@ DEPLOYMENT = "etcd-backup-operator"
 POD_SELECTOR = "app.kubernetes.io/name=etcd-backup-operator"
 SHIPPED_PACKAGES = ("backup_operator", "etcd_common", "operator_runtime", "kube_adapter")
 START_TIMEOUT_SECONDS = 120.0
+# The tests' periodic EtcdBackups run every few seconds: below the shipped minimum interval (60 s).
+TEST_ENVIRONMENT = {"BACKUP_MIN_INTERVAL_SECONDS": "1"}
 STOP_TIMEOUT_SECONDS = 90.0
 
 
@@ -34,13 +36,16 @@ def sources_hash() -> str:
 
 
 def deploy_backup_operator(sandbox: Sandbox) -> str:
-    """Apply deploy/backup-operator.yaml with this checkout's sources hash; wait for the rollout."""
+    """Apply deploy/backup-operator.yaml with this checkout's sources hash and TEST_ENVIRONMENT;
+    wait for the rollout."""
     wanted = sources_hash()
     documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "backup-operator.yaml").read_text()))
     for document in documents:
         if document and document.get("kind") == "Deployment":
             metadata = document["spec"]["template"].setdefault("metadata", {})
             metadata.setdefault("annotations", {})[SOURCES_ANNOTATION] = wanted
+            container = document["spec"]["template"]["spec"]["containers"][0]
+            container.setdefault("env", []).extend({"name": k, "value": v} for k, v in TEST_ENVIRONMENT.items())
     sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
     sandbox.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}",
                     f"--timeout={START_TIMEOUT_SECONDS:.0f}s")

@@ -8,7 +8,7 @@ import pytest
 from backup_operator import reasons
 from backup_operator.actions import Action, Done, TakeBackup, Wait
 from backup_operator.observed import RecordedBackup
-from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS, next_backup, retry_backoff_seconds
+from backup_operator.schedule import DEFAULT_TIMEOUT_SECONDS, RETRY_MAX_SECONDS, next_backup, retry_backoff_seconds
 from etcd_common.api.etcd_backup import BackupPolicy, BackupSpec
 from etcd_common.api.storage_locations import S3Location, StorageLocation
 
@@ -102,3 +102,25 @@ def test_one_shot_spec_problem_waits_for_a_spec_change() -> None:
 
 def test_backoff_doubles_up_to_five_minutes() -> None:
     assert [retry_backoff_seconds(n) for n in (1, 2, 3, 10)] == [5, 10, 20, 300]
+
+
+@pytest.mark.parametrize("interval, minimum, due", [
+    (5, 60, 60.0),  # below the operator's minimum: raised to it
+    (125, 60, 125.0),  # CoreOS's example: kept
+    (60, 60, 60.0),
+    (5, 0, 5.0),  # no minimum
+])
+def test_a_periodic_interval_below_the_minimum_is_raised_to_it(interval: int, minimum: float, due: float) -> None:
+    assert due_in(next_backup(spec(interval), 1, recorded(0), NOW, minimum)) == due
+
+
+def test_a_backup_due_says_since_when_so_backups_due_at_once_queue_oldest_first() -> None:
+    action = next_backup(spec(600), 1, recorded(700), NOW)
+    assert isinstance(action, TakeBackup) and action.due == NOW - timedelta(seconds=100)
+    assert next_backup(spec(600), 1, recorded(None), NOW) == TakeBackup("first backup")  # due from now
+
+
+def test_a_one_shot_refused_for_lack_of_work_space_keeps_being_retried() -> None:
+    action = next_backup(spec(0, timeout=60), 1, recorded(10, failures=9, reason=reasons.WORK_DIRECTORY_FULL,
+                                                              first_ago=7200), NOW)
+    assert due_in(action) == RETRY_MAX_SECONDS - 10  # not given up after timeoutInSecond

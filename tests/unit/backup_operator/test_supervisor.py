@@ -13,7 +13,14 @@ from backup_operator.metrics import BackupMetrics
 from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS
-from backup_operator.supervisor import NOT_LEADING_DELAY_SECONDS, BackupSupervisor, SupervisorContext
+from backup_operator.slots import BackupSlots
+from backup_operator.status import CONDITION_INTERVAL_RAISED, CONDITION_QUEUED
+from backup_operator.supervisor import (
+    NOT_LEADING_DELAY_SECONDS,
+    QUEUED_RECHECK_SECONDS,
+    BackupSupervisor,
+    SupervisorContext,
+)
 from kube_adapter.errors import Transient
 from operator_runtime.cache import ObjectCache
 
@@ -200,3 +207,45 @@ def test_a_kept_status_is_not_written_to_an_object_recreated_under_the_name(
     assert supervisor.reconcile_once() == 600
     assert taken == [1, 1]  # a new object: its own first backup
     assert len(api.patches) == 1
+
+
+def test_a_due_backup_without_a_free_slot_waits_says_so_once_and_keeps_its_schedule(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    supervisor, api, _, _ = make_supervisor(PERIODIC)
+    slots = BackupSlots(1)
+    object.__setattr__(supervisor.context, "slots", slots)
+    assert slots.request(("ns", "other"), 0.0, lambda: None) == 0  # another backup holds the only slot
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: pytest.fail("no slot"))
+    assert supervisor.reconcile_once() == QUEUED_RECHECK_SECONDS
+    assert supervisor.reconcile_once() == QUEUED_RECHECK_SECONDS
+    assert len(api.patches) == 1  # written once, not on every pass
+    condition = api.patches[0]["conditions"][-1]
+    assert (condition["type"], condition["reason"]) == (CONDITION_QUEUED, reasons.WAITING_FOR_SLOT)
+    assert "1 of 1 running" in condition["message"] and "position 1 of 1" in condition["message"]
+    # Waiting is no attempt: nothing the schedule reads (so nothing the missed-backup alert reads) changed.
+    assert set(api.patches[0]) == {"conditions"}
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: result())
+    slots.release(("ns", "other"))
+    assert supervisor.reconcile_once() == 600
+    assert [c["type"] for c in api.patches[-1]["conditions"]] == ["Succeeded"]
+    assert (slots.running(), slots.queued()) == (0, 0)
+
+
+def test_an_interval_below_the_minimum_is_raised_with_a_warning_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[int] = []
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or result())
+    fast = {**PERIODIC, "backupPolicy": {"backupIntervalInSecond": 5}}
+    supervisor, api, events, metrics = make_supervisor(fast)
+    object.__setattr__(supervisor.context, "min_interval_seconds", 60.0)
+    assert supervisor.reconcile_once() == 60  # the next one after the minimum, not 5 s
+    assert supervisor.reconcile_once() == 60 and taken == [1]
+    raised = [c for c in api.patches[-1]["conditions"] if c["type"] == CONDITION_INTERVAL_RAISED]
+    assert raised and "backupIntervalInSecond 5 is below this operator's minimum 60" in raised[0]["message"]
+    assert [e[:2] for e in events.recorded].count(("Warning", reasons.INTERVAL_BELOW_MINIMUM)) == 1
+    assert metrics.interval_seconds.labels(namespace="ns", backup="b")._value.get() == 60
+    # Raised to the minimum or above: the condition goes.
+    raw = supervisor.context.backups.get(KEY)
+    assert raw is not None
+    supervisor.context.backups.upsert({**raw, "spec": PERIODIC})
+    supervisor.reconcile_once()
+    assert [c["type"] for c in api.patches[-1]["conditions"]] == ["Succeeded"]

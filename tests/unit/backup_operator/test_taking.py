@@ -18,7 +18,7 @@ import pytest
 
 from backup_operator import reasons
 from backup_operator.reasons import BackupFailed
-from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
+from backup_operator.taking import WORK_PREFIX, BackupEnvironment, BackupRequest, WorkSpace, take_backup
 from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.storage import codec, s3
@@ -46,6 +46,7 @@ class Member:
     cluster_id: int = 0  # the cluster its status answers for (0: CLUSTER_ID, the member list's)
     snapshot: bytes = b""
     snapshot_error: str = ""
+    db_size: int = 0  # what its endpoint status reports
 
 
 class FakeEtcd:
@@ -86,7 +87,7 @@ class FakeEtcd:
                 statuses.append(ctl.EndpointStatus(member_id=1, leader_id=1, version="3.6.16", endpoint=url,
                                                    raft_index=m.raft_index, revision=m.revision,
                                                    is_learner=m.learner, errors=m.status_errors,
-                                                   cluster_id=m.cluster_id))
+                                                   cluster_id=m.cluster_id, db_size=m.db_size))
             return statuses
 
         def snapshot_save(self, path: str, *, endpoint: str | None = None, timeout_seconds: float = 600.0) -> None:
@@ -416,3 +417,63 @@ def test_an_encoding_that_does_not_decode_to_the_snapshot_is_never_uploaded(
                     environment_with_key(etcd, tmp_path, key_secret()), LOG, now=lambda: STARTED)
     assert failed.value.reason == reasons.ENCODING_FAILED and "does not decode" in failed.value.message
     assert storage.uploads == {}
+
+
+def test_a_database_larger_than_the_free_work_space_is_refused_before_the_snapshot(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, db_size=1000, snapshot=whole_snapshot(b"a")),
+                     Member(B, revision=2, db_size=800, snapshot=whole_snapshot(b"b"))])
+    env = environment(etcd, tmp_path)
+    env.work_space = WorkSpace(free_bytes=lambda path: 999)
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((A, B)), env, LOG, now=lambda: STARTED)
+    # The largest member's database counts: the snapshot may come from any of them.
+    assert failed.value.reason == reasons.WORK_DIRECTORY_FULL
+    assert "needs 1000 bytes" in failed.value.message and "999 are free" in failed.value.message
+    # Retried (never given up as a transient one would be after timeoutInSecond), nothing left behind.
+    assert reasons.WORK_DIRECTORY_FULL in reasons.FAILURE_REASONS and not failed.value.transient
+    assert etcd.snapshots_from == [] and storage.uploads == {} and os.listdir(env.work_dir) == []
+    env.work_space = WorkSpace(free_bytes=lambda path: 1000)
+    assert take_backup(request((A, B)), env, LOG, now=lambda: STARTED).endpoint == B
+
+
+def test_an_encoded_backup_needs_room_for_the_snapshot_and_its_encoded_copy(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, db_size=1000, snapshot=whole_snapshot(b"x" * 900))])
+    env = environment(etcd, tmp_path)
+    env.work_space = WorkSpace(free_bytes=lambda path: 1999)
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((A,), compression="Gzip"), env, LOG, now=lambda: STARTED)
+    assert failed.value.reason == reasons.WORK_DIRECTORY_FULL and "needs 2010 bytes" in failed.value.message
+    take_backup(request((A,)), env, LOG, now=lambda: STARTED)  # unencoded: the snapshot alone fits
+    env.work_space = WorkSpace(free_bytes=lambda path: 2010)
+    take_backup(request((A,), compression="Gzip"), env, LOG, now=lambda: STARTED)
+
+
+def test_backups_running_at_once_share_the_free_work_space(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, db_size=600, snapshot=whole_snapshot(b"a"))])
+    env = environment(etcd, tmp_path)
+    env.work_space = WorkSpace(free_bytes=lambda path: 1000)
+    with env.work_space.reserve(env.work_dir, 600):  # another backup, not written yet
+        with pytest.raises(BackupFailed) as failed:
+            take_backup(request((A,)), env, LOG, now=lambda: STARTED)
+        assert "600 of them held by backups running now" in failed.value.message
+    take_backup(request((A,)), env, LOG, now=lambda: STARTED)  # released when it ended
+
+
+def test_each_backup_writes_in_a_directory_of_its_own_removed_after_it(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"a")),
+                     Member(B, revision=2, snapshot_error="connection reset")])
+    env = environment(etcd, tmp_path)
+    seen: list[list[str]] = []
+    etcd.during_snapshot = lambda: seen.append(os.listdir(env.work_dir))
+    take_backup(request((A, B)), env, LOG, now=lambda: STARTED)
+    assert len(seen) == 2 and all(len(entries) == 1 and entries[0].startswith(f"{WORK_PREFIX}ns_b_")
+                                  for entries in seen)
+    assert os.listdir(env.work_dir) == []
+    etcd.members[A].snapshot_error = "connection reset"
+    with pytest.raises(BackupFailed):
+        take_backup(request((A, B)), env, LOG, now=lambda: STARTED)
+    assert os.listdir(env.work_dir) == []
