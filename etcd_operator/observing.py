@@ -330,10 +330,11 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
     except (ctl.EtcdctlError, ValueError) as e:
         # etcd 3.5+ answers `member list` only with quorum. The members that still answer
         # `endpoint status` tell whether quorum is lost (no leader) or etcd is just unreachable.
-        statuses = _members_of_their_pods(cluster, _endpoint_status(cluster, reachable, etcd), reachable, etcd)
+        statuses, local_lists = _members_of_their_pods(cluster, _endpoint_status(cluster, reachable, etcd),
+                                                       reachable, etcd)
         _log_timing(cluster, started, len(reachable), "no member list")
         observed = replace(base, member_list_error=str(e), endpoint_status=statuses)
-        return replace(observed, local_members=_local_members(observed, etcd))
+        return replace(observed, local_members=_local_members(observed, local_lists))
     # The member list defines the cluster: its answer's cluster ID. Health and status answers for
     # another ID (a reused name or address reaching another etcd cluster) are ignored.
     observed_members = answer.members
@@ -365,22 +366,17 @@ def _asked_during_recovery(recovery: RecordedRecovery | None, member: str) -> bo
     return recovery.phase != RECOVERY_FAILED or member != recovery.seed_member
 
 
-def _local_members(observed: ObservedCluster, etcd: EtcdAccess) -> tuple[ctl.Member, ...] | None:
+def _local_members(observed: ObservedCluster,
+                   local_lists: Mapping[str, ctl.MemberList]) -> tuple[ctl.Member, ...] | None:
     """Under a quorum loss (members answer, none knows a leader): the membership as the member
-    furthest ahead sees it locally (serializable), or None."""
+    furthest ahead sees it locally (serializable; read with its status check), or None."""
     leaderless = observed.leaderless_answers
     if not leaderless:
         return None
-    cluster = observed.cluster
     ahead = max(leaderless, key=lambda name: (observed.endpoint_status[name].raft_index,
                                               observed.endpoint_status[name].revision, name))
-    try:
-        url = member_client_url(cluster, ahead)
-        probe = etcd.probe(cluster, [url], timeout_seconds=PROBE_TIMEOUT_SECONDS)
-        return probe.cluster_members(_answers_as_its_pod({url: ahead}), linearizable=False).members
-    except (ctl.EtcdctlError, ValueError) as e:
-        log.warning("%s/%s: local member list of %s failed: %s", cluster.namespace, cluster.name, ahead, e)
-        return None
+    answer = local_lists.get(ahead)
+    return answer.members if answer is not None else None
 
 
 def _answers_as_its_pod(pods_by_url: Mapping[str, str]) -> Callable[[str, ctl.MemberList], str | None]:
@@ -404,30 +400,33 @@ def _not_its_pod(pod: str | None, answer: ctl.MemberList) -> str | None:
             f"{pod}'s member (a reused name or address); ignored")
 
 
-def _members_of_their_pods(cluster: EtcdCluster, statuses: dict[str, ctl.EndpointStatus], reachable: dict[str, str],
-                           etcd: EtcdAccess) -> dict[str, ctl.EndpointStatus]:
+def _members_of_their_pods(
+    cluster: EtcdCluster, statuses: dict[str, ctl.EndpointStatus], reachable: dict[str, str], etcd: EtcdAccess,
+) -> tuple[dict[str, ctl.EndpointStatus], dict[str, ctl.MemberList]]:
     """Without a member list (so without a cluster ID to check answers against), the statuses of
     members whose own member list (local: served without quorum) names them as their pod's member
-    and that list the same member that answered the status; the rest may be another cluster's
-    (a reused name or address) and must not make this one look leaderless."""
+    and that list the same member that answered the status, with those local lists; the rest may
+    be another cluster's (a reused name or address) and must not make this one look leaderless."""
     if not statuses:
-        return statuses
+        return statuses, {}
     urls = [reachable[name] for name in sorted(statuses)]
     try:
         answers = etcd.probe(cluster, urls, timeout_seconds=PROBE_TIMEOUT_SECONDS).local_member_lists()
     except (ctl.EtcdctlError, ValueError) as e:
         log.warning("%s/%s: cannot tell which members answer: %s", cluster.namespace, cluster.name, e)
-        return {}
+        return {}, {}
     kept: dict[str, ctl.EndpointStatus] = {}
+    lists: dict[str, ctl.MemberList] = {}
     for name, answer in zip(sorted(statuses), answers, strict=True):
         status = statuses[name]
         problem = (answer.message if isinstance(answer, ctl.EtcdctlError)
                    else _not_its_pod(name, answer) or _other_member(status, answer))
         if problem is None:
-            kept[name] = status
+            assert not isinstance(answer, ctl.EtcdctlError)
+            kept[name], lists[name] = status, answer
         else:
             log.warning("%s/%s: status of %s left out: %s", cluster.namespace, cluster.name, name, problem)
-    return kept
+    return kept, lists
 
 
 def _other_member(status: ctl.EndpointStatus, answer: ctl.MemberList) -> str | None:

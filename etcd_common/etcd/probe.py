@@ -87,17 +87,15 @@ class EtcdProbe:
         """The member list from the first endpoint that gives one (see `cluster_members`)."""
         return list(self.cluster_members().members)
 
-    def cluster_members(self, check: AnswerCheck | None = None, *, linearizable: bool = True) -> MemberList:
+    def cluster_members(self, check: AnswerCheck | None = None) -> MemberList:
         """The member list, with the ID of the cluster that answered it, from the first endpoint
         that gives one (a learner, or a member without a leader, refuses) and that `check` accepts
         (a reused name or address may reach another etcd cluster's member); raises the last
-        endpoint's error if none does. `linearizable=False`: the member's own local view, which
-        it gives without a leader (to count the voters of a cluster that lost its quorum)."""
+        endpoint's error if none does."""
         error: EtcdctlError | None = None
-        request = MEMBER_LIST_REQUEST if linearizable else {"linearizable": False}
         for endpoint in self.endpoints:
             try:
-                answer = parse_member_list_answer(self._request(endpoint, "POST", MEMBER_LIST_PATH, request))
+                answer = parse_member_list_answer(self._request(endpoint, "POST", MEMBER_LIST_PATH, MEMBER_LIST_REQUEST))
             except EtcdctlError as e:
                 error = e
                 continue

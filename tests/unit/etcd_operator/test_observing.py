@@ -39,14 +39,8 @@ class FakeClient:
         return [ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
                            is_learner=False) for i, m in enumerate(MEMBERS)]
 
-    def cluster_members(self, check: Any = None, *, linearizable: bool = True) -> ctl.MemberList:
-        if linearizable:
-            members = tuple(self.member_list())
-        else:  # a member's local view: served without quorum too
-            self.etcd.asked.append(("local member list", self.endpoints))
-            members = tuple(ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",),
-                                       client_urls=(f"http://{m}:2379",), is_learner=False)
-                            for i, m in enumerate(MEMBERS))
+    def cluster_members(self, check: Any = None) -> ctl.MemberList:
+        members = tuple(self.member_list())
         for url in self.endpoints:
             answer = self._list_at(url, members)
             if check is None or check(url, answer) is None:
