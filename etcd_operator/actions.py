@@ -242,8 +242,8 @@ class SetDisruptionBudget(_Action):
 
 
 @dataclass(frozen=True)
-class CreateSeedMember(_Action):
-    """Bootstrap: (PVC and) pod of the first member, `--initial-cluster-state=new`."""
+class _SeedMemberAction(_Action):
+    """A (PVC and) pod of a member that starts a cluster alone: its initial cluster is itself."""
 
     member_name: str
     peer_url: str
@@ -254,6 +254,11 @@ class CreateSeedMember(_Action):
     @property
     def initial_cluster(self) -> InitialCluster:
         return ((self.member_name, self.peer_url),)
+
+
+@dataclass(frozen=True)
+class CreateSeedMember(_SeedMemberAction):
+    """Bootstrap: (PVC and) pod of the first member, `--initial-cluster-state=new`."""
 
     def describe(self) -> str:
         return f"bootstrap the cluster with seed member {self.member_name} ({self.peer_url})"
@@ -469,23 +474,14 @@ class StartQuorumRecovery(_Action):
 
 
 @dataclass(frozen=True)
-class CreateRecoverySeed(_Action):
+class CreateRecoverySeed(_SeedMemberAction):
     """(PVC and) pod of the recovery's seed member: its init containers take a snapshot from the
     survivor's client URL and restore it (a one-member cluster with a new token), then etcd
     starts on it (etcd_common/seed/pod.py, `recovery_seed_init_containers`)."""
 
-    member_name: str
-    peer_url: str
     survivor_client_url: str
     cluster_token: str
     reason: str
-
-    KIND: ClassVar[str] = "seed"
-    event_reason: ClassVar[str | None] = "SeedMemberCreated"
-
-    @property
-    def initial_cluster(self) -> InitialCluster:
-        return ((self.member_name, self.peer_url),)
 
     def describe(self) -> str:
         return f"create recovery seed member {self.member_name} from {self.survivor_client_url}: {self.reason}"
