@@ -120,6 +120,28 @@ class ControlClient:
     def restart_apiserver(self) -> None:
         self.call("restart-apiserver")
 
+    def partition(self, sources: list[tuple[str, str]], targets: list[tuple[str, str]], one_way: bool = False) -> str:
+        """Cut the `sources` pods ((namespace, name) each) from the `targets` pods: what a source
+        sends to a target is dropped, and back unless `one_way`; their open connections are reset.
+        The kubelet and the tests still reach every pod. Returns the cut's id, for `heal`."""
+        return str(self.call("partition", oneWay=one_way,
+                             **{"from": [{"namespace": ns, "pod": p} for ns, p in sources],
+                                "to": [{"namespace": ns, "pod": p} for ns, p in targets]}))
+
+    def isolate_pod(self, namespace: str, pod: str) -> str:
+        """Cut one pod from every other running pod, both ways; the cut's id."""
+        return str(self.call("isolate-pod", namespace=namespace, pod=pod))
+
+    def heal(self, cut_id: str | None = None) -> list[str]:
+        """Remove one cut, or every cut; the ids removed."""
+        return list(self.call("heal", id=cut_id))
+
+    def slow_disk(self, namespace: str, pod: str, write_iops: int | None = None,
+                  write_bytes_per_second: int | None = None) -> str:
+        """Throttle the pod's disk writes (blkio); both None lifts it. Returns the device."""
+        return str(self.call("slow-disk", namespace=namespace, pod=pod, writeIops=write_iops,
+                             writeBytesPerSecond=write_bytes_per_second))
+
     def stop_s3(self) -> None:
         """S3 outage: the S3 server stops and stays down until `start_s3`."""
         self.call("stop-s3")

@@ -43,7 +43,7 @@ def kubelet_settings(config: SandboxConfig) -> KubeletSettings:
         apiserver_host=HOST_IP, apiserver_port=config.apiserver_port, ca_cert=config.ca_cert,
         venv_bin_dir=config.venv_bin_dir, cluster_domain=CLUSTER_DOMAIN,
         kubelet_port=config.kubelet_port, etcd_binaries=binaries.etcd_binaries(),
-        dns_address=config.dns_address, kubelet_version=f"v{binaries.kube_version()}",
+        dns_address=config.dns_address, kubelet_version=f"v{binaries.kube_version()}", use_cgroups=True,
     )
 
 
@@ -126,7 +126,20 @@ def _actions(kubelet: ProcessKubelet, control_plane: ControlPlane) -> dict[str, 
         "stop-node": lambda b: kubelet.stop_node(body_field(b, "node")),
         "start-node": lambda b: kubelet.start_node(body_field(b, "node")),
         "restart-apiserver": lambda b: control_plane.restart_apiserver(),
+        "partition": lambda b: kubelet.partition(pod_list(b, "from"), pod_list(b, "to"), not b.get("oneWay")),
+        "isolate-pod": lambda b: kubelet.isolate(body_field(b, "namespace"), body_field(b, "pod")),
+        "heal": lambda b: kubelet.heal(b.get("id")),
+        "slow-disk": lambda b: kubelet.slow_disk(body_field(b, "namespace"), body_field(b, "pod"),
+                                                 b.get("writeIops"), b.get("writeBytesPerSecond")),
     }
+
+
+def pod_list(body: dict[str, Any], name: str) -> list[tuple[str, str]]:
+    """A body field listing pods as {"namespace": ..., "pod": ...} objects."""
+    pods = body.get(name)
+    if not isinstance(pods, list) or not pods:
+        raise ValueError(f"the request needs a non-empty list {name!r} of {{namespace, pod}} objects")
+    return [(body_field(p, "namespace"), body_field(p, "pod")) for p in pods]
 
 
 def _s3_actions(s3: Any, s3_stopped: threading.Event, control_plane: ControlPlane) -> dict[str, Any]:

@@ -75,6 +75,20 @@ class AloneOnlyFaults(ControlClient):
         self._check_namespace(namespace, f"freezing {namespace}/{pod}")
         super().freeze_container(namespace, pod, container)
 
+    def partition(self, sources: list[tuple[str, str]], targets: list[tuple[str, str]], one_way: bool = False) -> str:
+        for namespace, pod in [*sources, *targets]:
+            self._check_namespace(namespace, f"cutting {namespace}/{pod} off")
+        return super().partition(sources, targets, one_way)
+
+    def isolate_pod(self, namespace: str, pod: str) -> str:
+        require_alone(f"isolating {namespace}/{pod} from every pod")
+        return super().isolate_pod(namespace, pod)
+
+    def heal(self, cut_id: str | None = None) -> list[str]:
+        if cut_id is None:
+            require_alone("healing every cut")
+        return super().heal(cut_id)
+
     @staticmethod
     def _check_namespace(namespace: str, what: str) -> None:
         if namespace == OPERATORS_NAMESPACE:

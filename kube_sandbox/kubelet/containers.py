@@ -5,8 +5,10 @@ up can find and kill its orphans on the next start (`reap_orphans`).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -37,6 +39,18 @@ class ProcessSpec:
 def exit_code_of(returncode: int) -> int:
     """Popen's -SIGNAL becomes 128+SIGNAL, as container runtimes report it."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def require_executable(spec: ProcessSpec) -> None:
+    """FileNotFoundError as Popen raises it when the command cannot be found or run."""
+    command = spec.argv[0]
+    if "/" in command:
+        path = command if os.path.isabs(command) else os.path.join(spec.cwd, command)
+        found = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        found = shutil.which(command, path=spec.env.get("PATH", os.defpath)) is not None
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
 
 
 def signal_group(pid: int, sig: int) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from kube_sandbox.kubelet.cgroups import CgroupsUnavailable, block_device_of, machine_layout, remove_leftovers
 from kube_sandbox.kubelet.containers import ContainerProcess, reap_orphans
 from kube_sandbox.kubelet.dns import HostsFile
 from kube_sandbox.kubelet.dns_server import DnsServer
@@ -29,6 +30,7 @@ from kube_sandbox.kubelet.images import ImageCatalog
 from kube_sandbox.kubelet.ipam import IpAllocator, node_blocks
 from kube_sandbox.kubelet.kube_api import ApiError, KubeApi, NotFound, object_path
 from kube_sandbox.kubelet.node import INSTANCE_TYPE_LABEL, SANDBOX_INSTANCE_TYPE, NodeAgent
+from kube_sandbox.kubelet.partitions import Partitions, PodAddress
 from kube_sandbox.kubelet.pods import TERMINAL_PHASES, PodServices, PodWorker
 from kube_sandbox.kubelet.provisioner import ClaimBinder
 from kube_sandbox.kubelet.settings import KubeletSettings
@@ -81,6 +83,8 @@ class ProcessKubelet:
         self.hosts = HostsFile(settings.hosts_file, settings.cluster_domain)
         images = ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir)
         volumes = VolumeManager(self.api, settings)
+        self.cgroups = machine_layout() if settings.use_cgroups else None
+        self.partitions = Partitions()
         self.nodes: dict[str, LocalNode] = {}
         for index, name in enumerate(settings.node_names):
             down = threading.Event()
@@ -88,7 +92,7 @@ class ProcessKubelet:
                 api=self.api, settings=settings, node_name=name,
                 ipam=IpAllocator(settings.pod_ip_prefix, node_blocks(index)), images=images, volumes=volumes,
                 events=self.events, stop=self._stop, node_down=down, on_worker_done=self._worker_done,
-                on_address_assigned=self._address_assigned,
+                on_address_assigned=self._address_assigned, cgroups=self.cgroups,
             )
             agent = NodeAgent(self.api, settings, name, index, self._stop, down)
             self.nodes[name] = LocalNode(name, agent, down, services)
@@ -110,6 +114,9 @@ class ProcessKubelet:
         for directory in (s.pods_dir, s.pvc_dir, s.logs_dir, s.images_dir, s.pids_dir):
             directory.mkdir(parents=True, exist_ok=True)
         reap_orphans(s.pids_dir)
+        if self.cgroups is not None:
+            remove_leftovers(self.cgroups)
+            self.partitions.reset()
         self.events.start()
         for node in self.nodes.values():
             node.agent.start()
@@ -164,6 +171,8 @@ class ProcessKubelet:
             self._log_server.stop()
         if self._dns_server is not None:
             self._dns_server.stop()
+        if self.cgroups is not None:
+            self.partitions.remove()
         self.api.close()
         for thread in [*self._threads, *(w.thread for w in workers)]:
             if thread.is_alive():
@@ -345,6 +354,42 @@ class ProcessKubelet:
             return self._process(namespace, pod, container).pid
         except ContainerNotRunning:
             return None
+
+    def pod_address(self, namespace: str, pod: str) -> PodAddress:
+        """The address and v2 cgroup of a running pod, for the partition fault."""
+        worker = self._worker_for(namespace, pod)
+        if worker.cgroups is None:
+            raise CgroupsUnavailable("pods run without cgroups on this machine: partitions cannot be made")
+        if worker.ip is None:
+            raise ContainerNotRunning(f"pod {namespace}/{pod} has no address yet")
+        return PodAddress(namespace, pod, worker.uid, worker.ip, worker.cgroups.net_path)
+
+    def partition(self, sources: list[tuple[str, str]], targets: list[tuple[str, str]], both_ways: bool) -> str:
+        """Cut the `sources` pods from the `targets` pods ((namespace, name) each); the cut's id."""
+        return self.partitions.cut([self.pod_address(*p) for p in sources], [self.pod_address(*p) for p in targets],
+                                   both_ways)
+
+    def isolate(self, namespace: str, pod: str) -> str:
+        """Cut one pod from every other running pod, both ways; the cut's id."""
+        with self._lock:
+            others = [(w.namespace, w.name) for w in self._workers.values()
+                      if w.cgroups is not None and w.ip is not None and not (w.namespace == namespace and w.name == pod)]
+        return self.partition([(namespace, pod)], others, both_ways=True)
+
+    def heal(self, cut_id: str | None = None) -> list[str]:
+        return self.partitions.heal(cut_id)
+
+    def slow_disk(self, namespace: str, pod: str, write_iops: int | None, write_bytes_per_second: int | None) -> str:
+        """Throttle the pod's writes to the disk under the kubelet's state (where its volumes are);
+        zero or None for both lifts the throttle. Returns the device throttled."""
+        worker = self._worker_for(namespace, pod)
+        if worker.cgroups is None:
+            raise CgroupsUnavailable("pods run without cgroups on this machine: disks cannot be slowed")
+        device = block_device_of(self.settings.state_dir)
+        worker.cgroups.throttle_disk(device, write_iops, write_bytes_per_second)
+        log.warning("%s/%s: fault: disk %s writes limited to %s IO/s, %s B/s", namespace, pod, device,
+                    write_iops or "any", write_bytes_per_second or "any")
+        return device
 
     def _node(self, name: str) -> LocalNode:
         node = self.nodes.get(name)

@@ -13,12 +13,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kube_sandbox.kubelet import events
-from kube_sandbox.kubelet.containers import ContainerProcess, ProcessSpec, now_rfc3339
+from kube_sandbox.kubelet.cgroups import CgroupLayout, PodCgroups, container_limits, join_argv
+from kube_sandbox.kubelet.containers import ContainerProcess, ProcessSpec, now_rfc3339, require_executable
 from kube_sandbox.kubelet.environment import ContainerConfigError, build_environment, expand
 from kube_sandbox.kubelet.images import POD_IP_ENV, ImageCatalog, ImageNotAvailable, ImageRuntime, container_argv
 from kube_sandbox.kubelet.ipam import IpAllocator
@@ -87,6 +88,7 @@ class PodServices:
     node_down: threading.Event  # stop_node() fault on this node: act on nothing until start_node()
     on_worker_done: Callable[[str], None]  # uid; called after the pod is gone for good
     on_address_assigned: Callable[[str, str], None]  # (uid, ip); before any container starts
+    cgroups: CgroupLayout | None = None  # None: pods run without cgroups (cgroups.py)
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class ContainerRun:
     ready: bool = False
     kill_message: str = ""
     began: float = field(default_factory=time.monotonic)
+    oom_kills_at_start: int = 0  # the container's memory group's OOM kill count when this run began
 
     @property
     def is_ready(self) -> bool:
@@ -227,6 +230,7 @@ class PodWorker:
         self.deleted = False  # the object is gone from the API
         self.finished = threading.Event()
         self.ip: str | None = None
+        self.cgroups = PodCgroups(services.cgroups, self.uid) if services.cgroups else None
         self.volumes: PreparedVolumes | None = None
         self.setup_message = ""
         self.next_setup_attempt = 0.0
@@ -477,8 +481,13 @@ class PodWorker:
             st.restart_count += 1
         st.has_run = True
         st.replace_pending = False
-        process = ContainerProcess(spec, on_exit=self.wake)
+        oom_kills = 0
         try:
+            if self.cgroups is not None:
+                require_executable(spec)  # the wrapper shell would only exit 127
+                spec = replace(spec, argv=join_argv(self.cgroups.prepare(st.name, container_limits(st.spec)), spec.argv))
+                oom_kills = self.cgroups.oom_kills(st.name)
+            process = ContainerProcess(spec, on_exit=self.wake)
             pid = process.start()
         except OSError as e:
             self.log.warning("container %s: cannot start %s: %s", st.name, spec.argv[:1], e)
@@ -486,7 +495,7 @@ class PodWorker:
             now = now_rfc3339()
             self._after_termination(st, Terminated(128, "StartError", now, now, message=str(e)), ran_seconds=0.0)
             return
-        run = ContainerRun(process=process, probes=probes)
+        run = ContainerRun(process=process, probes=probes, oom_kills_at_start=oom_kills)
         st.run = run
         st.waiting = ("", "")
         self.log.info("container %s started: pid %d, %s (log %s)", st.name, pid, spec.argv, spec.log_path)
@@ -509,6 +518,8 @@ class PodWorker:
         st.run = None
         code = run.process.exit_code if run.process.exit_code is not None else 137
         reason = "Completed" if code == 0 else "Error"
+        if code == 137 and self.cgroups is not None and self.cgroups.oom_kills(st.name) > run.oom_kills_at_start:
+            reason = "OOMKilled"  # as the real kubelet reports a container its memory limit ended
         message = run.kill_message
         if not message and code != 0 and st.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             message = termination_message_from_log(run.process.spec.log_path)
@@ -828,6 +839,8 @@ class PodWorker:
         return True
 
     def _cleanup(self) -> None:
+        if self.cgroups is not None:
+            self.cgroups.remove()
         self.services.volumes.cleanup(self.uid)
         self.services.ipam.release(self.uid)
         for st in [*self.init_states, *self.states]:

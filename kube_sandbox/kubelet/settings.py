@@ -26,6 +26,8 @@ class KubeletSettings:
     etcd_binaries    etcd version ("3.6.16") -> directory holding etcd, etcdctl (and etcdutl)
     dns_address      loopback address of the cluster DNS server (UDP port 53); "" runs none
     kubelet_version  what the Nodes report as status.nodeInfo.kubeletVersion (`v1.37.2`)
+    use_cgroups      put each pod in its own cgroups (cgroups.py) when the machine allows it;
+                     needed for resource limits and the partition and slow-disk faults
     """
 
     node_names: tuple[str, ...]
@@ -42,6 +44,7 @@ class KubeletSettings:
     etcd_binaries: dict[str, Path] = field(default_factory=dict)
     dns_address: str = ""
     kubelet_version: str = "v0.0.0"
+    use_cgroups: bool = False
 
     @property
     def pods_dir(self) -> Path:
