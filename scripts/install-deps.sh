@@ -9,10 +9,13 @@ VENV="${VENV:-.venv}"
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # etcd-server/etcd-client: etcd 3.4.23 for version-upgrade tests; openssl: sandbox certificates;
-# util-linux: unshare/nsenter for the sandbox's DNS namespace.
+# util-linux: unshare/nsenter for the sandbox's DNS namespace; iptables and iproute2 (ss): the
+# sandbox's partition fault (packets dropped by the sender pod's cgroup, open connections reset).
 missing=""
 command -v openssl >/dev/null || missing="$missing openssl"
 command -v unshare >/dev/null || missing="$missing util-linux"
+command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || missing="$missing iptables"
+command -v ss >/dev/null || [ -x /usr/bin/ss ] || missing="$missing iproute2"
 [ -x /usr/bin/etcd ] || missing="$missing etcd-server"
 [ -x /usr/bin/etcdctl ] || missing="$missing etcd-client"
 if [ -n "$missing" ]; then
