@@ -29,6 +29,7 @@ UNSCHEDULABLE = "Unschedulable"
 # starting): reported only once the pod is this old.
 UNSCHEDULABLE_GRACE_SECONDS = 5.0
 CRASH_LOOP = "CrashLoopBackOff"
+OOM_KILLED = "OOMKilled"  # how a kubelet reports a container its memory limit ended
 # Waiting reasons after which the container does not run until something changes.
 CONTAINER_START_FAILURES = IMAGE_PULL_FAILURE_REASONS | {
     CRASH_LOOP, "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
@@ -126,6 +127,8 @@ def _last_termination(pod: ObservedPod) -> str:
     lines = [line.strip() for line in (pod.last_termination_message or "").splitlines() if line.strip()]
     if lines:
         text = f"{text}: {lines[-1]}"
+    if pod.last_termination_reason == OOM_KILLED:
+        text = f"{text}; it needs more memory than its limit (spec.pod.resources.limits.memory) allows"
     return _clip(text)
 
 

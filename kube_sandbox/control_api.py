@@ -142,6 +142,11 @@ class ControlClient:
         return str(self.call("slow-disk", namespace=namespace, pod=pod, writeIops=write_iops,
                              writeBytesPerSecond=write_bytes_per_second))
 
+    def cap_memory(self, namespace: str, pod: str, container: str, limit_bytes: int | None) -> None:
+        """From the container's next start on, its memory limit is at most `limit_bytes` (None
+        lifts the cap): a program that needs more is OOMKilled at each start."""
+        self.call("cap-memory", namespace=namespace, pod=pod, container=container, limitBytes=limit_bytes)
+
     def stop_s3(self) -> None:
         """S3 outage: the S3 server stops and stays down until `start_s3`."""
         self.call("stop-s3")

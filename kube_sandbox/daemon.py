@@ -129,6 +129,7 @@ def _actions(kubelet: ProcessKubelet, control_plane: ControlPlane) -> dict[str, 
         "partition": lambda b: kubelet.partition(pod_list(b, "from"), pod_list(b, "to"), not b.get("oneWay")),
         "isolate-pod": lambda b: kubelet.isolate(body_field(b, "namespace"), body_field(b, "pod")),
         "heal": lambda b: kubelet.heal(b.get("id")),
+        "cap-memory": lambda b: kubelet.cap_memory(*container_args(b), b.get("limitBytes")),
         "slow-disk": lambda b: kubelet.slow_disk(body_field(b, "namespace"), body_field(b, "pod"),
                                                  b.get("writeIops"), b.get("writeBytesPerSecond")),
     }

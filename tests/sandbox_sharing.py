@@ -80,6 +80,15 @@ class AloneOnlyFaults(ControlClient):
             self._check_namespace(namespace, f"cutting {namespace}/{pod} off")
         return super().partition(sources, targets, one_way)
 
+    def cap_memory(self, namespace: str, pod: str, container: str, limit_bytes: int | None) -> None:
+        self._check_namespace(namespace, f"capping the memory of {namespace}/{pod}")
+        super().cap_memory(namespace, pod, container, limit_bytes)
+
+    def slow_disk(self, namespace: str, pod: str, write_iops: int | None = None,
+                  write_bytes_per_second: int | None = None) -> str:
+        self._check_namespace(namespace, f"slowing the disk of {namespace}/{pod}")
+        return super().slow_disk(namespace, pod, write_iops, write_bytes_per_second)
+
     def isolate_pod(self, namespace: str, pod: str) -> str:
         require_alone(f"isolating {namespace}/{pod} from every pod")
         return super().isolate_pod(namespace, pod)

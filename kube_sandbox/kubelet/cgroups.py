@@ -145,6 +145,7 @@ class PodCgroups:
         self.layout = layout
         self.uid = uid
         self.name = f"pod{uid}"
+        self.memory_caps: dict[str, int] = {}  # container -> the memory-squeeze fault's cap
 
     @property
     def net_path(self) -> str:
@@ -162,7 +163,9 @@ class PodCgroups:
         cpu = self._pod_dir(self.layout.cpu) / container
         for directory in (unified, blkio, memory, cpu):
             directory.mkdir(parents=True, exist_ok=True)
-        _write(memory / "memory.limit_in_bytes", str(limits.memory_bytes) if limits.memory_bytes else "-1")
+        memory_limit = min(b for b in (limits.memory_bytes, self.memory_caps.get(container)) if b) \
+            if limits.memory_bytes or container in self.memory_caps else None
+        _write(memory / "memory.limit_in_bytes", str(memory_limit) if memory_limit else "-1")
         _write(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_MICROSECONDS))
         _write(cpu / "cpu.cfs_quota_us", str(limits.cpu_quota_microseconds or -1))
         _write(cpu / "cpu.shares", str(limits.cpu_shares or SHARES_PER_CPU))
@@ -179,6 +182,15 @@ class PodCgroups:
             if key == "oom_kill":
                 return int(value)
         return 0
+
+    def cap_memory(self, container: str, limit_bytes: int | None) -> None:
+        """The memory-squeeze fault: from the container's next start on, its memory limit is at most
+        `limit_bytes` (None lifts the cap). The running process keeps its limit: the kernel refuses
+        a limit below what it uses."""
+        if limit_bytes:
+            self.memory_caps[container] = limit_bytes
+        else:
+            self.memory_caps.pop(container, None)
 
     def throttle_disk(self, device: str, write_iops: int | None, write_bytes_per_second: int | None) -> None:
         """Slow every write the pod makes to `device` ("major:minor"); None lifts that limit."""

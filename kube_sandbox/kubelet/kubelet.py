@@ -391,6 +391,15 @@ class ProcessKubelet:
                     write_iops or "any", write_bytes_per_second or "any")
         return device
 
+    def cap_memory(self, namespace: str, pod: str, container: str, limit_bytes: int | None) -> None:
+        """The memory-squeeze fault (cgroups.PodCgroups.cap_memory); None lifts it."""
+        worker = self._worker_for(namespace, pod)
+        if worker.cgroups is None:
+            raise CgroupsUnavailable("pods run without cgroups on this machine: memory cannot be capped")
+        worker.cgroups.cap_memory(container, limit_bytes)
+        log.warning("%s/%s: fault: container %s memory capped at %s from its next start", namespace, pod, container,
+                    limit_bytes or "its own limit")
+
     def _node(self, name: str) -> LocalNode:
         node = self.nodes.get(name)
         if node is None:

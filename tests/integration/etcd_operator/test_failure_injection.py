@@ -22,7 +22,6 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -32,8 +31,14 @@ from kube_sandbox.control_api import ControlApiError
 from kube_sandbox.kubelet.pods import MAX_RESTART_BACKOFF_ANNOTATION
 from kube_sandbox.testing import Sandbox, wait_for
 from operator_runtime.running import EXIT_LOST_LEADERSHIP
-from tests.integration.etcd_operator.client_writes import Writer
-from tests.integration.etcd_operator.etcd_data import describe_members, member_url, read_prefix, started
+from tests.integration.etcd_operator.convergence import (
+    assert_no_write_lost,
+    drive,
+    wait_converged,
+    writes_flow,
+    writing,
+)
+from tests.integration.etcd_operator.etcd_data import member_url
 from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import (
     deploy_operator,
@@ -45,13 +50,10 @@ from tests.integration.etcd_operator.operator_deployment import (
     running_operator_pod,
     wait_operator_leading,
 )
-from tests.integration.etcd_operator.status_history import conditions
 
 pytestmark = [pytest.mark.failure_injection, pytest.mark.alone]
 
 OLD, NEW = newest_etcd_version("3.5"), newest_etcd_version("3.6")
-IMAGE = "quay.io/coreos/etcd:v{}"
-PREFIX = "chaos/"
 FIRED_FILE = "/tmp/failpoints-fired"  # on the operator pod's /tmp emptyDir: survives container restarts
 # Effects a resize goes through (it removes followers only, so leadership never moves); an
 # upgrade of emptyDir members adds a new member, promotes it, removes an old one, and moves
@@ -63,7 +65,6 @@ IN_PLACE_EFFECTS = (fp.DRAIN, fp.IMAGE_CHANGE)
 # A version and spec.pod change on emptyDir replaces each member: add, then stop and remove the old.
 # (MoveLeader is no longer part of these: a leader stopping hands over itself.)
 REPLACE_EFFECTS = RESIZE_EFFECTS
-CONVERGE_TIMEOUT_SECONDS = 420.0
 RESTART_BACKOFF_SECONDS = 2
 ETCD_CONTAINER = "etcd"
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
@@ -141,69 +142,6 @@ def _assert_fired(sandbox: Sandbox, expected: set[str]) -> str:
     return f"fired {', '.join(sorted(fired))} ({status.restart_count} restarts, last exit {terminated.exit_code})"
 
 
-def _converged(clusters: Clusters, name: str, size: int, version: str, last: list[str],
-               annotations: dict[str, str] | None = None) -> bool:
-    """The spec reached and nothing left over: `size` members in etcd, all started voting members;
-    exactly their pods (none terminating, no leftover), all on `version`; status Running."""
-    status = clusters.status(name)
-    members = clusters.member_list(name)
-    pods = clusters.pods(name)
-    pod_names = sorted(p.metadata.name for p in pods)
-    images = {p.spec.containers[0].image for p in pods}
-    last[:] = [f"status {status.get('phase')} {status.get('readyCount')}/{status.get('size')} "
-               f"current={status.get('currentVersion')} message={status.get('message')!r}; "
-               f"members: {describe_members(members)}; pods {pod_names} images {sorted(images)}"]
-    return (status.get("phase") == "Running" and status.get("size") == size and status.get("readyCount") == size
-            and status.get("currentVersion") == version
-            and conditions(status).get("Upgrading", ("False",))[0] == "False"
-            and len(members) == size and all(started(m) and not m.get("isLearner") for m in members)
-            and sorted(m["name"] for m in members) == pod_names
-            and all(p.metadata.deletion_timestamp is None for p in pods)
-            and images == {IMAGE.format(version)}
-            and all((p.metadata.annotations or {}).get(k) == v for p in pods for k, v in (annotations or {}).items()))
-
-
-def _wait_converged(clusters: Clusters, name: str, size: int, version: str, what: str,
-                    annotations: dict[str, str] | None = None) -> None:
-    last: list[str] = []
-    try:
-        wait_for(lambda: _converged(clusters, name, size, version, last, annotations), timeout=CONVERGE_TIMEOUT_SECONDS,
-                 what=f"{name} converged to {what}")
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nlast seen: {last}") from None
-
-
-def _drive(clusters: Clusters, name: str, writer: Writer, spec: dict[str, Any], size: int, version: str) -> None:
-    """Patch the spec, wait until converged to it, and check that writes still go through."""
-    clusters.patch_spec(name, spec)
-    _wait_converged(clusters, name, size, version, str(spec), (spec.get("pod") or {}).get("annotations"))
-    _writes_flow(writer, f"after {spec}")
-
-
-def _writes_flow(writer: Writer, when: str) -> None:
-    count = len(writer.acknowledged)
-    wait_for(lambda: writer.progressed(count + 3), timeout=60, what=f"writes {when}")
-
-
-def _assert_no_write_lost(clusters: Clusters, name: str, writer: Writer) -> None:
-    stored = read_prefix(clusters.sandbox, clusters.member_urls(name), PREFIX)
-    lost = {k: v for k, v in writer.acknowledged.items() if stored.get(k) != v}
-    assert not lost, f"{len(lost)} acknowledged writes lost or changed, e.g. {sorted(lost)[:5]}"
-
-
-@contextmanager
-def _writing(clusters: Clusters, name: str) -> Iterator[Writer]:
-    writer = Writer(clusters.sandbox, clusters.client_url(name), PREFIX)
-    writer.start()
-    try:
-        wait_for(lambda: writer.progressed(5), timeout=60, what="writer making progress")
-        yield writer
-    finally:
-        writer.finish()
-    print(f"\nwrites: {len(writer.acknowledged)} acknowledged, {len(writer.failures)} failed "
-          f"{sorted({error for _, error in writer.failures})[:3]}")
-
-
 @contextmanager
 def _frozen(clusters: Clusters, name: str, pod: str) -> Iterator[None]:
     """`pod`'s etcd stopped (SIGSTOP) inside the block, thawed after it unless its pod is gone."""
@@ -233,24 +171,24 @@ def test_operator_killed_at_each_failpoint_of_a_resize_and_an_upgrade(clusters: 
     clusters.create(etcd_cluster(name, size=3, version=OLD))
     clusters.wait_running(name, ready=3, timeout=240)
     report: list[str] = []
-    with _writing(clusters, name) as writer:
+    with writing(clusters, name) as writer:
         resize = {fp.failpoint_name(when, e) for e in RESIZE_EFFECTS}
         _arm(sandbox, clusters.namespace, resize)
-        _drive(clusters, name, writer, {"size": 5}, 5, OLD)
-        _drive(clusters, name, writer, {"size": 3}, 3, OLD)
+        drive(clusters, name, writer, {"size": 5}, 5, OLD)
+        drive(clusters, name, writer, {"size": 3}, 3, OLD)
         report.append(f"resize 3->5->3: {_assert_fired(sandbox, resize)}")
 
         in_place = {fp.failpoint_name(when, e) for e in IN_PLACE_EFFECTS}
         _arm(sandbox, clusters.namespace, in_place)
-        _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
+        drive(clusters, name, writer, {"version": NEW}, 3, NEW)
         report.append(f"upgrade {OLD}->{NEW} in place: {_assert_fired(sandbox, in_place)}")
 
         replace = {fp.failpoint_name(when, e) for e in REPLACE_EFFECTS}
         _arm(sandbox, clusters.namespace, replace)
-        _drive(clusters, name, writer, {"pod": {"annotations": {"chaos/revision": "1"}}}, 3, NEW)
+        drive(clusters, name, writer, {"pod": {"annotations": {"chaos/revision": "1"}}}, 3, NEW)
         report.append(f"spec.pod change (members replaced): {_assert_fired(sandbox, replace)}")
     print(f"{when}: " + "; ".join(report))
-    _assert_no_write_lost(clusters, name, writer)
+    assert_no_write_lost(clusters, name, writer)
 
 
 def test_operator_killed_before_and_after_each_effect_of_an_upgrade_on_volumes(clusters: Clusters) -> None:
@@ -264,18 +202,18 @@ def test_operator_killed_before_and_after_each_effect_of_an_upgrade_on_volumes(c
     ids = {m["name"]: m["ID"] for m in clusters.member_list(name)}
     in_place = {fp.failpoint_name(w, e) for w in fp.WHENS for e in IN_PLACE_EFFECTS}
     restart = {fp.failpoint_name(w, e) for w in fp.WHENS for e in (fp.POD_DELETE, fp.POD_CREATE, fp.DRAIN)}
-    with _writing(clusters, name) as writer:
+    with writing(clusters, name) as writer:
         _arm(sandbox, clusters.namespace, in_place)
-        _drive(clusters, name, writer, {"version": NEW}, 3, NEW)
+        drive(clusters, name, writer, {"version": NEW}, 3, NEW)
         print(f"upgrade on volumes {OLD}->{NEW} in place: {_assert_fired(sandbox, in_place)}")
         _arm(sandbox, clusters.namespace, restart)
-        _drive(clusters, name, writer, {"pod": {"persistentVolumeClaimSpec": PVC_SPEC,
+        drive(clusters, name, writer, {"pod": {"persistentVolumeClaimSpec": PVC_SPEC,
                                                 "annotations": {"chaos/revision": "1"}}}, 3, NEW)
         print(f"spec.pod change on volumes (restarts): {_assert_fired(sandbox, restart)}")
     assert {m["name"]: m["ID"] for m in clusters.member_list(name)} == ids, "members were replaced, not upgraded in place"
     pvcs = clusters.core.list_namespaced_persistent_volume_claim(clusters.namespace).items
     assert sorted(str(p.metadata.name) for p in pvcs) == sorted(ids), "a PVC is missing or left over"
-    _assert_no_write_lost(clusters, name, writer)
+    assert_no_write_lost(clusters, name, writer)
 
 
 def test_frozen_follower_during_a_scale_up_holds_it_until_thawed(clusters: Clusters) -> None:
@@ -286,17 +224,17 @@ def test_frozen_follower_during_a_scale_up_holds_it_until_thawed(clusters: Clust
     clusters.create(etcd_cluster(name, size=3))
     status = clusters.wait_running(name, ready=3, timeout=240)
     follower = sorted(m for m in status["members"]["ready"] if m != status["leader"])[0]
-    with _writing(clusters, name) as writer:
+    with writing(clusters, name) as writer:
         with _frozen(clusters, name, follower):
             clusters.patch_spec(name, {"size": 5})
             clusters.wait_status(name, lambda s: follower in (s.get("members") or {}).get("unready", []),
                                  f"{follower} reported unready", timeout=90)
-            _writes_flow(writer, f"while {follower} is frozen")
+            writes_flow(writer, f"while {follower} is frozen")
             assert _voter_count(clusters, name, skip=follower) == 3, "a member was added while one was frozen"
-        _wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the thaw")
+        wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the thaw")
         assert follower in {m["name"] for m in clusters.member_list(name)}, "the thawed follower was replaced"
-        _drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
-    _assert_no_write_lost(clusters, name, writer)
+        drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
+    assert_no_write_lost(clusters, name, writer)
 
 
 def test_frozen_leader_during_a_scale_down_is_the_member_removed(clusters: Clusters) -> None:
@@ -305,16 +243,16 @@ def test_frozen_leader_during_a_scale_down_is_the_member_removed(clusters: Clust
     name = "frozenlead"
     clusters.create(etcd_cluster(name, size=3))
     clusters.wait_running(name, ready=3, timeout=240)
-    with _writing(clusters, name) as writer:
-        _drive(clusters, name, writer, {"size": 5}, 5, DEFAULT_VERSION)
+    with writing(clusters, name) as writer:
+        drive(clusters, name, writer, {"size": 5}, 5, DEFAULT_VERSION)
         leader = clusters.wait_running(name, ready=5, timeout=60)["leader"]
         assert leader, "no leader reported"
         with _frozen(clusters, name, leader):
             clusters.patch_spec(name, {"size": 3})
-            _wait_converged(clusters, name, 3, DEFAULT_VERSION, "size 3 with the leader frozen")
+            wait_converged(clusters, name, 3, DEFAULT_VERSION, "size 3 with the leader frozen")
         assert leader not in {m["name"] for m in clusters.member_list(name)}, "the frozen leader was kept"
-        _writes_flow(writer, "after the scale-down")
-    _assert_no_write_lost(clusters, name, writer)
+        writes_flow(writer, "after the scale-down")
+    assert_no_write_lost(clusters, name, writer)
 
 
 def test_apiserver_restart_during_a_resize(clusters: Clusters, apiserver_restarts: list[tuple[str, str]]) -> None:
@@ -327,15 +265,15 @@ def test_apiserver_restart_during_a_resize(clusters: Clusters, apiserver_restart
     clusters.create(etcd_cluster(name, size=3))
     clusters.wait_running(name, ready=3, timeout=240)
     restarts = operator_container_status(running_operator_pod(sandbox)).restart_count
-    with _writing(clusters, name) as writer:
+    with writing(clusters, name) as writer:
         clusters.patch_spec(name, {"size": 5})
         wait_for(lambda: len(clusters.member_list(name)) >= 4, timeout=120, what="the resize under way")
         started = _log_timestamp()
         sandbox.faults.restart_apiserver()  # returns once the new one is ready
         apiserver_restarts.append((started, _log_timestamp()))
-        _wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the apiserver restart")
-        _drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
-    _assert_no_write_lost(clusters, name, writer)
+        wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the apiserver restart")
+        drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
+    assert_no_write_lost(clusters, name, writer)
     pod = running_operator_pod(sandbox)
     status = operator_container_status(pod)
     if status.restart_count != restarts:

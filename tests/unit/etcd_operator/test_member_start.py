@@ -45,6 +45,10 @@ def _condition(status: dict[str, Any], kind: str) -> tuple[str, str, str]:
       "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
                                    "message": '{"level":"info"}\n{"msg":"invalid value \\"banana\\" for ETCD_X"}\n'}}},
      "CrashLoopBackOff", 'etcd exited with code 1 (Error): {"msg":"invalid value \\"banana\\" for ETCD_X"}'),
+    ({"restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+      "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}},
+     "CrashLoopBackOff", "etcd exited with code 137 (OOMKilled); it needs more memory than its limit "
+                         "(spec.pod.resources.limits.memory) allows"),
 ])
 def test_the_pods_own_reason_is_in_message_and_condition(container_status: dict[str, object], reason: str, says: str) -> None:
     observed = _seed_pod(**container_status)
