@@ -7,6 +7,7 @@ from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.peer_metrics import PeerView
 from etcd_operator.actions import ReportQuorumLoss
 from etcd_operator.manifests import build_member_pod, member_client_url, service_names
 from etcd_operator.observing import (
@@ -66,6 +67,12 @@ class FakeClient:
                                    error="context deadline exceeded" if url in self.etcd.dying else "")
                 for url in self.endpoints]
 
+    def peer_views(self) -> list[PeerView | ctl.EtcdctlError]:
+        """Each endpoint's `etcd.peer_views` entry (IDs it is connected to), else its metrics fail."""
+        self.etcd.peer_views_asked.append(self.endpoints)
+        return [PeerView(_member_id(url), self.etcd.peer_views[url]) if url in self.etcd.peer_views
+                else ctl.Unreachable(f"{url}: connection refused") for url in self.endpoints]
+
     def endpoint_status(self, cluster_id: int = 0) -> list[ctl.EndpointStatus]:
         self.etcd.asked.append(("endpoint status", self.endpoints))
         self.etcd.expected_cluster_ids.append(cluster_id)
@@ -88,6 +95,8 @@ class FakeEtcd:
         self.expected_cluster_ids: list[int] = []  # the cluster ID each health/status call was given
         self.foreign: set[str] = set()  # endpoints where a member of another etcd cluster answers
         self.leader_id = 1  # the leader every status names (0: none)
+        self.peer_views: dict[str, frozenset[int]] = {}  # endpoint -> member IDs it has peer streams to
+        self.peer_views_asked: list[list[str]] = []
 
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         return FakeClient(self, endpoints)
@@ -136,17 +145,18 @@ def test_a_leader_failing_its_health_check_is_asked_its_status_with_a_short_time
     planner whether it can serve move-leader (etcd serves it on the leader only)."""
     cluster = make_cluster()
     urls = [member_client_url(cluster, m) for m in MEMBERS]
-    timeouts: list[float] = []
+    timeouts: list[tuple[list[str], float]] = []
 
     class TimingEtcd(FakeEtcd):
         def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
-            timeouts.append(timeout_seconds)
+            timeouts.append((list(endpoints), timeout_seconds))
             return FakeClient(self, endpoints)
     etcd = TimingEtcd()
     etcd.dying = {urls[0]}  # every status names member 1 (MEMBERS[0]) leader
     observed = observe(cluster, etcd, set(urls))
     assert etcd.asked[-2:] == [("endpoint status", urls[1:]), ("endpoint status", urls[:1])], etcd.asked
-    assert timeouts[-1] == LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
+    assert [t for endpoints, t in timeouts if endpoints == urls[:1]][-1] == LEARNER_PROBE_TIMEOUT_SECONDS
+    assert LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
     assert set(observed.endpoint_status) == set(MEMBERS) and observed.leader_id == 1
     assert {m.member_name for m in observed.healthy_voters} == set(MEMBERS[1:])
 
