@@ -374,6 +374,10 @@ class ObservedCluster:
     # answering member furthest ahead sees it locally (a serializable member list; None: not
     # asked or not answered). The voters a quorum-loss recovery counts (quorum_recovery.py).
     local_members: tuple[Member, ...] | None = None
+    # While started voters fail the operator's health check: the member IDs each healthy voter has
+    # an active peer stream to (its etcd_network_active_peers), by member name; empty when not
+    # asked or when none answered (peers' view unknown).
+    peer_views: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
     # --- pods and volumes
 
@@ -443,9 +447,62 @@ class ObservedCluster:
     @property
     def operator_cut_off(self) -> bool:
         """Too few voters answer the operator's health check for a quorum, yet the cluster proved
-        it has one (a linearizable member list): the operator cannot reach members that their
-        peers still serve with (a network partition between it and them), not a quorum loss."""
-        return not self.has_quorum and self.quorum_confirmed_by is not None and bool(self.voting_members)
+        it has one (a linearizable member list, or on etcd 3.4 its peers' view: `quorum_seen_by_peers`):
+        the operator cannot reach members that their peers still serve with (a network partition
+        between it and them), not a quorum loss."""
+        return (not self.has_quorum and bool(self.voting_members)
+                and (self.quorum_confirmed_by is not None or self.quorum_seen_by_peers))
+
+    def seen_connected(self, member: Member) -> bool:
+        """Does a healthy voter have an active peer stream to `member` (`peer_views`)?"""
+        return any(member.id in connected for connected in self.peer_views.values())
+
+    @property
+    def voters_seen_connected(self) -> tuple[Member, ...]:
+        """Voters failing the operator's health check that a healthy voter is connected to: cut
+        off from the operator, not from the cluster."""
+        return tuple(member for member in self.unhealthy_voters if self.seen_connected(member))
+
+    @property
+    def partitioned_voters(self) -> tuple[Member, ...]:
+        """Started voters failing the operator's health check that no healthy voter which showed
+        its peers is connected to, while the kubelet reports their pod Ready: alive, but cut off
+        from their peers (a dead member's pod is not Ready). Empty while the peers' view is unknown."""
+        if not self.peer_views:
+            return ()
+        return tuple(member for member in self.unhealthy_voters
+                     if member.started and not self.seen_connected(member) and self._pod_ready(member.member_name))
+
+    def _pod_ready(self, member_name: str) -> bool:
+        pod = self.pod(member_name)
+        return pod is not None and pod.ready and not pod.deleting
+
+    @property
+    def quorum_seen_by_peers(self) -> bool:
+        """The peers' view shows a quorum (what tells the operator cut off from a quorum loss on
+        etcd 3.4, which answers no linearizable member list): the healthy voters and the voters
+        they are connected to make a majority, and every healthy voter follows the same leader,
+        a current voter. Being connected is no proof on its own (a stream stays up without a
+        leader); the healthy voters' health reads are linearizable, so the leader they name
+        confirmed its leadership with a majority when they answered."""
+        healthy = self.healthy_voters
+        if not self.peer_views or not healthy:
+            return False
+        leaders = {self.endpoint_status[m.member_name].leader_id if m.member_name in self.endpoint_status else 0
+                   for m in healthy}
+        if len(leaders) != 1 or not any(m.id in leaders for m in self.voting_members):
+            return False
+        return len(healthy) + len(self.voters_seen_connected) >= self.quorum
+
+    @property
+    def quorum_evidence(self) -> str:
+        """How the cluster showed its quorum while the operator reaches too few voters."""
+        if self.quorum_confirmed_by is not None:
+            return f"member {self.quorum_confirmed_by} answered a linearizable member list"
+        healthy = ", ".join(m.member_name for m in self.healthy_voters)
+        leader = self.leader
+        led = f" follow leader {leader.member_name} and" if leader is not None else ""
+        return f"member(s) {healthy}{led} make a majority with the voters they are connected to"
 
     @property
     def quorum_available(self) -> bool:

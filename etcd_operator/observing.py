@@ -62,6 +62,9 @@ CONNECT_TIMEOUT_SECONDS = 1.0
 # A learner that serves clients answers its status in milliseconds; one that does not yet (a new
 # etcd 3.6 member before it published itself) costs each pass this instead of PROBE_TIMEOUT_SECONDS.
 LEARNER_PROBE_TIMEOUT_SECONDS = 0.5
+# A member's /metrics (some 150 KB) asked for its view of its peers: only while voters fail the
+# operator's health check; one that does not answer in time leaves its view unknown.
+PEER_VIEW_TIMEOUT_SECONDS = 1.0
 NOT_LISTENING = "no member pod accepts connections on its client port"
 MOUNT_CHECK_AFTER_SECONDS = 5.0  # a pod setting up volumes longer than this: ask for FailedMount events
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on every EndpointSlice: the Service it serves
@@ -353,7 +356,32 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
             statuses = {**statuses, **_endpoint_status(cluster, silent, etcd, LEARNER_PROBE_TIMEOUT_SECONDS,
                                                        failure_level=logging.DEBUG, cluster_id=answer.cluster_id)}
             observed = replace(observed, endpoint_status=statuses)
-    return _alarms(observed, etcd)
+    return _alarms(_peer_views(observed, etcd), etcd)
+
+
+def _peer_views(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
+    """While started voters fail the operator's health check (only then: a healthy pass scrapes
+    nothing), which members each healthy voter has active peer streams to (its `/metrics`):
+    whether those voters are cut off from the operator only, or from their peers. A voter whose
+    answer fails, or comes from another member than its own (a reused address), is left out."""
+    healthy = observed.healthy_voters
+    if observed.health_error is not None or not healthy or not any(m.started for m in observed.unhealthy_voters):
+        return observed
+    cluster = observed.cluster
+    urls = [member_client_url(cluster, m.member_name) for m in healthy]
+    try:
+        answers = etcd.probe(cluster, urls, timeout_seconds=PEER_VIEW_TIMEOUT_SECONDS).peer_views()
+    except (ctl.EtcdctlError, ValueError) as e:
+        log.debug("%s/%s: no peer views: %s", cluster.namespace, cluster.name, e)
+        return observed
+    views: dict[str, frozenset[int]] = {}
+    for member, answer in zip(healthy, answers, strict=True):
+        if isinstance(answer, ctl.EtcdctlError) or answer.member_id not in (member.id, 0):
+            log.debug("%s/%s: no peer view from %s: %s", cluster.namespace, cluster.name, member.member_name,
+                      answer.message if isinstance(answer, ctl.EtcdctlError) else "answered by another member")
+            continue
+        views[member.member_name] = answer.connected
+    return replace(observed, peer_views=views)
 
 
 def _asked_during_recovery(recovery: RecordedRecovery | None, member: str) -> bool:

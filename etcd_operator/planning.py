@@ -73,8 +73,11 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     reports the stuck pod (StuckTerminating, with its finalizers) from its grace period on.
  7. A terminal (Failed/Succeeded) member pod with a volume -> DeletePod, recreated by rule 6.
  8. The health call itself failed (timeout) -> Wait: health unknown, never reported as quorum
-    loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss. Nothing destructive
-    happens past this point without quorum; rules 5-7 only create pods or delete dead ones.
+    loss. No quorum (healthy voting members not a majority) -> ReportQuorumLoss, unless the
+    cluster showed it has one while the operator reaches too few voters (a linearizable member
+    list, or on etcd 3.4 its peers' view: `ObservedCluster.operator_cut_off`) -> Wait. Nothing
+    destructive happens past this point without quorum; rules 5-7 only create pods or delete dead
+    ones. A voter partitioned from its peers while its pod is Ready is only reported (status.py).
  8b. (rules 5 and 8) Quorum lost for good and recovery asked for -> StartQuorumRecovery from the
     answering voter with the highest raft index (then revision): only when the voters whose data
     exists (emptyDir: a pod neither absent, terminal nor being deleted; PVC: its claim, or a
@@ -661,9 +664,8 @@ def _rule_8_no_quorum(observed: ObservedCluster, spec: ClusterSpec, dead: tuple[
     """Nothing destructive without quorum (but an opt-in recovery from the survivor, rule 8b)."""
     if observed.operator_cut_off:
         unreachable = ", ".join(_unhealthy_detail(observed, m) for m in observed.unhealthy_voters)
-        return Wait(f"the operator cannot reach {unreachable}, but the cluster has quorum (member "
-                    f"{observed.quorum_confirmed_by} answered a linearizable member list): nothing changes "
-                    f"until they answer here")
+        return Wait(f"the operator cannot reach {unreachable}, but the cluster has quorum "
+                    f"({observed.quorum_evidence}): nothing changes until they answer here")
     if not observed.has_quorum:
         return plan_recovery_start(observed, spec, observed.voting_members, _quorum_loss(observed, list(dead)))
     return None

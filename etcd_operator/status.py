@@ -226,6 +226,10 @@ def running_versions(observed: ObservedCluster) -> list[EtcdVersion]:
 Verdict = tuple[str, str, str]
 # Available, but the operator cannot reach every voter its peers serve with (a partition around it).
 REASON_MEMBERS_UNREACHABLE = "MembersUnreachableFromOperator"
+# Degraded: a voter whose pod the kubelet reports Ready is connected to none of its healthy peers.
+REASON_MEMBER_PARTITIONED = "MemberPartitioned"
+# Degraded reasons that say whose view of a member differs: one Warning event per change.
+PEER_VIEW_REASONS = (REASON_MEMBERS_UNREACHABLE, REASON_MEMBER_PARTITIONED)
 
 
 def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
@@ -241,7 +245,7 @@ def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
             unreachable = ", ".join(m.member_name for m in observed.unhealthy_voters)
             return ("True", REASON_MEMBERS_UNREACHABLE,
                     f"the operator reaches only {healthy} of {voters} voting members (not {unreachable}), but the "
-                    f"cluster has quorum: member {observed.quorum_confirmed_by} answered a linearizable member list")
+                    f"cluster has quorum: {observed.quorum_evidence}{_seen_connected(observed)}")
         return "False", "QuorumLost", f"only {healthy} of {voters} voting members healthy; {observed.quorum} needed"
     pods = observed.live_pods
     ready = [pod for pod in pods if pod.ready]
@@ -261,6 +265,43 @@ def _availability(observed: ObservedCluster, bootstrapped: bool) -> Verdict:
     if not pods:
         return "False", "MembersLost", "no member pod exists"
     return "False", "EtcdUnreachable", f"{len(ready)} of {len(pods)} member pods ready; {why}"
+
+
+def _seen_connected(observed: ObservedCluster) -> str:
+    """"; seen connected by peers: <members>" for voters the operator cannot check that a healthy
+    voter has a peer stream to (empty while there are none, or the peers' view is unknown)."""
+    seen = observed.voters_seen_connected
+    return f"; seen connected by peers: {', '.join(m.member_name for m in seen)}" if seen else ""
+
+
+def _peer_view_verdict(observed: ObservedCluster, cut_off: bool) -> Verdict | None:
+    """Degraded because witnesses disagree: voters alive by their pod's readiness but connected to
+    none of their healthy peers (MemberPartitioned), or voters the operator cannot check while the
+    cluster serves with them (MembersUnreachableFromOperator: cut off, or every unhealthy voter
+    seen connected by a peer). None otherwise."""
+    partitioned = observed.partitioned_voters
+    if partitioned:
+        names = ", ".join(m.member_name for m in partitioned)
+        return ("True", REASON_MEMBER_PARTITIONED,
+                f"member(s) {names} not connected to their peers (none of {', '.join(sorted(observed.peer_views))} "
+                f"has a peer stream to them), while the kubelet reports their pods Ready")
+    unhealthy, seen = observed.unhealthy_voters, observed.voters_seen_connected
+    if unhealthy and (cut_off or len(seen) == len(unhealthy)):
+        return ("True", REASON_MEMBERS_UNREACHABLE,
+                f"the operator cannot reach {', '.join(m.member_name for m in unhealthy)}{_seen_connected(observed)}")
+    return None
+
+
+def peer_view_event(observed: ObservedCluster, status: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of the Warning event due when `status` newly reports members partitioned
+    from their peers or cut off from the operator only (once per change, not every pass), else None."""
+    new = next((cond for cond in status.get("conditions") or () if cond.get("type") == CONDITION_DEGRADED), None)
+    if new is None or new.get("reason") not in PEER_VIEW_REASONS:
+        return None
+    old = observed.cluster.recorded.condition(CONDITION_DEGRADED)
+    if old is not None and (old.reason, old.message) == (new.get("reason"), new.get("message")):
+        return None
+    return str(new.get("reason")), str(new.get("message") or "")
 
 
 def _alarm(observed: ObservedCluster) -> Verdict:
@@ -383,9 +424,12 @@ def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: st
         return "True", alarm[1], alarm[2]
     if available != "True" or reason == "PodsReady":
         return "True", "EtcdUnreachable" if reason == "PodsReady" else reason, message
+    peer_view = _peer_view_verdict(observed, cut_off=reason == REASON_MEMBERS_UNREACHABLE)
+    if peer_view is not None:
+        return peer_view
     unhealthy = sorted(m.member_name for m in observed.unhealthy_voters)
     if unhealthy:
-        return "True", "MembersUnhealthy", f"unhealthy voting member(s): {', '.join(unhealthy)}"
+        return "True", "MembersUnhealthy", f"unhealthy voting member(s): {', '.join(unhealthy)}{_seen_connected(observed)}"
     return "False", "AllMembersHealthy", "every voting member is healthy"
 
 

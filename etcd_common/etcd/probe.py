@@ -1,7 +1,8 @@
 """Read-only questions to etcd over its own HTTP endpoints, from this process: member list and
 member status through etcd's gRPC gateway (`POST /v3/cluster/member/list`,
 `POST /v3/maintenance/status`), health through a linearizable read (`POST /v3/kv/range`) and the alarms a member's status
-reports, as etcdctl checks it (but without the alarm API, which writes to the raft log).
+reports, as etcdctl checks it (but without the alarm API, which writes to the raft log), and a
+member's view of its peers from its Prometheus `/metrics` (peer_metrics.py).
 
 Every supervisor pass asks these; an etcdctl process per question would cost a Go program's
 start-up each time (tens of milliseconds of CPU) and make an idle operator's CPU grow with its
@@ -33,12 +34,14 @@ from etcd_common.etcd.etcdctl import (
     parse_member_list_answer,
     unreachable_status,
 )
+from etcd_common.etcd.peer_metrics import PeerView, parse_peer_view
 
 log = logging.getLogger(__name__)
 
 MEMBER_LIST_PATH = "/v3/cluster/member/list"
 STATUS_PATH = "/v3/maintenance/status"
 RANGE_PATH = "/v3/kv/range"
+METRICS_PATH = "/metrics"
 # etcdctl's health check reads the key "health" (base64 below), linearizable (the default).
 HEALTH_READ_REQUEST = {"key": "aGVhbHRo"}
 # etcd answers `member list` from its local view unless asked for a linearizable one; etcdctl
@@ -66,7 +69,7 @@ def _ssl_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContext:
 
 
 class EtcdProbe:
-    """Member list, status and health of a cluster's client endpoints, over HTTP(S)."""
+    """Member list, status, health and peer views of a cluster's client endpoints, over HTTP(S)."""
 
     def __init__(self, endpoints: Sequence[str], *, tls: ClientTLS | None = None,
                  timeout_seconds: float = 2.0) -> None:
@@ -143,7 +146,20 @@ class EtcdProbe:
         a reused name or address may reach a member of another etcd cluster."""
         return self._each(functools.partial(self._read_of, cluster_id=cluster_id))
 
+    def peer_views(self) -> list[PeerView | EtcdctlError]:
+        """Each endpoint's view of its peers (`etcd_network_active_peers` from its `/metrics`), in
+        endpoint order; one that does not answer, or answers unreadably, gives its error."""
+        return self._each(self._peer_view_of)
+
     # --- one endpoint
+
+    def _peer_view_of(self, endpoint: str) -> PeerView | EtcdctlError:
+        try:
+            return parse_peer_view(metrics_text(endpoint, tls=self.tls, timeout_seconds=self.timeout_seconds))
+        except EtcdctlError as e:
+            return e
+        except ValueError as e:
+            return EtcdctlError(f"{endpoint}: unreadable metrics: {e}")
 
     def _status_of(self, endpoint: str, cluster_id: int = 0) -> EndpointStatus | EtcdctlError:
         try:
@@ -194,6 +210,35 @@ def gateway_request(endpoint: str, method: str, path: str, body: dict[str, Any] 
                     tls: ClientTLS | None, timeout_seconds: float) -> dict[str, Any]:
     """One call to a member's gRPC gateway; the answer's JSON object, or the etcdctl wrapper's
     error class for what went wrong (classified as etcdctl would)."""
+    payload = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if payload is not None else {}
+    status, text = _http_request(endpoint, method, path, payload, headers, tls=tls, timeout_seconds=timeout_seconds)
+    try:
+        document = json.loads(text) if text.strip() else {}
+    except ValueError:
+        document = None
+    if status != 200 or not isinstance(document, dict):
+        # The gateway's error body: {"error": "...", "code": <gRPC code>, "message": "..."}.
+        message = (document.get("message") or document.get("error")) if isinstance(document, dict) else None
+        described = message or f"HTTP {status}: {text.strip()[:200]}"
+        if "permission denied" in described.lower():
+            raise PermissionDenied(described)
+        raise classify_error(f"Error: {described}")
+    return document
+
+
+def metrics_text(endpoint: str, *, tls: ClientTLS | None, timeout_seconds: float) -> str:
+    """A member's Prometheus `/metrics` (text exposition format), from its client URL."""
+    status, text = _http_request(endpoint, "GET", METRICS_PATH, None, {}, tls=tls, timeout_seconds=timeout_seconds)
+    if status != 200:
+        raise classify_error(f"Error: {endpoint}{METRICS_PATH}: HTTP {status}: {text.strip()[:200]}")
+    return text
+
+
+def _http_request(endpoint: str, method: str, path: str, payload: bytes | None, headers: dict[str, str], *,
+                  tls: ClientTLS | None, timeout_seconds: float) -> tuple[int, str]:
+    """One HTTP(S) request to a member's client URL: (status, body); connection failures as the
+    etcdctl wrapper's error classes."""
     parts = urlsplit(endpoint)
     if not parts.hostname:
         raise EtcdctlError(f"not an endpoint URL: {endpoint!r}")
@@ -207,31 +252,16 @@ def gateway_request(endpoint: str, method: str, path: str, body: dict[str, Any] 
                                                  timeout=timeout_seconds, context=context)
     else:
         connection = http.client.HTTPConnection(parts.hostname, parts.port or 2379, timeout=timeout_seconds)
-    payload = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"} if payload is not None else {}
     try:
         connection.request(method, path, body=payload, headers=headers)
         response = connection.getresponse()
-        text = response.read().decode("utf-8", errors="replace")
-        status = response.status
+        return response.status, response.read().decode("utf-8", errors="replace")
     except TimeoutError as e:
         raise classify_error(f"Error: {endpoint}: context deadline exceeded ({e})") from e
     except (OSError, http.client.HTTPException) as e:
         raise classify_error(f"Error: {endpoint}: {_connection_error(e)}") from e
     finally:
         connection.close()
-    try:
-        document = json.loads(text) if text.strip() else {}
-    except ValueError:
-        document = None
-    if status != 200 or not isinstance(document, dict):
-        # The gateway's error body: {"error": "...", "code": <gRPC code>, "message": "..."}.
-        message = (document.get("message") or document.get("error")) if isinstance(document, dict) else None
-        described = message or f"HTTP {status}: {text.strip()[:200]}"
-        if "permission denied" in described.lower():
-            raise PermissionDenied(described)
-        raise classify_error(f"Error: {described}")
-    return document
 
 
 def _connection_error(error: BaseException) -> str:

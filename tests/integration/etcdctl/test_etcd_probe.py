@@ -1,6 +1,7 @@
 """The operator's per-pass probe over etcd's HTTP endpoints (etcd_common.etcd.probe) against real
 etcd 3.4.23, 3.5.35 and 3.6.16 processes: it answers what etcdctl answers (member list, status,
-health), skips a learner and a dead endpoint, and sees a learner etcdctl has not promoted yet."""
+health), skips a learner and a dead endpoint, sees a learner etcdctl has not promoted yet, and
+reads each member's view of its peers (its /metrics)."""
 from __future__ import annotations
 
 import time
@@ -9,6 +10,7 @@ import pytest
 
 from etcd_common.etcd.alarms import NOSPACE, Alarm
 from etcd_common.etcd.etcdctl import Unreachable
+from etcd_common.etcd.peer_metrics import PeerView
 from etcd_common.etcd.probe import EtcdProbe
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, post_json, wait_for
 
@@ -102,3 +104,30 @@ def test_an_alarm_is_reported_by_status_and_leaves_the_endpoint_healthy(etcd_clu
     post_json(seed.client_url, "/v3/maintenance/alarm", {"action": "DEACTIVATE", **alarm})
     [cleared] = EtcdProbe([seed.client_url]).endpoint_status()
     assert cleared.alarms == (), cleared
+
+
+def test_peer_views_show_a_stopped_member_dropping_out(etcd_cluster: EtcdCluster) -> None:
+    """Each member's `/metrics` names the peers it has active streams to (what the operator asks
+    while members fail its health check); a stopped member drops out of the others' views."""
+    members, _ = etcd_cluster.grow(3)
+    probe = EtcdProbe([m.client_url for m in members], timeout_seconds=2.0)
+    ids = {m.name: m.id for m in probe.member_list()}
+    everyone = frozenset(ids.values())
+
+    def all_connected() -> bool:
+        views = probe.peer_views()
+        return all(isinstance(v, PeerView) and v.connected == everyone - {v.member_id} for v in views)
+    wait_for(all_connected, timeout=10, what="every member connected to both peers",
+             describe=lambda: repr(probe.peer_views()))
+    [view] = EtcdProbe([members[0].client_url]).peer_views()
+    assert isinstance(view, PeerView) and view.member_id == ids["m1"]
+
+    members[2].stop()
+    live = EtcdProbe([m.client_url for m in members[:2]], timeout_seconds=2.0)
+    wait_for(lambda: all(isinstance(v, PeerView) and ids["m3"] not in v.connected for v in live.peer_views()),
+             timeout=10, what="m3 gone from m1's and m2's active peers", describe=lambda: repr(live.peer_views()))
+    remaining = live.peer_views()
+    assert [v.connected for v in remaining if isinstance(v, PeerView)] == [
+        frozenset({ids["m2"]}), frozenset({ids["m1"]})]
+    [stopped] = EtcdProbe([members[2].client_url], timeout_seconds=1.0).peer_views()
+    assert isinstance(stopped, Unreachable)

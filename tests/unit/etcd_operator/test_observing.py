@@ -7,6 +7,7 @@ from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.peer_metrics import PeerView
 from etcd_operator.actions import ReportQuorumLoss
 from etcd_operator.manifests import build_member_pod, member_client_url, service_names
 from etcd_operator.observing import (
@@ -66,6 +67,12 @@ class FakeClient:
                                    error="context deadline exceeded" if url in self.etcd.dying else "")
                 for url in self.endpoints]
 
+    def peer_views(self) -> list[PeerView | ctl.EtcdctlError]:
+        """Each endpoint's `etcd.peer_views` entry, else its metrics fail."""
+        self.etcd.peer_views_asked.append(self.endpoints)
+        return [self.etcd.peer_views.get(url) or ctl.Unreachable(f"{url}: connection refused")
+                for url in self.endpoints]
+
     def endpoint_status(self, cluster_id: int = 0) -> list[ctl.EndpointStatus]:
         self.etcd.asked.append(("endpoint status", self.endpoints))
         self.etcd.expected_cluster_ids.append(cluster_id)
@@ -88,6 +95,8 @@ class FakeEtcd:
         self.expected_cluster_ids: list[int] = []  # the cluster ID each health/status call was given
         self.foreign: set[str] = set()  # endpoints where a member of another etcd cluster answers
         self.leader_id = 1  # the leader every status names (0: none)
+        self.peer_views: dict[str, PeerView] = {}  # what an endpoint's /metrics says (absent: it fails)
+        self.peer_views_asked: list[list[str]] = []
 
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         return FakeClient(self, endpoints)
@@ -136,19 +145,52 @@ def test_a_leader_failing_its_health_check_is_asked_its_status_with_a_short_time
     planner whether it can serve move-leader (etcd serves it on the leader only)."""
     cluster = make_cluster()
     urls = [member_client_url(cluster, m) for m in MEMBERS]
-    timeouts: list[float] = []
+    timeouts: list[tuple[list[str], float]] = []
 
     class TimingEtcd(FakeEtcd):
         def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
-            timeouts.append(timeout_seconds)
+            timeouts.append((list(endpoints), timeout_seconds))
             return FakeClient(self, endpoints)
     etcd = TimingEtcd()
     etcd.dying = {urls[0]}  # every status names member 1 (MEMBERS[0]) leader
     observed = observe(cluster, etcd, set(urls))
     assert etcd.asked[-2:] == [("endpoint status", urls[1:]), ("endpoint status", urls[:1])], etcd.asked
-    assert timeouts[-1] == LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
+    assert [t for endpoints, t in timeouts if endpoints == urls[:1]][-1] == LEARNER_PROBE_TIMEOUT_SECONDS
+    assert LEARNER_PROBE_TIMEOUT_SECONDS < PROBE_TIMEOUT_SECONDS
     assert set(observed.endpoint_status) == set(MEMBERS) and observed.leader_id == 1
     assert {m.member_name for m in observed.healthy_voters} == set(MEMBERS[1:])
+
+
+def test_a_pass_where_every_voter_is_healthy_asks_no_peer_view() -> None:
+    cluster = make_cluster()
+    etcd = FakeEtcd()
+    observed = observe(cluster, etcd, {member_client_url(cluster, m) for m in MEMBERS})
+    assert observed.has_quorum and etcd.peer_views_asked == [] and observed.peer_views == {}
+
+
+def test_with_a_voter_out_of_reach_the_healthy_voters_show_whom_they_are_connected_to() -> None:
+    cluster = make_cluster()
+    urls = [member_client_url(cluster, m) for m in MEMBERS]
+    etcd = FakeEtcd()
+    etcd.peer_views = {urls[0]: PeerView(1, frozenset({2, 3})), urls[1]: PeerView(2, frozenset({1}))}
+    observed = observe(cluster, etcd, set(urls[:2]))
+    assert etcd.peer_views_asked == [urls[:2]], "only the healthy voters, once"
+    assert observed.peer_views == {MEMBERS[0]: frozenset({2, 3}), MEMBERS[1]: frozenset({1})}
+    assert [m.member_name for m in observed.voters_seen_connected] == [MEMBERS[2]]
+    assert observed.partitioned_voters == ()
+
+
+def test_a_peer_view_that_fails_or_comes_from_another_member_is_left_out() -> None:
+    cluster = make_cluster()
+    urls = [member_client_url(cluster, m) for m in MEMBERS]
+    etcd = FakeEtcd()
+    etcd.dying = {urls[2]}
+    etcd.peer_views = {urls[1]: PeerView(FOREIGN_MEMBER.id, frozenset({3}))}  # urls[0]'s metrics fail
+    observed = observe(cluster, etcd, set(urls))
+    assert etcd.peer_views_asked == [urls[:2]]
+    assert observed.peer_views == {} and observed.voters_seen_connected == ()
+    assert observed.partitioned_voters == (), "an unknown peer view partitions nobody"
+    assert observed.has_quorum and observed.health_error is None
 
 
 def test_no_member_listening_skips_etcdctl_and_says_why() -> None:
