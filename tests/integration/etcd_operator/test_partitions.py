@@ -211,6 +211,11 @@ def test_the_operator_cut_off_from_members_their_peers_see_healthy(clusters: Clu
         with writing(clusters, name) as writer:
             with cut(clusters, [operator_pod], [followers[0]], sources_namespace=OPERATOR_NAMESPACE):
                 unready(clusters, name, followers[0], f"{followers[0]} unreachable from the operator")
+                # Its peers' metrics show it connected: the operator's blindness, not the member's fault.
+                degraded = clusters.wait_status(
+                    name, lambda s: conditions(s).get("Degraded", ("", ""))[1] == "MembersUnreachableFromOperator",
+                    "degraded: a member unreachable from the operator only", timeout=UNREADY_SECONDS)
+                assert f"seen connected by peers: {followers[0]}" in str(degraded.get("conditions")), degraded
                 # Past twice the unhealthy-member timeout: the pod is Ready (the kubelet reaches it), so
                 # nothing is replaced for the operator's own blindness.
                 clusters.wait_status(name, lambda s: _degraded_seconds(s) > 2 * UNHEALTHY_TIMEOUT_SECONDS,
