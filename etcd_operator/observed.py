@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import Alarm
@@ -374,6 +375,10 @@ class ObservedCluster:
     # answering member furthest ahead sees it locally (a serializable member list; None: not
     # asked or not answered). The voters a quorum-loss recovery counts (quorum_recovery.py).
     local_members: tuple[Member, ...] | None = None
+    # Without a member list only: the namespace's EtcdBackups (a quorum-loss recovery never
+    # rebuilds from a survivor behind the newest succeeded backup); why they could not be listed.
+    backups: tuple[EtcdBackup, ...] = ()
+    backups_error: str = ""
 
     # --- pods and volumes
 
