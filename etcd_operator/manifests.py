@@ -343,10 +343,18 @@ def build_recovery_seed_pod(cluster: EtcdCluster, member: str, *, survivor_clien
             backup, etcd_image=spec.image, etcd_version=spec.version, member=member,
             initial_cluster=initial_cluster, cluster_token=token, security_context=etcd_container_security_context())
         return pod
+    client_tls_volume = ""
+    if spec.tls.client_tls:
+        # The snapshot step dials the survivor with the operator's client certificate.
+        client_tls_volume = c.OPERATOR_TLS_VOLUME
+        volumes = pod["spec"]["volumes"]
+        if not any(volume["name"] == client_tls_volume for volume in volumes):
+            volumes.append({"name": client_tls_volume, "secret": {"secretName": spec.tls.operator_secret,
+                                                                  "defaultMode": SECRET_FILE_MODE}})
     pod["spec"]["initContainers"] = recovery_seed_init_containers(
         etcd_image=spec.image, etcd_version=spec.version, member=member, initial_cluster=initial_cluster,
         cluster_token=token, survivor_client_url=survivor_client_url,
-        security_context=etcd_container_security_context(),
+        security_context=etcd_container_security_context(), client_tls_volume=client_tls_volume,
     )
     return pod
 

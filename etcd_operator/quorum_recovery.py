@@ -9,11 +9,21 @@ PVCs with its claim), and every member whose data exists answers `endpoint statu
 does not, say a pod pending on a dead node, might come back ahead of the others: wait for it).
 The survivor is the answering voter with the highest raft index, then revision.
 
+What from: the survivor, unless the newest succeeded EtcdBackup of the cluster (same namespace,
+`etcdCluster.name` or an endpoint on its client service; observing.py lists them only then) has
+a higher revision: then the seed restores that backup (source Backup) with spec.restore's init
+containers (fetch with the backup's secret, sha256 checked, restore, install) instead of taking a
+snapshot of the survivor. Refused (reported) when the data (the survivor's dbSize, or the backup's
+object) does not fit the seed's volume (etcd_common/seed/space.py), when the newer backup has no
+secret the seed could fetch it with, and held (reported) while the EtcdBackups cannot be listed.
+
 How: StartQuorumRecovery records the recovery in status.recovery (phase Seeding) before anything
 changes; the survivor is drained; a seed member with a new name and a new cluster token takes a
-snapshot from the survivor in an init container and starts as a one-member cluster on it. While
+snapshot from the survivor (client TLS: with the operator's client certificate, mounted in that
+init container only) or restores the backup, and starts as a one-member cluster on it. While
 the recovery is in progress, the seed alone is asked (observing.py): the survivor may still
-answer. Once the seed serves (its member list is itself, its revision at least the survivor's),
+answer. Once the seed serves (its member list is itself, its revision at least the survivor's or
+the backup's),
 the old pods and PVCs are deleted and the recovery is Recovered; the ordinary rules then grow the
 cluster back one member at a time. A seed that does not serve within RECOVERY_TIMEOUT_SECONDS is
 Failed: its pod and PVC are deleted, the survivor is left as it was (and serves again).
@@ -113,9 +123,6 @@ def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
     answering = [m for m in with_data if m.member_name in observed.endpoint_status]
     if not answering:
         return _with_detail(report, f"{gone}; no member with data answers: nothing to recover from")
-    if spec.tls.client_tls:
-        return _with_detail(report, f"{gone}; quorum-loss recovery from a survivor is not supported for clusters "
-                                    f"with client TLS (spec.TLS): restore from a backup")
     if restore_tool(spec.version) is None:
         return _with_detail(report, f"{gone}; etcd {spec.version} has no snapshot restore tool this operator knows")
     survivor = max(answering, key=lambda m: (observed.endpoint_status[m.member_name].raft_index,
