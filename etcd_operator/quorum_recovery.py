@@ -358,6 +358,14 @@ def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[st
     return _without_empty(record)
 
 
+def recorded_source(record: dict[str, Any]) -> str:
+    """What a status.recovery record restores, for status messages."""
+    if record.get("source") == RECOVERY_SOURCE_BACKUP:
+        return (f"EtcdBackup {record.get('backup')} (revision {record.get('backupRevision')}; surviving member "
+                f"{record.get('survivor')} was behind it at revision {record.get('survivorRevision')})")
+    return f"surviving member {record.get('survivor')} (revision {record.get('survivorRevision')})"
+
+
 def _source_record(action: StartQuorumRecovery) -> dict[str, Any]:
     """status.recovery's source fields: Survivor, or Backup with the backup, its revision and its
     object (as spec.restore names one: what the seed fetches)."""

@@ -295,3 +295,14 @@ def test_backups_that_cannot_be_listed_are_said() -> None:
     observed = _with_backups(lost_majority(), _Backups(KubeError("forbidden: etcdbackups")))  # type: ignore[arg-type]
     assert "could not be listed" in observed.backups_error and observed.backups == ()
 
+
+
+def test_the_recovering_condition_names_the_backup_while_seeding_from_it() -> None:
+    def recovering(observed: ObservedCluster) -> str:
+        status = compute_status(observed, plan_next_action(observed), now=T0)
+        [condition] = [c for c in status["conditions"] if c["type"] == "Recovering"]
+        assert condition["reason"] == "QuorumRecovering"
+        return str(condition["message"])
+
+    assert "from EtcdBackup nightly (revision 50;" in recovering(in_progress(**FROM_BACKUP))
+    assert f"from surviving member {name(1)} (revision 42)" in recovering(in_progress())
