@@ -139,6 +139,15 @@ def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
 
 # --- quorum-loss recovery (the etcd operator's seed taken from a surviving member)
 
+
+def _client_tls(data_mount: list[dict[str, Any]], volume: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The snapshot step's mounts and etcdctl's certificate flags (none without `volume`)."""
+    if not volume:
+        return list(data_mount), []
+    return ([*data_mount, {"name": volume, "mountPath": c.OPERATOR_TLS_DIR, "readOnly": True}],
+            [f"--cacert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CA_FILE}", f"--cert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CERT_FILE}",
+             f"--key={c.OPERATOR_TLS_DIR}/{c.OPERATOR_KEY_FILE}"])
+
 RECOVERY_SNAPSHOT_CONTAINER: Final = "recovery-snapshot"
 RECOVERY_RESTORE_CONTAINER: Final = "recovery-restore"
 # At the data volume's root (which exists; the etcd image has no shell to make a directory).
@@ -175,13 +184,7 @@ def recovery_seed_init_containers(
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
     peer_urls = [url for name, url in initial_cluster if name == member]
     security = dict(security_context)
-    snapshot_mounts = list(data_mount)
-    client_tls: list[str] = []
-    if client_tls_volume:
-        snapshot_mounts.append({"name": client_tls_volume, "mountPath": c.OPERATOR_TLS_DIR, "readOnly": True})
-        client_tls = [f"--cacert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CA_FILE}",
-                      f"--cert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CERT_FILE}",
-                      f"--key={c.OPERATOR_TLS_DIR}/{c.OPERATOR_KEY_FILE}"]
+    snapshot_mounts, client_tls = _client_tls(data_mount, client_tls_volume)
     snapshot_command = [
         ETCDCTL_BINARY, f"--endpoints={survivor_client_url}", *client_tls,
         f"--dial-timeout={RECOVERY_DIAL_TIMEOUT_SECONDS}s",
