@@ -5,6 +5,7 @@ already exists counts as created, a pod or member already gone counts as deleted
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -14,6 +15,7 @@ from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.etcdctl import Etcdctl
@@ -68,6 +70,8 @@ class ActionExecutor:
     pdbs: CachedClient | None = None
     metrics: OperatorMetrics | None = None  # maintenance results and durations
     secrets: ResourceClient | None = None  # spec.TLS.issued: the certificates' Secrets (not watched)
+    # The image a quorum-loss recovery's seed fetches a backup with (`etcd-restore-seed`).
+    fetch_image: str = DEFAULT_FETCH_IMAGE
     # Tests only: die just before/after each membership effect (see failpoints.py).
     failpoints: fp.Failpoints = field(default_factory=fp.Failpoints)
 
@@ -121,8 +125,10 @@ class ActionExecutor:
         cluster = observed.cluster
         if cluster.require_spec().uses_persistent_volumes:
             self._create(self.pvcs, cluster.namespace, build_member_pvc(cluster, action.member_name))
+        backup = (dataclasses.replace(action.restore, fetch_image=self.fetch_image)
+                  if action.restore is not None else None)
         pod = build_recovery_seed_pod(cluster, action.member_name, survivor_client_url=action.survivor_client_url,
-                                      token=action.cluster_token, ipv6=observed.ip_family == "IPv6")
+                                      token=action.cluster_token, ipv6=observed.ip_family == "IPv6", backup=backup)
         with self.failpoints.around(fp.POD_CREATE, cluster.namespace):
             self._create(self.pods, cluster.namespace, pod)
 

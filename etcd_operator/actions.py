@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Union
 
+from etcd_common.api.restore_source import RestoreSource
 from etcd_common.etcd.alarms import NOSPACE, Alarm
 
 Purpose = Literal["scale", "replace", "upgrade"]
@@ -451,7 +452,9 @@ class StopMember(_Action):
 class StartQuorumRecovery(_Action):
     """Record a recovery from `survivor` in status.recovery (phase Seeding): no other effect.
     Every later step (drain the survivor, the seed pod, deleting the old members) is decided from
-    that record and the pods, so the record is written before anything changes."""
+    that record and the pods, so the record is written before anything changes. With `backup`
+    (source Backup): the survivor is behind that EtcdBackup's snapshot (`restore`), which the
+    seed restores instead (event QuorumRecoveryFromBackup)."""
 
     survivor: str
     survivor_revision: int
@@ -460,17 +463,28 @@ class StartQuorumRecovery(_Action):
     seed_member: str
     request: str
     reason: str
+    backup: str = ""
+    backup_revision: int = 0
+    restore: RestoreSource | None = None
 
     KIND: ClassVar[str] = "quorum-recovery"
-    event_reason: ClassVar[str | None] = "QuorumRecoveryStarted"
     event_type: ClassVar[str] = "Warning"
     has_effect: ClassVar[bool] = False
 
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return "QuorumRecoveryFromBackup" if self.backup else "QuorumRecoveryStarted"
+
     def describe(self) -> str:
+        lost = f"member(s) lost with their data: {', '.join(self.lost_members) or 'none'}"
+        if self.backup:
+            return (f"quorum-loss recovery started from EtcdBackup {self.backup} (revision {self.backup_revision}): "
+                    f"the surviving member furthest ahead, {self.survivor}, is behind it (revision "
+                    f"{self.survivor_revision}); seed member {self.seed_member} restores the backup's snapshot; "
+                    f"{lost}; {self.reason}")
         return (f"quorum-loss recovery started: rebuilding from surviving member {self.survivor} (revision "
                 f"{self.survivor_revision}, raft index {self.survivor_raft_index}) as seed member "
-                f"{self.seed_member}; member(s) lost with their data: {', '.join(self.lost_members) or 'none'}; "
-                f"{self.reason}")
+                f"{self.seed_member}; {lost}; {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -482,9 +496,12 @@ class CreateRecoverySeed(_SeedMemberAction):
     survivor_client_url: str
     cluster_token: str
     reason: str
+    # source Backup: the backup's snapshot, restored by spec.restore's init containers instead.
+    restore: RestoreSource | None = None
 
     def describe(self) -> str:
-        return f"create recovery seed member {self.member_name} from {self.survivor_client_url}: {self.reason}"
+        source = self.restore.location.path if self.restore is not None else self.survivor_client_url
+        return f"create recovery seed member {self.member_name} from {source}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -496,13 +513,15 @@ class FinishQuorumRecovery(_Action):
     survivor: str
     revision: int
     lost_members: tuple[str, ...]
+    backup: str = ""  # source Backup: the EtcdBackup whose snapshot the seed serves
 
     KIND: ClassVar[str] = "quorum-recovery"
     event_reason: ClassVar[str | None] = "QuorumRecovered"
     has_effect: ClassVar[bool] = False
 
     def describe(self) -> str:
-        return (f"quorum recovered: seed member {self.seed_member} serves the data of {self.survivor} "
+        kept = f"EtcdBackup {self.backup}" if self.backup else self.survivor
+        return (f"quorum recovered: seed member {self.seed_member} serves the data of {kept} "
                 f"(revision {self.revision}); member(s) lost: {', '.join(self.lost_members) or 'none'}; "
                 f"growing back to spec.size one member at a time")
 

@@ -7,7 +7,7 @@ import logging
 import threading
 
 from etcd_common.api import constants as c
-from etcd_common.api.resources import ETCD_CLUSTERS
+from etcd_common.api.resources import ETCD_BACKUPS, ETCD_CLUSTERS
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.failpoints import Failpoints
@@ -57,9 +57,11 @@ class Controller:
         self.context = SupervisorContext(
             clusters=clusters,
             kube=KubeSources(clusters, pods, services, pvcs, pdbs, events=ResourceClient(api, EVENTS),
-                             slices=ResourceClient(api, ENDPOINT_SLICES), secrets=secrets),
+                             slices=ResourceClient(api, ENDPOINT_SLICES), secrets=secrets,
+                             etcd_backups=ResourceClient(api, ETCD_BACKUPS)),
             executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs, metrics=metrics, secrets=secrets,
-                                    failpoints=Failpoints.from_environment()),
+                                    failpoints=Failpoints.from_environment(),
+                                    fetch_image=settings.recovery_fetch_image),
             etcd=etcd,
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
+from etcd_common.api.restore_source import RestoreSource
 from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
 
 InitialClusterState = Literal["new", "existing"]
@@ -325,19 +326,35 @@ def build_member_pod(
 
 
 def build_recovery_seed_pod(cluster: EtcdCluster, member: str, *, survivor_client_url: str, token: str,
-                            ipv6: bool = False) -> dict[str, Any]:
+                            ipv6: bool = False, backup: RestoreSource | None = None) -> dict[str, Any]:
     """The seed pod of a quorum-loss recovery: a new one-member cluster (`token`) whose init
-    containers restore a snapshot of the survivor at `survivor_client_url` (etcd_common.seed.pod)."""
+    containers restore a snapshot of the survivor at `survivor_client_url` (etcd_common.seed.pod),
+    or, with `backup` (the survivor is behind it), that backup's snapshot, by the init containers
+    of spec.restore."""
     spec = cluster.require_spec()
     initial_cluster = ((member, member_peer_url(cluster, member)),)
-    # Not from spec.restore (whose secret may be long gone): from the survivor.
-    cluster = dataclasses.replace(cluster, spec=dataclasses.replace(spec, restore=None))
+    # Not from spec.restore (whose secret may be long gone): from the survivor, or the backup.
+    # With `backup`, build_member_pod adds spec.restore's secret volumes (storage, encryption key).
+    cluster = dataclasses.replace(cluster, spec=dataclasses.replace(spec, restore=backup))
     pod = build_member_pod(cluster, member, state=c.INITIAL_CLUSTER_STATE_NEW, initial_cluster=initial_cluster,
                            ipv6=ipv6)
+    if backup is not None:
+        pod["spec"]["initContainers"] = seed_restore_init_containers(
+            backup, etcd_image=spec.image, etcd_version=spec.version, member=member,
+            initial_cluster=initial_cluster, cluster_token=token, security_context=etcd_container_security_context())
+        return pod
+    client_tls_volume = ""
+    if spec.tls.client_tls:
+        # The snapshot step dials the survivor with the operator's client certificate.
+        client_tls_volume = c.OPERATOR_TLS_VOLUME
+        volumes = pod["spec"]["volumes"]
+        if not any(volume["name"] == client_tls_volume for volume in volumes):
+            volumes.append({"name": client_tls_volume, "secret": {"secretName": spec.tls.operator_secret,
+                                                                  "defaultMode": SECRET_FILE_MODE}})
     pod["spec"]["initContainers"] = recovery_seed_init_containers(
         etcd_image=spec.image, etcd_version=spec.version, member=member, initial_cluster=initial_cluster,
         cluster_token=token, survivor_client_url=survivor_client_url,
-        security_context=etcd_container_security_context(),
+        security_context=etcd_container_security_context(), client_tls_volume=client_tls_volume,
     )
     return pod
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import Alarm
@@ -378,6 +379,10 @@ class ObservedCluster:
     # an active peer stream to (its etcd_network_active_peers), by member name; empty when not
     # asked or when none answered (peers' view unknown).
     peer_views: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    # Without a member list only: the namespace's EtcdBackups (a quorum-loss recovery never
+    # rebuilds from a survivor behind the newest succeeded backup); why they could not be listed.
+    backups: tuple[EtcdBackup, ...] = ()
+    backups_error: str = ""
 
     # --- pods and volumes
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from etcd_common.api import constants as c
+from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, EtcdCluster, RecordedRecovery
 from etcd_common.api.issued_tls import issued_secret_names
 from etcd_common.etcd import etcdctl as ctl
@@ -104,6 +105,10 @@ class Lookups(Protocol):
         """The Secret of that name, ours or anyone's (None: there is none)."""
         ...
 
+    def backups(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        """The EtcdBackups of `namespace` (raises KubeError when they cannot be listed)."""
+        ...
+
 
 @dataclass(frozen=True)
 class KubeSources:
@@ -118,6 +123,7 @@ class KubeSources:
     events: ResourceClient
     slices: ResourceClient
     secrets: ResourceClient | None = None  # spec.TLS.issued: its Secrets, read by name (not watched)
+    etcd_backups: ResourceClient | None = None  # listed only under a quorum loss with recovery asked for
 
     def synced(self) -> bool:
         """Has every watch of the owned kinds listed once? Before that, a missing pod may just be
@@ -147,6 +153,9 @@ class KubeSources:
             return self.secrets.get(namespace, name)
         except NotFound:
             return None
+
+    def backups(self, namespace: str) -> list[dict[str, Any]]:
+        return [] if self.etcd_backups is None else self.etcd_backups.list(namespace)
 
 
 def observe(cluster: EtcdCluster, kube: KubeSources, etcd: EtcdAccess) -> ObservedCluster:
@@ -178,7 +187,22 @@ def observe_cluster(
                             now=now or datetime.now(UTC))
     if cluster.spec is None or cluster.paused:
         return kube
-    return _etcd_side(kube, etcd, connectable)
+    observed = _etcd_side(kube, etcd, connectable)
+    return _with_backups(observed, lookups) if lookups is not None else observed
+
+
+def _with_backups(observed: ObservedCluster, lookups: Lookups) -> ObservedCluster:
+    """Without a member list, when a quorum-loss recovery is asked for: the namespace's
+    EtcdBackups (quorum_recovery.py seeds from the newest one when the survivor is behind it)."""
+    cluster = observed.cluster
+    spec = cluster.require_spec()
+    if observed.members is not None or not (spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR or cluster.recovery_request):
+        return observed
+    try:
+        raw = lookups.backups(cluster.namespace)
+    except KubeError as error:
+        return replace(observed, backups_error=f"EtcdBackups could not be listed: {short_error(error)}")
+    return replace(observed, backups=tuple(parse_etcd_backup(dict(b)) for b in raw))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,11 +31,11 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
  4b. A quorum-loss recovery recorded in status.recovery (quorum_recovery.py) -> its next step,
     before anything below: while it is in progress (phase Seeding) the observation asks only its
     seed, so the survivor (which may still answer) is never taken for the cluster. Drain the
-    survivor, CreateRecoverySeed (snapshot of the survivor, restored as a one-member cluster with
-    a new token), Wait until the seed serves (itself its only member, at least the survivor's
-    revision), then delete the old pods and PVCs and FinishQuorumRecovery; past
-    RECOVERY_TIMEOUT_SECONDS -> FailQuorumRecovery, then the seed's pod and PVC go and the
-    survivor serves again. Nothing of the old cluster is deleted before the seed serves.
+    survivor, CreateRecoverySeed (snapshot of the survivor, or source Backup: the backup's object,
+    restored as a one-member cluster with a new token), Wait until the seed serves (itself its
+    only member, at least the survivor's or the backup's revision), then delete the old pods and
+    PVCs and FinishQuorumRecovery; past RECOVERY_TIMEOUT_SECONDS -> FailQuorumRecovery, then the
+    seed's pod and PVC go and the survivor serves again. Nothing of the old cluster is deleted before the seed serves.
  5. No member answered `member list` (bootstrap, or everything down):
     - bootstrapped cluster on PVCs: recreate the pod of each volume without one (the members
       restart on their data);
@@ -82,7 +82,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     answering voter with the highest raft index (then revision): only when the voters whose data
     exists (emptyDir: a pod neither absent, terminal nor being deleted; PVC: its claim, or a
     pod) are fewer than a quorum, and every one of them answers `endpoint status` (one that does
-    not may come back ahead: report and wait). It only records status.recovery; rule 4b acts.
+    not may come back ahead: report and wait). The seed restores the newest succeeded EtcdBackup
+    of the cluster instead when its revision is above the survivor's (source Backup); refused
+    when the data does not fit the seed's volume. It only records status.recovery; rule 4b acts.
  9. Dead member -> RemoveMember(purpose replace) if the rest keeps quorum; the replacement is
     added by rule 14. A dead member the others still report as leader: MoveLeader first if it
     answers, else removed at once (see "Removing the leader" below). A terminal member pod

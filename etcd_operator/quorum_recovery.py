@@ -9,28 +9,44 @@ PVCs with its claim), and every member whose data exists answers `endpoint statu
 does not, say a pod pending on a dead node, might come back ahead of the others: wait for it).
 The survivor is the answering voter with the highest raft index, then revision.
 
+What from: the survivor, unless the newest succeeded EtcdBackup of the cluster (same namespace,
+`etcdCluster.name` or an endpoint on its client service; observing.py lists them only then) has
+a higher revision: then the seed restores that backup (source Backup) with spec.restore's init
+containers (fetch with the backup's secret, sha256 checked, restore, install) instead of taking a
+snapshot of the survivor. Refused (reported) when the data (the survivor's dbSize, or the backup's
+object) does not fit the seed's volume (etcd_common/seed/space.py), when the newer backup has no
+secret the seed could fetch it with, and held (reported) while the EtcdBackups cannot be listed.
+
 How: StartQuorumRecovery records the recovery in status.recovery (phase Seeding) before anything
 changes; the survivor is drained; a seed member with a new name and a new cluster token takes a
-snapshot from the survivor in an init container and starts as a one-member cluster on it. While
+snapshot from the survivor (client TLS: with the operator's client certificate, mounted in that
+init container only) or restores the backup, and starts as a one-member cluster on it. While
 the recovery is in progress, the seed alone is asked (observing.py): the survivor may still
-answer. Once the seed serves (its member list is itself, its revision at least the survivor's),
+answer. Once the seed serves (its member list is itself, its revision at least the survivor's or
+the backup's),
 the old pods and PVCs are deleted and the recovery is Recovered; the ordinary rules then grow the
 cluster back one member at a time. A seed that does not serve within RECOVERY_TIMEOUT_SECONDS is
 Failed: its pod and PVC are deleted, the survivor is left as it was (and serves again).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.etcd_cluster import (
     RECOVERY_FAILED,
     RECOVERY_RECOVERED,
     RECOVERY_SEEDING,
+    RECOVERY_SOURCE_BACKUP,
+    RECOVERY_SOURCE_SURVIVOR,
     ClusterSpec,
     RecordedRecovery,
 )
-from etcd_common.etcd.etcdctl import Member
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, RestoreSource, restore_source_to_api
+from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.seed.space import seed_space_problem
 from etcd_common.seed.tools import restore_tool
 from etcd_operator.actions import (
     Action,
@@ -107,9 +123,6 @@ def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
     answering = [m for m in with_data if m.member_name in observed.endpoint_status]
     if not answering:
         return _with_detail(report, f"{gone}; no member with data answers: nothing to recover from")
-    if spec.tls.client_tls:
-        return _with_detail(report, f"{gone}; quorum-loss recovery from a survivor is not supported for clusters "
-                                    f"with client TLS (spec.TLS): restore from a backup")
     if restore_tool(spec.version) is None:
         return _with_detail(report, f"{gone}; etcd {spec.version} has no snapshot restore tool this operator knows")
     survivor = max(answering, key=lambda m: (observed.endpoint_status[m.member_name].raft_index,
@@ -121,6 +134,9 @@ def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
         return _with_detail(report, f"{gone}; the recovery from {survivor.member_name} failed ({recorded.reason}); "
                                     f"annotate the cluster with {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}=<a new "
                                     f"value> to try again")
+    source = _recovery_source(observed, spec, survivor.member_name, status)
+    if isinstance(source, str):
+        return _with_detail(report, f"{gone}; {source}")
     cluster = observed.cluster
     seed = member_name(cluster.name, observed.name_suffix)
     taken = {m.member_name for m in voters} | {p.member_name for p in observed.pods} | {v.member_name for v in observed.pvcs}
@@ -131,7 +147,62 @@ def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
     return StartQuorumRecovery(
         survivor=survivor.member_name, survivor_revision=status.revision, survivor_raft_index=status.raft_index,
         lost_members=lost, seed_member=seed, request=cluster.recovery_request, reason=f"{gone}; {why}",
+        backup=source.backup.name if source is not None else "",
+        backup_revision=source.revision if source is not None else 0,
+        restore=source.restore if source is not None else None,
     )
+
+
+@dataclass(frozen=True)
+class BackupSource:
+    """The EtcdBackup a recovery restores instead of the survivor, its revision and its object."""
+
+    backup: EtcdBackup
+    revision: int
+    restore: RestoreSource
+
+
+def backup_revision(backup: EtcdBackup) -> int:
+    last = backup.status.last_backup
+    return (last.etcd_revision if last is not None else 0) or backup.status.etcd_revision
+
+
+def newest_backup(observed: ObservedCluster) -> EtcdBackup | None:
+    """The newest succeeded EtcdBackup of this cluster (by revision), if any. A backup whose last
+    attempt failed does not count, nor one of another cluster."""
+    name = observed.cluster.name
+    ours = [b for b in observed.backups
+            if b.targets(name) and b.status.succeeded and b.status.last_backup is not None]
+    return max(ours, key=lambda b: (backup_revision(b), b.name), default=None)
+
+
+def _recovery_source(observed: ObservedCluster, spec: ClusterSpec, survivor: str,
+                     status: EndpointStatus) -> BackupSource | None | str:
+    """What the seed restores: None (the survivor), the newest backup when it is ahead of the
+    survivor, or (a str) why the recovery cannot start now."""
+    refused = "quorum-loss recovery refused"
+    if observed.backups_error:
+        return (f"quorum-loss recovery waits: whether a backup is ahead of {survivor} is not known "
+                f"({observed.backups_error})")
+    backup = newest_backup(observed)
+    revision = backup_revision(backup) if backup is not None else 0
+    if backup is None or revision <= status.revision:
+        no_room = seed_space_problem(spec, status.db_size, f"member {survivor}'s database (dbSize)")
+        return f"{refused}: {no_room}" if no_room else None
+    location = backup.snapshot_location
+    last = backup.status.last_backup
+    assert backup.spec is not None and location is not None and last is not None
+    behind = f"{survivor} (revision {status.revision}) is behind EtcdBackup {backup.name} (revision {revision})"
+    if not location.secret:
+        return (f"{refused}: {behind}, whose {location.section}.{location.secret_field} is empty: a seed pod could not "
+                f"fetch it; restore it with an EtcdRestore naming a secret")
+    no_room = seed_space_problem(spec, max(last.size, status.db_size), f"EtcdBackup {backup.name}'s snapshot")
+    if no_room:
+        return f"{refused}: {behind}; {no_room}"
+    tool = restore_tool(spec.version)
+    bump = DEFAULT_BUMP_REVISION if tool is not None and tool.can_bump_revision else 0
+    return BackupSource(backup, revision, RestoreSource.at(
+        location, sha256=last.sha256, revision=revision, bump_revision=bump, encryption=backup.spec.encryption))
 
 
 def _with_detail(report: ReportQuorumLoss, detail: str) -> ReportQuorumLoss:
@@ -170,7 +241,10 @@ def plan_recovery_steps(observed: ObservedCluster, spec: ClusterSpec) -> Action 
     if seed_pod is not None and seed_pod.deleting:
         return Wait(f"recovery seed pod {seed} is terminating")
     if seed_pod is None:
-        if not survivor_live:
+        if recovery.from_backup and recovery.restore is None:
+            return FailQuorumRecovery(seed, recovery.survivor, f"status.recovery.restore (EtcdBackup {recovery.backup}'s "
+                                                               "object) is missing or unreadable")
+        if not survivor_live and not recovery.from_backup:
             if spec.uses_persistent_volumes and observed.volume(seed) is not None:
                 return CreateMemberPod(seed, ((seed, member_peer_url(cluster, seed)),),
                                        "quorum-loss recovery: its pod is gone; restarting the seed on its volume")
@@ -184,28 +258,35 @@ def plan_recovery_steps(observed: ObservedCluster, spec: ClusterSpec) -> Action 
                                            "goes and a new seed takes the survivor's data again", earlier.uid)
         return CreateRecoverySeed(
             seed, member_peer_url(cluster, seed), member_client_url(cluster, recovery.survivor),
-            recovery_cluster_token(cluster, seed),
-            f"quorum-loss recovery from {recovery.survivor} (revision {recovery.survivor_revision})",
+            recovery_cluster_token(cluster, seed), f"quorum-loss recovery from {_kept(recovery)}",
+            restore=recovery.restore if recovery.from_backup else None,
         )
-    return Wait(f"quorum-loss recovery: seed member {seed} is taking {recovery.survivor}'s data and starting "
+    return Wait(f"quorum-loss recovery: seed member {seed} is taking {_kept(recovery)}'s data and starting "
                 f"({_seed_problem(observed, seed)}); at most {RECOVERY_TIMEOUT_SECONDS:.0f}s from "
                 f"{recovery.started_at}")
 
 
+def _kept(recovery: RecordedRecovery) -> str:
+    """What the recovery keeps: the survivor, or the EtcdBackup (source Backup)."""
+    if recovery.from_backup:
+        return f"EtcdBackup {recovery.backup} (revision {recovery.backup_revision})"
+    return f"{recovery.survivor} (revision {recovery.survivor_revision})"
+
+
 def seed_serves(observed: ObservedCluster, recovery: RecordedRecovery) -> bool:
     """The seed answers as a one-member cluster of itself, healthy, with the survivor's revision
-    (or newer)."""
+    (source Backup: the backup's), or newer."""
     members = observed.members
     if members is None or [m.member_name for m in members] != [recovery.seed_member]:
         return False
     status = observed.endpoint_status.get(recovery.seed_member)
     return (observed.is_healthy(members[0]) and status is not None
-            and status.revision >= recovery.survivor_revision)
+            and status.revision >= recovery.target_revision)
 
 
 def _retire_old_members(observed: ObservedCluster, recovery: RecordedRecovery) -> Action:
     seed = recovery.seed_member
-    why = f"quorum-loss recovery: seed member {seed} serves {recovery.survivor}'s data"
+    why = f"quorum-loss recovery: seed member {seed} serves the data of {_kept(recovery)}"
     for pod in sorted(observed.live_pods, key=lambda p: p.name):
         if pod.member_name != seed:
             return DeletePod(pod.name, f"{why}; the old member's pod goes", pod.uid)
@@ -214,7 +295,7 @@ def _retire_old_members(observed: ObservedCluster, recovery: RecordedRecovery) -
             return DeletePVC(pvc.name, f"{why}; the old member's data goes", pvc.uid)
     status = observed.endpoint_status.get(seed)
     return FinishQuorumRecovery(seed, recovery.survivor, status.revision if status is not None else 0,
-                                recovery.lost_members)
+                                recovery.lost_members, backup=recovery.backup if recovery.from_backup else "")
 
 
 def _clean_up_failed(observed: ObservedCluster, recovery: RecordedRecovery) -> Action | None:
@@ -253,7 +334,7 @@ def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[st
             "phase": RECOVERY_SEEDING, "survivor": action.survivor, "survivorRevision": action.survivor_revision,
             "survivorRaftIndex": action.survivor_raft_index, "lostMembers": list(action.lost_members),
             "seedMember": action.seed_member, "startedAt": at, "request": action.request,
-            "reason": action.reason,
+            "reason": action.reason, **_source_record(action),
         })
     if recorded is None:
         return None
@@ -261,8 +342,12 @@ def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[st
         "phase": recorded.phase, "survivor": recorded.survivor, "survivorRevision": recorded.survivor_revision,
         "survivorRaftIndex": recorded.survivor_raft_index, "lostMembers": list(recorded.lost_members),
         "seedMember": recorded.seed_member, "startedAt": recorded.started_at, "finishedAt": recorded.finished_at,
-        "request": recorded.request, "reason": recorded.reason,
+        "request": recorded.request, "reason": recorded.reason, "source": recorded.source,
     }
+    if recorded.from_backup:
+        record.update(backup=recorded.backup, backupRevision=recorded.backup_revision)
+        if recorded.restore is not None:
+            record["restore"] = restore_source_to_api(recorded.restore)
     if recorded.recovered_revision:
         record["recoveredRevision"] = recorded.recovered_revision
     if isinstance(action, FinishQuorumRecovery) and recorded.in_progress:
@@ -271,6 +356,23 @@ def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[st
     elif isinstance(action, FailQuorumRecovery) and recorded.in_progress:
         record.update(phase=RECOVERY_FAILED, finishedAt=at, reason=action.reason)
     return _without_empty(record)
+
+
+def recorded_source(record: dict[str, Any]) -> str:
+    """What a status.recovery record restores, for status messages."""
+    if record.get("source") == RECOVERY_SOURCE_BACKUP:
+        return (f"EtcdBackup {record.get('backup')} (revision {record.get('backupRevision')}; surviving member "
+                f"{record.get('survivor')} was behind it at revision {record.get('survivorRevision')})")
+    return f"surviving member {record.get('survivor')} (revision {record.get('survivorRevision')})"
+
+
+def _source_record(action: StartQuorumRecovery) -> dict[str, Any]:
+    """status.recovery's source fields: Survivor, or Backup with the backup, its revision and its
+    object (as spec.restore names one: what the seed fetches)."""
+    if not action.backup or action.restore is None:
+        return {"source": RECOVERY_SOURCE_SURVIVOR}
+    return {"source": RECOVERY_SOURCE_BACKUP, "backup": action.backup, "backupRevision": action.backup_revision,
+            "restore": restore_source_to_api(action.restore)}
 
 
 def _without_empty(record: dict[str, Any]) -> dict[str, Any]:

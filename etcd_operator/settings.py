@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
+from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -26,6 +27,8 @@ class OperatorSettings:
     runtime: RuntimeSettings
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
     unhealthy_member_timeout_seconds: float | None = DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS
+    # The image whose `etcd-restore-seed` fetches a backup for a quorum-loss recovery's seed.
+    recovery_fetch_image: str = DEFAULT_FETCH_IMAGE
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
@@ -50,6 +53,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
              "started, or a member whose pod stays Terminating this long past its grace period, is replaced "
              "while quorum allows; 0: wait for an unhealthy member forever (a stuck pod: 300 s) "
              f"[UNHEALTHY_MEMBER_TIMEOUT_SECONDS, default {DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS:.0f}]")
+    parser.add_argument(
+        "--recovery-fetch-image", default=env_str("RECOVERY_FETCH_IMAGE", DEFAULT_FETCH_IMAGE),
+        help="image of the init containers that fetch an EtcdBackup's snapshot when a quorum-loss recovery seeds "
+             "from a backup newer than the surviving member: this operator's own image "
+             f"[RECOVERY_FETCH_IMAGE, default {DEFAULT_FETCH_IMAGE}]")
     args = parser.parse_args(argv)
     return OperatorSettings(
         namespace=watched_namespace(args),
@@ -58,4 +66,5 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         runtime=runtime_settings(args),
         unhealthy_member_timeout_seconds=args.unhealthy_member_timeout_seconds or None,
         trusted_repositories=parse_trusted_repositories(args.trusted_repositories),
+        recovery_fetch_image=args.recovery_fetch_image,
     )

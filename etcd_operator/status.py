@@ -41,7 +41,7 @@ from etcd_operator.planning import (
     running_member_versions,
     version_change_problem,
 )
-from etcd_operator.quorum_recovery import recovery_record
+from etcd_operator.quorum_recovery import recorded_source, recovery_record
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"
@@ -349,8 +349,7 @@ def _phase(
     available, reason, message = availability
     if recovery is not None and recovery.get("phase") == RECOVERY_SEEDING and available != "True":
         return (PHASE_FAILED, REASON_QUORUM_RECOVERING,
-                f"quorum lost; rebuilding from surviving member {recovery.get('survivor')} as seed member "
-                f"{recovery.get('seedMember')} (revision {recovery.get('survivorRevision')})")
+                f"quorum lost; rebuilding from {recorded_source(recovery)} as seed member {recovery.get('seedMember')}")
     if available == "True" and alarm[0] == "True":
         return PHASE_RUNNING, alarm[1], f"{alarm[2]} ({message})"
     if available == "True":
@@ -399,7 +398,7 @@ def _upgrading(observed: ObservedCluster) -> Verdict:
 def _recovering(observed: ObservedCluster, action: Action | None, recovery: dict[str, Any] | None = None) -> Verdict:
     if recovery is not None and recovery.get("phase") == RECOVERY_SEEDING:
         return ("True", REASON_QUORUM_RECOVERING,
-                f"quorum-loss recovery from {recovery.get('survivor')} (revision {recovery.get('survivorRevision')}) "
+                f"quorum-loss recovery from {recorded_source(recovery)} "
                 f"into seed member {recovery.get('seedMember')}; lost: {', '.join(recovery.get('lostMembers') or [])}")
     if isinstance(action, CreateMemberPod):
         return "True", "RecreatingMemberPod", action.describe()

@@ -28,6 +28,13 @@ class SnapshotFacts:
     # snapshot then; etag names the object.
     compression: str = ""
     key_id: str = ""
+    # Bytes of the snapshot file itself (decoded: `size` is the object's); 0 when not recorded.
+    snapshot_size: int = 0
+
+    @property
+    def largest_size(self) -> int:
+        """The larger of the object's and the decoded snapshot's size (what a seed's volume holds twice)."""
+        return max(self.size, self.snapshot_size)
 
 
 @dataclass(frozen=True)

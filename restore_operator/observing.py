@@ -148,6 +148,7 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
             version_id=str(snapshot.get("versionId") or ""),
             compression=str(snapshot.get("compression") or ""),
             key_id=str(snapshot.get("encryptionKeyId") or ""),
+            snapshot_size=_int(snapshot.get("snapshotSize")),
         )
     cluster_spec = raw.get("clusterSpec")
     restored = raw.get("restoredCluster")

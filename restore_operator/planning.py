@@ -14,7 +14,8 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
     - Running with spec.size ready members serving at least the snapshot's revision -> Succeed;
     - otherwise -> Wait (the etcd operator is seeding and growing it).
  5. The EtcdCluster exists and is not ours -> the preflight (`preflight.py`: the seed's
-    credentials, the spec, version and images of the cluster to create) fails the restore, or
+    credentials, the spec, version and images of the cluster to create, room for the snapshot on
+    the seed's volume: InsufficientSpace) fails the restore, or
     ReplaceCluster: its spec is recorded in status
     first (so a restart after the delete can still recreate it), then it is deleted (foreground,
     uid precondition). Destructive by design, as in CoreOS; it happens only after rule 3.
@@ -160,14 +161,14 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
             return Wait(f"EtcdRestore {observed.other_restore_in_progress} is restoring this cluster; "
                         "waiting for it to finish before replacing it", PHASE_REPLACING)
         spec = recorded.cluster_spec or cluster.spec
-        checked = preflight(restore, without_restore(spec), policy)
+        checked = preflight(restore, without_restore(spec), policy, recorded.snapshot)
         return checked if isinstance(checked, Fail) else ReplaceCluster(cluster.uid, spec)
     if recorded.cluster_spec is None and restore.spec.cluster_spec is None:
         return cluster_not_found(restore)
     if observed.cluster_pods:
         return Wait(f"{observed.cluster_pods} pod(s) of the deleted cluster still exist", PHASE_REPLACING)
     new_spec = new_cluster_spec(observed)
-    checked = preflight(restore, new_spec, policy)
+    checked = preflight(restore, new_spec, policy, recorded.snapshot)
     if isinstance(checked, Fail):
         return checked
     return CreateCluster(new_spec, bump_revision=checked.bump_revision, warning=checked.warning)

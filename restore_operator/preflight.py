@@ -1,6 +1,7 @@
 """What a restore must pass before anything is deleted (pure): the seed pod can fetch the snapshot
 (an awsSecret to read it with), the EtcdCluster to create is one the etcd operator will run (its
-spec, etcd version and images), and the program of that version's image that restores it. A
+spec, etcd version and images), the program of that version's image that restores it, and room
+for the snapshot on the seed's volume (etcd_common/seed/space.py). A
 failure here fails the restore and leaves the existing cluster as it is. The snapshot object
 itself is re-checked (still there, the same object) by the supervisor just before the delete."""
 from __future__ import annotations
@@ -15,6 +16,7 @@ from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.api.fields import SpecError
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, untrusted_image_problem
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
+from etcd_common.seed.space import seed_space_problem
 from etcd_common.seed.tools import no_bump_warning, restore_tool
 from etcd_common.storage.objects import ObjectInfo
 from restore_operator.actions import Fail
@@ -27,6 +29,7 @@ REASON_UNTRUSTED_IMAGE = "UntrustedImage"
 REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
 REASON_SNAPSHOT_MISSING = "SnapshotMissing"
 REASON_SNAPSHOT_CHANGED = "SnapshotChanged"
+REASON_INSUFFICIENT_SPACE = "InsufficientSpace"
 NOTHING_TOUCHED = "nothing was deleted"
 
 
@@ -48,8 +51,10 @@ class RestorePlan:
     warning: str = ""
 
 
-def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: RestorePolicy) -> RestorePlan | Fail:
-    """The plan for restoring into an EtcdCluster with `target_spec`, or why it must not start."""
+def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: RestorePolicy,
+              snapshot: SnapshotFacts | None = None) -> RestorePlan | Fail:
+    """The plan for restoring `snapshot` (the verified one) into an EtcdCluster with
+    `target_spec`, or why it must not start."""
     no_credentials = seed_credentials_problem(restore)
     if no_credentials is not None:
         return no_credentials
@@ -71,6 +76,10 @@ def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: Rest
                                             policy.fetch_image, trusted))
     if untrusted:
         return Fail(REASON_UNTRUSTED_IMAGE, f"{untrusted}; {NOTHING_TOUCHED}")
+    no_room = None if snapshot is None else seed_space_problem(spec, snapshot.largest_size, "the snapshot")
+    if no_room is not None:
+        return Fail(REASON_INSUFFICIENT_SPACE,
+                    f"{no_room} (in spec.clusterSpec, or the existing EtcdCluster's spec); {NOTHING_TOUCHED}")
     if policy.bump_revision and not tool.can_bump_revision:
         return RestorePlan(bump_revision=0, warning=no_bump_warning(spec.version, tool))
     return RestorePlan(bump_revision=policy.bump_revision)

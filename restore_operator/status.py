@@ -36,6 +36,8 @@ CONDITION_CLUSTER_RESTORED = "ClusterRestored"
 def snapshot_to_api(facts: SnapshotFacts) -> dict[str, Any]:
     result: dict[str, Any] = {"sha256": facts.sha256, "size": facts.size, "revision": facts.revision,
                               "totalKeys": facts.total_keys, "hash": facts.hash}
+    if facts.snapshot_size:
+        result["snapshotSize"] = facts.snapshot_size
     if facts.etag:
         result["etag"] = facts.etag
     if facts.version_id:

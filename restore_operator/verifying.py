@@ -62,7 +62,8 @@ def verify_snapshot(storage: ObjectStorage, location: StorageLocation | S3Locati
         )
         facts = SnapshotFacts(sha256=sha256, size=size, revision=status.revision, total_keys=status.total_keys,
                               hash=status.hash, etag=info.etag, version_id=info.version_id,
-                              compression=decoded.compression if decoded else "", key_id=decoded.key_id if decoded else "")
+                              compression=decoded.compression if decoded else "", key_id=decoded.key_id if decoded else "",
+                              snapshot_size=os.path.getsize(path))
         log.info("snapshot %s verified: %d bytes, revision %d, %d keys, sha256 %s",
                  url, size, status.revision, status.total_keys, sha256)
         return Verified(facts, downloaded - started, time.monotonic() - downloaded)

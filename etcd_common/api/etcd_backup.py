@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from etcd_common.api import constants as c
 from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity, spec_or_error
 from etcd_common.api.storage_locations import (
     COMPRESSION_NONE,
@@ -64,12 +65,24 @@ class BackupSpec:
 
 
 @dataclass(frozen=True)
+class LastBackup:
+    """`status.lastBackup`: the object the last success wrote (its key, without the bucket) and the
+    snapshot's sha256 (of the decoded snapshot when the object is compressed or encrypted)."""
+
+    key: str
+    sha256: str
+    size: int = 0
+    etcd_revision: int = 0
+
+
+@dataclass(frozen=True)
 class BackupStatus:
     succeeded: bool = False
     reason: str = ""
     etcd_version: str = ""
     etcd_revision: int = 0
     last_success_date: datetime | None = None
+    last_backup: LastBackup | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,34 @@ class EtcdBackup:
     spec: BackupSpec | None
     spec_error: str | None = None
     status: BackupStatus = field(default_factory=BackupStatus)
+
+    def targets(self, cluster_name: str) -> bool:
+        """Is this a backup of the EtcdCluster `cluster_name` of its namespace? By
+        `etcdCluster.name`, else by an `etcdEndpoints` entry on that cluster's client service
+        (`<name>-client`, short or qualified)."""
+        if self.spec is None:
+            return False
+        if self.spec.etcd_cluster_name:
+            return self.spec.etcd_cluster_name == cluster_name
+        service = f"{cluster_name}{c.CLIENT_SERVICE_SUFFIX}"
+        return any(_endpoint_host(endpoint) in (service, f"{service}.{self.namespace}")
+                   or _endpoint_host(endpoint).startswith(f"{service}.{self.namespace}.svc")
+                   for endpoint in self.spec.etcd_endpoints)
+
+    @property
+    def snapshot_location(self) -> StorageLocation | None:
+        """Where the last success's object is (its bucket from spec, its key from status)."""
+        last = self.status.last_backup
+        if self.spec is None or last is None:
+            return None
+        bucket = self.spec.storage.path.strip().lstrip("/").split("/", 1)[0]
+        return self.spec.storage.with_path(f"{bucket}/{last.key}")
+
+
+def _endpoint_host(endpoint: str) -> str:
+    """The host of an endpoint URL ("http://c-client.ns:2379" -> "c-client.ns")."""
+    rest = endpoint.split("://", 1)[-1]
+    return rest.split("/", 1)[0].rsplit(":", 1)[0]
 
 
 def parse_etcd_backup(obj: JsonDict) -> EtcdBackup:
@@ -136,7 +177,17 @@ def parse_backup_status(raw: Any) -> BackupStatus:
         etcd_version=_string_or_empty(raw.get("etcdVersion")),
         etcd_revision=revision if isinstance(revision, int) and not isinstance(revision, bool) else 0,
         last_success_date=_timestamp(raw.get("lastSuccessDate")),
+        last_backup=_last_backup(raw.get("lastBackup")),
     )
+
+
+def _last_backup(raw: Any) -> LastBackup | None:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("key"), str) or not isinstance(raw.get("sha256"), str):
+        return None
+    size, revision = raw.get("size"), raw.get("etcdRevision")
+    return LastBackup(key=raw["key"], sha256=raw["sha256"],
+                      size=size if isinstance(size, int) and not isinstance(size, bool) else 0,
+                      etcd_revision=revision if isinstance(revision, int) and not isinstance(revision, bool) else 0)
 
 
 def _string_or_empty(value: Any) -> str:

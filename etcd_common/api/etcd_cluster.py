@@ -132,6 +132,10 @@ class Condition:
 RECOVERY_SEEDING = "Seeding"
 RECOVERY_RECOVERED = "Recovered"
 RECOVERY_FAILED = "Failed"
+# status.recovery.source: what the seed restores: a snapshot of the survivor, or the newest
+# succeeded EtcdBackup of the cluster when that one is ahead of the survivor.
+RECOVERY_SOURCE_SURVIVOR = "Survivor"
+RECOVERY_SOURCE_BACKUP = "Backup"
 
 
 @dataclass(frozen=True)
@@ -153,10 +157,25 @@ class RecordedRecovery:
     reason: str = ""
     # Recovered: the revision the seed served when the old members were retired.
     recovered_revision: int = 0
+    source: str = RECOVERY_SOURCE_SURVIVOR
+    # source Backup: the EtcdBackup, the revision it recorded, and its object as `spec.restore`
+    # would name it (what the seed's init containers fetch; None when unreadable).
+    backup: str = ""
+    backup_revision: int = 0
+    restore: RestoreSource | None = None
 
     @property
     def in_progress(self) -> bool:
         return self.phase == RECOVERY_SEEDING
+
+    @property
+    def from_backup(self) -> bool:
+        return self.source == RECOVERY_SOURCE_BACKUP
+
+    @property
+    def target_revision(self) -> int:
+        """The revision the seed must serve (at least) to count as serving the kept data."""
+        return self.backup_revision if self.from_backup else self.survivor_revision
 
 
 @dataclass(frozen=True)
@@ -364,7 +383,18 @@ def _parse_recorded_recovery(raw: Any) -> RecordedRecovery | None:
         request=str(raw.get("request") or ""),
         reason=str(raw.get("reason") or ""),
         recovered_revision=number("recoveredRevision"),
+        source=str(raw.get("source") or RECOVERY_SOURCE_SURVIVOR),
+        backup=str(raw.get("backup") or ""),
+        backup_revision=number("backupRevision"),
+        restore=_recorded_restore_source(raw.get("restore")),
     )
+
+
+def _recorded_restore_source(raw: Any) -> RestoreSource | None:
+    try:
+        return parse_restore_source(raw) if isinstance(raw, Mapping) else None
+    except SpecError:
+        return None
 
 
 def check_cluster_name(name: str) -> None:

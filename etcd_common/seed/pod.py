@@ -139,6 +139,15 @@ def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
 
 # --- quorum-loss recovery (the etcd operator's seed taken from a surviving member)
 
+
+def _client_tls(data_mount: list[dict[str, Any]], volume: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The snapshot step's mounts and etcdctl's certificate flags (none without `volume`)."""
+    if not volume:
+        return list(data_mount), []
+    return ([*data_mount, {"name": volume, "mountPath": c.OPERATOR_TLS_DIR, "readOnly": True}],
+            [f"--cacert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CA_FILE}", f"--cert={c.OPERATOR_TLS_DIR}/{c.OPERATOR_CERT_FILE}",
+             f"--key={c.OPERATOR_TLS_DIR}/{c.OPERATOR_KEY_FILE}"])
+
 RECOVERY_SNAPSHOT_CONTAINER: Final = "recovery-snapshot"
 RECOVERY_RESTORE_CONTAINER: Final = "recovery-restore"
 # At the data volume's root (which exists; the etcd image has no shell to make a directory).
@@ -157,6 +166,7 @@ def recovery_seed_init_containers(
     cluster_token: str,
     survivor_client_url: str,
     security_context: Mapping[str, Any],
+    client_tls_volume: str = "",
 ) -> list[dict[str, Any]]:
     """A recovery seed's init containers, both in the cluster's own etcd image:
      1. `recovery-snapshot`: `etcdctl snapshot save` from the survivor's client URL (etcd serves a
@@ -164,16 +174,19 @@ def recovery_seed_init_containers(
      2. `recovery-restore`: `etcdutl snapshot restore` (3.4: `etcdctl`) straight into etcd's data
         directory as a one-member cluster (`member`, a new `cluster_token`), keeping the
         survivor's revisions; the tool checks the snapshot's integrity hash.
-    etcd starts only after both succeeded, so it never runs on an empty data directory. Plain
-    http only: a cluster with client TLS is refused before (quorum_recovery.py)."""
+    etcd starts only after both succeeded, so it never runs on an empty data directory. With
+    `client_tls_volume` (a cluster with client TLS: the volume of the operator's client
+    certificate, spec.TLS.static.operatorSecret), the snapshot step alone mounts it and dials the
+    survivor with it; etcd itself never sees it."""
     tool = restore_tool(etcd_version)
     if tool is None:
         raise ValueError(f"etcd {etcd_version} has no snapshot restore tool this operator knows")
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
     peer_urls = [url for name, url in initial_cluster if name == member]
     security = dict(security_context)
+    snapshot_mounts, client_tls = _client_tls(data_mount, client_tls_volume)
     snapshot_command = [
-        ETCDCTL_BINARY, f"--endpoints={survivor_client_url}",
+        ETCDCTL_BINARY, f"--endpoints={survivor_client_url}", *client_tls,
         f"--dial-timeout={RECOVERY_DIAL_TIMEOUT_SECONDS}s",
         f"--command-timeout={RECOVERY_SNAPSHOT_TIMEOUT_SECONDS}s",
         "snapshot", "save", RECOVERY_SNAPSHOT_FILE,
@@ -190,7 +203,7 @@ def recovery_seed_init_containers(
         {
             "name": RECOVERY_SNAPSHOT_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
             "command": snapshot_command, "env": [{"name": "ETCDCTL_API", "value": "3"}],
-            "volumeMounts": data_mount, "securityContext": security,
+            "volumeMounts": snapshot_mounts, "securityContext": security,
             # etcdctl writes no termination-message file: its last lines say why it failed.
             "terminationMessagePolicy": "FallbackToLogsOnError",
         },

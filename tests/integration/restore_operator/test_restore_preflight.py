@@ -92,6 +92,9 @@ def test_restore_naming_a_cluster_that_does_not_exist_fails_and_creates_nothing(
 @pytest.mark.parametrize(("template", "reason"), [
     ({"size": 1, "version": "3.7.0"}, "UnsupportedVersion"),
     ({"size": 1, "repository": "registry.example.com/anything/etcd"}, "UntrustedImage"),
+    # 2 x the snapshot + 128Mi does not fit a 100Mi claim, however small the snapshot (issue 22 item 3)
+    ({"size": 1, "pod": {"persistentVolumeClaimSpec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Mi"}}}}}, "InsufficientSpace"),
 ])
 def test_a_new_cluster_the_etcd_operator_would_refuse_is_not_created(clusters: Clusters, restores: Restores,
                                                                      template: dict[str, Any], reason: str) -> None:

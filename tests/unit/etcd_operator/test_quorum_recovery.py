@@ -147,10 +147,32 @@ def test_quorum_loss_seen_with_a_member_list_etcd_34_starts_the_same_way() -> No
     assert isinstance(plan_next_action(_cluster(observed, spec={})), actions.ReportQuorumLoss)
 
 
-def test_client_tls_clusters_are_refused() -> None:
-    tls = {"TLS": {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}}
-    action = plan_next_action(lost_majority(spec={**FROM_SURVIVOR, **tls}))
-    assert isinstance(action, actions.ReportQuorumLoss) and "client TLS" in action.describe()
+CLIENT_TLS = {"TLS": {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}}
+
+
+def test_client_tls_clusters_are_recovered_too() -> None:
+    action = plan_next_action(lost_majority(spec={**FROM_SURVIVOR, **CLIENT_TLS}))
+    assert isinstance(action, actions.StartQuorumRecovery), action
+
+
+@pytest.mark.parametrize("version", ["3.6.16", "3.4.23"])  # 3.4: the operator secret is mounted for probes already
+def test_under_client_tls_the_snapshot_step_alone_dials_the_survivor_with_the_operators_certificate(
+        version: str) -> None:
+    cluster = parse_etcd_cluster(raw_cluster({"version": version, **CLIENT_TLS}))
+    survivor_url = member_client_url(cluster, name(1))
+    assert survivor_url.startswith("https://")
+    pod = build_recovery_seed_pod(cluster, NEW_MEMBER, survivor_client_url=survivor_url, token="t")
+    snapshot, restore = pod["spec"]["initContainers"]
+    directory = "/etc/etcdtls/operator/etcd-tls"
+    assert snapshot["command"][:5] == [
+        "/usr/local/bin/etcdctl", f"--endpoints={survivor_url}", f"--cacert={directory}/etcd-client-ca.crt",
+        f"--cert={directory}/etcd-client.crt", f"--key={directory}/etcd-client.key"]
+    assert {"name": "etcd-client-tls", "mountPath": directory, "readOnly": True} in snapshot["volumeMounts"]
+    assert all(m["name"] != "etcd-client-tls" for m in restore["volumeMounts"])
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "etcd-client-tls"]
+    assert volume["secret"]["secretName"] == "o" and volume["secret"]["defaultMode"] == 0o440
+    if version == "3.6.16":  # etcd itself never mounts it (probed on the metrics listener)
+        assert all(m["name"] != "etcd-client-tls" for m in pod["spec"]["containers"][0]["volumeMounts"])
 
 
 def test_the_one_off_annotation_is_honoured_once() -> None:
