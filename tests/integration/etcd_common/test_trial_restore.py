@@ -99,7 +99,7 @@ def test_a_good_backup_is_verified_and_a_corrupted_one_is_reported(etcd: str, fa
     assert spec is not None
     request = BackupRequest.from_spec("ns", "b", spec, timeout_seconds=120)
     env = BackupEnvironment(read_secret=read_secret, read_etcd_cluster=no_cluster, etcd=EtcdAccess(read_secret),
-                            work_dir=str(tmp_path / "work"))
+                            work_dir=str(tmp_path / "work"), etcd_binary=str(etcd_dir("3.6.16") / "etcd"))
     storage = storage_for_location(request.location, "ns", read_secret)
     bucket, _ = split_location(request.location)
     storage.create_bucket(bucket)
@@ -183,7 +183,8 @@ def test_a_backup_that_does_not_hold_what_was_recorded_is_a_content_mismatch(
     backup = parse_etcd_backup(raw)
     assert backup.spec is not None
     env = BackupEnvironment(read_secret=lambda ns, name: secrets[name], read_etcd_cluster=lambda ns, name: {},
-                            etcd=EtcdAccess(lambda ns, name: secrets[name]), work_dir=str(tmp_path / "work"))
+                            etcd=EtcdAccess(lambda ns, name: secrets[name]), work_dir=str(tmp_path / "work"),
+                            etcd_binary=str(etcd_dir("3.6.16") / "etcd"))
     request = BackupRequest.from_spec("ns", "m", backup.spec, timeout_seconds=120)
     storage = storage_for_location(request.location, "ns", env.read_secret)
     bucket, _ = split_location(request.location)
