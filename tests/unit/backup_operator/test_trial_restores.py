@@ -13,12 +13,20 @@ import pytest
 from backup_operator import reasons, trial_restore
 from backup_operator.actions import RestoreOnTrial, TakeBackup, Wait
 from backup_operator.metrics import BackupMetrics
-from backup_operator.observed import LastBackup, ObservedBackup, RecordedTrial, SnapshotFingerprint, TrialFacts
+from backup_operator.observed import (
+    BackupResult,
+    LastBackup,
+    ObservedBackup,
+    RecordedBackup,
+    RecordedTrial,
+    SnapshotFingerprint,
+    TrialFacts,
+)
 from backup_operator.observing import observe_backup, parse_last_backup, parse_recorded_trial
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
 from backup_operator.slots import BackupSlots
-from backup_operator.status import CONDITION_QUEUED, CONDITION_VERIFIED, format_time
+from backup_operator.status import CONDITION_QUEUED, CONDITION_VERIFIED, failure_status, format_time, success_status
 from backup_operator.supervisor import QUEUED_RECHECK_SECONDS, BackupSupervisor, SupervisorContext
 from backup_operator.trial_restore import TrialResult
 from backup_operator.verification import mismatches, next_trial_restore
@@ -326,3 +334,16 @@ def test_a_trial_waits_for_a_slot_and_the_queued_note_keeps_every_other_field(
     status = status_of(supervisor)
     assert [c["type"] for c in status["conditions"]] == [CONDITION_QUEUED]
     assert {k: v for k, v in status.items() if k != "conditions"} == before  # lastAttemptTime, lastBackup... stay
+
+
+def test_a_backup_s_own_status_keeps_the_trial_record() -> None:
+    """A backup taken or failed after a trial must not drop status.trialRestore (a status write
+    removes every field it leaves out): the schedule of trials and the alert read it."""
+    trial = {"lastAttemptTime": format_time(NOW), "lastResult": reasons.VERIFIED, "verifiedBackupTime": format_time(TAKEN)}
+    current = {**backup_taken(60), "trialRestore": trial}
+    result = BackupResult(key="k2", size=1, sha256="s", etcd_revision=200, etcd_version="3.6.16", started=NOW,
+                          duration_seconds=1.0, fingerprint=SnapshotFingerprint(201, key_count=3))
+    assert success_status(current, 1, result, NOW)["trialRestore"] == trial
+    assert success_status(current, 1, result, NOW)["lastBackup"]["snapshotRevision"] == 201
+    failed = failure_status(current, 1, RecordedBackup(), "S3Unreachable", "down", NOW, NOW)
+    assert failed["trialRestore"] == trial
