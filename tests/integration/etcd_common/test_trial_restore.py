@@ -52,6 +52,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         etcdctl.put(f"key{index}", "overwritten")
     for index in range(KEYS, KEYS + 10):
         etcdctl._run(["del", f"key{index}"], output="simple")
+    etcdctl._run(["compact", str(KEYS)], output="simple")  # the keyspace hash covers the compaction too
     yield member.client_url
     cluster.stop()
 
