@@ -6,6 +6,7 @@ trial fails as BackupObjectCorrupt, and the metrics the EtcdBackupNotVerified al
 so. A record that does not match what the snapshot holds is BackupContentMismatch."""
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 from collections.abc import Iterator
@@ -200,6 +201,64 @@ def test_a_backup_that_does_not_hold_what_was_recorded_is_a_content_mismatch(
             restore_on_trial(backup, last_backup, env, logging.getLogger("test"))
         assert failed.value.reason == reasons.BACKUP_CONTENT_MISMATCH
         assert f"{KEYS} keys at revision" in failed.value.message and f"recorded {KEYS + 1}" in failed.value.message
+    finally:
+        for listed in storage.list(bucket):
+            storage.delete(bucket, listed.key)
+        storage.delete_bucket(bucket)
+
+
+def test_a_compressed_encrypted_backup_is_verified_with_its_key_and_a_damaged_one_is_corrupt(
+        etcd: str, fake_gcs: FakeGcs, tmp_path: Path) -> None:
+    """spec.compression Gzip + spec.encryption: the trial decodes the object with the spec's key;
+    without the key it says so (EncryptionKeyMissing); one changed byte fails authentication
+    (BackupObjectCorrupt)."""
+    key = bytes(range(32))
+    secrets: dict[str, Any] = {"gcp": {"stringData": {"access-token": "any-token"}},
+                               "backup-key": {"stringData": {"key": base64.b64encode(key).decode()}}}
+
+    def read_secret(namespace: str, name: str) -> dict[str, Any]:
+        if name not in secrets:
+            raise NotFound(f"secret {namespace}/{name}")
+        return secrets[name]
+    raw: dict[str, Any] = {
+        "metadata": {"namespace": "ns", "name": "e"},
+        "spec": {"storageType": "GCS", "gcs": {"path": "encrypted/etcd.backup", "gcpSecret": "gcp",
+                                                "endpoint": fake_gcs.endpoint},
+                 "etcdEndpoints": [etcd], "compression": "Gzip", "encryption": {"secretName": "backup-key"},
+                 "trialRestore": {"intervalInSecond": 60}}}
+    backup = parse_etcd_backup(raw)
+    assert backup.spec is not None
+    env = BackupEnvironment(read_secret=read_secret, read_etcd_cluster=lambda ns, name: {},
+                            etcd=EtcdAccess(read_secret), work_dir=str(tmp_path / "work"),
+                            etcd_binary=str(etcd_dir("3.6.16") / "etcd"))
+    request = BackupRequest.from_spec("ns", "e", backup.spec, timeout_seconds=120)
+    storage = storage_for_location(request.location, "ns", read_secret)
+    bucket, _ = split_location(request.location)
+    storage.create_bucket(bucket)
+    log = logging.getLogger("test")
+    try:
+        result = take_backup(request, env, log, now=lambda: TAKEN)
+        last_backup = parse_last_backup(success_status({}, 1, result, TAKEN))
+        assert last_backup is not None and result.key_id
+        verified = restore_on_trial(backup, last_backup, env, log)
+        assert verified.hash_compared and verified.facts.key_count == KEYS
+
+        secrets.pop("backup-key")
+        with pytest.raises(BackupFailed) as missing:
+            restore_on_trial(backup, last_backup, env, log)
+        assert missing.value.reason == "EncryptionKeyMissing"
+        secrets["backup-key"] = {"stringData": {"key": base64.b64encode(key).decode()}}
+
+        damaged = tmp_path / "damaged"
+        storage.download_file(bucket, result.key, str(damaged))
+        data = bytearray(damaged.read_bytes())
+        data[-100] ^= 0xFF
+        damaged.write_bytes(bytes(data))
+        storage.upload_file(bucket, result.key, str(damaged))
+        with pytest.raises(BackupFailed) as corrupt:
+            restore_on_trial(backup, last_backup, env, log)
+        assert corrupt.value.reason == reasons.BACKUP_OBJECT_CORRUPT and "failed authentication" in corrupt.value.message
+        assert not list((tmp_path / "work").glob(f"{WORK_PREFIX}*"))
     finally:
         for listed in storage.list(bucket):
             storage.delete(bucket, listed.key)
