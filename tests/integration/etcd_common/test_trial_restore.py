@@ -3,7 +3,8 @@ local etcd onto Google Cloud Storage (fake-gcs-server) as the backup operator ta
 EtcdBackup's pass (its supervisor, the API faked at our adapter boundary) restores it into a
 throwaway etcd and records the verification; the object overwritten with damaged bytes, the next
 trial fails as BackupObjectCorrupt, and the metrics the EtcdBackupNotVerified alert compares say
-so. A record that does not match what the snapshot holds is BackupContentMismatch."""
+so. A record that does not match what the snapshot holds is BackupContentMismatch; a compressed,
+encrypted backup is decoded with the spec's key, and damaged it is BackupObjectCorrupt too."""
 from __future__ import annotations
 
 import base64
