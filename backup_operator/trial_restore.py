@@ -77,7 +77,10 @@ def restore_on_trial(backup: EtcdBackup, last_backup: LastBackup, env: BackupEnv
     except StorageError as error:
         raise BackupFailed(error.reason, error.message) from error
     os.makedirs(env.work_dir, exist_ok=True)
-    with env.work_space.reserve(env.work_dir, work_bytes_needed(info.size, encoding.identity)), \
+    # The object (and its decoded copy) plus the restored data directory, about the snapshot's size
+    # again; approximate for a compressed object, whose decoded size is known only once decoded.
+    needed = work_bytes_needed(info.size, encoding.identity) + info.size
+    with env.work_space.reserve(env.work_dir, needed), \
             tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}trial-{backup.namespace}_{backup.name}_",
                                         dir=env.work_dir) as directory:
         path = _download(storage, bucket, info.key, info.etag, info.version_id, directory, encoding.key, where)
