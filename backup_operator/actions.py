@@ -29,6 +29,15 @@ class TakeBackup(Action):
 
 
 @dataclass(frozen=True)
+class RestoreOnTrial(Action):
+    """spec.trialRestore: the newest backup is to be restored into a throwaway etcd and checked
+    now (`verification.py`, `trial_restore.py`); `due` orders it for a slot as TakeBackup's."""
+
+    why: str
+    due: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Wait(Action):
     """The next backup is due in `seconds`."""
 

@@ -27,7 +27,8 @@ EVENT_COMPONENT = "etcd-backup-operator"
 
 
 def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | None,
-                       etcdutl_binary: str | None, endpoint_policy: EndpointPolicy = DEFAULT_POLICY) -> BackupEnvironment:
+                       etcdutl_binary: str | None, endpoint_policy: EndpointPolicy = DEFAULT_POLICY,
+                       etcd_binary: str | None = None) -> BackupEnvironment:
     """What taking a backup needs, with this API client (shared by the operator and `etcd-backup`)."""
     secrets = ResourceClient(api, SECRETS)
     return BackupEnvironment(
@@ -36,6 +37,8 @@ def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | Non
         etcd=EtcdAccess(secrets.get, binary=etcdctl_binary),
         work_dir=work_dir,
         etcdutl_binary=etcdutl_binary,
+        etcd_binary=etcd_binary,
+        etcdctl_binary=etcdctl_binary,
         endpoint_policy=endpoint_policy,
     )
 
@@ -52,7 +55,8 @@ class Controller:
             backup_api=backups,
             environment=backup_environment(api, work_dir=settings.work_dir, etcdctl_binary=settings.etcdctl_binary,
                                            etcdutl_binary=settings.etcdutl_binary,
-                                           endpoint_policy=settings.endpoint_policy),
+                                           endpoint_policy=settings.endpoint_policy,
+                                           etcd_binary=settings.etcd_binary),
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             stop=stop,

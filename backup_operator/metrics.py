@@ -54,10 +54,27 @@ class BackupMetrics:
         self.max_concurrent_backups = Gauge(f"{PREFIX}_max_concurrent_backups",
                                             "--max-concurrent-backups: backups this operator takes at once.",
                                             registry=r)
+        # spec.trialRestore (the EtcdBackupNotVerified alert compares the first two).
+        self.last_verified_backup_timestamp_seconds = Gauge(
+            f"{PREFIX}_last_verified_backup_timestamp_seconds",
+            "Unix time the newest backup a trial restore verified was taken; 0 after trial restores that "
+            "verified none. No series before the first trial restore or without spec.trialRestore.",
+            ["namespace", "backup"], registry=r)
+        self.max_unverified_age_seconds = Gauge(
+            f"{PREFIX}_max_unverified_age_seconds",
+            "spec.trialRestore.maxUnverifiedAgeInSecond: how old the newest verified backup may get.",
+            ["namespace", "backup"], registry=r)
+        self.trial_restores_total = Counter(f"{PREFIX}_trial_restores", "Trial restores by result.",
+                                            ["namespace", "backup", "result"], registry=r)
+        self.trial_restore_duration_seconds = Histogram(
+            f"{PREFIX}_trial_restore_duration_seconds",
+            "Time one trial restore took (download, decode, restore, throwaway etcd, checks).",
+            ["result"], buckets=DURATION_BUCKETS_SECONDS, registry=r)
         for reason in reasons.FAILURE_REASONS:
             self.failures_total.labels(reason=reason)
         for result in RESULTS:
             self.duration_seconds.labels(result=result)
+            self.trial_restore_duration_seconds.labels(result=result)
 
     def observe_slots(self, running: int, queued: int) -> None:
         self.backups_running.set(running)
@@ -93,22 +110,41 @@ class BackupMetrics:
         if last_success is not None:
             self.last_success_timestamp_seconds.labels(namespace=namespace, backup=backup).set(last_success.timestamp())
 
+    def observe_trial_recorded(self, namespace: str, backup: str, *, max_age_seconds: int | None,
+                               attempted: bool, verified_backup_time: datetime | None) -> None:
+        """Every pass, from spec and status (spec.trialRestore; None: not asked for): the age the
+        alert allows, and when the newest verified backup was taken (0: trials ran, none verified)."""
+        if max_age_seconds is None:
+            _remove(self.max_unverified_age_seconds, namespace, backup)
+            _remove(self.last_verified_backup_timestamp_seconds, namespace, backup)
+            return
+        self.max_unverified_age_seconds.labels(namespace=namespace, backup=backup).set(max_age_seconds)
+        if verified_backup_time is not None:
+            self.last_verified_backup_timestamp_seconds.labels(namespace=namespace, backup=backup).set(
+                verified_backup_time.timestamp())
+        elif attempted:
+            self.last_verified_backup_timestamp_seconds.labels(namespace=namespace, backup=backup).set(0)
+
+    def observe_trial(self, namespace: str, backup: str, *, verified: bool, seconds: float) -> None:
+        result = RESULTS[0] if verified else RESULTS[1]
+        self.trial_restores_total.labels(namespace=namespace, backup=backup, result=result).inc()
+        self.trial_restore_duration_seconds.labels(result=result).observe(seconds)
+
     def forget(self, namespace: str, backup: str) -> None:
         """Drop the series of a deleted EtcdBackup."""
         for gauge in (self.last_success_timestamp_seconds, self.last_size_bytes, self.objects_retained,
-                      self.interval_seconds, self.consecutive_failures):
+                      self.interval_seconds, self.consecutive_failures, self.last_verified_backup_timestamp_seconds,
+                      self.max_unverified_age_seconds):
             try:
                 gauge.remove(namespace, backup)
             except KeyError:
                 pass
         for result in RESULTS:
-            try:
-                self.backups_total.remove(namespace, backup, result)
-            except KeyError:
-                pass
+            _remove(self.backups_total, namespace, backup, result)
+            _remove(self.trial_restores_total, namespace, backup, result)
 
 
-def _remove(gauge: Gauge, *labels: str) -> None:
+def _remove(gauge: Gauge | Counter, *labels: str) -> None:
     try:
         gauge.remove(*labels)
     except KeyError:

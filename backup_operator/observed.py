@@ -1,9 +1,9 @@
 """What one pass over an EtcdBackup saw: the object, what its status recorded about earlier
-attempts, and the time (`observing.py` reads them; `planning.py` decides from them); and what a
+attempts (and trial restores), and the time (`observing.py` reads them; `planning.py` decides from them); and what a
 backup that was taken found out (`BackupResult`). Pure types."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from etcd_common.api.etcd_backup import EtcdBackup
@@ -22,11 +22,62 @@ class RecordedBackup:
 
 
 @dataclass(frozen=True)
+class SnapshotFingerprint:
+    """What a backup's snapshot holds, recorded when it is taken (status.lastBackup) for a trial
+    restore to compare with: the snapshot's revision (etcdutl snapshot status of the file), and as
+    the member counted them at that revision, the keys and the keyspace hash (`endpoint hashkv`,
+    comparable only at the same compact revision). None: the member could not tell (compacted past
+    the revision meanwhile, gone)."""
+
+    revision: int
+    key_count: int | None = None
+    hash_kv: int | None = None
+    compact_revision: int | None = None
+
+
+@dataclass(frozen=True)
+class LastBackup:
+    """status.lastBackup: the newest backup this EtcdBackup took, and what it held."""
+
+    key: str
+    taken: datetime
+    sha256: str
+    etcd_revision: int
+    fingerprint: SnapshotFingerprint | None = None
+
+
+@dataclass(frozen=True)
+class RecordedTrial:
+    """status.trialRestore, read leniently (wrong types read as unset)."""
+
+    last_attempt_time: datetime | None = None
+    last_result: str = ""
+    last_verified_time: datetime | None = None
+    verified_backup_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """What one trial restore found."""
+
+    key: str
+    sha256: str
+    snapshot_revision: int  # etcdutl snapshot status of the downloaded file
+    served_revision: int  # what the throwaway etcd serves
+    key_count: int
+    hash_kv: int
+    compact_revision: int
+    restore_seconds: float  # from the download's start until the throwaway etcd answered
+
+
+@dataclass(frozen=True)
 class ObservedBackup:
     backup: EtcdBackup
     recorded: RecordedBackup
     now: datetime
-
+    # spec.trialRestore: the backup a trial restore verifies, and what earlier trials recorded.
+    last_backup: LastBackup | None = None
+    trial: RecordedTrial = field(default_factory=RecordedTrial)
 
 @dataclass(frozen=True)
 class BackupResult:
@@ -46,3 +97,4 @@ class BackupResult:
     # `sha256` still the snapshot's (checked by decoding the object before it was uploaded).
     compression: str = ""
     key_id: str = ""
+    fingerprint: SnapshotFingerprint | None = None

@@ -7,13 +7,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from backup_operator.observed import ObservedBackup, RecordedBackup
+from backup_operator.observed import LastBackup, ObservedBackup, RecordedBackup, RecordedTrial, SnapshotFingerprint
 from backup_operator.status import RESULT_SUCCEEDED
 from etcd_common.api.etcd_backup import parse_etcd_backup
 
 
 def observe_backup(raw: dict[str, Any], now: datetime) -> ObservedBackup:
-    return ObservedBackup(parse_etcd_backup(raw), parse_recorded(raw.get("status")), now)
+    status = raw.get("status")
+    return ObservedBackup(parse_etcd_backup(raw), parse_recorded(status), now,
+                          last_backup=parse_last_backup(status), trial=parse_recorded_trial(status))
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -53,3 +55,37 @@ def records_attempt(status: Any, attempt: Mapping[str, Any]) -> bool:
     if recorded.last_attempt_time != wanted.last_attempt_time:
         return recorded.last_attempt_time > wanted.last_attempt_time
     return (recorded.succeeded, recorded.last_reason) == (wanted.succeeded, wanted.last_reason)
+
+
+def _integer_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_last_backup(status: Any) -> LastBackup | None:
+    """status.lastBackup, or None when there is none (or it lacks a key or a time)."""
+    raw = status.get("lastBackup") if isinstance(status, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return None
+    key, taken = raw.get("key"), parse_time(raw.get("time"))
+    if not isinstance(key, str) or not key or taken is None:
+        return None
+    revision = _integer_or_none(raw.get("snapshotRevision"))
+    fingerprint = None if revision is None else SnapshotFingerprint(
+        revision, key_count=_integer_or_none(raw.get("keyCount")), hash_kv=_integer_or_none(raw.get("hashKV")),
+        compact_revision=_integer_or_none(raw.get("hashKVCompactRevision")))
+    sha256 = raw.get("sha256")
+    return LastBackup(key=key, taken=taken, sha256=sha256 if isinstance(sha256, str) else "",
+                      etcd_revision=_integer_or_none(raw.get("etcdRevision")) or 0, fingerprint=fingerprint)
+
+
+def parse_recorded_trial(status: Any) -> RecordedTrial:
+    raw = status.get("trialRestore") if isinstance(status, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return RecordedTrial()
+    result = raw.get("lastResult")
+    return RecordedTrial(
+        last_attempt_time=parse_time(raw.get("lastAttemptTime")),
+        last_result=result if isinstance(result, str) else "",
+        last_verified_time=parse_time(raw.get("lastVerifiedTime")),
+        verified_backup_time=parse_time(raw.get("verifiedBackupTime")),
+    )

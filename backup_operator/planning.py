@@ -9,11 +9,13 @@ Rules, first match wins:
     for an endpoint, until the operator runs with a wider allowance).
  2. Otherwise the schedule decides (`schedule.next_backup`): TakeBackup when a backup is due,
     Wait until it is, or Done (a one-shot backup taken, given up, or waiting for a fix).
+ 3. When no backup is due and spec.trialRestore asks for it, a trial restore of the newest
+    backup (`verification.next_trial_restore`): RestoreOnTrial when due, else the earlier wait.
 """
 from __future__ import annotations
 
 from backup_operator import reasons
-from backup_operator.actions import Action, Done, RejectSpec
+from backup_operator.actions import Action, Done, RejectSpec, TakeBackup, Wait
 from backup_operator.endpoint_policy import (
     DEFAULT_POLICY,
     EndpointPolicy,
@@ -22,6 +24,7 @@ from backup_operator.endpoint_policy import (
 )
 from backup_operator.observed import ObservedBackup
 from backup_operator.schedule import next_backup
+from backup_operator.verification import next_trial_restore
 from etcd_common.api.etcd_backup import EtcdBackup
 
 
@@ -35,7 +38,13 @@ def plan_next_action(observed: ObservedBackup, policy: EndpointPolicy = DEFAULT_
             return Done(f"waiting for the spec to be fixed ({reason})")
         return RejectSpec(reason, message)
     assert backup.spec is not None
-    return next_backup(backup.spec, backup.generation, recorded, observed.now, min_interval_seconds)
+    action = next_backup(backup.spec, backup.generation, recorded, observed.now, min_interval_seconds)
+    if isinstance(action, TakeBackup):
+        return action
+    trial = next_trial_restore(backup.spec.trial_restore, observed.last_backup, observed.trial, observed.now)
+    if trial is None or (isinstance(action, Wait) and isinstance(trial, Wait) and action.seconds <= trial.seconds):
+        return action
+    return trial
 
 
 def spec_problem(backup: EtcdBackup, policy: EndpointPolicy = DEFAULT_POLICY) -> tuple[str, str] | None:

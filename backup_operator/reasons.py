@@ -39,6 +39,16 @@ WORK_DIRECTORY_FULL: Final = "WorkDirectoryFull"
 WAITING_FOR_SLOT: Final = "WaitingForBackupSlot"
 INTERVAL_BELOW_MINIMUM: Final = "IntervalBelowMinimum"
 
+# Trial restores (spec.trialRestore): the condition Verified's reasons, Warning events, status.trialRestore.
+VERIFIED: Final = "BackupVerified"
+# The object does not decode, or is not a whole etcd snapshot (truncated, overwritten, tampered with).
+BACKUP_OBJECT_CORRUPT: Final = codec.ObjectCorrupt.reason
+# It restores, but its revision, keys or keyspace hash are not what was recorded when it was taken.
+BACKUP_CONTENT_MISMATCH: Final = "BackupContentMismatch"
+# etcdutl or the throwaway etcd failed for another reason (a missing etcd binary, a full disk).
+TRIAL_RESTORE_FAILED: Final = "TrialRestoreFailed"
+TRIAL_TIMED_OUT: Final = "TrialRestoreTimedOut"
+
 S3_REASONS: Final = (
     s3.REASON_SECRET_INVALID, s3.REASON_ACCESS_DENIED, s3.REASON_BUCKET_NOT_FOUND, s3.REASON_OBJECT_NOT_FOUND,
     s3.REASON_UNREACHABLE, s3.REASON_LOCATION_INVALID, s3.REASON_FAILED,

@@ -45,6 +45,8 @@ class BackupOperatorSettings:
     max_concurrent_backups: int = DEFAULT_MAX_CONCURRENT_BACKUPS
     # A periodic backupIntervalInSecond below this is raised to it (a warning in status).
     min_backup_interval_seconds: float = DEFAULT_MIN_BACKUP_INTERVAL_SECONDS
+    # The etcd a trial restore (spec.trialRestore) serves a restored snapshot with, on 127.0.0.1.
+    etcd_binary: str | None = None
 
 
 def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +99,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
     add_resync_flag(parser, default_seconds=30,
                     help_text="safety-net re-check of every EtcdBackup's schedule, in seconds")
     add_etcd_tool_flags(parser)
+    add_program_flag(parser, "etcd", env="ETCD_BINARY")
     add_endpoint_policy_flags(parser)
     parser.add_argument("--max-concurrent-backups", type=_at_least_one,
                         default=env_str("BACKUP_MAX_CONCURRENT_BACKUPS", str(DEFAULT_MAX_CONCURRENT_BACKUPS)),
@@ -119,6 +122,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
         endpoint_policy=endpoint_policy(args),
         max_concurrent_backups=args.max_concurrent_backups,
         min_backup_interval_seconds=max(0.0, args.min_backup_interval_seconds),
+        etcd_binary=args.etcd,
     )
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from backup_operator import reasons
-from backup_operator.observed import BackupResult, RecordedBackup
+from backup_operator.observed import BackupResult, LastBackup, RecordedBackup, SnapshotFingerprint, TrialFacts
 
 CONDITION_SUCCEEDED: Final = "Succeeded"
 RESULT_SUCCEEDED: Final = "Succeeded"
@@ -23,6 +23,8 @@ RESULT_SUCCEEDED: Final = "Succeeded"
 CONDITION_QUEUED: Final = "Queued"
 # True while backupIntervalInSecond is below the operator's --min-backup-interval-seconds (raised to it).
 CONDITION_INTERVAL_RAISED: Final = "IntervalRaised"
+# spec.trialRestore: True when the last trial restore verified the newest backup, False with the reason.
+CONDITION_VERIFIED: Final = "Verified"
 
 
 def format_time(moment: datetime) -> str:
@@ -86,6 +88,13 @@ def _kept(current: Mapping[str, Any], *names: str) -> dict[str, Any]:
     return {name: current[name] for name in names if current.get(name) not in (None, "")}
 
 
+def fingerprint_fields(fingerprint: SnapshotFingerprint) -> dict[str, int]:
+    """status.lastBackup's snapshotRevision, keyCount, hashKV and hashKVCompactRevision (those known)."""
+    fields = {"snapshotRevision": fingerprint.revision, "keyCount": fingerprint.key_count,
+              "hashKV": fingerprint.hash_kv, "hashKVCompactRevision": fingerprint.compact_revision}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def success_status(current: Mapping[str, Any], generation: int, result: BackupResult, now: datetime) -> dict[str, Any]:
     """The status after `result`; `current` is the status before."""
     message = f"backup {result.key} ({result.size} bytes, etcd revision {result.etcd_revision}) taken"
@@ -98,6 +107,8 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
     }
     if result.endpoint:
         last_backup["endpoint"] = result.endpoint
+    if result.fingerprint is not None:
+        last_backup.update(fingerprint_fields(result.fingerprint))
     if result.compression:
         last_backup["compression"] = result.compression
     if result.key_id:
@@ -116,6 +127,7 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
     }
     if result.retained is not None:
         status["backupsRetained"] = result.retained
+    status.update(_kept(current, "trialRestore"))
     return status
 
 
@@ -125,7 +137,8 @@ def failure_status(current: Mapping[str, Any], generation: int, recorded: Record
     same_run = recorded.observed_generation == generation and recorded.consecutive_failures > 0
     failures = recorded.consecutive_failures + 1 if same_run else 1
     first = (recorded.first_attempt_time or attempt_started) if same_run else attempt_started
-    status = _kept(current, "etcdVersion", "etcdRevision", "lastSuccessDate", "lastBackup", "backupsRetained")
+    status = _kept(current, "etcdVersion", "etcdRevision", "lastSuccessDate", "lastBackup", "backupsRetained",
+                   "trialRestore")
     status.update({
         "succeeded": False,
         "Reason": f"{reason}: {message}"[:1024],
@@ -137,3 +150,51 @@ def failure_status(current: Mapping[str, Any], generation: int, recorded: Record
         "conditions": [_condition(current, "False", reason, message, now), *_other_conditions(current)],
     })
     return status
+
+
+def _verified_condition(current: Mapping[str, Any], status: str, reason: str, message: str,
+                        now: datetime) -> dict[str, Any]:
+    """The Verified condition; lastTransitionTime moves only when its status flips."""
+    previous = next((c for c in current.get("conditions") or [] if isinstance(c, Mapping)
+                     and c.get("type") == CONDITION_VERIFIED), None)
+    transition = format_time(now)
+    if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
+        transition = str(previous["lastTransitionTime"])
+    return {"type": CONDITION_VERIFIED, "status": status, "reason": reason, "message": message[:1024],
+            "lastTransitionTime": transition}
+
+
+def _with_verified(current: Mapping[str, Any], verified: dict[str, Any]) -> list[dict[str, Any]]:
+    """`current`'s conditions, Verified replaced and Queued dropped (the trial that waited ran)."""
+    return [*_succeeded(current), *_other_conditions(current, CONDITION_VERIFIED), verified]
+
+
+def trial_verified_status(current: Mapping[str, Any], started: datetime, last_backup: LastBackup, facts: TrialFacts,
+                          hash_compared: bool, now: datetime) -> dict[str, Any]:
+    """The status after a trial restore that verified `last_backup`: only status.trialRestore
+    and the Verified condition change."""
+    compared = "revision, keys and keyspace hash" if hash_compared else "revision and keys (keyspace hash not comparable)"
+    message = (f"backup {facts.key} (taken {format_time(last_backup.taken)}) restored into a throwaway etcd in "
+               f"{facts.restore_seconds:.1f}s: {compared} as recorded, revision {facts.snapshot_revision}, "
+               f"{facts.key_count} keys")
+    trial = {
+        "lastAttemptTime": format_time(started), "lastResult": reasons.VERIFIED, "message": message[:1024],
+        "lastVerifiedTime": format_time(now), "verifiedObject": facts.key,
+        "verifiedBackupTime": format_time(last_backup.taken), "verifiedRevision": facts.snapshot_revision,
+        "keyCount": facts.key_count, "hashCompared": hash_compared,
+        "restoreSeconds": round(facts.restore_seconds, 3),
+    }
+    return {**current, "trialRestore": trial,
+            "conditions": _with_verified(current, _verified_condition(current, "True", reasons.VERIFIED, message, now))}
+
+
+def trial_failed_status(current: Mapping[str, Any], started: datetime, key: str, reason: str, message: str,
+                        now: datetime) -> dict[str, Any]:
+    """The status after a failed trial restore of `key`: the last verification's fields stay."""
+    previous = current.get("trialRestore")
+    kept = _kept(previous, "lastVerifiedTime", "verifiedObject", "verifiedBackupTime", "verifiedRevision",
+                 "keyCount", "hashCompared", "restoreSeconds") if isinstance(previous, Mapping) else {}
+    text = f"trial restore of {key} failed: {message}"
+    trial = {**kept, "lastAttemptTime": format_time(started), "lastResult": reason, "message": text[:1024]}
+    return {**current, "trialRestore": trial,
+            "conditions": _with_verified(current, _verified_condition(current, "False", reason, text, now))}

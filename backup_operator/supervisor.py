@@ -2,6 +2,11 @@
 `operator_runtime.worker.ObjectWorker` thread): a backup taken when the schedule says one is due,
 its outcome in status, an event and metrics, then sleep until the next one is due.
 
+With spec.trialRestore, when no backup is due and a trial restore is (`verification.py`), the
+newest backup is restored into a throwaway etcd and checked (`trial_restore.py`), holding a slot
+as a backup does; its outcome goes to status.trialRestore and the condition Verified, a Warning
+event each time the failure reason changes, and the metrics the EtcdBackupNotVerified alert reads.
+
 A due backup is taken only with one of the operator's `--max-concurrent-backups` slots
 (`slots.py`, shared by every supervisor); without one it waits its turn, oldest due first, says so
 once in status (condition Queued) and is woken when a slot frees. A periodic interval below the
@@ -32,12 +37,18 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from backup_operator import acting, reasons
+from backup_operator import acting, reasons, trial_restore
 from backup_operator import actions as a
 from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy
 from backup_operator.metrics import BackupMetrics
 from backup_operator.observed import BackupResult, ObservedBackup
-from backup_operator.observing import observe_backup, parse_recorded, records_attempt
+from backup_operator.observing import (
+    observe_backup,
+    parse_last_backup,
+    parse_recorded,
+    parse_recorded_trial,
+    records_attempt,
+)
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS, effective_interval_seconds
@@ -50,6 +61,8 @@ from backup_operator.status import (
     interval_status,
     queued_status,
     success_status,
+    trial_failed_status,
+    trial_verified_status,
     without_queued,
 )
 from backup_operator.taking import BackupEnvironment
@@ -125,10 +138,15 @@ class BackupSupervisor:
             interval_seconds=round(effective_interval_seconds(backup.spec, ctx.min_interval_seconds))
             if backup.spec is not None and periodic else 0,
             last_success=backup.status.last_success_date)
+        trial_policy = backup.spec.trial_restore if backup.spec is not None else None
+        ctx.metrics.observe_trial_recorded(
+            backup.namespace, backup.name, max_age_seconds=trial_policy.max_unverified_age_seconds if trial_policy
+            else None, attempted=observed.trial.last_attempt_time is not None,
+            verified_backup_time=observed.trial.verified_backup_time)
         if ctx.may_act():
             raw = self._report_interval(raw, backup)
         action = plan_next_action(observed, ctx.endpoint_policy, ctx.min_interval_seconds)
-        if not isinstance(action, a.TakeBackup):
+        if not isinstance(action, (a.TakeBackup, a.RestoreOnTrial)):
             ctx.slots.leave(self.key)
             if isinstance(action, a.RejectSpec):
                 self.log.warning("cannot back up: %s: %s", action.reason, action.message)
@@ -145,9 +163,39 @@ class BackupSupervisor:
             self._report_queued(raw, position)
             return QUEUED_RECHECK_SECONDS
         try:
+            if isinstance(action, a.RestoreOnTrial):
+                return self._restore_on_trial(raw, observed)
             return self._take(raw, observed, action)
         finally:
             ctx.slots.release(self.key)
+
+    def _restore_on_trial(self, raw: dict[str, Any], observed: ObservedBackup) -> float:
+        """Restore the newest backup on trial (holding a slot), write its outcome; the delay until the next pass."""
+        ctx = self.context
+        backup, last_backup, now = observed.backup, observed.last_backup, observed.now
+        assert last_backup is not None
+        self.log.info("trial restore of %s", last_backup.key)
+        started = time.monotonic()
+        current = raw.get("status") or {}
+        try:
+            result = trial_restore.restore_on_trial(backup, last_backup, ctx.environment, self.log)
+        except BackupFailed as failure:
+            reason, message = failure.reason, failure.message
+        except Exception as error:  # a bug must show in status too, not only in the log
+            self.log.exception("trial restore crashed")
+            reason, message = reasons.INTERNAL_ERROR, short_error(error)
+        else:
+            ctx.metrics.observe_trial(backup.namespace, backup.name, verified=True, seconds=time.monotonic() - started)
+            if observed.trial.last_result != reasons.VERIFIED:
+                ctx.events.record(raw, NORMAL, reasons.VERIFIED, f"backup {last_backup.key} verified by a trial restore")
+            status = trial_verified_status(current, now, last_backup, result.facts, result.hash_compared, ctx.clock())
+            return self._delay_after(self._patch_status(raw, current, status) or raw, observed)
+        self.log.warning("trial restore of %s failed: %s: %s", last_backup.key, reason, message)
+        ctx.metrics.observe_trial(backup.namespace, backup.name, verified=False, seconds=time.monotonic() - started)
+        if observed.trial.last_result != reason:  # one Warning event per change of reason
+            ctx.events.record(raw, WARNING, reason, f"trial restore of {last_backup.key} failed: {message}")
+        status = trial_failed_status(current, now, last_backup.key, reason, message, ctx.clock())
+        return self._delay_after(self._patch_status(raw, current, status) or raw, observed)
 
     def _take(self, raw: dict[str, Any], observed: ObservedBackup, action: a.TakeBackup) -> float:
         """Take the backup (holding a slot), write its outcome; the delay until the next pass."""
@@ -170,8 +218,10 @@ class BackupSupervisor:
         return self._delay_after(updated or raw, observed)
 
     def _delay_after(self, raw: dict[str, Any], observed: ObservedBackup) -> float:
-        """Until the next backup is due, by the status just written (the spec as this pass read it)."""
-        after = replace(observed, recorded=parse_recorded(raw.get("status")), now=self.context.clock())
+        """Until the next backup (or trial restore) is due, by the status just written (the spec as this pass read it)."""
+        status = raw.get("status")
+        after = replace(observed, recorded=parse_recorded(status), last_backup=parse_last_backup(status),
+                        trial=parse_recorded_trial(status), now=self.context.clock())
         return _delay(plan_next_action(after, self.context.endpoint_policy, self.context.min_interval_seconds))
 
     def _report_queued(self, raw: dict[str, Any], position: int) -> None:
@@ -212,9 +262,12 @@ class BackupSupervisor:
         """Write conditions that are not an attempt's outcome (Queued, IntervalRaised); a failed
         write is only logged (the next pass writes them again). The object as it is now."""
         ctx = self.context
+        current = raw.get("status") or {}
         try:
+            # Only the conditions change: every other field stays (a merge patch of `status` alone
+            # would remove them, lastAttemptTime and lastBackup among them).
             updated = ctx.backup_api.patch_status(self.key[0], self.key[1],
-                                                  status_merge_patch(raw.get("status") or {}, status))
+                                                  status_merge_patch(current, {**current, **status}))
         except KubeError as error:
             self.log.warning("status write failed: %s; written by a later pass", short_error(error))
             return raw

@@ -27,7 +27,7 @@ from typing import Any
 from backup_operator import reasons
 from backup_operator.endpoint_policy import EndpointPolicy, location_endpoint_refusal
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
-from backup_operator.observed import BackupResult
+from backup_operator.observed import BackupResult, SnapshotFingerprint
 from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import BackupSpec
 from etcd_common.api.etcd_cluster import parse_etcd_cluster
@@ -54,6 +54,8 @@ WORK_PREFIX = "etcd-backup-"
 # An encoded copy (gzip of incompressible data, AES-GCM's tags) may be a little larger than the snapshot.
 ENCODED_ALLOWANCE = 1.01
 STATUS_TIMEOUT_SECONDS = 5.0
+# Hashing the keyspace at the snapshot's revision reads the whole database on the member.
+FINGERPRINT_TIMEOUT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ class BackupEnvironment:
     etcd: EtcdAccess
     work_dir: str
     etcdutl_binary: str | None = None
+    # The throwaway etcd of trial restores (spec.trialRestore) and the etcdctl that reads it.
+    etcd_binary: str | None = None
+    etcdctl_binary: str | None = None
     s3_options: dict[str, Any] = field(default_factory=dict)
     # The object-store endpoint a secret names is checked here (the spec's, by the planner too).
     endpoint_policy: EndpointPolicy = field(default_factory=EndpointPolicy)
@@ -150,10 +155,10 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
                                                   "(backupPolicy.timeoutInSecond)")
         return left
 
-    bucket, base_key = _split(request.location)
-    storage = _storage(request, env)
+    bucket, base_key = split_or_fail(request.location)
+    storage = storage_client(request, env)
     _s3_call(lambda: storage.check_bucket(bucket))
-    encoding, (endpoints, tls_secret) = _encoding(request, env), _target(request, env)
+    encoding, (endpoints, tls_secret) = spec_encoding(request, env), _target(request, env)
     candidates, version, member_revision, db_size = _members_by_revision(request, env, endpoints, tls_secret, log)
     with _work_directory(request, env, work_bytes_needed(db_size, encoding.identity)) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
@@ -180,6 +185,7 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
                     raise error.__cause__ from None
                 raise BackupFailed(error.reason, error.message) from error
             gate.wait_for_check()
+            fingerprint = _fingerprint(request, env, endpoint, tls_secret, status_call.result().revision, log)
         if upload.size != size:
             raise BackupFailed(StorageError("", backend=request.location.storage_type).reason,
                                f"{object_url(request.location, bucket, key)} has {upload.size} bytes, uploaded {size}")
@@ -190,9 +196,25 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     return BackupResult(
         key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
         started=started, duration_seconds=monotonic() - clock_start, endpoint=endpoint,
-        retained=retained, retention_error=retention_error,
+        retained=retained, retention_error=retention_error, fingerprint=fingerprint,
         **_encoding_facts(encoding),
     )
+
+
+def _fingerprint(request: BackupRequest, env: BackupEnvironment, endpoint: str, tls_secret: str, revision: int,
+                 log: Logger) -> SnapshotFingerprint:
+    """The snapshot's revision, and the member's key count and keyspace hash at it (two reads of
+    the member the snapshot came from); what the member cannot tell stays None: a backup is not
+    failed for it (its trial restore then compares less)."""
+    try:
+        client = _client(request, env, (endpoint,), tls_secret, command_timeout_seconds=FINGERPRINT_TIMEOUT_SECONDS)
+        hashed = client.hash_kv(revision)
+        return SnapshotFingerprint(revision, key_count=client.key_count(revision), hash_kv=hashed.hash,
+                                   compact_revision=hashed.compact_revision)
+    except (ctl.EtcdctlError, BackupFailed, ValueError) as error:
+        log.warning("cannot read the key count and hash of revision %d from %s (%s); a trial restore "
+                    "compares the revision and the snapshot's digest only", revision, endpoint, error)
+        return SnapshotFingerprint(revision)
 
 
 @contextmanager
@@ -217,14 +239,14 @@ def remove_stale_snapshots(work_dir: str, log: Logger) -> None:
             log.info("removed %s left in %s by an interrupted backup", entry, work_dir)
 
 
-def _split(location: StorageLocation) -> tuple[str, str]:
+def split_or_fail(location: StorageLocation) -> tuple[str, str]:
     try:
         return split_location(location)
     except LocationInvalid as error:
         raise BackupFailed(error.reason, error.message) from error
 
 
-def _storage(request: BackupRequest, env: BackupEnvironment) -> ObjectStorage:
+def storage_client(request: BackupRequest, env: BackupEnvironment) -> ObjectStorage:
     """The object-store client for the request; its endpoint (the spec's, else the one its
     secret names, else the provider's) is checked against the endpoint policy before any request
     is sent."""
@@ -244,7 +266,7 @@ def _storage(request: BackupRequest, env: BackupEnvironment) -> ObjectStorage:
     return storage
 
 
-def _encoding(request: BackupRequest, env: BackupEnvironment) -> codec.Encoding:
+def spec_encoding(request: BackupRequest, env: BackupEnvironment) -> codec.Encoding:
     """spec.compression and spec.encryption, with the key read from its Secret (before etcd is asked)."""
     if request.encryption is None:
         return codec.Encoding(request.compression)

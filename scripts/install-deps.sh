@@ -48,9 +48,10 @@ failed=0
 for pid in $pids; do wait "$pid" || failed=1; done
 [ "$failed" = 0 ] || { echo "a binary build failed (its output is above)" >&2; exit 1; }
 
-# The operator runs the etcdctl beside its Python (etcd_common.etcd.etcdctl.default_binary): the newest build.
+# The operator runs the etcdctl beside its Python (etcd_common.etcd.etcdctl.default_binary): the newest build;
+# the backup operator's trial restores run the etcd beside it (default_etcd_binary).
 newest_etcd_dir=$(sort -V "$outputs/etcd" | tail -n 1 | cut -d' ' -f2)
-for tool in etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
+for tool in etcd etcdctl etcdutl; do ln -sfn "$newest_etcd_dir/$tool" "$VENV/bin/$tool"; done
 # helm, prometheus and promtool (chart, alert-rule and monitoring tests), built from Go modules;
 # fake-gcs-server (Go module) and azurite-blob (npm), the ABS and GCS storage tests' emulators.
 while read -r _tool _version dir; do

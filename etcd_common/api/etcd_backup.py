@@ -44,6 +44,23 @@ class BackupPolicy:
         return self.backup_interval_seconds > 0
 
 
+# spec.trialRestore defaults: the age alerted on is this many intervals (a trial that fails once
+# is retried at the next interval before anyone is woken); one trial's time limit.
+DEFAULT_MAX_UNVERIFIED_INTERVALS = 3
+DEFAULT_TRIAL_TIMEOUT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class TrialRestorePolicy:
+    """Addition: `trialRestore`. Every `interval_seconds` the newest backup is restored into a
+    throwaway etcd and checked; `max_unverified_age_seconds` is how old the newest verified backup
+    may get before the EtcdBackupNotVerified alert fires; `timeout_seconds` bounds one trial."""
+
+    interval_seconds: int
+    max_unverified_age_seconds: int
+    timeout_seconds: int = DEFAULT_TRIAL_TIMEOUT_SECONDS
+
+
 @dataclass(frozen=True)
 class BackupSpec:
     storage: StorageLocation
@@ -58,6 +75,8 @@ class BackupSpec:
     # Secret), applied on the operator before the upload (etcd_common.storage.codec).
     compression: str = COMPRESSION_NONE
     encryption: EncryptionKeyRef | None = None
+    # Addition: `trialRestore` (None: backups are not restored on trial).
+    trial_restore: TrialRestorePolicy | None = None
 
     @property
     def storage_type(self) -> str:
@@ -155,6 +174,24 @@ def parse_backup_spec(raw: Any) -> BackupSpec:
         etcd_cluster_name=_etcd_cluster_name(spec),
         compression=parse_compression(spec),
         encryption=parse_encryption(spec),
+        trial_restore=_trial_restore(spec),
+    )
+
+
+def _trial_restore(spec: FieldReader) -> TrialRestorePolicy | None:
+    """`trialRestore`: intervalInSecond is required (at least 1); the age and the timeout default."""
+    trial = spec.child("trialRestore")
+    if trial is None:
+        return None
+    if not trial.has("intervalInSecond"):
+        raise InvalidBackupSpec(f"{trial.path('intervalInSecond')} is required")
+    interval = trial.integer("intervalInSecond", minimum=1)
+    max_age = trial.integer("maxUnverifiedAgeInSecond", minimum=0)
+    timeout = trial.integer("timeoutInSecond", minimum=0)
+    return TrialRestorePolicy(
+        interval_seconds=interval,
+        max_unverified_age_seconds=max_age or interval * DEFAULT_MAX_UNVERIFIED_INTERVALS,
+        timeout_seconds=timeout or DEFAULT_TRIAL_TIMEOUT_SECONDS,
     )
 
 

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 BINARY_ENV = "ETCDCTL_BINARY"
 ETCDUTL_BINARY_ENV = "ETCDUTL_BINARY"
+ETCD_BINARY_ENV = "ETCD_BINARY"
 # Beyond etcdctl's own dial and command timeouts, how long we let the process run before
 # killing it (it may hang in ways its own timeouts do not cover, e.g. a frozen server mid-TLS).
 SUBPROCESS_GRACE_SECONDS = 5.0
@@ -163,6 +164,17 @@ class SnapshotStatus:
     total_size: int
     # The storage version etcd 3.6 records in the file; "" for snapshots of 3.4/3.5 servers.
     storage_version: str
+
+
+@dataclass(frozen=True)
+class HashKV:
+    """`etcdctl endpoint hashkv --rev`: the hash of the MVCC keyspace up to `hash_revision`, which
+    also depends on the compaction (`compact_revision`): two members agree on it only when both
+    have compacted to the same revision."""
+
+    hash: int
+    compact_revision: int
+    hash_revision: int
 
 
 def format_member_id(member_id: int) -> str:
@@ -437,6 +449,20 @@ def parse_get_value(output: str) -> str | None:
     return base64.b64decode(encoded).decode("utf-8")
 
 
+def parse_key_count(output: str) -> int:
+    """The `count` of `etcdctl get -w json` (absent when zero)."""
+    return int(_as_dict(json.loads(output), "get").get("count", 0))
+
+
+def parse_hash_kv(output: str) -> HashKV:
+    answers = json.loads(output)
+    if not isinstance(answers, list) or len(answers) != 1:
+        raise ValueError(f"endpoint hashkv: expected one answer, got {answers!r}")
+    document = _as_dict(_as_dict(answers[0], "endpoint hashkv").get("HashKV"), "endpoint hashkv: HashKV")
+    return HashKV(hash=int(document.get("hash", 0)), compact_revision=int(document.get("compact_revision", 0)),
+                  hash_revision=int(document.get("hash_revision", 0)))
+
+
 def parse_snapshot_status(output: str) -> SnapshotStatus:
     document = _as_dict(json.loads(output), "snapshot status")
     return SnapshotStatus(
@@ -475,6 +501,12 @@ def default_binary() -> str:
 def default_etcdutl_binary() -> str:
     """$ETCDUTL_BINARY, else the etcdutl next to this Python, else the one on PATH."""
     return _find_program("etcdutl", ETCDUTL_BINARY_ENV)
+
+
+def default_etcd_binary() -> str:
+    """$ETCD_BINARY, else the etcd next to this Python, else the one on PATH (the backup
+    operator's trial restores run one, throwaway, on a restored snapshot)."""
+    return _find_program("etcd", ETCD_BINARY_ENV)
 
 
 def _find_program(name: str, environment_variable: str) -> str:
@@ -740,6 +772,20 @@ class Etcdctl:
 
     def get(self, key: str) -> str | None:
         return parse_get_value(self._run(["get", "--", key]))
+
+    # --- a revision's content (the backup operator's trial restores compare them)
+
+    def key_count(self, revision: int = 0) -> int:
+        """How many keys there are at `revision` (0: now); raises if it is compacted."""
+        args = ["get", "--prefix", "--keys-only", "--limit=1"]
+        if revision:
+            args.append(f"--rev={revision}")
+        return parse_key_count(self._run([*args, "--", ""]))
+
+    def hash_kv(self, revision: int, *, endpoint: str | None = None) -> HashKV:
+        """The keyspace hash at `revision` of one member (`endpoint`, or this client's only one)."""
+        target = [endpoint] if endpoint is not None else list(self.endpoints[:1])
+        return parse_hash_kv(self._run(["endpoint", "hashkv", f"--rev={revision}"], endpoints=target))
 
     # --- plumbing
 

@@ -119,9 +119,12 @@ class ImageCatalog:
             return self._etcd(image, reference)
         if reference.name == OPERATOR_REPOSITORY:
             venv = str(self.venv_bin_dir)
+            # The image has the default version's etcd beside etcdctl/etcdutl (trial restores run
+            # it); here the newest build's directory, after the venv and before the host's PATH.
+            newest = (self.etcd_binaries[max(self.etcd_binaries, key=_version_key)],) if self.etcd_binaries else ()
             return ImageRuntime(
                 image=image, image_id=f"sandbox://{OPERATOR_REPOSITORY}@{venv}",
-                path_dirs=(self.venv_bin_dir,), rewrites=(("/usr/local/bin", venv),),
+                path_dirs=(self.venv_bin_dir, *newest), rewrites=(("/usr/local/bin", venv),),
                 entrypoint=OPERATOR_ENTRYPOINT, cmd=(),
             )
         if reference.name in GENERIC_REPOSITORIES:

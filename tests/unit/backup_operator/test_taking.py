@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from backup_operator import reasons
+from backup_operator.observed import SnapshotFingerprint
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import WORK_PREFIX, BackupEnvironment, BackupRequest, WorkSpace, take_backup
 from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location, StorageLocation
@@ -58,6 +59,8 @@ class FakeEtcd:
         self.member_list_fails = member_list_fails
         self.snapshots_from: list[str] = []
         self.during_snapshot: Callable[[], None] = lambda: None
+        self.fingerprint_error: ctl.EtcdctlError | None = None
+        self.fingerprints_asked: list[tuple[tuple[str, ...], int]] = []
 
     def client_with_secret(self, namespace: str, owner: str, endpoints: tuple[str, ...], secret: str | None,
                            **options: Any) -> FakeEtcd.Client:
@@ -100,6 +103,15 @@ class FakeEtcd:
             with open(f"{path}.part", "wb") as out:  # as etcdctl: written beside, renamed once complete
                 out.write(m.snapshot)
             os.replace(f"{path}.part", path)
+
+        def hash_kv(self, revision: int) -> ctl.HashKV:
+            self.etcd.fingerprints_asked.append((self.endpoints, revision))
+            if self.etcd.fingerprint_error is not None:
+                raise self.etcd.fingerprint_error
+            return ctl.HashKV(hash=77, compact_revision=2, hash_revision=revision)
+
+        def key_count(self, revision: int) -> int:
+            return 42
 
 
 @dataclass
@@ -278,6 +290,24 @@ def test_a_backup_within_its_deadline_reports_its_duration_on_the_clock_given(
     result = take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
     assert result.duration_seconds == 59.0
     assert etcdutl_reads == [whole_snapshot(b"a").decode(errors="replace")]  # read before upload completed
+
+
+def test_the_snapshot_revision_and_the_member_keys_and_hash_at_it_are_recorded(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    """What a trial restore compares with: the snapshot's own revision (etcdutl's, 1 here), and
+    the key count and keyspace hash the member it came from has at that revision."""
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
+    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    assert result.fingerprint == SnapshotFingerprint(1, key_count=42, hash_kv=77, compact_revision=2)
+    assert etcd.fingerprints_asked == [((A,), 1)]
+
+
+def test_a_member_that_cannot_tell_its_keys_at_the_revision_does_not_fail_the_backup(
+        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
+    etcd.fingerprint_error = ctl.EtcdctlError("mvcc: required revision has been compacted")
+    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    assert result.fingerprint == SnapshotFingerprint(1) and storage.uploads
 
 
 def test_the_deadline_passing_during_the_upload_fails_the_backup_as_timed_out(

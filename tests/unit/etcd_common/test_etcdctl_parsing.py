@@ -16,6 +16,7 @@ from etcd_common.etcd.etcdctl import (
     EndpointHealth,
     Etcdctl,
     EtcdctlError,
+    HashKV,
     LeaderChanged,
     LearnerNotReady,
     Member,
@@ -36,6 +37,8 @@ from etcd_common.etcd.etcdctl import (
     parse_endpoint_health,
     parse_endpoint_status,
     parse_get_value,
+    parse_hash_kv,
+    parse_key_count,
     parse_member_add,
     parse_member_list,
     parse_member_list_answer,
@@ -303,3 +306,15 @@ def test_etcdutl_crashing_on_a_snapshot_is_an_invalid_snapshot(tmp_path: Path) -
 ])
 def test_member_name_from_peer_url(url: str, member: str | None) -> None:
     assert member_name_from_peer_url(url) == member
+
+
+def test_key_count_and_hash_kv_as_etcdctl_3_6_prints_them() -> None:
+    """`get --prefix --keys-only --limit=1 -w json` (count absent when zero) and `endpoint hashkv
+    --rev -w json`, as captured from etcdctl 3.6.16."""
+    assert parse_key_count('{"header":{"revision":5},"kvs":[{"key":"azE="}],"more":true,"count":3}') == 3
+    assert parse_key_count('{"header":{"revision":6}}') == 0
+    answer = ('[{"Endpoint":"http://127.0.0.1:24379","HashKV":{"header":{"revision":5},"hash":4178063679,'
+              '"compact_revision":3,"hash_revision":4}}]')
+    assert parse_hash_kv(answer) == HashKV(hash=4178063679, compact_revision=3, hash_revision=4)
+    with pytest.raises(ValueError):
+        parse_hash_kv("[]")

@@ -85,9 +85,12 @@ def test_unknown_images_are_not_available(catalog: ImageCatalog, image: str) -> 
 
 
 @pytest.mark.parametrize("image", ["etcd-operator-py:dev", "ghcr.io/x/etcd-operator-py:0.1.0"])
-def test_operator_image_runs_this_checkouts_entry_points(catalog: ImageCatalog, image: str) -> None:
+def test_operator_image_runs_this_checkouts_entry_points(catalog: ImageCatalog, etcd_dirs: dict[str, Path],
+                                                         image: str) -> None:
     runtime = catalog.resolve(image)
     assert runtime.path.startswith(f"{VENV}:")
+    # The newest etcd build's directory next (its etcd: trial restores), before the host's PATH.
+    assert runtime.path_dirs == (VENV, etcd_dirs["3.6.16"]), sorted(etcd_dirs)
     assert container_argv(runtime, [], []) == ["etcd-operator"]
     assert container_argv(runtime, [], ["--help"]) == ["etcd-operator", "--help"]
     assert container_argv(runtime, ["python", "-m", "x"], ["a"]) == ["python", "-m", "x", "a"]
