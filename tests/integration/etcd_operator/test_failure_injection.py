@@ -11,23 +11,20 @@ first add, the restarted operator adds the member and dies at `before:pod-create
 creates the pod and dies at `before:promote`, and so on. The upgrade runs on a fresh operator pod,
 so every failpoint is armed again.
 
-Then faults outside the operator during a resize: a frozen (SIGSTOP) follower, a frozen leader and
-a kube-apiserver restart. (A stopped node: test_placement_and_nodes.py, also marked
+Then a kube-apiserver restart during a resize. (A stopped node: test_placement_and_nodes.py;
+frozen members, partitions, memory and disk faults: test_member_faults.py; both also marked
 failure_injection.)"""
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 
 from etcd_operator import failpoints as fp
 from kube_sandbox.binaries import newest_etcd_version
-from kube_sandbox.control_api import ControlApiError
 from kube_sandbox.kubelet.pods import MAX_RESTART_BACKOFF_ANNOTATION
 from kube_sandbox.testing import Sandbox, wait_for
 from operator_runtime.running import EXIT_LOST_LEADERSHIP
@@ -35,10 +32,8 @@ from tests.integration.etcd_operator.convergence import (
     assert_no_write_lost,
     drive,
     wait_converged,
-    writes_flow,
     writing,
 )
-from tests.integration.etcd_operator.etcd_data import member_url
 from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import (
     deploy_operator,
@@ -66,7 +61,6 @@ IN_PLACE_EFFECTS = (fp.DRAIN, fp.IMAGE_CHANGE)
 # (MoveLeader is no longer part of these: a leader stopping hands over itself.)
 REPLACE_EFFECTS = RESIZE_EFFECTS
 RESTART_BACKOFF_SECONDS = 2
-ETCD_CONTAINER = "etcd"
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 
 
@@ -142,29 +136,6 @@ def _assert_fired(sandbox: Sandbox, expected: set[str]) -> str:
     return f"fired {', '.join(sorted(fired))} ({status.restart_count} restarts, last exit {terminated.exit_code})"
 
 
-@contextmanager
-def _frozen(clusters: Clusters, name: str, pod: str) -> Iterator[None]:
-    """`pod`'s etcd stopped (SIGSTOP) inside the block, thawed after it unless its pod is gone."""
-    faults = clusters.sandbox.faults
-    faults.freeze_container(clusters.namespace, pod, ETCD_CONTAINER)
-    try:
-        yield
-    finally:
-        try:
-            faults.thaw_container(clusters.namespace, pod, ETCD_CONTAINER)
-        except ControlApiError:
-            if any(p.metadata.name == pod for p in clusters.pods(name)):
-                raise
-
-
-def _voter_count(clusters: Clusters, name: str, skip: str) -> int:
-    """Members as the cluster's other members list them (the frozen `skip` would hang the call)."""
-    urls = [member_url(clusters, name, p.metadata.name) for p in clusters.live_pods(name) if p.metadata.name != skip]
-    result = clusters.sandbox.etcdctl(urls, "member", "list", "-w", "json")
-    assert result.returncode == 0, result.stderr
-    return len(json.loads(result.stdout).get("members") or [])
-
-
 @pytest.mark.parametrize("when", fp.WHENS)
 def test_operator_killed_at_each_failpoint_of_a_resize_and_an_upgrade(clusters: Clusters, when: fp.When) -> None:
     sandbox, name = clusters.sandbox, "chaos"
@@ -213,45 +184,6 @@ def test_operator_killed_before_and_after_each_effect_of_an_upgrade_on_volumes(c
     assert {m["name"]: m["ID"] for m in clusters.member_list(name)} == ids, "members were replaced, not upgraded in place"
     pvcs = clusters.core.list_namespaced_persistent_volume_claim(clusters.namespace).items
     assert sorted(str(p.metadata.name) for p in pvcs) == sorted(ids), "a PVC is missing or left over"
-    assert_no_write_lost(clusters, name, writer)
-
-
-def test_frozen_follower_during_a_scale_up_holds_it_until_thawed(clusters: Clusters) -> None:
-    """A SIGSTOPped follower (its port open, nothing answered): reported unready, no member added
-    while it is frozen (every change waits for a healthy cluster), and once thawed the resize
-    finishes with the same member."""
-    name = "frozen"
-    clusters.create(etcd_cluster(name, size=3))
-    status = clusters.wait_running(name, ready=3, timeout=240)
-    follower = sorted(m for m in status["members"]["ready"] if m != status["leader"])[0]
-    with writing(clusters, name) as writer:
-        with _frozen(clusters, name, follower):
-            clusters.patch_spec(name, {"size": 5})
-            clusters.wait_status(name, lambda s: follower in (s.get("members") or {}).get("unready", []),
-                                 f"{follower} reported unready", timeout=90)
-            writes_flow(writer, f"while {follower} is frozen")
-            assert _voter_count(clusters, name, skip=follower) == 3, "a member was added while one was frozen"
-        wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the thaw")
-        assert follower in {m["name"] for m in clusters.member_list(name)}, "the thawed follower was replaced"
-        drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
-    assert_no_write_lost(clusters, name, writer)
-
-
-def test_frozen_leader_during_a_scale_down_is_the_member_removed(clusters: Clusters) -> None:
-    """The leader SIGSTOPped as 5 -> 3 starts: the others elect a new leader, the operator removes
-    the frozen member first (unhealthy before healthy), its pod goes, and the cluster converges."""
-    name = "frozenlead"
-    clusters.create(etcd_cluster(name, size=3))
-    clusters.wait_running(name, ready=3, timeout=240)
-    with writing(clusters, name) as writer:
-        drive(clusters, name, writer, {"size": 5}, 5, DEFAULT_VERSION)
-        leader = clusters.wait_running(name, ready=5, timeout=60)["leader"]
-        assert leader, "no leader reported"
-        with _frozen(clusters, name, leader):
-            clusters.patch_spec(name, {"size": 3})
-            wait_converged(clusters, name, 3, DEFAULT_VERSION, "size 3 with the leader frozen")
-        assert leader not in {m["name"] for m in clusters.member_list(name)}, "the frozen leader was kept"
-        writes_flow(writer, "after the scale-down")
     assert_no_write_lost(clusters, name, writer)
 
 

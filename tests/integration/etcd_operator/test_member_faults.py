@@ -1,4 +1,5 @@
-"""Partitions, memory and disk faults under continuous writes through the client Service.
+"""Member faults under continuous writes through the client Service: partitions, frozen
+processes, memory and disk.
 
 The sandbox cuts pods off from each other by their cgroups (kube_sandbox/kubelet/partitions.py):
 the kubelet still reaches every pod, as in a real partition, and so do the tests' own clients.
@@ -8,6 +9,7 @@ The operator cut-off tests cut the shared operator's pod, so they run alone.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from kube_sandbox.binaries import newest_etcd_version
+from kube_sandbox.control_api import ControlApiError
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.convergence import (
     IMAGE,
@@ -25,6 +28,7 @@ from tests.integration.etcd_operator.convergence import (
     writes_flow,
     writing,
 )
+from tests.integration.etcd_operator.etcd_data import member_url
 from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
 from tests.integration.etcd_operator.operator_deployment import (
     OPERATOR_NAMESPACE,
@@ -57,6 +61,29 @@ def cut(clusters: Clusters, sources: list[str], targets: list[str], *, one_way: 
         yield cut_id
     finally:
         clusters.sandbox.faults.heal(cut_id)
+
+
+@contextmanager
+def frozen(clusters: Clusters, name: str, pod: str) -> Iterator[None]:
+    """`pod`'s etcd stopped (SIGSTOP) inside the block, thawed after it unless its pod is gone."""
+    faults = clusters.sandbox.faults
+    faults.freeze_container(clusters.namespace, pod, ETCD_CONTAINER)
+    try:
+        yield
+    finally:
+        try:
+            faults.thaw_container(clusters.namespace, pod, ETCD_CONTAINER)
+        except ControlApiError:
+            if any(p.metadata.name == pod for p in clusters.pods(name)):
+                raise
+
+
+def voter_count(clusters: Clusters, name: str, skip: str) -> int:
+    """Members as the cluster's other members list them (the frozen `skip` would hang the call)."""
+    urls = [member_url(clusters, name, p.metadata.name) for p in clusters.live_pods(name) if p.metadata.name != skip]
+    result = clusters.sandbox.etcdctl(urls, "member", "list", "-w", "json")
+    assert result.returncode == 0, result.stderr
+    return len(json.loads(result.stdout).get("members") or [])
 
 
 def started_cluster(clusters: Clusters, name: str, version: str = DEFAULT_VERSION, **spec: Any) -> dict[str, Any]:
@@ -192,6 +219,45 @@ def test_a_slow_disk_member_during_a_scale_up(clusters: Clusters) -> None:
         finally:
             if any(p.metadata.name == follower for p in clusters.live_pods(name)):
                 faults.slow_disk(clusters.namespace, follower)
+    assert_no_write_lost(clusters, name, writer)
+
+
+def test_frozen_follower_during_a_scale_up_holds_it_until_thawed(clusters: Clusters) -> None:
+    """A SIGSTOPped follower (its port open, nothing answered): reported unready, no member added
+    while it is frozen (every change waits for a healthy cluster), and once thawed the resize
+    finishes with the same member."""
+    name = "frozen"
+    clusters.create(etcd_cluster(name, size=3))
+    status = clusters.wait_running(name, ready=3, timeout=240)
+    follower = sorted(m for m in status["members"]["ready"] if m != status["leader"])[0]
+    with writing(clusters, name) as writer:
+        with frozen(clusters, name, follower):
+            clusters.patch_spec(name, {"size": 5})
+            clusters.wait_status(name, lambda s: follower in (s.get("members") or {}).get("unready", []),
+                                 f"{follower} reported unready", timeout=90)
+            writes_flow(writer, f"while {follower} is frozen")
+            assert voter_count(clusters, name, skip=follower) == 3, "a member was added while one was frozen"
+        wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after the thaw")
+        assert follower in {m["name"] for m in clusters.member_list(name)}, "the thawed follower was replaced"
+        drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
+    assert_no_write_lost(clusters, name, writer)
+
+
+def test_frozen_leader_during_a_scale_down_is_the_member_removed(clusters: Clusters) -> None:
+    """The leader SIGSTOPped as 5 -> 3 starts: the others elect a new leader, the operator removes
+    the frozen member first (unhealthy before healthy), its pod goes, and the cluster converges."""
+    name = "frozenlead"
+    clusters.create(etcd_cluster(name, size=3))
+    clusters.wait_running(name, ready=3, timeout=240)
+    with writing(clusters, name) as writer:
+        drive(clusters, name, writer, {"size": 5}, 5, DEFAULT_VERSION)
+        leader = clusters.wait_running(name, ready=5, timeout=60)["leader"]
+        assert leader, "no leader reported"
+        with frozen(clusters, name, leader):
+            clusters.patch_spec(name, {"size": 3})
+            wait_converged(clusters, name, 3, DEFAULT_VERSION, "size 3 with the leader frozen")
+        assert leader not in {m["name"] for m in clusters.member_list(name)}, "the frozen leader was kept"
+        writes_flow(writer, "after the scale-down")
     assert_no_write_lost(clusters, name, writer)
 
 
