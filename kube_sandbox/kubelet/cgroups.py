@@ -49,6 +49,7 @@ class CgroupLayout:
     memory: Path
     cpu: Path
     blkio: Path
+    group: str = SANDBOX_GROUP  # the group under each root holding this sandbox's pods
 
 
 def detect_layout(mounts_text: str, writable: bool) -> CgroupLayout | None:
@@ -150,10 +151,10 @@ class PodCgroups:
     @property
     def net_path(self) -> str:
         """The pod's v2 group as `iptables -m cgroup --path` and `ss cgroup` name it."""
-        return f"/{SANDBOX_GROUP}/{self.name}"
+        return f"/{self.layout.group}/{self.name}"
 
     def _pod_dir(self, root: Path) -> Path:
-        return root / SANDBOX_GROUP / self.name
+        return root / self.layout.group / self.name
 
     def prepare(self, container: str, limits: ContainerLimits) -> list[Path]:
         """Create the container's groups with its limits; the `cgroup.procs` files it must join."""
@@ -209,7 +210,7 @@ def remove_leftovers(layout: CgroupLayout) -> None:
     """At kubelet start: remove the groups an earlier kubelet left (its processes were reaped
     already; the pods it ran get new groups when their containers start again)."""
     for root in (layout.unified, layout.blkio, layout.memory, layout.cpu):
-        _remove_tree(root / SANDBOX_GROUP)
+        _remove_tree(root / layout.group)
 
 
 def block_device_of(path: Path) -> str:

@@ -15,7 +15,7 @@ import shutil
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +83,9 @@ class ProcessKubelet:
         self.hosts = HostsFile(settings.hosts_file, settings.cluster_domain)
         images = ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir)
         volumes = VolumeManager(self.api, settings)
-        self.cgroups = machine_layout() if settings.use_cgroups else None
-        self.partitions = Partitions()
+        layout = machine_layout() if settings.use_cgroups else None
+        self.cgroups = replace(layout, group=f"kube-sandbox-{settings.instance}") if layout else None
+        self.partitions = Partitions(name=f"KSB-{settings.instance.upper()}")
         self.nodes: dict[str, LocalNode] = {}
         for index, name in enumerate(settings.node_names):
             down = threading.Event()
@@ -92,7 +93,7 @@ class ProcessKubelet:
                 api=self.api, settings=settings, node_name=name,
                 ipam=IpAllocator(settings.pod_ip_prefix, node_blocks(index)), images=images, volumes=volumes,
                 events=self.events, stop=self._stop, node_down=down, on_worker_done=self._worker_done,
-                on_address_assigned=self._address_assigned, cgroups=self.cgroups,
+                on_address_assigned=self._address_assigned, cgroups=self.cgroups, partitions=self.partitions,
             )
             agent = NodeAgent(self.api, settings, name, index, self._stop, down)
             self.nodes[name] = LocalNode(name, agent, down, services)
@@ -115,8 +116,8 @@ class ProcessKubelet:
             directory.mkdir(parents=True, exist_ok=True)
         reap_orphans(s.pids_dir)
         if self.cgroups is not None:
+            self.partitions.reset()  # first: no rule may name a cgroup removed next
             remove_leftovers(self.cgroups)
-            self.partitions.reset()
         self.events.start()
         for node in self.nodes.values():
             node.agent.start()

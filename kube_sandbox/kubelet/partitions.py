@@ -14,10 +14,11 @@ Both ways is the same rule pair the other way round. Established connections bet
 are then destroyed on both ends (`ss -K`), as a partition ends them in a real network once their
 packets stop; the programs see a reset connection and can only reconnect into the cut.
 
-The rules live in two chains of our own, jumped to from OUTPUT, and each carries its cut's id as
-a comment, so `heal` removes exactly that cut; they are all removed when the kubelet starts and
-stops. Only pods are cut: the kubelet's probes and the tests' own clients keep reaching every
-pod, as the kubelet's view does in a real partition.
+The rules live in two chains of this sandbox's own (`KSB-<instance>-CUTS` and `-MARKS`; see
+KubeletSettings.instance), jumped to from OUTPUT; each carries its cut's id as a
+comment (for people reading `iptables -S`), `heal` deletes exactly the rules of that cut, and they
+are all removed when the kubelet starts and stops. Only pods are cut: the kubelet's probes and the
+tests' own clients keep reaching every pod, as the kubelet's view does in a real partition.
 """
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-CUT_CHAIN = "KUBE-SANDBOX-CUTS"  # filter table: the drops
-MARK_CHAIN = "KUBE-SANDBOX-MARKS"  # mangle table: who opened a connection
 CUT_PREFIX = "cut-"
 
 Runner = Callable[[Sequence[str]], str]
@@ -62,15 +61,38 @@ class PodAddress:
         return f"{self.namespace}/{self.name}"
 
 
-class Partitions:
-    """The partitions in force; thread-safe."""
+@dataclass(frozen=True)
+class Rule:
+    """One rule of ours, kept so it can be deleted by its own spec (never by listing the chain)."""
 
-    def __init__(self, run: Runner = run_command) -> None:
+    owner: str  # the cut id, or "mark-<uid>"
+    table: str
+    chain: str
+    spec: tuple[str, ...]
+    pods: frozenset[str]  # uids of the pods whose cgroups it names
+
+    def argv(self, operation: str) -> list[str]:
+        return ["iptables", "-w", "-t", self.table, operation, self.chain, *self.spec]
+
+
+class Partitions:
+    """The partitions in force; thread-safe.
+
+    A rule naming a cgroup that no longer exists makes iptables-nft refuse to read its chain
+    ("incompatible, use 'nft' tool"), which would break every later change: the rules naming a
+    pod are deleted before its cgroups are (`forget_pod`), and rules are deleted by their own
+    spec, kept here, not found by listing."""
+
+    def __init__(self, run: Runner = run_command, name: str = "KUBE-SANDBOX") -> None:
         self._run = run
+        self.cut_chain = f"{name}-CUTS"  # filter table: the drops
+        self.mark_chain = f"{name}-MARKS"  # mangle table: who opened a connection
         self._lock = threading.Lock()
         self._cuts: dict[str, list[str]] = {}  # cut id -> description
         self._marks: dict[str, int] = {}  # pod uid -> the mark of the connections it opens
+        self._rules: list[Rule] = []
         self._next_cut = 1
+        self._next_mark = 1
 
     # ----------------------------------------------------------------- chains
 
@@ -78,24 +100,34 @@ class Partitions:
         """Remove every rule of ours (left by an earlier kubelet too) and start with empty chains."""
         with self._lock:
             self._remove_chains()
-            self._run(["iptables", "-w", "-N", CUT_CHAIN])
-            self._run(["iptables", "-w", "-I", "OUTPUT", "-j", CUT_CHAIN])
-            self._run(["iptables", "-w", "-t", "mangle", "-N", MARK_CHAIN])
-            self._run(["iptables", "-w", "-t", "mangle", "-I", "OUTPUT", "-j", MARK_CHAIN])
+            self._run(["iptables", "-w", "-N", self.cut_chain])
+            self._run(["iptables", "-w", "-I", "OUTPUT", "-j", self.cut_chain])
+            self._run(["iptables", "-w", "-t", "mangle", "-N", self.mark_chain])
+            self._run(["iptables", "-w", "-t", "mangle", "-I", "OUTPUT", "-j", self.mark_chain])
             self._cuts.clear()
             self._marks.clear()
+            self._rules.clear()
 
     def remove(self) -> None:
         with self._lock:
             self._remove_chains()
 
     def _remove_chains(self) -> None:
-        for table, chain in (("filter", CUT_CHAIN), ("mangle", MARK_CHAIN)):
+        for table, chain in (("filter", self.cut_chain), ("mangle", self.mark_chain)):
             for argv in (["-D", "OUTPUT", "-j", chain], ["-F", chain], ["-X", chain]):
                 try:
                     self._run(["iptables", "-w", "-t", table, *argv])
                 except PartitionError:
                     pass  # not there: nothing to remove
+
+    def _add(self, rule: Rule) -> None:
+        self._run(rule.argv("-A"))
+        self._rules.append(rule)
+
+    def _delete(self, rules: list[Rule]) -> None:
+        for rule in rules:
+            self._run(rule.argv("-D"))
+            self._rules.remove(rule)
 
     # ----------------------------------------------------------------- cuts
 
@@ -120,19 +152,22 @@ class Partitions:
 
     def _drop(self, cut_id: str, sender: PodAddress, receiver: PodAddress) -> None:
         mark = self._mark_of(receiver)
-        comment = ["-m", "comment", "--comment", cut_id]
-        self._run(["iptables", "-w", "-A", CUT_CHAIN, "-m", "cgroup", "--path", sender.cgroup,
-                   "-d", f"{receiver.ip}/32", *comment, "-j", "DROP"])
-        self._run(["iptables", "-w", "-A", CUT_CHAIN, "-m", "cgroup", "--path", sender.cgroup,
-                   "-m", "connmark", "--mark", str(mark), *comment, "-j", "DROP"])
+        pods = frozenset({sender.uid, receiver.uid})
+        comment = ("-m", "comment", "--comment", cut_id)
+        self._add(Rule(cut_id, "filter", self.cut_chain, ("-m", "cgroup", "--path", sender.cgroup,
+                                                           "-d", f"{receiver.ip}/32", *comment, "-j", "DROP"), pods))
+        self._add(Rule(cut_id, "filter", self.cut_chain, ("-m", "cgroup", "--path", sender.cgroup, "-m", "connmark",
+                                                           "--mark", str(mark), *comment, "-j", "DROP"), pods))
 
     def _mark_of(self, pod: PodAddress) -> int:
         """The mark of connections `pod` opens, set from now on (rule added once per pod)."""
         if pod.uid not in self._marks:
-            self._marks[pod.uid] = len(self._marks) + 1
-            self._run(["iptables", "-w", "-t", "mangle", "-A", MARK_CHAIN, "-m", "cgroup", "--path", pod.cgroup,
-                       "-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", f"mark-{pod.uid}",
-                       "-j", "CONNMARK", "--set-mark", str(self._marks[pod.uid])])
+            self._marks[pod.uid] = self._next_mark
+            self._next_mark += 1
+            self._add(Rule(f"mark-{pod.uid}", "mangle", self.mark_chain,
+                           ("-m", "cgroup", "--path", pod.cgroup, "-m", "conntrack", "--ctstate", "NEW",
+                            "-m", "comment", "--comment", f"mark-{pod.uid}",
+                            "-j", "CONNMARK", "--set-mark", str(self._marks[pod.uid])), frozenset({pod.uid})))
         return self._marks[pod.uid]
 
     def _end_connections(self, sender: PodAddress, receiver: PodAddress) -> None:
@@ -155,24 +190,18 @@ class Partitions:
             unknown = [i for i in ids if i not in self._cuts]
             if unknown:
                 raise PartitionError(f"no cut {unknown[0]}; the cuts in force are {sorted(self._cuts)}")
-            rules = [line.split() for line in self._run(["iptables", "-w", "-S", CUT_CHAIN]).splitlines()
-                     if line.startswith(f"-A {CUT_CHAIN} ")]
-            for number in reversed(range(1, len(rules) + 1)):  # by number, last first: the others keep theirs
-                if _comment(rules[number - 1]) in ids:
-                    self._run(["iptables", "-w", "-D", CUT_CHAIN, str(number)])
+            self._delete([rule for rule in self._rules if rule.owner in ids])
             for i in ids:
                 del self._cuts[i]
         log.warning("fault healed: %s", ", ".join(ids) or "nothing was cut")
         return ids
 
+    def forget_pod(self, uid: str) -> None:
+        """Before the pod's cgroups go: delete every rule naming it (its cut pairs and its mark)."""
+        with self._lock:
+            self._delete([rule for rule in self._rules if uid in rule.pods])
+            self._marks.pop(uid, None)
+
     def in_force(self) -> dict[str, list[str]]:
         with self._lock:
             return {k: list(v) for k, v in self._cuts.items()}
-
-
-def _comment(rule_fields: list[str]) -> str:
-    """The --comment value of an `iptables -S` rule (unquoted: ours have no spaces)."""
-    for index, field in enumerate(rule_fields[:-1]):
-        if field == "--comment":
-            return rule_fields[index + 1].strip('"')
-    return ""

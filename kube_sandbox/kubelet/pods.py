@@ -24,6 +24,7 @@ from kube_sandbox.kubelet.environment import ContainerConfigError, build_environ
 from kube_sandbox.kubelet.images import POD_IP_ENV, ImageCatalog, ImageNotAvailable, ImageRuntime, container_argv
 from kube_sandbox.kubelet.ipam import IpAllocator
 from kube_sandbox.kubelet.kube_api import ApiError, Conflict, KubeApi, NotFound, object_path, pod_path
+from kube_sandbox.kubelet.partitions import Partitions
 from kube_sandbox.kubelet.probes import (
     LIVENESS,
     READINESS,
@@ -89,6 +90,7 @@ class PodServices:
     on_worker_done: Callable[[str], None]  # uid; called after the pod is gone for good
     on_address_assigned: Callable[[str, str], None]  # (uid, ip); before any container starts
     cgroups: CgroupLayout | None = None  # None: pods run without cgroups (cgroups.py)
+    partitions: Partitions | None = None  # the cuts in force, whose rules name pods' cgroups
 
 
 @dataclass(frozen=True)
@@ -840,6 +842,8 @@ class PodWorker:
 
     def _cleanup(self) -> None:
         if self.cgroups is not None:
+            if self.services.partitions is not None:
+                self.services.partitions.forget_pod(self.uid)  # no rule may name a removed cgroup
             self.cgroups.remove()
         self.services.volumes.cleanup(self.uid)
         self.services.ipam.release(self.uid)

@@ -1,8 +1,14 @@
 """What the process kubelet needs to know about its sandbox; built by the daemon from SandboxConfig."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+def instance_of(state_dir: Path) -> str:
+    """KubeletSettings.instance of a kubelet whose state is in `state_dir`."""
+    return hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:6]
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,12 @@ class KubeletSettings:
     dns_address: str = ""
     kubelet_version: str = "v0.0.0"
     use_cgroups: bool = False
+
+    @property
+    def instance(self) -> str:
+        """Six hex digits naming this sandbox in what the machine shares (cgroups, iptables chains),
+        so two sandboxes (another SANDBOX_DIR) never touch each other's."""
+        return instance_of(self.state_dir)
 
     @property
     def pods_dir(self) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -57,9 +58,11 @@ def test_backups_created_at_once_all_succeed_never_more_than_the_limit_running(
     watcher.start()
     names = [f"at-once-{i:02d}" for i in range(BACKUPS)]
     try:
-        for name in names:
-            backups.create(etcd_backup(name, {"etcdCluster": {"name": "bounded"}, "storageType": "S3",
-                                              "s3": backups.s3_spec(f"{bucket}/{name}.db")}))
+        # All at once (in parallel), so that they are due together and some must wait for a slot.
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            list(pool.map(lambda name: backups.create(etcd_backup(name, {
+                "etcdCluster": {"name": "bounded"}, "storageType": "S3",
+                "s3": backups.s3_spec(f"{bucket}/{name}.db")})), names))
         for name in names:
             status = backups.wait_succeeded(name, timeout=300)
             assert [c["type"] for c in status["conditions"]] == ["Succeeded"], status  # Queued removed

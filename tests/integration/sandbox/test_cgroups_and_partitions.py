@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kube_sandbox.kubelet.cgroups import machine_layout
+from kube_sandbox.kubelet.settings import instance_of
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.sandbox.sandbox_objects import (
     Obj,
@@ -156,8 +157,9 @@ def test_memory_limit_ends_in_oomkilled_and_cpu_limit_is_applied(sandbox: Sandbo
     uid = pod["metadata"]["uid"]
     layout = machine_layout()
     assert layout is not None
-    memory_group = layout.memory / "kube-sandbox" / f"pod{uid}" / "main"
-    cpu_group = layout.cpu / "kube-sandbox" / f"pod{uid}" / "main"
+    group = f"kube-sandbox-{instance_of(sandbox.config.kubelet_dir)}"
+    memory_group = layout.memory / group / f"pod{uid}" / "main"
+    cpu_group = layout.cpu / group / f"pod{uid}" / "main"
     assert int((memory_group / "memory.limit_in_bytes").read_text()) == 64 << 20
     assert int((cpu_group / "cpu.cfs_quota_us").read_text()) == 25_000  # 250m of a 100 ms period
     assert int((cpu_group / "cpu.shares").read_text()) == 103  # 100m * 1024, rounded up
@@ -166,8 +168,8 @@ def test_memory_limit_ends_in_oomkilled_and_cpu_limit_is_applied(sandbox: Sandbo
     pid = wait_for(lambda: sandbox.faults.pod_pid(namespace, "hungry", "main"), timeout=60,
                    what="hungry running again")
     groups = Path(f"/proc/{pid}/cgroup").read_text()
-    assert re.search(rf"^0::/kube-sandbox/pod{uid}$", groups, re.M), groups
-    assert re.search(rf":memory:/kube-sandbox/pod{uid}/main$", groups, re.M), groups
+    assert re.search(rf"^0::/{group}/pod{uid}$", groups, re.M), groups
+    assert re.search(rf":memory:/{group}/pod{uid}/main$", groups, re.M), groups
 
 
 def test_a_slowed_disk_slows_the_pods_synced_writes(sandbox: Sandbox, namespace: str) -> None:

@@ -14,7 +14,7 @@ from kube_sandbox.kubelet.cgroups import (
     detect_layout,
     join_argv,
 )
-from kube_sandbox.kubelet.partitions import CUT_CHAIN, MARK_CHAIN, PartitionError, Partitions, PodAddress
+from kube_sandbox.kubelet.partitions import PartitionError, Partitions, PodAddress
 
 HYBRID_MOUNTS = """\
 tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
@@ -84,34 +84,35 @@ class RecordingRunner:
     def __init__(self, connections: str = "") -> None:
         self.commands: list[list[str]] = []
         self.connections = connections
-        self.rules: list[str] = []
 
     def __call__(self, argv: Sequence[str]) -> str:
         self.commands.append(list(argv))
-        if list(argv[:3]) == ["iptables", "-w", "-S"]:
-            return "\n".join([f"-N {CUT_CHAIN}", *self.rules]) + "\n"
         if argv[0] == "ss" and "-K" not in argv:
             return self.connections
         return ""
 
+    def iptables(self, operation: str) -> list[list[str]]:
+        return [c for c in self.commands if c[0] == "iptables" and operation in c]
 
+
+CUT_CHAIN, MARK_CHAIN = "KUBE-SANDBOX-CUTS", "KUBE-SANDBOX-MARKS"  # the default name
 A = PodAddress("ns", "a", "uid-a", "127.1.0.10", "/kube-sandbox/poduid-a")
 B = PodAddress("ns", "b", "uid-b", "127.1.0.11", "/kube-sandbox/poduid-b")
+C = PodAddress("ns", "c", "uid-c", "127.1.0.12", "/kube-sandbox/poduid-c")
 
 
 def test_a_one_way_cut_drops_what_a_sends_to_b_on_both_kinds_of_connection() -> None:
     runner = RecordingRunner(connections="0 0 127.0.0.1:40000 127.1.0.11:2380\n")
     cut = Partitions(run=runner).cut([A], [B], both_ways=False)
-    iptables = [c for c in runner.commands if c[0] == "iptables"]
-    assert iptables == [
+    assert runner.iptables("-A") == [
         # b's new connections are marked 1, from b's group
         ["iptables", "-w", "-t", "mangle", "-A", MARK_CHAIN, "-m", "cgroup", "--path", B.cgroup, "-m", "conntrack",
          "--ctstate", "NEW", "-m", "comment", "--comment", "mark-uid-b", "-j", "CONNMARK", "--set-mark", "1"],
         # what a sends to b's address, and on b's connections to a
-        ["iptables", "-w", "-A", CUT_CHAIN, "-m", "cgroup", "--path", A.cgroup, "-d", "127.1.0.11/32",
+        ["iptables", "-w", "-t", "filter", "-A", CUT_CHAIN, "-m", "cgroup", "--path", A.cgroup, "-d", "127.1.0.11/32",
          "-m", "comment", "--comment", cut, "-j", "DROP"],
-        ["iptables", "-w", "-A", CUT_CHAIN, "-m", "cgroup", "--path", A.cgroup, "-m", "connmark", "--mark", "1",
-         "-m", "comment", "--comment", cut, "-j", "DROP"],
+        ["iptables", "-w", "-t", "filter", "-A", CUT_CHAIN, "-m", "cgroup", "--path", A.cgroup, "-m", "connmark",
+         "--mark", "1", "-m", "comment", "--comment", cut, "-j", "DROP"],
     ]
     kills = [c for c in runner.commands if c[:2] == ["ss", "-K"]]
     # a's connections to b on both ends, and b's connections to a (they carry no mark yet)
@@ -120,22 +121,39 @@ def test_a_one_way_cut_drops_what_a_sends_to_b_on_both_kinds_of_connection() -> 
     assert ["ss", "-K", "-tnH", "cgroup", B.cgroup, "dst", A.ip] in kills
 
 
-def test_both_ways_adds_the_mirror_rules_and_heal_removes_only_its_cut() -> None:
+def test_heal_deletes_exactly_its_cuts_rules_by_their_own_spec() -> None:
     runner = RecordingRunner()
     partitions = Partitions(run=runner)
-    cut = partitions.cut([A], [B], both_ways=True)
-    drops = [c for c in runner.commands if c[:4] == ["iptables", "-w", "-A", CUT_CHAIN]]
-    assert {c[c.index("--path") + 1] for c in drops} == {A.cgroup, B.cgroup}
-    assert len(drops) == 4
-    runner.rules = [f"-A {CUT_CHAIN} -d 127.1.0.11/32 -m cgroup --path \"x\" -m comment --comment {cut} -j DROP",
-                    f"-A {CUT_CHAIN} -m cgroup --path \"y\" -m comment --comment cut-99 -j DROP",
-                    f"-A {CUT_CHAIN} -m cgroup --path \"x\" -m connmark --mark 0x1 -m comment --comment {cut} -j DROP"]
-    assert partitions.heal(cut) == [cut]
-    deletes = [c for c in runner.commands if c[:3] == ["iptables", "-w", "-D"]]
-    assert deletes == [["iptables", "-w", "-D", CUT_CHAIN, "3"], ["iptables", "-w", "-D", CUT_CHAIN, "1"]]
-    assert partitions.in_force() == {}
+    first = partitions.cut([A], [B], both_ways=True)
+    second = partitions.cut([A], [C], both_ways=False)
+    drops = [c for c in runner.iptables("-A") if CUT_CHAIN in c]
+    assert len(drops) == 6 and {c[c.index("--path") + 1] for c in drops} == {A.cgroup, B.cgroup}
+    assert partitions.heal(first) == [first]
+    deleted = runner.iptables("-D")
+    # each rule of the first cut deleted with the spec it was added with; the second cut's kept
+    assert sorted(c[5:] for c in deleted) == sorted(c[5:] for c in drops if first in c)
+    assert not any("-S" in c or "-L" in c for c in runner.commands), "chains are never listed"
+    assert partitions.in_force() == {second: ["ns/a -> ns/c"]}
     with pytest.raises(PartitionError, match="no cut"):
-        partitions.heal(cut)
+        partitions.heal(first)
+
+
+def test_a_pods_rules_go_before_its_cgroups_do() -> None:
+    runner = RecordingRunner()
+    partitions = Partitions(run=runner)
+    cut = partitions.cut([A], [B, C], both_ways=False)
+    partitions.forget_pod(B.uid)
+
+    def names_b(rule: list[str]) -> bool:  # b's cgroup, b's address, or b's connection mark (1)
+        return B.cgroup in rule or f"{B.ip}/32" in rule or (
+            "--mark" in rule and rule[rule.index("--mark") + 1] == "1")
+    added = runner.iptables("-A")
+    deleted = runner.iptables("-D")
+    assert sorted(c[5:] for c in deleted) == sorted(c[5:] for c in added if names_b(c))
+    assert any(MARK_CHAIN in c for c in deleted), "b's mark rule goes too"
+    remaining = [c for c in added if c[5:] not in [d[5:] for d in deleted]]
+    assert remaining and not any(names_b(c) for c in remaining)
+    assert partitions.heal(cut) == [cut]
 
 
 def test_a_cut_needs_two_distinct_pods() -> None:
