@@ -86,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force-path-style", action="store_true", default=env_bool("S3_FORCE_PATH_STYLE", False),
                         help="path-style bucket addressing [S3_FORCE_PATH_STYLE]")
     for section, secret_flag, secret_help in (
-        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint)"),
+        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint); required"),
         ("gcs", "gcp-secret", "secret with access-token or credentials.json; unset: application default credentials"),
-        ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret"),
+        ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret; unset: the AWS_* environment"),
     ):
         upper = section.upper()
         env_secret = secret_flag.upper().replace("-", "_")
