@@ -28,7 +28,7 @@ EVENT_COMPONENT = "etcd-backup-operator"
 
 def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | None,
                        etcdutl_binary: str | None, endpoint_policy: EndpointPolicy = DEFAULT_POLICY,
-                       etcd_binary: str | None = None) -> BackupEnvironment:
+                       etcd_binary: str | None = None, allow_pod_identity: bool = False) -> BackupEnvironment:
     """What taking a backup needs, with this API client (shared by the operator and `etcd-backup`)."""
     secrets = ResourceClient(api, SECRETS)
     return BackupEnvironment(
@@ -40,6 +40,7 @@ def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | Non
         etcd_binary=etcd_binary,
         etcdctl_binary=etcdctl_binary,
         endpoint_policy=endpoint_policy,
+        allow_pod_identity=allow_pod_identity,
     )
 
 
@@ -56,7 +57,8 @@ class Controller:
             environment=backup_environment(api, work_dir=settings.work_dir, etcdctl_binary=settings.etcdctl_binary,
                                            etcdutl_binary=settings.etcdutl_binary,
                                            endpoint_policy=settings.endpoint_policy,
-                                           etcd_binary=settings.etcd_binary),
+                                           etcd_binary=settings.etcd_binary,
+                                           allow_pod_identity=settings.allow_pod_identity),
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             stop=stop,

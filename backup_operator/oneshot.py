@@ -54,6 +54,9 @@ from operator_runtime.logs import configure_logging
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# Without a storage secret the command uses its own pod's identity (the SDK's default chain): that
+# pod is a CronJob's, run under the ServiceAccount its creator chose, not the operator's.
+OWN_POD_IDENTITY = True
 log = logging.getLogger("backup_operator.oneshot")
 
 
@@ -83,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force-path-style", action="store_true", default=env_bool("S3_FORCE_PATH_STYLE", False),
                         help="path-style bucket addressing [S3_FORCE_PATH_STYLE]")
     for section, secret_flag, secret_help in (
-        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint)"),
+        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint); required"),
         ("gcs", "gcp-secret", "secret with access-token or credentials.json; unset: application default credentials"),
-        ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret"),
+        ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret; unset: the AWS_* environment"),
     ):
         upper = section.upper()
         env_secret = secret_flag.upper().replace("-", "_")
@@ -184,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             return list_backups(request, ResourceClient(api, SECRETS).get)
         environment = backup_environment(api, work_dir=args.work_dir, etcdctl_binary=args.etcdctl,
-                                         etcdutl_binary=args.etcdutl)
+                                         etcdutl_binary=args.etcdutl, allow_pod_identity=OWN_POD_IDENTITY)
         result = take_backup(request, environment, log)
     except BackupFailed as failure:
         print(f"etcd-backup: backup failed: {failure.reason}: {failure.message}", file=sys.stderr)
@@ -204,7 +207,8 @@ def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[
     """Print every object under the request's path: the one-shot key and the periodic ones
     (with their revision), oldest first."""
     try:
-        storage = storage_for_location(request.location, request.namespace, read_secret)
+        storage = storage_for_location(request.location, request.namespace, read_secret,
+                                       allow_pod_identity=OWN_POD_IDENTITY)
         bucket, base_key = split_location(request.location)
         objects = storage.list(bucket, base_key)
     except StorageError as error:

@@ -57,7 +57,11 @@ S3_REASONS: Final = (
 OTHER_BACKENDS: Final = ("ABS", "GCS", "OSS")
 _KINDS: Final = (objects.SecretInvalid, objects.AccessDenied, objects.BucketNotFound, objects.ObjectNotFound,
                  objects.Unreachable, objects.LocationInvalid, objects.StorageError)
-STORAGE_REASONS: Final = (*S3_REASONS, *(f"{backend}{kind.kind}" for backend in OTHER_BACKENDS for kind in _KINDS))
+# No storage secret, and the operator does not lend its own identity (--allow-pod-identity off, or
+# ABS, which has no default chain here): retried slowly, so enabling it recovers without a spec change.
+CREDENTIALS_REQUIRED: Final = objects.CredentialsRequired.kind
+STORAGE_REASONS: Final = (CREDENTIALS_REQUIRED, *S3_REASONS,
+                           *(f"{backend}{kind.kind}" for backend in OTHER_BACKENDS for kind in _KINDS))
 FAILURE_REASONS: Final = (
     INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ENDPOINT_NOT_ALLOWED, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE,
     ETCD_UNREACHABLE,

@@ -16,6 +16,7 @@ from backup_operator.endpoint_policy import (
     EndpointPolicy,
 )
 from backup_operator.slots import DEFAULT_MAX_CONCURRENT_BACKUPS
+from etcd_common.storage.locations import POD_IDENTITY_FLAG
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -47,6 +48,9 @@ class BackupOperatorSettings:
     min_backup_interval_seconds: float = DEFAULT_MIN_BACKUP_INTERVAL_SECONDS
     # The etcd a trial restore (spec.trialRestore) serves a restored snapshot with, on 127.0.0.1.
     etcd_binary: str | None = None
+    # An EtcdBackup naming no storage secret may use this pod's own identity (the SDK's default
+    # credential chain: IRSA, GKE workload identity); off: refused, CredentialsRequired.
+    allow_pod_identity: bool = False
 
 
 def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +79,11 @@ def add_endpoint_policy_flags(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated host patterns an S3 endpoint (spec.s3.endpoint or the awsSecret's "
                              "endpoint_url) may name besides AWS's own (*.amazonaws.com); empty: any host "
                              "[BACKUP_ALLOWED_S3_ENDPOINT_HOSTS]")
+    parser.add_argument(POD_IDENTITY_FLAG, action="store_true", default=env_bool("BACKUP_ALLOW_POD_IDENTITY", False),
+                        help="let an EtcdBackup without awsSecret/gcpSecret/ossSecret use this pod's own identity "
+                             "(the SDK's default chain: IRSA, GKE workload identity, the AWS_* environment; ABS "
+                             "always needs its absSecret); off: such a backup fails with CredentialsRequired "
+                             "[BACKUP_ALLOW_POD_IDENTITY]")
     parser.add_argument("--cluster-domain", default=env_str("CLUSTER_DOMAIN", DEFAULT_CLUSTER_DOMAIN),
                         help="the cluster's DNS domain, accepted after .svc in etcdEndpoints "
                              f"[CLUSTER_DOMAIN, else {DEFAULT_CLUSTER_DOMAIN}]")
@@ -123,6 +132,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
         max_concurrent_backups=args.max_concurrent_backups,
         min_backup_interval_seconds=max(0.0, args.min_backup_interval_seconds),
         etcd_binary=args.etcd,
+        allow_pod_identity=args.allow_pod_identity,
     )
 
 

@@ -138,6 +138,9 @@ class BackupEnvironment:
     endpoint_policy: EndpointPolicy = field(default_factory=EndpointPolicy)
     # The work directory's free space, checked before each snapshot (shared by concurrent backups).
     work_space: WorkSpace = field(default_factory=WorkSpace)
+    # A location without a secret may use this process's own identity (--allow-pod-identity; the
+    # one-shot command: its own pod's); else CredentialsRequired.
+    allow_pod_identity: bool = False
 
 
 def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
@@ -247,12 +250,13 @@ def split_or_fail(location: StorageLocation) -> tuple[str, str]:
 
 
 def storage_client(request: BackupRequest, env: BackupEnvironment) -> ObjectStorage:
-    """The object-store client for the request; its endpoint (the spec's, else the one its
-    secret names, else the provider's) is checked against the endpoint policy before any request
-    is sent."""
+    """The object-store client for the request (without a secret: CredentialsRequired unless the
+    environment lends its identity); its endpoint (the spec's, else the one its secret names,
+    else the provider's) is checked against the endpoint policy before any request is sent."""
     location = request.location
     try:
-        storage = storage_for_location(location, request.namespace, env.read_secret, **env.s3_options)
+        storage = storage_for_location(location, request.namespace, env.read_secret,
+                                       allow_pod_identity=env.allow_pod_identity, **env.s3_options)
     except StorageError as error:
         raise BackupFailed(error.reason, error.message) from error
     except KubeError as error:

@@ -16,7 +16,8 @@ replaced since the restore operator verified it is refused before it is download
 --endpoint and --force-path-style win over the secret's `endpoint_url` and `s3` `addressing_style`
 (as for the operators: `S3Storage.for_location`). For ABS, GCS and OSS, `--secret-dir` is the
 mounted absSecret, gcpSecret or ossSecret (one file per key), read as the operators read the
-secret itself (`etcd_common.storage.locations`).
+secret itself (`etcd_common.storage.locations`). Without a mounted secret the fetch is refused
+(`CredentialsRequired`): the seed pod borrows no identity, neither an operator's nor its node's.
 A compressed or encrypted object (`etcd_common.storage.codec`, told by its first bytes) is
 decoded into the snapshot file, with the key in --encryption-key-file (the EtcdCluster's
 `spec.restore.encryption` Secret, mounted); the sha256 is the decoded snapshot's.
@@ -38,7 +39,7 @@ from typing import Any
 from etcd_common.api.storage_locations import STORAGE_SECTIONS, OtherLocation, S3Location, StorageLocation
 from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
-from etcd_common.storage.objects import ObjectChanged, ObjectStorage, StorageError
+from etcd_common.storage.objects import CredentialsRequired, ObjectChanged, ObjectStorage, StorageError
 from etcd_common.storage.s3 import (
     AWS_SECRET_CONFIG_FILE,
     AWS_SECRET_CREDENTIALS_FILE,
@@ -66,10 +67,14 @@ def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None,
           encryption_key_file: str | None = None) -> int:
     """Download the snapshot into `snapshot` (inside a fresh `staging_dir`), decoding it if it is
     compressed or encrypted; returns the object's size."""
-    shutil.rmtree(staging_dir, ignore_errors=True)
-    os.makedirs(staging_dir, exist_ok=True)
     if isinstance(location, StorageLocation) and location.s3 is not None:
         location = location.s3
+    if not (aws_dir if isinstance(location, S3Location) else secret_dir):
+        raise CredentialsRequired(
+            "no secret is mounted (--aws-dir / --secret-dir): the seed pod fetches only with the secret named in "
+            "the EtcdCluster's spec.restore, never with its own or its node's identity")
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    os.makedirs(staging_dir, exist_ok=True)
     storage: ObjectStorage
     if isinstance(location, StorageLocation):
         storage = _mounted_secret_storage(location, secret_dir)

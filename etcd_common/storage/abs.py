@@ -341,7 +341,8 @@ class AbsStorage:
 def storage_for_location(location: OtherLocation, namespace: str, read_secret: SecretReader,
                          **options: Any) -> AbsStorage:
     """The AbsStorage for a spec's `abs` section with its absSecret's credentials (required: ABS
-    has no ambient credentials here)."""
+    has no ambient credentials here; Azure workload identity would need azure-identity's
+    DefaultAzureCredential, which is not a dependency)."""
     if not location.secret:
         raise SecretInvalid("spec.abs.absSecret is required (a secret with storage-account and storage-key)",
                             backend=BACKEND)

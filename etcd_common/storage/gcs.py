@@ -4,9 +4,10 @@ SDK, and its failures mapped to the `objects` error classes (reasons `GCS<kind>`
 
 The secret has CoreOS's keys, at most one of them used: `access-token` (an OAuth2 access token)
 or `credentials.json` (a service-account key file); with both, the token wins, as in CoreOS.
-Without `gcpSecret` the client uses Application Default Credentials (workload identity). An
-addition: the spec's `gcs.endpoint` names another server speaking the GCS JSON API (an emulator
-such as fake-gcs-server, or a private endpoint).
+Without `gcpSecret` the client uses Application Default Credentials (GKE workload identity),
+only where `locations.storage_for_location` allowed the pod's identity. An addition: the spec's
+`gcs.endpoint` names another server speaking the GCS JSON API (an emulator such as
+fake-gcs-server, or a private endpoint).
 
 Uploads are resumable uploads sent CHUNK_SIZE_BYTES at a time (one chunk in memory) and finalized
 only by the last chunk: a stopped upload leaves no object. Downloads are streamed to a file
@@ -344,7 +345,8 @@ class GcsStorage:
 
 def storage_for_location(location: OtherLocation, namespace: str, read_secret: SecretReader,
                          **options: Any) -> GcsStorage:
-    """The GcsStorage for a spec's `gcs` section; without gcpSecret, application default credentials."""
+    """The GcsStorage for a spec's `gcs` section; without gcpSecret, application default credentials
+    (`locations.storage_for_location` decides whether that is allowed)."""
     credentials = (read_gcs_credentials(read_secret, namespace, location.secret) if location.secret else None)
     return GcsStorage(credentials, endpoint=location.endpoint, **options)
 

@@ -1,6 +1,11 @@
 """From a spec's storage location (`storageType` and its `s3`/`abs`/`gcs`/`oss` section) to the
 `ObjectStorage` that reaches it, with the credentials of the section's secret: the one place the
-backup and restore operators choose a backend."""
+backup and restore operators choose a backend, and the one place that decides whether a location
+without a secret may use the pod's own identity (the SDK's default credential chain: IRSA's web
+identity token, GKE workload identity, an instance role, AWS_* environment variables). That is
+refused unless the caller was allowed it (`allow_pod_identity`: the backup operator's
+`--allow-pod-identity`, off by default), before any secret is read or any request is sent: a
+tenant who names no secret must not get the operator's identity."""
 from __future__ import annotations
 
 import inspect
@@ -15,18 +20,27 @@ from etcd_common.api.storage_locations import (
 )
 from etcd_common.storage import abs as abs_storage
 from etcd_common.storage import gcs, objects, oss, s3
-from etcd_common.storage.objects import LocationInvalid, ObjectStorage
+from etcd_common.storage.objects import CredentialsRequired, LocationInvalid, ObjectStorage
 from etcd_common.storage.secret_data import SecretReader as SecretReader
 
 # storage type -> the URL scheme objects are named with in messages and command output.
 SCHEMES: Final = {STORAGE_TYPE_S3: "s3", STORAGE_TYPE_ABS: "abs", STORAGE_TYPE_GCS: "gs", STORAGE_TYPE_OSS: "oss"}
 
-def storage_for_location(location: StorageLocation, namespace: str, read_secret: SecretReader,
-                         **options: Any) -> ObjectStorage:
-    """The storage for `location` with its secret's credentials read from `namespace`. `options`
-    tune the client (timeouts, attempts, part sizes); each backend takes the ones it knows.
-    Raises the backend's SecretInvalid or LocationInvalid, or KubeError when the secret cannot be
-    read for another reason than its absence."""
+# The flag that lends the pod's identity (named in refusals).
+POD_IDENTITY_FLAG: Final = "--allow-pod-identity"
+
+
+def storage_for_location(location: StorageLocation, namespace: str, read_secret: SecretReader, *,
+                         allow_pod_identity: bool = False, **options: Any) -> ObjectStorage:
+    """The storage for `location` with its secret's credentials read from `namespace`; without a
+    secret, the SDK's default credential chain when `allow_pod_identity`, else CredentialsRequired.
+    `options` tune the client (timeouts, attempts, part sizes); each backend takes the ones it
+    knows. Raises CredentialsRequired, the backend's SecretInvalid or LocationInvalid, or
+    KubeError when the secret cannot be read for another reason than its absence."""
+    if not location.secret:
+        refusal = pod_identity_refusal(location, allow_pod_identity)
+        if refusal is not None:
+            raise refusal
     if location.s3 is not None:
         return s3.storage_for_location(location.s3, namespace, read_secret, **_known(s3.S3Storage, options))
     other = location.other
@@ -57,3 +71,20 @@ def object_url(location: StorageLocation, bucket: str, key: str) -> str:
 def _known(cls: type, options: dict[str, Any]) -> dict[str, Any]:
     accepted = inspect.signature(cls).parameters
     return {name: value for name, value in options.items() if name in accepted}
+
+
+def pod_identity_refusal(location: StorageLocation, allowed: bool) -> CredentialsRequired | None:
+    """Why `location`, which names no secret, may not use the pod's own identity; None when it may
+    (`allowed`, and the store's SDK here has a default credential chain)."""
+    field = f"spec.{location.section}.{location.secret_field}"
+    if not allowed:
+        return CredentialsRequired(
+            f"{field} is empty and this operator does not lend its own identity ({POD_IDENTITY_FLAG} is off): "
+            f"name a Secret with the {location.storage_type} credentials in {field}, or have the administrator "
+            f"enable {POD_IDENTITY_FLAG} for a workload identity meant for it", backend=location.storage_type)
+    if location.storage_type == STORAGE_TYPE_ABS:
+        return CredentialsRequired(
+            f"{field} is empty and Azure workload identity is not available: it needs the azure-identity "
+            "package (DefaultAzureCredential), which this image does not include; name a Secret with "
+            f"storage-account and storage-key in {field}", backend=location.storage_type)
+    return None

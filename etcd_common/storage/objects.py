@@ -42,6 +42,19 @@ class SecretInvalid(StorageError):
     kind = "SecretInvalid"
 
 
+class CredentialsRequired(SecretInvalid):
+    """No credentials secret, and none may be borrowed: the operator lends its own pod identity
+    (IRSA, GKE or Azure workload identity, an instance role) only where its administrator allowed
+    it (`etcd_common.storage.locations`). Its reason is `CredentialsRequired` for every store: it
+    is the operator's policy, not the store, that refused."""
+
+    kind = "CredentialsRequired"
+
+    @property
+    def reason(self) -> str:
+        return self.kind
+
+
 class AccessDenied(StorageError):
     """The server refused the credentials or the permission."""
 

@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from etcd_common.api.storage_locations import OtherLocation
 from etcd_common.storage.endpoints import endpoint_url as checked_endpoint_url
-from etcd_common.storage.objects import SecretInvalid
 from etcd_common.storage.s3 import AwsCredentials, S3Storage
 from etcd_common.storage.secret_data import SecretReader as SecretReader
 from etcd_common.storage.secret_data import read_credentials, require_keys, secret_values
@@ -71,11 +70,11 @@ def _is_local(endpoint: str) -> bool:
 
 def storage_for_location(location: OtherLocation, namespace: str, read_secret: SecretReader,
                          **options: Any) -> OssStorage:
-    """The OssStorage for a spec's `oss` section with its ossSecret's credentials (required)."""
-    if not location.secret:
-        raise SecretInvalid("spec.oss.ossSecret is required (a secret with accessKeyID and accessKeySecret)",
-                            backend=BACKEND)
-    credentials = read_oss_credentials(read_secret, namespace, location.secret)
+    """The OssStorage for a spec's `oss` section with its ossSecret's credentials; without one,
+    boto3's default chain (the pod's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY holding an OSS
+    AccessKey pair): reached only through `locations.storage_for_location`, which refuses that
+    unless the operator lends its identity."""
+    credentials = read_oss_credentials(read_secret, namespace, location.secret) if location.secret else None
     url = endpoint_url(location.endpoint)
     return OssStorage(endpoint=url, addressing_style="path" if _is_local(url) else "virtual",
                       credentials=credentials, region=region_of(url), **options)

@@ -7,7 +7,8 @@ The secret has CoreOS's shape: key `credentials` holds an AWS shared-credentials
 `aws_secret_access_key`, optional `aws_session_token`; `region`; and, as the AWS SDKs' shared
 config has them, `endpoint_url` and a nested `s3 =` section with `addressing_style` and its own
 `endpoint_url`, which wins over the profile's). Without a secret the client uses boto3's own
-credential chain (environment, instance role).
+credential chain (environment, IRSA's web identity token, instance role): only where
+`locations.storage_for_location` allowed the pod's identity.
 
 Which server, and how buckets are addressed: the spec's `s3.endpoint` wins over the secret's
 `endpoint_url`, and `s3.forcePathStyle: true` over its `addressing_style` (false or absent leaves
@@ -571,7 +572,8 @@ class S3Storage:
 def storage_for_location(location: S3Location, namespace: str, read_secret: SecretReader,
                          **options: Any) -> S3Storage:
     """The `S3Storage` for a spec's `s3` section, with the credentials of its awsSecret in
-    `namespace` (boto3's own chain when it names none). Raises S3SecretInvalid,
+    `namespace` (boto3's own chain when it names none: `locations.storage_for_location` decides
+    whether that is allowed). Raises S3SecretInvalid,
     S3LocationInvalid, or KubeError when the secret cannot be read for another reason."""
     credentials = (read_aws_credentials(read_secret, namespace, location.aws_secret)
                    if location.aws_secret else None)

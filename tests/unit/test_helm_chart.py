@@ -364,3 +364,17 @@ def test_chart_readme_lists_every_value() -> None:
 def test_the_backup_limit_is_a_value() -> None:
     container = pod_spec(render("backupOperator.maxConcurrentBackups=5"), "etcd-backup-operator")["containers"][0]
     assert {"name": "BACKUP_MAX_CONCURRENT_BACKUPS", "value": "5"} in container["env"]
+
+
+def test_pod_identity_is_off_by_default_and_a_value_turns_on_the_backup_operators_flag() -> None:
+    flag = {"name": "BACKUP_ALLOW_POD_IDENTITY", "value": "true"}
+    default = render()
+    assert all(flag not in pod_spec(default, base)["containers"][0].get("env", []) for base in OPERATORS)
+    rendered = render_json(podIdentity={"enabled": True},
+                           backupOperator={"serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:r"}}})
+    assert flag in pod_spec(rendered, "etcd-backup-operator")["containers"][0]["env"]
+    # Only the backup operator lends its identity: restores need a secret (the seed pod borrows none).
+    assert flag not in pod_spec(rendered, "etcd-restore-operator")["containers"][0]["env"]
+    accounts = {d["metadata"]["name"]: d["metadata"].get("annotations", {}) for d in rendered if d["kind"] == "ServiceAccount"}
+    assert accounts["etcd-backup-operator"] == {"eks.amazonaws.com/role-arn": "arn:r"}
+    assert "podIdentity" in refused("--set-json=podIdentity={\"enabled\":\"yes\"}")

@@ -167,7 +167,7 @@ def etcdutl_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def request(endpoints: tuple[str, ...] = (A,), **overrides: Any) -> BackupRequest:
-    return BackupRequest(namespace="ns", owner="b", location=StorageLocation("S3", s3=S3Location(path="bucket/etcd.backup")),
+    return BackupRequest(namespace="ns", owner="b", location=StorageLocation("S3", s3=S3Location(path="bucket/etcd.backup", aws_secret="aws")),
                          endpoints=endpoints, **overrides)
 
 

@@ -123,8 +123,8 @@ def test_oss_secret_with_coreos_keys() -> None:
 def test_oss_needs_its_secret() -> None:
     def no_secret(namespace: str, name: str) -> dict[str, Any]:
         raise NotFound(f"secrets {name}")
-    with pytest.raises(objects.SecretInvalid, match="spec.oss.ossSecret is required"):
-        oss.storage_for_location(OtherLocation("b/k"), "ns", no_secret)
+    with pytest.raises(objects.CredentialsRequired, match="spec.oss.ossSecret is empty"):
+        locations.storage_for_location(StorageLocation("OSS", other=OtherLocation("b/k")), "ns", no_secret)
     with pytest.raises(objects.SecretInvalid) as missing:
         oss.storage_for_location(OtherLocation("b/k", secret="gone"), "default", no_secret)
     assert missing.value.reason == "OSSSecretInvalid"
@@ -155,7 +155,8 @@ def test_the_location_decides_the_store_and_the_errors_say_which() -> None:
                 "azure": data(storage_account="acct", storage_key=ACCOUNT_KEY),
                 "gcp": data(access_token="t")}[name]
     s3_location = StorageLocation("S3", s3=S3Location("b/k", endpoint="http://127.0.0.1:9000"))
-    assert isinstance(locations.storage_for_location(s3_location, "ns", secret, max_attempts=1), s3.S3Storage)
+    assert isinstance(locations.storage_for_location(s3_location, "ns", secret, allow_pod_identity=True,
+                                                     max_attempts=1), s3.S3Storage)
     abs_location = StorageLocation("ABS", other=OtherLocation("c/k", secret="azure"))
     assert isinstance(locations.storage_for_location(abs_location, "ns", secret, max_attempts=1, part_size_bytes=1),
                       abs_storage.AbsStorage)  # options a store does not take are left out

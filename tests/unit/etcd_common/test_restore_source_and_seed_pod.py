@@ -245,7 +245,7 @@ def test_the_seed_decodes_an_encrypted_object_with_the_mounted_key(
                          "none": "", "garbled": "%%%"}[given] + "\n")
     staging = tmp_path / "restore"
     args = ["fetch", "--s3-path=bucket/snap.db", f"--sha256={hashlib.sha256(snapshot).hexdigest()}",
-            f"--staging-dir={staging}", f"--snapshot={staging}/snapshot.db"]
+            f"--staging-dir={staging}", f"--snapshot={staging}/snapshot.db", f"--aws-dir={tmp_path}"]
     if given != "none":
         args.append(f"--encryption-key-file={key_file}")
     status = program.main(args)

@@ -311,13 +311,16 @@ def test_seed_fetch_passes_the_pins_and_refuses_a_replaced_object(tmp_path: Path
         asked.append(pins)
         raise s3.S3ObjectChanged(f"download s3://{bucket}/{key}: the object is not the one asked for")
     monkeypatch.setattr(s3.S3Storage, "download_file", download_file)
+    aws_dir = tmp_path / "aws"
+    aws_dir.mkdir()
+    (aws_dir / "credentials").write_text("[default]\naws_access_key_id = id\naws_secret_access_key = key\n")
 
     with pytest.raises(seed_program.SnapshotMismatch, match="changed since the restore verified it"):
-        seed_program.fetch(S3Location("backups/etcd.backup"), aws_dir=None, sha256="a" * 64,
+        seed_program.fetch(S3Location("backups/etcd.backup"), aws_dir=str(aws_dir), sha256="a" * 64,
                            staging_dir=str(tmp_path / "staging"), snapshot=str(tmp_path / "staging" / "s.db"),
                            etag="etag-1", version_id="v7")
     assert asked == [{"if_match": "etag-1", "version_id": "v7"}]
     code = seed_program.main(["fetch", "--s3-path=backups/etcd.backup", f"--sha256={'a' * 64}",
                               f"--staging-dir={tmp_path / 'staging'}", f"--snapshot={tmp_path / 'staging' / 's.db'}",
-                              "--etag=etag-1"])
+                              "--etag=etag-1", f"--aws-dir={aws_dir}"])
     assert code == 1
