@@ -72,10 +72,10 @@ def write_atomically(directory: Path, files: Files) -> bool:
     top_level = {parts[0] for parts in wanted.values()}
     for name in sorted(top_level):
         link = directory / name
-        target = f"{DATA_DIR_NAME}/{name}"
-        if link.is_symlink() and os.readlink(link) == target:
+        points_to = f"{DATA_DIR_NAME}/{name}"
+        if link.is_symlink() and os.readlink(link) == points_to:
             continue
-        _replace_with_symlink(directory / f"..{name}.tmp", link, target)
+        _replace_with_symlink(directory / f"..{name}.tmp", link, points_to)
     for entry in directory.iterdir():
         if entry.name.startswith("..") or entry.name in top_level:
             continue

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kube_sandbox.kubelet.atomic_writer import write_atomically
 from kube_sandbox.kubelet.environment import ContainerConfigError
 from kube_sandbox.kubelet.kube_api import ApiError, Conflict, Forbidden, Gone, NotFound, Unavailable, error_for
-from kube_sandbox.kubelet.atomic_writer import write_atomically
 from kube_sandbox.kubelet.volumes import VolumeNotReady, decode_config_map, decode_secret, select_items
 
 
