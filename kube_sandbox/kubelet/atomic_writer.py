@@ -7,8 +7,13 @@ that a program reading a volume while it is updated never sees a half-written se
 
 An update writes the new set into a new timestamped directory, points a temporary symlink
 `..data_tmp` at it and renames that over `..data` (one atomic rename: readers see the old set or the
-new one), adds the top-level symlinks of new entries, removes those of entries gone, then removes
-the old directory. Nothing is written when the files on disk are already the wanted ones.
+new one), adds the top-level symlinks of new entries, removes those of entries gone. Nothing is
+written when the files on disk are already the wanted ones.
+
+The real kubelet removes the old directory right after the swap; a reader that resolved `..data`
+just before the swap then finds its file gone (ENOENT, a window of microseconds that a test reading
+in a tight loop hits). Here old directories are removed by a later call (each refresh check makes
+one) once the set that replaced them is OLD_SET_KEEP_SECONDS old.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from kube_sandbox.kubelet.environment import ContainerConfigError
 DATA_DIR_NAME = "..data"
 DATA_DIR_TMP_NAME = "..data_tmp"
 TIMESTAMP_DIR_MODE = 0o755
+OLD_SET_KEEP_SECONDS = 1.0  # how long a replaced set stays for readers that were in the middle of a path lookup
 
 Files = dict[str, tuple[bytes, int]]  # relative path -> (content, mode)
 
@@ -52,15 +58,15 @@ def current_files(directory: Path) -> Files | None:
     return files
 
 
-def write_atomically(directory: Path, files: Files) -> bool:
+def write_atomically(directory: Path, files: Files, keep_old_seconds: float = OLD_SET_KEEP_SECONDS) -> bool:
     """Make `directory` hold exactly `files` in the atomic layout; False when it already did
-    (nothing written)."""
+    (nothing written). Sets replaced more than `keep_old_seconds` ago are removed."""
     wanted = {relative: validate_path(relative) for relative in files}
     directory.mkdir(parents=True, exist_ok=True)
     if current_files(directory) == files:
+        remove_old_sets(directory, keep_old_seconds)
         return False
     data = directory / DATA_DIR_NAME
-    old_dir = data.resolve() if data.is_symlink() else None
     new_dir = Path(tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S."), dir=directory))
     os.chmod(new_dir, TIMESTAMP_DIR_MODE)
     for relative, (content, mode) in files.items():
@@ -80,9 +86,27 @@ def write_atomically(directory: Path, files: Files) -> bool:
         if entry.name.startswith("..") or entry.name in top_level:
             continue
         _remove(entry)  # an entry of the previous set that is gone now
-    if old_dir is not None and old_dir.parent == directory and old_dir != new_dir:
-        shutil.rmtree(old_dir, ignore_errors=True)
+    remove_old_sets(directory, keep_old_seconds)
     return True
+
+
+def remove_old_sets(directory: Path, keep_old_seconds: float) -> None:
+    """Remove the timestamped directories `..data` does not point at, once the one it points at
+    (which replaced them all) is `keep_old_seconds` old."""
+    data = directory / DATA_DIR_NAME
+    if not data.is_symlink():
+        return
+    current = os.readlink(data)
+    try:
+        age = time.time() - (directory / current).stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age < keep_old_seconds:
+        return
+    for entry in directory.iterdir():
+        if entry.name.startswith("..") and entry.name not in (DATA_DIR_NAME, current) \
+                and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _replace_with_symlink(temporary: Path, path: Path, target: str) -> None:
