@@ -42,6 +42,7 @@ from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import (
     SERVICE_ACCOUNT_MOUNT_PATH,
     SUB_PATHS_DIR,
+    VOLUME_REFRESH_SECONDS,
     PreparedVolumes,
     VolumeManager,
     VolumeNotReady,
@@ -387,7 +388,12 @@ class PodWorker:
         """Rewrite secret/configMap/downwardAPI/projected volumes whose sources changed (as the
         kubelet does for a running pod; subPath mounts keep what they had)."""
         assert self.volumes is not None and self.ip is not None
-        for name in self.services.volumes.refresh_contents(self.pod, self.volumes, self.ip):
+        try:
+            updated = self.services.volumes.refresh_contents(self.pod, self.volumes, self.ip)
+        except Exception:  # never in the way of the containers; the files stay as they are
+            self.log.exception("volume refresh failed; trying again in %.0fs", VOLUME_REFRESH_SECONDS)
+            return
+        for name in updated:
             self.log.info("volume %s updated: its source changed", name)
 
     def _resolve_image(self, st: ContainerState) -> None:
