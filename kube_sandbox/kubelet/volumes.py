@@ -23,7 +23,7 @@ every claim to a PV over that directory).
 Secret, configMap, downwardAPI and projected volumes are written in the real kubelet's atomic layout
 (atomic_writer.py) and refreshed while the pod runs (`refresh_contents`, from the pod worker's
 sync): every VOLUME_REFRESH_SECONDS their sources are read again (through a cache of
-SOURCE_CACHE_SECONDS shared by the node's pods, like the real kubelet's TTL cache) and the volume is
+SOURCE_CACHE_SECONDS shared by all the kubelet's pods, like the real kubelet's TTL cache) and the volume is
 rewritten when its files changed. A non-optional Secret or ConfigMap that is gone (or a key of
 `items` missing) leaves the last files in place, as in the real kubelet; an optional one that is
 gone takes its files with it. Mounts with a subPath see the file as it was when the container
@@ -61,7 +61,7 @@ TOKEN_RETRY_SECONDS = 10.0
 # How often a running pod's secret/configMap/downwardAPI/projected volumes are checked against their
 # sources. The real kubelet syncs a pod about every minute plus its cache TTL; tests want seconds.
 VOLUME_REFRESH_SECONDS = 3.0
-SOURCE_CACHE_SECONDS = 2.0  # a Secret/ConfigMap read for a refresh serves the node's pods this long
+SOURCE_CACHE_SECONDS = 2.0  # a Secret/ConfigMap read for a refresh serves all the kubelet's pods this long
 CONTENT_VOLUME_KINDS = ("secret", "configMap", "downwardAPI", "projected")
 SUB_PATHS_DIR = "volume-subpaths"
 
