@@ -23,8 +23,8 @@ every claim to a PV over that directory).
 Secret, configMap, downwardAPI and projected volumes are written in the real kubelet's atomic layout
 (atomic_writer.py) and refreshed while the pod runs (`refresh_contents`, from the pod worker's
 sync): every VOLUME_REFRESH_SECONDS their sources are read again (through a cache of
-SOURCE_CACHE_SECONDS shared by all the kubelet's pods, like the real kubelet's TTL cache) and the volume is
-rewritten when its files changed. A non-optional Secret or ConfigMap that is gone (or a key of
+SOURCE_CACHE_SECONDS shared by all the kubelet's pods, like the real kubelet's TTL cache) and the
+volume is rewritten when its files changed. A non-optional Secret or ConfigMap that is gone (or a key of
 `items` missing) leaves the last files in place, as in the real kubelet; an optional one that is
 gone takes its files with it. Mounts with a subPath see the file as it was when the container
 started (`snapshot_sub_path`), as the real kubelet's bind mount does.
