@@ -227,3 +227,13 @@ def test_a_subpath_mount_keeps_what_the_container_started_with(
 
     restart_argv = worker._process_spec(container)[0].argv  # the next start takes the file as it is now
     assert _argument(restart_argv, "--trusted-ca-file").read_text() == "ca-2"
+
+
+def test_an_optional_secret_that_is_deleted_takes_its_files_along(volumes: VolumeManager, api: ScriptedKubeApi) -> None:
+    pod = member_pod()
+    pod["spec"]["volumes"][0]["secret"]["optional"] = True
+    prepared = volumes.prepare(pod, POD_IP)
+    tls = prepared.directories["tls"]
+    api.answers[("GET", SECRET)] = NotFound(404, "NotFound", 'secrets "tls" not found')
+    assert volumes.refresh_contents(pod, due(prepared), POD_IP) == ["tls"]
+    assert not os.path.lexists(tls / "tls.crt") and (tls / DATA_DIR_NAME).is_dir()
