@@ -42,12 +42,15 @@ from kube_sandbox.kubelet.rewrites import Rewriter
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import (
     SERVICE_ACCOUNT_MOUNT_PATH,
+    SUB_PATHS_DIR,
+    VOLUME_REFRESH_SECONDS,
     PreparedVolumes,
     VolumeManager,
     VolumeNotReady,
     decode_config_map,
     decode_secret,
     pod_directory,
+    snapshot_sub_path,
 )
 
 log = logging.getLogger(__name__)
@@ -331,6 +334,7 @@ class PodWorker:
             self._apply_spec_changes()
             if self._set_up():
                 self._refresh_tokens()
+                self._refresh_volume_contents()
                 self._drive_containers()
             status = self._build_status()
         self._publish(status)
@@ -381,6 +385,18 @@ class PodWorker:
         for token in renewed:
             self.log.info("renewed service account token %s (next renewal in %.0fs)", token.path,
                           token.refresh_at - time.time())
+
+    def _refresh_volume_contents(self) -> None:
+        """Rewrite secret/configMap/downwardAPI/projected volumes whose sources changed (as the
+        kubelet does for a running pod; subPath mounts keep what they had)."""
+        assert self.volumes is not None and self.ip is not None
+        try:
+            updated = self.services.volumes.refresh_contents(self.pod, self.volumes, self.ip)
+        except Exception:  # never in the way of the containers; the files stay as they are
+            self.log.exception("volume refresh failed; trying again in %.0fs", VOLUME_REFRESH_SECONDS)
+            return
+        for name in updated:
+            self.log.info("volume %s updated: its source changed", name)
 
     def _resolve_image(self, st: ContainerState) -> None:
         image = str(st.spec.get("image") or "")
@@ -599,7 +615,9 @@ class PodWorker:
 
     # ----------------------------------------------------------------- process spec
 
-    def _process_spec(self, st: ContainerState) -> tuple[ProcessSpec, ProbeTarget]:
+    def _process_spec(self, st: ContainerState, starting: bool = True) -> tuple[ProcessSpec, ProbeTarget]:
+        """How to run `st`; `starting`: for a new start of the container (its subPath mounts of
+        refreshed volumes take the files as they are now), else for a hook of the running one."""
         assert st.runtime is not None and self.volumes is not None and self.ip is not None
         settings = self.services.settings
         container = st.spec
@@ -617,13 +635,18 @@ class PodWorker:
         )
         mounts: list[tuple[str, str]] = []
         extra_env: dict[str, str] = {}
-        for mount in container.get("volumeMounts") or []:
+        for index, mount in enumerate(container.get("volumeMounts") or []):
             directory = self.volumes.directories.get(mount["name"])
             if directory is None:
                 raise ContainerConfigError(f'volume "{mount["name"]}" is not defined in the pod')
             sub_path = mount.get("subPath") or expand(mount.get("subPathExpr") or "", user_env)
             host = directory / sub_path if sub_path else directory
-            if sub_path and directory.is_dir() and not host.exists():
+            if sub_path and mount["name"] in self.volumes.contents:
+                snapshot = pod_directory(settings, self.uid) / SUB_PATHS_DIR / mount["name"] / st.name / str(index)
+                if starting or not snapshot.exists():
+                    snapshot_sub_path(directory, sub_path, snapshot)
+                host = snapshot
+            elif sub_path and directory.is_dir() and not host.exists():
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((mount["mountPath"], str(host)))
             extra_env[VOLUME_ENV_PREFIX + _env_suffix(mount["name"])] = str(directory)
@@ -798,7 +821,7 @@ class PodWorker:
             pre_stop = (st.spec.get("lifecycle") or {}).get("preStop") or {}
             if pre_stop and self.volumes is not None:
                 try:
-                    _, target = self._process_spec(st)
+                    _, target = self._process_spec(st, starting=False)
                 except Exception as e:  # the hook is best effort; termination goes on
                     self.log.warning("container %s: preStop hook not run: %s", st.name, e)
                     continue

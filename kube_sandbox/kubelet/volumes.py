@@ -18,8 +18,16 @@ emptyDir, secret, configMap, downwardAPI and projected (incl. serviceAccountToke
 under the pod's directory and go away with the pod (emptyDirs survive container restarts); hostPath
 is the host path itself; a persistentVolumeClaim is a directory `pvc/<namespace>/<claim>-<claim uid>`
 that outlives pods and is reattached to the next pod using the same claim (provisioner.py binds
-every claim to a PV over that directory). Secret and configMap files are written when the pod
-starts and not refreshed afterwards.
+every claim to a PV over that directory).
+
+Secret, configMap, downwardAPI and projected volumes are written in the real kubelet's atomic layout
+(atomic_writer.py) and refreshed while the pod runs (`refresh_contents`, from the pod worker's
+sync): every VOLUME_REFRESH_SECONDS their sources are read again (through a cache of
+SOURCE_CACHE_SECONDS shared by all the kubelet's pods, like the real kubelet's TTL cache) and the
+volume is rewritten when its files changed. A non-optional Secret or ConfigMap that is gone (or a key of
+`items` missing) leaves the last files in place, as in the real kubelet; an optional one that is
+gone takes its files with it. Mounts with a subPath see the file as it was when the container
+started (`snapshot_sub_path`), as the real kubelet's bind mount does.
 """
 from __future__ import annotations
 
@@ -27,14 +35,16 @@ import base64
 import logging
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from kube_sandbox.kubelet.atomic_writer import Files, validate_path, write_atomically
 from kube_sandbox.kubelet.environment import ContainerConfigError, field_ref_value
-from kube_sandbox.kubelet.kube_api import KubeApi, NotFound, object_path
+from kube_sandbox.kubelet.kube_api import ApiError, KubeApi, NotFound, object_path
 from kube_sandbox.kubelet.provisioner import claim_directory
 from kube_sandbox.kubelet.resources import InvalidQuantity, resource_field_value
 from kube_sandbox.kubelet.settings import KubeletSettings
@@ -48,6 +58,12 @@ DEFAULT_TOKEN_EXPIRATION_SECONDS = 3607  # what the apiserver puts into kube-api
 TOKEN_REFRESH_FRACTION = 0.8  # the kubelet renews a token after 80% of its lifetime...
 TOKEN_MAX_REFRESH_SECONDS = 24 * 3600.0  # ...or after a day, whichever comes first
 TOKEN_RETRY_SECONDS = 10.0
+# How often a running pod's secret/configMap/downwardAPI/projected volumes are checked against their
+# sources. The real kubelet syncs a pod about every minute plus its cache TTL; tests want seconds.
+VOLUME_REFRESH_SECONDS = 3.0
+SOURCE_CACHE_SECONDS = 2.0  # a Secret/ConfigMap read for a refresh serves all the kubelet's pods this long
+CONTENT_VOLUME_KINDS = ("secret", "configMap", "downwardAPI", "projected")
+SUB_PATHS_DIR = "volume-subpaths"
 
 
 class VolumeNotReady(Exception):
@@ -64,12 +80,27 @@ class ProjectedToken:
     audience: str  # "" means the apiserver's own audiences
     expiration_seconds: int
     refresh_at: float  # time.time()
+    volume: str = ""  # the projected volume's name
+    content: bytes = b""  # the token written now
+
+
+@dataclass
+class ContentVolume:
+    """A secret, configMap, downwardAPI or projected volume: files made from API objects, rewritten
+    (atomically) while the pod runs when they change."""
+
+    name: str
+    directory: Path
+    files: Files  # what the volume holds now
+    next_check: float  # time.monotonic()
+    problem: str = ""  # why the last refresh left the files as they were ("" when it did not)
 
 
 @dataclass(frozen=True)
 class PreparedVolumes:
     directories: dict[str, Path]  # volume name -> host directory (or file, for hostPath files)
     tokens: list[ProjectedToken] = field(default_factory=list)
+    contents: dict[str, ContentVolume] = field(default_factory=dict)  # volume name -> refreshed volume
 
 
 @dataclass(frozen=True)
@@ -105,6 +136,11 @@ def pod_directory(settings: KubeletSettings, uid: str) -> Path:
     return settings.pods_dir / uid
 
 
+def content_kind(volume: dict[str, Any]) -> str | None:
+    """"secret", "configMap", "downwardAPI" or "projected" for a volume that is refreshed, else None."""
+    return next((kind for kind in CONTENT_VOLUME_KINDS if kind in volume), None)
+
+
 def decode_secret(secret: dict[str, Any]) -> dict[str, bytes]:
     return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
 
@@ -115,23 +151,8 @@ def decode_config_map(config_map: dict[str, Any]) -> dict[str, bytes]:
     return data
 
 
-def write_files(directory: Path, files: dict[str, tuple[bytes, int]]) -> None:
-    """Write relative path -> (content, mode) under `directory`, refusing paths that escape it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for relative, (content, mode) in files.items():
-        parts = PurePosixPath(relative).parts
-        if not parts or PurePosixPath(relative).is_absolute() or ".." in parts:
-            raise ContainerConfigError(f"invalid volume item path {relative!r}")
-        target = directory.joinpath(*parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(content)
-        os.chmod(tmp, mode)
-        tmp.replace(target)
-
-
 def select_items(data: dict[str, bytes], items: list[dict[str, Any]] | None, default_mode: int, what: str,
-                 optional: bool) -> dict[str, tuple[bytes, int]]:
+                 optional: bool) -> Files:
     """Keys -> files, honouring `items` (key, path, mode) the way secret/configMap volumes do."""
     if not items:
         return {key: (value, default_mode) for key, value in data.items()}
@@ -145,10 +166,57 @@ def select_items(data: dict[str, bytes], items: list[dict[str, Any]] | None, def
     return files
 
 
+def snapshot_sub_path(volume_directory: Path, sub_path: str, snapshot: Path) -> Path:
+    """A copy of `sub_path` of a refreshed volume as it is now, at `snapshot`: what a container
+    mounting it with a subPath sees until it restarts (the real kubelet bind-mounts the file, so
+    later updates of the volume do not reach it). A file is hard-linked (same inode and mode; the
+    volume's update unlinks its own name only), a directory copied."""
+    source = volume_directory.joinpath(*validate_path(sub_path)).resolve()
+    if snapshot.is_dir() and not snapshot.is_symlink():
+        shutil.rmtree(snapshot)
+    else:
+        snapshot.unlink(missing_ok=True)
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, snapshot)
+    elif source.exists():
+        try:
+            os.link(source, snapshot)
+        except OSError:
+            shutil.copy2(source, snapshot)
+    else:
+        snapshot.mkdir()  # as the real kubelet makes a missing subPath: an empty directory
+    return snapshot
+
+
+class SourceCache:
+    """Secrets and ConfigMaps read for refreshes, kept SOURCE_CACHE_SECONDS (shared by pod workers)."""
+
+    def __init__(self, ttl_seconds: float = SOURCE_CACHE_SECONDS) -> None:
+        self.ttl_seconds = ttl_seconds
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str, str], tuple[float, dict[str, Any] | None]] = {}
+
+    def get(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Any] | None]:
+        """(found, object); object None: known not to exist."""
+        with self._lock:
+            entry = self._objects.get(key)
+        if entry is None or time.monotonic() - entry[0] > self.ttl_seconds:
+            return False, None
+        return True, entry[1]
+
+    def put(self, key: tuple[str, str, str], obj: dict[str, Any] | None) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._objects = {k: v for k, v in self._objects.items() if now - v[0] <= self.ttl_seconds}
+            self._objects[key] = (now, obj)
+
+
 class VolumeManager:
     def __init__(self, api: KubeApi, settings: KubeletSettings) -> None:
         self.api = api
         self.settings = settings
+        self.sources = SourceCache()
 
     def prepare(self, pod: dict[str, Any], pod_ip: str) -> PreparedVolumes:
         metadata = pod["metadata"]
@@ -156,8 +224,33 @@ class VolumeManager:
         prepared = PreparedVolumes({})
         for volume in (pod.get("spec") or {}).get("volumes") or []:
             prepared.directories[volume["name"]] = self._prepare_one(
-                pod, volume, pod_dir / "volumes" / volume["name"], pod_ip, prepared.tokens)
+                pod, volume, pod_dir / "volumes" / volume["name"], pod_ip, prepared)
         return prepared
+
+    def refresh_contents(self, pod: dict[str, Any], prepared: PreparedVolumes, pod_ip: str) -> list[str]:
+        """Check the secret/configMap/downwardAPI/projected volumes that are due against their
+        sources, and rewrite those that changed; returns their names. A volume whose sources cannot
+        be read (a Secret gone, the API unavailable) keeps its files and is tried again later."""
+        updated = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            content = prepared.contents.get(volume["name"])
+            if content is None or time.monotonic() < content.next_check:
+                continue
+            content.next_check = time.monotonic() + VOLUME_REFRESH_SECONDS
+            try:
+                files = self._content_files(pod, volume, content.directory, pod_ip, prepared.tokens, cached=True)
+            except (VolumeNotReady, ContainerConfigError, ApiError) as e:
+                if str(e) != content.problem:
+                    log.warning("%s/%s: volume %s keeps its files (not refreshed: %s); trying again every %.0fs",
+                                pod["metadata"]["namespace"], pod["metadata"]["name"], content.name, e,
+                                VOLUME_REFRESH_SECONDS)
+                content.problem = str(e)
+                continue
+            content.problem = ""
+            if write_atomically(content.directory, files):
+                updated.append(content.name)
+            content.files = files
+        return updated
 
     def refresh_tokens(self, pod: dict[str, Any], prepared: PreparedVolumes) -> list[ProjectedToken]:
         """Renew the tokens that are due; returns those renewed. ApiError propagates (retried later)."""
@@ -167,7 +260,12 @@ class VolumeManager:
                 continue
             token.refresh_at = time.time() + TOKEN_RETRY_SECONDS  # if the request below fails
             issued = self.request_token(pod, token.service_account, token.audience, token.expiration_seconds)
-            write_files(token.path.parent, {token.path.name: (issued.token, token.mode)})
+            token.content = issued.token
+            content = prepared.contents[token.volume]
+            files = dict(content.files)
+            files[token.path.relative_to(content.directory).as_posix()] = (issued.token, token.mode)
+            write_atomically(content.directory, files)
+            content.files = files
             token.refresh_at = issued.refresh_at
             renewed.append(token)
         return renewed
@@ -195,47 +293,16 @@ class VolumeManager:
         shutil.rmtree(pod_directory(self.settings, uid), ignore_errors=True)
 
     def _prepare_one(self, pod: dict[str, Any], volume: dict[str, Any], directory: Path, pod_ip: str,
-                     tokens: list[ProjectedToken]) -> Path:
+                     prepared: PreparedVolumes) -> Path:
         namespace = pod["metadata"]["namespace"]
         if "emptyDir" in volume:
             directory.mkdir(parents=True, exist_ok=True)
             return directory
-        if "secret" in volume:
-            source = volume["secret"]
-            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
-            secret = self._get("secrets", namespace, source["secretName"])
-            if secret is None:
-                if source.get("optional"):
-                    directory.mkdir(parents=True, exist_ok=True)
-                    return directory
-                raise VolumeNotReady(f'secret "{source["secretName"]}" not found')
-            data = decode_secret(secret)
-            if secret.get("type") == SERVICE_ACCOUNT_TOKEN_TYPE:
-                data["ca.crt"] = self.settings.ca_cert.read_bytes()
-            files = select_items(data, source.get("items"), mode, f"Secret {namespace}/{source['secretName']}",
-                                 bool(source.get("optional")))
-            write_files(directory, files)
-            return directory
-        if "configMap" in volume:
-            source = volume["configMap"]
-            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
-            config_map = self._get("configmaps", namespace, source["name"])
-            if config_map is None:
-                if source.get("optional"):
-                    directory.mkdir(parents=True, exist_ok=True)
-                    return directory
-                raise VolumeNotReady(f'configmap "{source["name"]}" not found')
-            files = select_items(decode_config_map(config_map), source.get("items"), mode,
-                                 f"ConfigMap {namespace}/{source['name']}", bool(source.get("optional")))
-            write_files(directory, files)
-            return directory
-        if "downwardAPI" in volume:
-            source = volume["downwardAPI"]
-            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
-            write_files(directory, self._downward_files(pod, source.get("items") or [], mode, pod_ip))
-            return directory
-        if "projected" in volume:
-            write_files(directory, self._projected_files(pod, volume["projected"], pod_ip, directory, tokens))
+        if content_kind(volume) is not None:
+            files = self._content_files(pod, volume, directory, pod_ip, prepared.tokens, cached=False)
+            write_atomically(directory, files)
+            prepared.contents[volume["name"]] = ContentVolume(volume["name"], directory, files,
+                                                              time.monotonic() + VOLUME_REFRESH_SECONDS)
             return directory
         if "persistentVolumeClaim" in volume:
             return self._claim_directory(namespace, volume["persistentVolumeClaim"]["claimName"])
@@ -251,14 +318,55 @@ class VolumeManager:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 
-    def _get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def _content_files(self, pod: dict[str, Any], volume: dict[str, Any], directory: Path, pod_ip: str,
+                       tokens: list[ProjectedToken], *, cached: bool) -> Files:
+        """The files of a secret/configMap/downwardAPI/projected volume from its sources now
+        (`cached`: Secrets and ConfigMaps may come from the refresh cache)."""
+        namespace = pod["metadata"]["namespace"]
+        if "secret" in volume:
+            source = volume["secret"]
+            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+            secret = self._get("secrets", namespace, source["secretName"], cached)
+            if secret is None:
+                if source.get("optional"):
+                    return {}
+                raise VolumeNotReady(f'secret "{source["secretName"]}" not found')
+            data = decode_secret(secret)
+            if secret.get("type") == SERVICE_ACCOUNT_TOKEN_TYPE:
+                data["ca.crt"] = self.settings.ca_cert.read_bytes()
+            return select_items(data, source.get("items"), mode, f"Secret {namespace}/{source['secretName']}",
+                                bool(source.get("optional")))
+        if "configMap" in volume:
+            source = volume["configMap"]
+            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+            config_map = self._get("configmaps", namespace, source["name"], cached)
+            if config_map is None:
+                if source.get("optional"):
+                    return {}
+                raise VolumeNotReady(f'configmap "{source["name"]}" not found')
+            return select_items(decode_config_map(config_map), source.get("items"), mode,
+                                f"ConfigMap {namespace}/{source['name']}", bool(source.get("optional")))
+        if "downwardAPI" in volume:
+            source = volume["downwardAPI"]
+            mode = int(source.get("defaultMode") or DEFAULT_FILE_MODE)
+            return self._downward_files(pod, source.get("items") or [], mode, pod_ip)
+        return self._projected_files(pod, volume, pod_ip, directory, tokens, cached)
+
+    def _get(self, plural: str, namespace: str, name: str, cached: bool = False) -> dict[str, Any] | None:
+        key = (plural, namespace, name)
+        if cached:
+            found, obj = self.sources.get(key)
+            if found:
+                return obj
         try:
-            return self.api.get(object_path("", "v1", plural, namespace, name))
+            obj = self.api.get(object_path("", "v1", plural, namespace, name))
         except NotFound:
-            return None
+            obj = None
+        self.sources.put(key, obj)
+        return obj
 
     def _downward_files(self, pod: dict[str, Any], items: list[dict[str, Any]], default_mode: int,
-                        pod_ip: str) -> dict[str, tuple[bytes, int]]:
+                        pod_ip: str) -> Files:
         files = {}
         containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
         for item in items:
@@ -277,15 +385,18 @@ class VolumeManager:
             files[item["path"]] = (value.encode(), mode)
         return files
 
-    def _projected_files(self, pod: dict[str, Any], projected: dict[str, Any], pod_ip: str, directory: Path,
-                         tokens: list[ProjectedToken]) -> dict[str, tuple[bytes, int]]:
+    def _projected_files(self, pod: dict[str, Any], volume: dict[str, Any], pod_ip: str, directory: Path,
+                         tokens: list[ProjectedToken], cached: bool) -> Files:
+        """A projected volume's files; a serviceAccountToken source takes the volume's token from
+        `tokens`, or requests one (and adds it there) the first time."""
         namespace = pod["metadata"]["namespace"]
+        projected = volume["projected"]
         default_mode = int(projected.get("defaultMode") or DEFAULT_FILE_MODE)
-        files: dict[str, tuple[bytes, int]] = {}
+        files: Files = {}
         for source in projected.get("sources") or []:
             if source.get("secret"):
                 ref = source["secret"]
-                secret = self._get("secrets", namespace, ref["name"])
+                secret = self._get("secrets", namespace, ref["name"], cached)
                 if secret is None:
                     if ref.get("optional"):
                         continue
@@ -294,7 +405,7 @@ class VolumeManager:
                                           f"Secret {namespace}/{ref['name']}", bool(ref.get("optional"))))
             elif source.get("configMap"):
                 ref = source["configMap"]
-                config_map = self._get("configmaps", namespace, ref["name"])
+                config_map = self._get("configmaps", namespace, ref["name"], cached)
                 if config_map is None:
                     if ref.get("optional"):
                         continue
@@ -306,15 +417,19 @@ class VolumeManager:
             elif source.get("serviceAccountToken"):
                 ref = source["serviceAccountToken"]
                 path = str(ref.get("path") or "token")
-                token = ProjectedToken(
-                    path=directory / path, mode=default_mode, service_account=service_account_name(pod),
-                    audience=str(ref.get("audience") or ""),
-                    expiration_seconds=int(ref.get("expirationSeconds") or DEFAULT_TOKEN_EXPIRATION_SECONDS),
-                    refresh_at=0.0)
-                issued = self.request_token(pod, token.service_account, token.audience, token.expiration_seconds)
-                token.refresh_at = issued.refresh_at
-                files[path] = (issued.token, default_mode)
-                tokens.append(token)
+                token = next((t for t in tokens if t.path == directory / path), None)
+                if token is None:
+                    token = ProjectedToken(
+                        path=directory / path, mode=default_mode, service_account=service_account_name(pod),
+                        audience=str(ref.get("audience") or ""),
+                        expiration_seconds=int(ref.get("expirationSeconds") or DEFAULT_TOKEN_EXPIRATION_SECONDS),
+                        refresh_at=0.0, volume=volume["name"])
+                    issued = self.request_token(pod, token.service_account, token.audience,
+                                                token.expiration_seconds)
+                    token.refresh_at = issued.refresh_at
+                    token.content = issued.token
+                    tokens.append(token)
+                files[path] = (token.content, token.mode)
         return files
 
     def _claim_directory(self, namespace: str, claim_name: str) -> Path:

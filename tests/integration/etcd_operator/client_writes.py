@@ -12,11 +12,13 @@ from kube_sandbox.testing import Sandbox
 @dataclass
 class Writer:
     """Writes `<prefix><n>` through `endpoint` (a cluster's client service), one etcdctl put after
-    another, until finished; remembers what was acknowledged, when, and what failed."""
+    another, until finished; remembers what was acknowledged, when, and what failed. `flags`: extra
+    etcdctl flags, e.g. the TLS files of an https endpoint."""
 
     sandbox: Sandbox
     endpoint: str
     prefix: str
+    flags: tuple[str, ...] = ()
     acknowledged: dict[str, str] = field(default_factory=dict)
     success_times: list[float] = field(default_factory=list)
     failures: list[tuple[float, str]] = field(default_factory=list)
@@ -38,7 +40,7 @@ class Writer:
             key, value = f"{self.prefix}{n:06d}", f"value-{n}"
             n += 1
             try:
-                result = self.sandbox.etcdctl([self.endpoint], "put", key, value, "--command-timeout=5s")
+                result = self.sandbox.etcdctl([self.endpoint], *self.flags, "put", key, value, "--command-timeout=5s")
                 ok = result.returncode == 0 and result.stdout.strip() == "OK"
                 error = result.stderr.strip()[-200:]
             except Exception as e:  # a hung etcdctl counts as a failed write

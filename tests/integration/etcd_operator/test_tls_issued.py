@@ -4,7 +4,6 @@ to each other and to clients, the cluster scales 3 -> 5 -> 3 on the same certifi
 names are wildcards), and the Secrets go with the cluster. Mirrors test_tls_cluster.py."""
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,14 @@ from typing import Any
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.etcd_data import describe_members, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
-from tests.integration.etcd_operator.tls_certs import common_name, etcdctl, member_list, member_url, served_certificate
+from tests.integration.etcd_operator.tls_certs import (
+    IssuedClient,
+    common_name,
+    etcdctl,
+    member_list,
+    member_url,
+    secret_files,
+)
 
 ROLES = ("ca", "peer", "server", "operator")
 # The CoreOS file names in each leaf Secret, as spec.TLS.static reads them.
@@ -21,33 +27,6 @@ LEAF_KEYS = {
     "server": {"server.crt", "server.key", "server-ca.crt"},
     "operator": {"etcd-client.crt", "etcd-client.key", "etcd-client-ca.crt"},
 }
-
-
-def _secret_files(clusters: Clusters, secret: str) -> dict[str, bytes]:
-    data = clusters.core.read_namespaced_secret(secret, clusters.namespace).data or {}
-    return {key: base64.b64decode(value) for key, value in data.items()}
-
-
-class _Client:
-    """The operator's certificate, as files etcdctl and ssl read."""
-
-    def __init__(self, clusters: Clusters, name: str, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        files = _secret_files(clusters, f"{name}-tls-operator")
-        self.ca = directory / "ca.crt"
-        self.cert = directory / "client.crt"
-        self.key = directory / "client.key"
-        self.ca.write_bytes(files["etcd-client-ca.crt"])
-        self.cert.write_bytes(files["etcd-client.crt"])
-        self.key.write_bytes(files["etcd-client.key"])
-        self.key.chmod(0o600)
-
-    def flags(self) -> list[str]:
-        return [f"--cacert={self.ca}", f"--cert={self.cert}", f"--key={self.key}"]
-
-    def served_certificate(self, address: str, port: int) -> dict[str, Any]:
-        """The certificate `address:port` serves to this client."""
-        return served_certificate(address, port, ca_file=self.ca, cert_file=self.cert, key_file=self.key)
 
 
 def _issued_secrets(clusters: Clusters, name: str) -> list[Any]:
@@ -82,7 +61,7 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
         assert now + timedelta(days=29) < not_after <= now + timedelta(days=30, minutes=5), (role, entry)
 
     # Members advertise https for both peers and clients, under their DNS names.
-    client = _Client(clusters, name, tmp_path / "client")
+    client = IssuedClient(clusters, name, tmp_path / "client")
     pods = {p.metadata.name: p for p in clusters.live_pods(name)}
     assert len(pods) == 3, sorted(pods)
     member_endpoints = [member_url(name, ns, member, 2379) for member in sorted(pods)]
@@ -113,7 +92,7 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
     assert refused.returncode != 0, f"write without a client certificate accepted: {refused.stdout}"
 
     # Scale 3 -> 5 -> 3: new members join over TLS on the same (wildcard) certificates.
-    certificates_before = {secret: _secret_files(clusters, secret) for secret in secrets}
+    certificates_before = {secret: secret_files(clusters, secret) for secret in secrets}
     clusters.patch_spec(name, {"size": 5})
     clusters.wait_running(name, ready=5, timeout=300)
     live = sorted(p.metadata.name for p in clusters.live_pods(name))
@@ -127,7 +106,7 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
     clusters.wait_running(name, ready=3, timeout=240)
     wait_for(lambda: len(clusters.live_pods(name)) == 3, timeout=60, what="surplus pods deleted")
     assert read_prefix(clusters.sandbox, service, "issued/", flags=client.flags()) == written
-    assert {secret: _secret_files(clusters, secret) for secret in secrets} == certificates_before, \
+    assert {secret: secret_files(clusters, secret) for secret in secrets} == certificates_before, \
         "scaling re-issued certificates"
     reasons = [e.reason for e in clusters.events(name)]
     assert reasons.count("CertificatesIssued") == 1, reasons

@@ -204,6 +204,35 @@ def served_certificate(address: str, port: int, *, ca_file: Path, cert_file: Pat
             return certificate
 
 
+def secret_files(clusters: Clusters, secret: str) -> dict[str, bytes]:
+    """A Secret's files (decoded `data`) in the test's namespace."""
+    data = clusters.core.read_namespaced_secret(secret, clusters.namespace).data or {}
+    return {key: base64.b64decode(value) for key, value in data.items()}
+
+
+class IssuedClient:
+    """The operator's certificate of a `spec.TLS.issued` cluster (Secret `<name>-tls-operator`),
+    as files etcdctl and ssl read."""
+
+    def __init__(self, clusters: Clusters, name: str, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        files = secret_files(clusters, f"{name}-tls-operator")
+        self.ca = directory / "ca.crt"
+        self.cert = directory / "client.crt"
+        self.key = directory / "client.key"
+        self.ca.write_bytes(files["etcd-client-ca.crt"])
+        self.cert.write_bytes(files["etcd-client.crt"])
+        self.key.write_bytes(files["etcd-client.key"])
+        self.key.chmod(0o600)
+
+    def flags(self) -> list[str]:
+        return [f"--cacert={self.ca}", f"--cert={self.cert}", f"--key={self.key}"]
+
+    def served_certificate(self, address: str, port: int) -> dict[str, Any]:
+        """The certificate `address:port` serves to this client."""
+        return served_certificate(address, port, ca_file=self.ca, cert_file=self.cert, key_file=self.key)
+
+
 def common_name(certificate: dict[str, Any]) -> str:
     """The subject's CN of a certificate as `ssl` hands it over ("" without one)."""
     return next((value for rdn in certificate.get("subject", ()) for key, value in rdn if key == "commonName"), "")
