@@ -7,6 +7,7 @@
     etcd-restore-seed fetch --storage-type=ABS|GCS|OSS --path=BUCKET/KEY --sha256=HEX ...
                             [--etag=ETAG] [--version-id=ID] [--endpoint=URL] [--secret-dir=DIR]
     etcd-restore-seed fetch ... [--encryption-key-file=FILE]
+    etcd-restore-seed fetch --staged-snapshot=FILE --sha256=HEX --staging-dir=DIR --snapshot=FILE
     etcd-restore-seed install --staging-dir=DIR --staged-data-dir=DIR --data-dir=DIR
 
 `fetch` clears the staging directory, downloads the object with the credentials of the mounted
@@ -20,6 +21,9 @@ secret itself (`etcd_common.storage.locations`).
 A compressed or encrypted object (`etcd_common.storage.codec`, told by its first bytes) is
 decoded into the snapshot file, with the key in --encryption-key-file (the EtcdCluster's
 `spec.restore.encryption` Secret, mounted); the sha256 is the decoded snapshot's.
+With --staged-snapshot (a seed of `spec.restore.stagedClaim`) it copies that file, the snapshot
+the restore operator's staging pod fetched and checked, instead of downloading anything, and
+refuses it unless its sha256 is the one given.
 `install` moves the data directory etcdutl restored into place, unless etcd's data directory
 exists already (this init container ran before and etcd may have written since), then removes
 the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
@@ -92,6 +96,21 @@ def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None,
         raise SnapshotMismatch(f"{url} has sha256 {found}, expected {sha256}: the object "
                                "changed since the restore verified it")
     return size
+
+
+def copy_staged(staged: str, *, sha256: str, staging_dir: str, snapshot: str) -> int:
+    """Copy the staged snapshot `staged` into `snapshot` (inside a fresh `staging_dir`) and check
+    its sha256; returns its size."""
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    os.makedirs(staging_dir, exist_ok=True)
+    if not os.path.isfile(staged):
+        raise FileNotFoundError(f"no staged snapshot at {staged}: the staging claim does not hold one")
+    shutil.copyfile(staged, snapshot)
+    found = file_sha256(snapshot)
+    if found != sha256.lower():
+        os.remove(snapshot)
+        raise SnapshotMismatch(f"the staged snapshot {staged} has sha256 {found}, expected {sha256}")
+    return os.path.getsize(snapshot)
 
 
 def _decode(downloaded: str, snapshot: str, encryption_key_file: str | None, *, where: str) -> None:
@@ -173,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fetch_parser.add_argument("--version-id", default="", help="fetch this version of the object")
     fetch_parser.add_argument("--encryption-key-file", default=None,
                               help="file with the AES-256 key (base64 of 32 bytes) of an encrypted backup")
+    fetch_parser.add_argument("--staged-snapshot", default="",
+                              help="copy this file (a snapshot the restore operator staged) instead of downloading")
     fetch_parser.add_argument("--staging-dir", required=True)
     fetch_parser.add_argument("--snapshot", required=True)
     install_parser = steps.add_parser("install", help="move the restored data directory into place")
@@ -181,7 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_parser.add_argument("--data-dir", required=True)
     args = parser.parse_args(argv)
     try:
-        if args.step == "fetch":
+        if args.step == "fetch" and args.staged_snapshot:
+            size = copy_staged(args.staged_snapshot, sha256=args.sha256, staging_dir=args.staging_dir,
+                               snapshot=args.snapshot)
+            print(f"copied the staged snapshot {args.staged_snapshot} ({size} bytes, sha256 {args.sha256}) "
+                  f"to {args.snapshot}")
+        elif args.step == "fetch":
             location: S3Location | StorageLocation
             if args.storage_type == "S3":
                 if not args.s3_path:
