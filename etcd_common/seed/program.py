@@ -169,7 +169,7 @@ def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
     return done
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="etcd-restore-seed",
                                      description="Init-container steps that seed an etcd member from a snapshot on "
                                                  "S3, ABS, GCS or OSS.")
@@ -200,6 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_parser.add_argument("--staging-dir", required=True)
     install_parser.add_argument("--staged-data-dir", required=True)
     install_parser.add_argument("--data-dir", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
         if args.step == "fetch" and args.staged_snapshot:
