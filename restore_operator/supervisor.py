@@ -1,6 +1,7 @@
 """The pass of one EtcdRestore: observe -> plan one action -> act -> write status (run by
-its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status and
-on the EtcdCluster (the restore's uid), so a restart at any point continues where it was."""
+its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status, its
+staging claim and pod, and on the EtcdCluster (the restore's uid), so a restart at any point
+continues where it was."""
 from __future__ import annotations
 
 import logging

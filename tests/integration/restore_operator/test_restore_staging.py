@@ -161,6 +161,10 @@ def test_a_fetch_image_that_cannot_be_pulled_leaves_the_cluster_serving(clusters
     uid, key, _ = serving_cluster_with_a_backup(clusters, name)
     secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
     sandbox = clusters.sandbox
+    deployed = sandbox.kubectl("-n", NAMESPACE, "get", f"deployment/{DEPLOYMENT}", "-o",
+                               "jsonpath={.spec.template.spec.containers[0].env[?(@.name=='RESTORE_FETCH_IMAGE')].value}"
+                               ).stdout.strip()
+    assert deployed, "deploy/restore-operator.yaml sets RESTORE_FETCH_IMAGE"
     sandbox.kubectl("-n", NAMESPACE, "set", "env", f"deployment/{DEPLOYMENT}",
                     f"RESTORE_FETCH_IMAGE={UNPULLABLE_FETCH_IMAGE}")
     try:
@@ -169,7 +173,7 @@ def test_a_fetch_image_that_cannot_be_pulled_leaves_the_cluster_serving(clusters
 
         status = assert_failed_with(restores, name, "StagingFailed")
     finally:
-        sandbox.kubectl("-n", NAMESPACE, "set", "env", f"deployment/{DEPLOYMENT}", "RESTORE_FETCH_IMAGE-")
+        sandbox.kubectl("-n", NAMESPACE, "set", "env", f"deployment/{DEPLOYMENT}", f"RESTORE_FETCH_IMAGE={deployed}")
         sandbox.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=120s")
 
     assert "ErrImagePull" in status["message"] and UNPULLABLE_FETCH_IMAGE in status["message"], status
