@@ -174,6 +174,10 @@ def _after_timeout(observed: ObservedRestore, phase: str) -> str:
                 "status), then delete and apply this EtcdRestore again.")
     kept = (" (the replaced cluster's spec is in this restore's status.clusterSpec: put it in spec.clusterSpec)"
             if observed.recorded.cluster_spec else "")
+    if phase == PHASE_STAGING:
+        return (f"The replaced EtcdCluster {name} was deleted already; the staging pod and claim are removed; to "
+                f"retry, fix the cause (see the staging pod's status), then delete and apply this EtcdRestore "
+                f"again{kept}.")
     if phase == PHASE_REPLACING:
         return (f"Nothing more is deleted; see `kubectl describe etcdcluster {name}` and its pods; to retry, "
                 f"fix the cause, then delete and apply this EtcdRestore again{kept}.")
@@ -219,6 +223,9 @@ def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | N
     """The staging step (module docstring): None once the snapshot is staged, else what to do."""
     pod, claim, recorded = observed.staging_pod, observed.staging_claim, observed.recorded
     name = staging_name(observed.restore.name)
+    # Staged for this generation: a failed restore retried after a spec edit (its staging objects
+    # removed when it failed) stages again.
+    staged = recorded.staged and recorded.observed_generation == observed.restore.generation
     consequence = ("the replaced cluster was deleted already (its spec is in status.clusterSpec)"
                    if recorded.cluster_spec is not None and observed.cluster is None else NOTHING_TOUCHED)
     taken = [kind for kind, found in (("Pod", pod), ("PersistentVolumeClaim", claim))
@@ -229,9 +236,9 @@ def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | N
                     f"there; {consequence}; delete or rename it, then apply this EtcdRestore again")
     if (pod is not None and pod.deleting) or (claim is not None and claim.deleting):
         return Wait(f"the staging objects {name} are being deleted", PHASE_STAGING)
-    if claim is not None and ((pod is not None and pod.succeeded) or recorded.staged):
+    if claim is not None and ((pod is not None and pod.succeeded) or staged):
         return None
-    if recorded.staged or (pod is not None and pod.succeeded):
+    if staged or (pod is not None and pod.succeeded):
         return Fail(REASON_STAGED_CLAIM_LOST,
                     f"the claim {name} the snapshot was staged on was deleted before the restore used it; "
                     f"{consequence}; apply a new EtcdRestore")

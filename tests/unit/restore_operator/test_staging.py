@@ -59,10 +59,14 @@ FAILED_POD = pod("Failed", problem="restore-fetch exited 1 (Error): etcd-restore
                                      staging_claim=CLAIM), a.Fail, "StagingFailed"),
     ("pod succeeded: replace", seen(staging_pod=pod("Succeeded"), staging_claim=CLAIM), a.ReplaceCluster, None),
     ("succeeded, then the pod went (status says staged): replace",
-     seen(staging_claim=CLAIM, recorded=RecordedRestore(snapshot=FACTS, staged=True)), a.ReplaceCluster, None),
+     seen(staging_claim=CLAIM, recorded=RecordedRestore(snapshot=FACTS, staged=True, observed_generation=1)),
+     a.ReplaceCluster, None),
     ("succeeded but the claim is gone: fail", seen(staging_pod=pod("Succeeded")), a.Fail, "StagedClaimLost"),
-    ("staged, claim gone: fail", seen(recorded=RecordedRestore(snapshot=FACTS, staged=True)), a.Fail,
-     "StagedClaimLost"),
+    ("staged, claim gone: fail", seen(recorded=RecordedRestore(snapshot=FACTS, staged=True, observed_generation=1)),
+     a.Fail, "StagedClaimLost"),
+    ("failed, retried after a spec edit: staged again",
+     seen(restore=restore(generation=2), recorded=RecordedRestore(
+         snapshot=FACTS, staged=True, phase="Failed", observed_generation=1)), a.Stage, None),
     ("someone else's pod of that name: fail", seen(staging_pod=StagingPod("Succeeded", owned=False),
                                                   staging_claim=CLAIM), a.Fail, "StagingNameTaken"),
     ("someone else's claim of that name: fail", seen(staging_claim=StagingClaim(owned=False)), a.Fail,
@@ -122,6 +126,11 @@ def test_staging_is_bounded_and_its_timeout_deletes_nothing() -> None:
     timed_out = after(limit + 1)
     assert isinstance(timed_out, a.Fail) and timed_out.reason == "RestoreTimedOut"
     assert 'secret "aws" not found' in timed_out.message and "Nothing was deleted" in timed_out.message
+    restaged = RecordedRestore(snapshot=FACTS, phase="Staging", phase_started=NOW - timedelta(seconds=limit + 1),
+                               cluster_spec={"size": 1})
+    after_delete = p.plan_next_action(seen(cluster=None, staging_pod=waiting, staging_claim=CLAIM, recorded=restaged))
+    assert isinstance(after_delete, a.Fail) and "deleted already" in after_delete.message
+    assert "status.clusterSpec" in after_delete.message
 
 
 @pytest.mark.parametrize(("case", "staging_pod", "claim", "expected"), [
