@@ -19,6 +19,11 @@ from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
 from etcd_common.api.restore_source import RestoreSource
 from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
+from etcd_common.seed.security import (  # noqa: F401 (re-exported: callers import them from here)
+    default_pod_security_context,
+    etcd_container_security_context,
+    member_pod_security_context,
+)
 
 InitialClusterState = Literal["new", "existing"]
 SECRET_FILE_MODE = 0o440
@@ -163,35 +168,8 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
 # Security: the `restricted` Pod Security Standard
 
 
-def default_pod_security_context() -> dict[str, Any]:
-    """What every member pod runs with unless spec.pod.securityContext says otherwise."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": c.MEMBER_RUN_AS_USER,
-        "runAsGroup": c.MEMBER_RUN_AS_GROUP,
-        "fsGroup": c.MEMBER_FS_GROUP,
-        # Re-own a volume only when its root is not ours yet (a PVC of millions of files
-        # would otherwise be walked on every pod start).
-        "fsGroupChangePolicy": "OnRootMismatch",
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def member_pod_security_context(spec: ClusterSpec) -> dict[str, Any]:
-    """The defaults with spec.pod.securityContext (CoreOS field) over them: each field the user
-    sets wins as a whole. A user who weakens it (runAsUser 0, no seccomp) gets pods that
-    namespaces enforcing `restricted` refuse."""
-    return {**default_pod_security_context(), **_plain(spec.pod.security_context or {})}
-
-
-def etcd_container_security_context() -> dict[str, Any]:
-    """etcd needs no privilege at all: no capabilities, no escalation, and writes only its data
-    volume."""
-    return {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "readOnlyRootFilesystem": True,
-    }
+# default_pod_security_context, member_pod_security_context, etcd_container_security_context:
+# etcd_common.seed.security (the restore operator's staging pod runs with them too).
 
 
 # ---------------------------------------------------------------------------------------------

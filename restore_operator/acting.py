@@ -1,5 +1,6 @@
 """The effects of the actions that touch an EtcdCluster: delete the one being replaced, create the
-restored one. Both idempotent: a delete of a cluster already gone (or replaced by another object
+restored one; and of the staging step: create and remove the staging claim and pod. All
+idempotent: a delete of an object already gone (or, for the cluster, replaced by another object
 of that name: uid precondition) is fine, a create that finds ours already there is fine."""
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ def delete_cluster(clusters: ResourceClient, namespace: str, name: str, uid: str
 
 def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: SnapshotFacts, *,
                           location: StorageLocation | S3Location, fetch_image: str,
-                          bump_revision: int) -> dict[str, Any]:
+                          bump_revision: int, staged_claim: str = "") -> dict[str, Any]:
     assert restore.spec is not None
     if isinstance(location, S3Location):
         location = StorageLocation("S3", s3=location)
     source = RestoreSource.at(location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
                            fetch_image=fetch_image, restore_uid=restore.uid, etag=facts.etag,
-                           version_id=facts.version_id, encryption=restore.spec.encryption)
+                           version_id=facts.version_id, encryption=restore.spec.encryption,
+                           staged_claim=staged_claim)
     return {
         "apiVersion": c.API_GROUP_VERSION,
         "kind": c.KIND,
@@ -41,6 +43,33 @@ def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: 
         },
         "spec": {**spec, "restore": restore_source_to_api(source)},
     }
+
+
+def staging_source(restore: EtcdRestore, facts: SnapshotFacts, *, fetch_image: str) -> RestoreSource:
+    """The object verified, as the staging pod's fetch step reads it (the seed's source, no claim)."""
+    assert restore.spec is not None
+    return RestoreSource.at(restore.spec.storage, sha256=facts.sha256, revision=facts.revision,
+                            fetch_image=fetch_image, restore_uid=restore.uid, etag=facts.etag,
+                            version_id=facts.version_id, encryption=restore.spec.encryption)
+
+
+def create_staging(claims: ResourceClient, pods: ResourceClient, claim: dict[str, Any],
+                   pod: dict[str, Any]) -> None:
+    """The claim first (the pod mounts it), then the pod; either already there is fine (a pod
+    already there is waited for, never recreated)."""
+    for client, body in ((claims, claim), (pods, pod)):
+        try:
+            client.create(str(body["metadata"]["namespace"]), body)
+        except AlreadyExists:
+            pass
+
+
+def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str, name: str, *, pod: bool,
+                   claim: bool) -> None:
+    if pod:
+        pods.delete(namespace, name)
+    if claim:
+        claims.delete(namespace, name)
 
 
 def create_cluster(clusters: ResourceClient, body: dict[str, Any]) -> str:

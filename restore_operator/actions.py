@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, PHASE_REPLACING, PHASE_RESTORING, PHASE_VERIFYING
+from restore_operator.status import (
+    PHASE_COMPLETED,
+    PHASE_FAILED,
+    PHASE_REPLACING,
+    PHASE_RESTORING,
+    PHASE_STAGING,
+    PHASE_VERIFYING,
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,30 @@ class VerifySnapshot(Action):
 
 
 @dataclass(frozen=True)
+class Stage(Action):
+    """Create the staging claim (if absent) and pod (`staging.py`) for the EtcdCluster spec
+    `cluster_spec` (its etcd image, version, pod security and storage class)."""
+
+    cluster_spec: Mapping[str, Any]
+    phase: ClassVar[str] = PHASE_STAGING
+
+    def describe(self) -> str:
+        return "stage the verified snapshot on a claim with the seed's own fetch and check steps"
+
+
+@dataclass(frozen=True)
+class RemoveStaging(Action):
+    """Delete the staging pod and claim (the restore finished, or failed)."""
+
+    pod: bool
+    claim: bool
+
+    def describe(self) -> str:
+        what = " and ".join(kind for kind, present in (("pod", self.pod), ("claim", self.claim)) if present)
+        return f"remove the staging {what}"
+
+
+@dataclass(frozen=True)
 class ReplaceCluster(Action):
     cluster_uid: str
     cluster_spec: Mapping[str, Any]
@@ -58,6 +89,8 @@ class CreateCluster(Action):
     # What the seed bumps the restored revisions by (0 when the version's tool cannot, see `warning`).
     bump_revision: int = 0
     warning: str = ""
+    # The claim the snapshot is staged on (spec.restore.stagedClaim).
+    staged_claim: str = ""
     phase: ClassVar[str] = PHASE_RESTORING
 
     def describe(self) -> str:

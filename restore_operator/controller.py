@@ -10,7 +10,7 @@ from etcd_common.api.resources import ETCD_CLUSTERS, ETCD_RESTORES
 from etcd_common.etcd.access import EtcdAccess
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
-from kube_adapter.resources import PODS, SECRETS, ResourceClient
+from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, ResourceClient
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
 from restore_operator.metrics import RestoreMetrics
@@ -28,6 +28,7 @@ class Controller:
         secrets = ResourceClient(api, SECRETS)
         self.context = SupervisorContext(
             restores=ObjectCache(), restore_api=restores, clusters=clusters, pods=ResourceClient(api, PODS),
+            claims=ResourceClient(api, PERSISTENT_VOLUME_CLAIMS),
             read_secret=secrets.get, etcd=EtcdAccess(secrets.get, binary=settings.etcdctl_binary),
             events=EventRecorder(api, component=EVENT_COMPONENT), metrics=metrics, settings=settings,
             stop=stop, may_act=may_act,

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from etcd_common.api.etcd_restore import EtcdRestore
+from restore_operator.staging import StagingClaim, StagingPod
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class RecordedRestore:
     restored_cluster_uid: str = ""
     # When the recorded phase began (status.phaseStartTime): what the phase's time bound counts from.
     phase_started: datetime | None = None
+    # status.staging: the claim the snapshot is staged on ("" before staging began), and whether
+    # its staging pod was seen Succeeded (recorded before anything is deleted).
+    staged_claim: str = ""
+    staged: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,9 @@ class ObservedRestore:
     other_restore_in_progress: str = ""
     # Why the restored cluster's seed pod does not get going (a failing init container), if so.
     seed_problem: str = ""
+    # The staging claim and pod of this restore (None: absent, or not looked for).
+    staging_claim: StagingClaim | None = None
+    staging_pod: StagingPod | None = None
     # When this pass observed (None: unknown; then no phase's time bound is applied).
     now: datetime | None = None
 

@@ -17,18 +17,54 @@ from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
+from restore_operator.staging import (
+    StagingClaim,
+    StagingPod,
+    parse_staging_claim,
+    parse_staging_pod,
+    staging_name,
+)
 from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES, parse_timestamp
 
 
 def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
-                    pods: ResourceClient, etcd: EtcdAccess,
+                    pods: ResourceClient, etcd: EtcdAccess, claims: ResourceClient | None = None,
                     find_restore: Callable[[str, str], Mapping[str, Any] | None] = lambda ns, name: None,
                     now: datetime | None = None) -> ObservedRestore:
-    """`find_restore(namespace, name)` gives another EtcdRestore as last seen (None if unknown)."""
+    """`find_restore(namespace, name)` gives another EtcdRestore as last seen (None if unknown);
+    `claims`: PersistentVolumeClaims (None: the staging objects are not looked for)."""
     recorded = parse_recorded(raw.get("status"), generation=restore.generation)
     now = now or datetime.now(UTC)
     if restore.spec is None or recorded.snapshot is None:
         return ObservedRestore(restore, recorded, now=now)
+    staging_claim, staging_pod = observe_staging(restore, pods, claims)
+    observed = _observe_cluster(restore, recorded, clusters=clusters, pods=pods, etcd=etcd,
+                                find_restore=find_restore, now=now)
+    return replace(observed, staging_claim=staging_claim, staging_pod=staging_pod)
+
+
+def observe_staging(restore: EtcdRestore, pods: ResourceClient,
+                    claims: ResourceClient | None) -> tuple[StagingClaim | None, StagingPod | None]:
+    """The restore's staging claim and pod, as they are (None: absent)."""
+    if claims is None:
+        return None, None
+    name = staging_name(restore.name)
+    try:
+        claim: StagingClaim | None = parse_staging_claim(claims.get(restore.namespace, name), restore.uid)
+    except NotFound:
+        claim = None
+    try:
+        pod: StagingPod | None = parse_staging_pod(pods.get(restore.namespace, name), restore.uid)
+    except NotFound:
+        pod = None
+    return claim, pod
+
+
+def _observe_cluster(restore: EtcdRestore, recorded: RecordedRestore, *, clusters: ResourceClient,
+                     pods: ResourceClient, etcd: EtcdAccess,
+                     find_restore: Callable[[str, str], Mapping[str, Any] | None],
+                     now: datetime) -> ObservedRestore:
+    assert restore.spec is not None
     name = restore.spec.etcd_cluster_name
     try:
         raw_cluster: dict[str, Any] | None = clusters.get(restore.namespace, name)
@@ -152,7 +188,11 @@ def parse_recorded(raw: Any, *, generation: int = 0) -> RecordedRestore:
         )
     cluster_spec = raw.get("clusterSpec")
     restored = raw.get("restoredCluster")
+    staging = raw.get("staging")
+    staging = staging if isinstance(staging, Mapping) else {}
     return RecordedRestore(
+        staged_claim=str(staging.get("claim") or ""),
+        staged=staging.get("staged") is True,
         restored_cluster_uid=str(restored.get("uid") or "") if isinstance(restored, Mapping) else "",
         phase=str(raw.get("phase") or ""),
         phase_started=parse_timestamp(raw.get("phaseStartTime")),

@@ -4,7 +4,8 @@
 Rules, first match wins (the order is the safety argument: nothing touches the cluster before the
 snapshot is verified, and a cluster carrying this restore's uid is never deleted):
 
- 1. A finished restore (Completed, or Failed for this generation) -> Done. A restore runs once.
+ 1. A finished restore (Completed, or Failed for this generation) -> RemoveStaging while its
+    staging pod or claim is there (not being deleted already), else Done. A restore runs once.
  2. Spec unreadable, or a storage type other than S3 -> Fail (nothing touched).
  3. No awsSecret -> Fail: the seed pod could not fetch the snapshot (`preflight.py`).
     No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
@@ -16,6 +17,7 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
  5. The EtcdCluster exists and is not ours -> the preflight (`preflight.py`: the seed's
     credentials, the spec, version and images of the cluster to create, room for the snapshot on
     the seed's volume: InsufficientSpace) fails the restore, or
+    the staging step (below), then
     ReplaceCluster: its spec is recorded in status
     first (so a restart after the delete can still recreate it), then it is deleted (foreground,
     uid precondition). Destructive by design, as in CoreOS; it happens only after rule 3.
@@ -27,12 +29,20 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
  7. No EtcdCluster, but pods of that name still exist -> Wait (a new seed must not meet them).
  8. No EtcdCluster -> Fail when none was ever there to replace and the restore gives no
     `clusterSpec` (a restore names a cluster that exists, or says how to make a new one); else
-    the preflight, then CreateCluster from the recorded spec (the replaced cluster's), else the
-    template; with `spec.restore` (the revision bump the version's tool can take) and this
-    restore's uid.
+    the preflight, the staging step, then CreateCluster from the recorded spec (the replaced
+    cluster's), else the template; with `spec.restore` (the revision bump the version's tool can
+    take, the staged claim) and this restore's uid.
+
+The staging step (`staging.py`), between the preflight and any delete or create: the staging
+pod fetches the verified object exactly as the seed would and checks it with the target version's
+etcdutl, onto the staging claim. Its pod or claim taken by another object -> Fail
+(StagingNameTaken); being deleted -> Wait; failed, or waiting for something waiting does not cure
+(an image not pulled) -> Fail(StagingFailed) with the pod's own words; no pod -> Stage; running ->
+Wait (Staging); Succeeded with its claim there (or status says it did: status.staging.staged) ->
+on to the delete or create. A staged claim gone before the create -> Fail(StagedClaimLost).
 
 Over all of them: a VerifySnapshot or Wait in a phase that has lasted past its time bound
-(`status.py`: Verifying, Replacing, Restoring) -> Fail(RestoreTimedOut) with the reason the Wait
+(`status.py`: Verifying, Staging, Replacing, Restoring) -> Fail(RestoreTimedOut) with the reason the Wait
 gave (why the restored cluster does not serve yet: the EtcdCluster's MemberStartBlocked condition,
 else the seed pod's failing init container) and how to clean up or retry. Nothing is deleted or
 changed by it: the failing cluster is left for inspection.
@@ -42,14 +52,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from restore_operator.actions import Action, CreateCluster, Done, Fail, ReplaceCluster, Succeed, VerifySnapshot, Wait
+from restore_operator.actions import (
+    Action,
+    CreateCluster,
+    Done,
+    Fail,
+    RemoveStaging,
+    ReplaceCluster,
+    Stage,
+    Succeed,
+    VerifySnapshot,
+    Wait,
+)
 from restore_operator.observed import ObservedRestore, TargetCluster
-from restore_operator.preflight import RestorePolicy, cluster_not_found, preflight, seed_credentials_problem
+from restore_operator.preflight import (
+    NOTHING_TOUCHED,
+    RestorePolicy,
+    cluster_not_found,
+    preflight,
+    seed_credentials_problem,
+)
+from restore_operator.staging import staging_name
 from restore_operator.status import (
     PHASE_COMPLETED,
     PHASE_FAILED,
     PHASE_REPLACING,
     PHASE_RESTORING,
+    PHASE_STAGING,
     PHASE_VERIFYING,
     REASON_RESTORE_TIMED_OUT,
     phase_timeout_seconds,
@@ -60,6 +89,9 @@ DEFAULT_CLUSTER_SIZE = 3
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_UNSUPPORTED_STORAGE = "UnsupportedStorageType"
 REASON_CLUSTER_DELETED = "RestoredClusterDeleted"
+REASON_STAGING_FAILED = "StagingFailed"
+REASON_STAGING_NAME_TAKEN = "StagingNameTaken"
+REASON_STAGED_CLAIM_LOST = "StagedClaimLost"
 
 
 DEFAULT_POLICY = RestorePolicy()
@@ -74,7 +106,7 @@ def _plan(observed: ObservedRestore, policy: RestorePolicy) -> Action:
     recorded = observed.recorded
     if recorded.phase == PHASE_COMPLETED or (
             recorded.phase == PHASE_FAILED and recorded.observed_generation == restore.generation):
-        return Done()
+        return _remove_staging(observed)
     if restore.spec is None:
         return Fail(REASON_INVALID_SPEC, restore.spec_error or "spec is invalid")
     no_credentials = seed_credentials_problem(restore)
@@ -114,6 +146,8 @@ def _bounded(observed: ObservedRestore, action: Action) -> Action:
     """`action`, or Fail(RestoreTimedOut) when it would go on waiting in a phase past its bound."""
     if isinstance(action, VerifySnapshot):
         phase, last_seen = PHASE_VERIFYING, observed.recorded.message or "the snapshot is not verified yet"
+    elif isinstance(action, Stage):
+        phase, last_seen = PHASE_STAGING, observed.recorded.message or "the staging pod is not there"
     elif isinstance(action, Wait):
         phase, last_seen = action.phase_name, action.message
     else:
@@ -135,8 +169,15 @@ def _after_timeout(observed: ObservedRestore, phase: str) -> str:
     name = observed.restore.spec.etcd_cluster_name
     if phase == PHASE_VERIFYING:
         return "Nothing was touched; fix the cause, then delete and apply this EtcdRestore again."
+    if phase == PHASE_STAGING and observed.recorded.cluster_spec is None:
+        return ("Nothing was deleted; the staging pod and claim are removed; fix the cause (see the staging pod's "
+                "status), then delete and apply this EtcdRestore again.")
     kept = (" (the replaced cluster's spec is in this restore's status.clusterSpec: put it in spec.clusterSpec)"
             if observed.recorded.cluster_spec else "")
+    if phase == PHASE_STAGING:
+        return (f"The replaced EtcdCluster {name} was deleted already; the staging pod and claim are removed; to "
+                f"retry, fix the cause (see the staging pod's status), then delete and apply this EtcdRestore "
+                f"again{kept}.")
     if phase == PHASE_REPLACING:
         return (f"Nothing more is deleted; see `kubectl describe etcdcluster {name}` and its pods; to retry, "
                 f"fix the cause, then delete and apply this EtcdRestore again{kept}.")
@@ -162,7 +203,9 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
                         "waiting for it to finish before replacing it", PHASE_REPLACING)
         spec = recorded.cluster_spec or cluster.spec
         checked = preflight(restore, without_restore(spec), policy, recorded.snapshot)
-        return checked if isinstance(checked, Fail) else ReplaceCluster(cluster.uid, spec)
+        if isinstance(checked, Fail):
+            return checked
+        return _staging_step(observed, without_restore(spec)) or ReplaceCluster(cluster.uid, spec)
     if recorded.cluster_spec is None and restore.spec.cluster_spec is None:
         return cluster_not_found(restore)
     if observed.cluster_pods:
@@ -171,7 +214,50 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
     checked = preflight(restore, new_spec, policy, recorded.snapshot)
     if isinstance(checked, Fail):
         return checked
-    return CreateCluster(new_spec, bump_revision=checked.bump_revision, warning=checked.warning)
+    return _staging_step(observed, new_spec) or CreateCluster(
+        new_spec, bump_revision=checked.bump_revision, warning=checked.warning,
+        staged_claim=staging_name(restore.name))
+
+
+def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | None:
+    """The staging step (module docstring): None once the snapshot is staged, else what to do."""
+    pod, claim, recorded = observed.staging_pod, observed.staging_claim, observed.recorded
+    name = staging_name(observed.restore.name)
+    # Staged for this generation: a failed restore retried after a spec edit (its staging objects
+    # removed when it failed) stages again.
+    staged = recorded.staged and recorded.observed_generation == observed.restore.generation
+    consequence = ("the replaced cluster was deleted already (its spec is in status.clusterSpec)"
+                   if recorded.cluster_spec is not None and observed.cluster is None else NOTHING_TOUCHED)
+    taken = [kind for kind, found in (("Pod", pod), ("PersistentVolumeClaim", claim))
+             if found is not None and not found.owned]
+    if taken:
+        return Fail(REASON_STAGING_NAME_TAKEN,
+                    f"{' and '.join(taken)} {name} exists and is not this restore's: it cannot stage the snapshot "
+                    f"there; {consequence}; delete or rename it, then apply this EtcdRestore again")
+    if (pod is not None and pod.deleting) or (claim is not None and claim.deleting):
+        return Wait(f"the staging objects {name} are being deleted", PHASE_STAGING)
+    if claim is not None and ((pod is not None and pod.succeeded) or staged):
+        return None
+    if staged or (pod is not None and pod.succeeded):
+        return Fail(REASON_STAGED_CLAIM_LOST,
+                    f"the claim {name} the snapshot was staged on was deleted before the restore used it; "
+                    f"{consequence}; apply a new EtcdRestore")
+    if pod is not None and pod.problem:
+        return Fail(REASON_STAGING_FAILED,
+                    f"the staging pod {name} could not fetch and check the snapshot as the seed would: {pod.problem}; "
+                    f"{consequence}; see `kubectl describe pod {name}` (removed shortly)")
+    if pod is None:
+        return Stage(spec)
+    return Wait(f"staging the verified snapshot on claim {name}: {pod.progress}", PHASE_STAGING)
+
+
+def _remove_staging(observed: ObservedRestore) -> Action:
+    """A finished restore's staging objects go (a claim the seed still mounts stays Terminating
+    until the seed pod goes)."""
+    pod = observed.staging_pod is not None and observed.staging_pod.owned and not observed.staging_pod.deleting
+    claim = (observed.staging_claim is not None and observed.staging_claim.owned
+             and not observed.staging_claim.deleting)
+    return RemoveStaging(pod=pod, claim=claim) if pod or claim else Done()
 
 
 def new_cluster_spec(observed: ObservedRestore) -> dict[str, Any]:

@@ -8,11 +8,14 @@ seen, and deletes or changes nothing):
 
 - Verifying: S3_UNREACHABLE_TIMEOUT_SECONDS of S3 failing; VERIFYING_TIMEOUT_SECONDS in all (the
   check itself failing, e.g. etcdutl; a download in progress is not cut short).
+- Staging: `staging_timeout_seconds(size)`, STAGING_BASE_TIMEOUT_SECONDS plus the verified object's
+  size at RESTORING_SLOWEST_BYTES_PER_SECOND (the staging pod is scheduled, pulls its images,
+  downloads the object, checks it); the staging pod carries it as activeDeadlineSeconds too.
 - Replacing: REPLACING_TIMEOUT_SECONDS (the old cluster's deletion, its pods going away, another
   restore of the same cluster finishing).
 - Restoring: `restoring_timeout_seconds(size)`, RESTORING_BASE_TIMEOUT_SECONDS plus the verified
-  snapshot's size at RESTORING_SLOWEST_BYTES_PER_SECOND (the seed downloads it again, restores it,
-  etcd starts, the members join one at a time).
+  snapshot's size at RESTORING_SLOWEST_BYTES_PER_SECOND (the seed copies it from the staging
+  claim, restores it, etcd starts, the members join one at a time).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from typing import Any
 from restore_operator.observed import SnapshotFacts
 
 PHASE_VERIFYING = "Verifying"
+PHASE_STAGING = "Staging"
 PHASE_REPLACING = "Replacing"
 PHASE_RESTORING = "Restoring"
 PHASE_COMPLETED = "Completed"
@@ -113,6 +117,7 @@ def failing_seconds(last_error: Mapping[str, Any], now: datetime) -> float:
 # Time bounds of the phases (see the module docstring).
 VERIFYING_TIMEOUT_SECONDS = 1800.0
 REPLACING_TIMEOUT_SECONDS = 900.0
+STAGING_BASE_TIMEOUT_SECONDS = 300.0
 RESTORING_BASE_TIMEOUT_SECONDS = 900.0
 # A slow link's rate for the seed's download: a 8 GiB snapshot (etcd's largest quota) adds 68 min.
 RESTORING_SLOWEST_BYTES_PER_SECOND = 2 * 1024 * 1024
@@ -124,10 +129,17 @@ def restoring_timeout_seconds(snapshot_size: int) -> float:
     return RESTORING_BASE_TIMEOUT_SECONDS + max(0, snapshot_size) / RESTORING_SLOWEST_BYTES_PER_SECOND
 
 
+def staging_timeout_seconds(snapshot_size: int) -> float:
+    """The Staging bound for an object of `snapshot_size` bytes (as verification recorded it)."""
+    return STAGING_BASE_TIMEOUT_SECONDS + max(0, snapshot_size) / RESTORING_SLOWEST_BYTES_PER_SECOND
+
+
 def phase_timeout_seconds(phase: str, snapshot_size: int) -> float | None:
     """The bound of `phase` (None: a phase without one, a terminal phase)."""
     if phase == PHASE_VERIFYING:
         return VERIFYING_TIMEOUT_SECONDS
+    if phase == PHASE_STAGING:
+        return staging_timeout_seconds(snapshot_size)
     if phase == PHASE_REPLACING:
         return REPLACING_TIMEOUT_SECONDS
     if phase == PHASE_RESTORING:

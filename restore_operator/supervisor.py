@@ -1,6 +1,7 @@
 """The pass of one EtcdRestore: observe -> plan one action -> act -> write status (run by
-its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status and
-on the EtcdCluster (the restore's uid), so a restart at any point continues where it was."""
+its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status, its
+staging claim and pod, and on the EtcdCluster (the restore's uid), so a restart at any point
+continues where it was."""
 from __future__ import annotations
 
 import logging
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from etcd_common.api.etcd_cluster import parse_cluster_spec
 from etcd_common.api.etcd_restore import EtcdRestore, parse_etcd_restore
+from etcd_common.api.restore_source import RestoreSource
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.storage.codec import CodecError
@@ -33,6 +36,7 @@ from restore_operator.observing import observe_restore
 from restore_operator.planning import plan_next_action
 from restore_operator.preflight import NOTHING_TOUCHED, RestorePolicy, snapshot_object_problem
 from restore_operator.settings import RestoreSettings
+from restore_operator.staging import build_staging_claim, build_staging_pod, staging_name
 from restore_operator.status import (
     CONDITION_CLUSTER_RESTORED,
     CONDITION_SNAPSHOT_VERIFIED,
@@ -44,6 +48,7 @@ from restore_operator.status import (
     failing_seconds,
     next_status,
     snapshot_to_api,
+    staging_timeout_seconds,
     track_error,
 )
 from restore_operator.verifying import verify_snapshot
@@ -51,6 +56,7 @@ from restore_operator.verifying import verify_snapshot
 WAIT_POLL_SECONDS = 1.0
 REASON_SNAPSHOT_INVALID = "SnapshotInvalid"
 REASON_CHECK_FAILED = "SnapshotCheckFailed"
+REASON_SECRET_NOT_FOUND = "SecretNotFound"
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class SupervisorContext:
     restore_api: ResourceClient
     clusters: ResourceClient
     pods: ResourceClient
+    claims: ResourceClient
     read_secret: SecretReader
     etcd: EtcdAccess
     events: EventRecorder
@@ -91,7 +98,7 @@ class RestoreSupervisor:
             return ctx.settings.resync_seconds
         restore = parse_etcd_restore(raw)
         observed = observe_restore(restore, raw, clusters=ctx.clusters, pods=ctx.pods, etcd=ctx.etcd,
-                                   find_restore=lambda ns, name: ctx.restores.get((ns, name)))
+                                   claims=ctx.claims, find_restore=lambda ns, name: ctx.restores.get((ns, name)))
         action = plan_next_action(observed, self.policy)
         if isinstance(action, a.Done):
             return ctx.settings.resync_seconds
@@ -106,6 +113,8 @@ class RestoreSupervisor:
             return ctx.settings.resync_seconds
         if isinstance(action, a.VerifySnapshot):
             return self._verify(raw, restore, current)
+        if isinstance(action, (a.Stage, a.RemoveStaging)):
+            return self._staging(raw, restore, current, observed, action)
         if isinstance(action, (a.ReplaceCluster, a.CreateCluster)):
             # Still the object verified? Checked again right before the delete (or the create).
             assert observed.recorded.snapshot is not None
@@ -119,18 +128,65 @@ class RestoreSupervisor:
         if isinstance(action, a.CreateCluster):
             return self._create_cluster(raw, restore, current, observed, action)
         if isinstance(action, a.Succeed):
-            message = action.describe()
-            self._write(raw, restore, current, PHASE_COMPLETED, message, succeeded=True,
-                        updates={"servedRevision": action.served_revision},
-                        conditions={CONDITION_CLUSTER_RESTORED: ("True", "Served", message)})
-            ctx.events.record(raw, "Normal", "RestoreSucceeded", message)
-            ctx.metrics.count_restore("succeeded", self._elapsed(current))
-            return ctx.settings.resync_seconds
+            return self._succeed(raw, restore, current, action)
         assert isinstance(action, a.Wait)
         self._write(raw, restore, current, action.phase_name, action.message,
                     conditions={CONDITION_CLUSTER_RESTORED: ("False", action.reason, action.message)}
                     if action.phase_name == PHASE_RESTORING else {})
         return WAIT_POLL_SECONDS
+
+    def _succeed(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
+                 action: a.Succeed) -> float:
+        ctx = self.context
+        message = action.describe()
+        self._write(raw, restore, current, PHASE_COMPLETED, message, succeeded=True,
+                    updates={"servedRevision": action.served_revision},
+                    conditions={CONDITION_CLUSTER_RESTORED: ("True", "Served", message)})
+        ctx.events.record(raw, "Normal", "RestoreSucceeded", message)
+        ctx.metrics.count_restore("succeeded", self._elapsed(current))
+        return ctx.settings.resync_seconds
+
+    def _staging(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
+                 observed: ObservedRestore, action: a.Stage | a.RemoveStaging) -> float:
+        """Create the staging claim and pod (after checking the Secrets the pod mounts exist), or
+        remove them (a finished restore: its status is left as it is)."""
+        ctx = self.context
+        name = staging_name(restore.name)
+        if isinstance(action, a.RemoveStaging):
+            acting.remove_staging(ctx.claims, ctx.pods, restore.namespace, name, pod=action.pod, claim=action.claim)
+            ctx.events.record(raw, "Normal", "StagingRemoved", f"{action.describe()} {name}")
+            return ctx.settings.resync_seconds
+        assert restore.spec is not None and observed.recorded.snapshot is not None
+        facts = observed.recorded.snapshot
+        source = acting.staging_source(restore, facts, fetch_image=ctx.settings.fetch_image)
+        missing = self._missing_secrets(restore.namespace, source)
+        consequence = ("the replaced cluster was deleted already" if observed.recorded.cluster_spec is not None
+                       and observed.cluster is None else NOTHING_TOUCHED)
+        if missing:
+            self._fail(raw, restore, current, REASON_SECRET_NOT_FOUND,
+                       f"the staging pod would mount Secret {' and '.join(missing)}, which does not exist (deleted "
+                       f"since the snapshot was verified?); {consequence}")
+            return ctx.settings.resync_seconds
+        spec = parse_cluster_spec(dict(action.cluster_spec))
+        acting.create_staging(
+            ctx.claims, ctx.pods, build_staging_claim(restore, spec, facts.largest_size),
+            build_staging_pod(restore, spec, source,
+                              deadline_seconds=staging_timeout_seconds(facts.size)))
+        message = f"staging the verified snapshot on claim {name} (pod {name}: the seed's fetch step, then etcdutl)"
+        ctx.events.record(raw, "Normal", "Staging", message)
+        self._write(raw, restore, current, action.phase, message,
+                    updates={"staging": {"claim": name, "pod": name}, "lastError": None})
+        return WAIT_POLL_SECONDS
+
+    def _missing_secrets(self, namespace: str, source: RestoreSource) -> list[str]:
+        names = [source.location.secret, *([source.encryption.secret_name] if source.encryption else [])]
+        missing = []
+        for name in filter(None, names):
+            try:
+                self.context.read_secret(namespace, name)
+            except NotFound:
+                missing.append(name)
+        return missing
 
     def _replace_cluster(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
                          action: a.ReplaceCluster) -> float:
@@ -138,7 +194,7 @@ class RestoreSupervisor:
         assert restore.spec is not None
         # Record the spec first: after the delete, only the status remembers it.
         self._write(raw, restore, current, action.phase, action.describe(),
-                    updates={"clusterSpec": dict(action.cluster_spec), "lastError": None})
+                    updates={"clusterSpec": dict(action.cluster_spec), "lastError": None, **self._staged(current)})
         ctx.events.record(raw, "Warning", "ReplacingCluster",
                           f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {action.cluster_uid}) "
                           "to recreate it from the verified snapshot")
@@ -152,7 +208,8 @@ class RestoreSupervisor:
         assert observed.recorded.snapshot is not None
         body = acting.restored_cluster_body(
             restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage,
-            fetch_image=ctx.settings.fetch_image, bump_revision=action.bump_revision)
+            fetch_image=ctx.settings.fetch_image, bump_revision=action.bump_revision,
+            staged_claim=action.staged_claim)
         uid = acting.create_cluster(ctx.clusters, body)
         if action.warning:
             ctx.events.record(raw, "Warning", "RevisionNotBumped", action.warning)
@@ -161,11 +218,16 @@ class RestoreSupervisor:
                           f"(size {action.cluster_spec.get('size')}) "
                           f"seeded from revision {observed.recorded.snapshot.revision}")
         updates: dict[str, Any] = {"restoredCluster": {"name": restore.spec.etcd_cluster_name,
-                                                       **({"uid": uid} if uid else {})}}
+                                                       **({"uid": uid} if uid else {})}, **self._staged(current)}
         message = f"{action.describe()}; {action.warning}" if action.warning else action.describe()
         self._write(raw, restore, current, action.phase, message, updates={**updates, "lastError": None},
                     conditions={CONDITION_CLUSTER_RESTORED: ("False", "Seeding", message)})
         return WAIT_POLL_SECONDS
+
+    def _staged(self, current: dict[str, Any]) -> dict[str, Any]:
+        """status.staging once its pod Succeeded (written before the delete or create it allows)."""
+        name = staging_name(self.key[1])
+        return {"staging": {**(current.get("staging") or {"claim": name, "pod": name}), "staged": True}}
 
     def _verify(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any]) -> float:
         ctx = self.context

@@ -1,8 +1,9 @@
 """`spec.restore` of an EtcdCluster: the snapshot its seed member starts from (an addition to
 CoreOS v1beta2). The restore operator writes it after it verified the snapshot; the etcd operator
 reads it only when it bootstraps the seed: the seed pod's init containers fetch the snapshot from
-its object store (S3, ABS, GCS or OSS) with the section's secret's credentials, check its sha256
-and restore it with `etcdutl snapshot restore`. Once the cluster has bootstrapped, the field has
+its object store (S3, ABS, GCS or OSS) with the section's secret's credentials (or copy it from
+the claim the restore operator staged it on, `stagedClaim`), check its sha256 and restore it
+with `etcdutl snapshot restore`. Once the cluster has bootstrapped, the field has
 no further effect."""
 from __future__ import annotations
 
@@ -54,6 +55,10 @@ class RestoreSource:
     other: OtherLocation | None = None
     # The Secret with the key of an encrypted snapshot (mounted into the fetch step); None: not encrypted.
     encryption: EncryptionKeyRef | None = None
+    # A PersistentVolumeClaim on which the restore operator staged the verified (decoded) snapshot
+    # (`etcd_common.seed.pod.staging_pod`): the seed copies it from there (mounted read-only)
+    # instead of downloading it, with no credentials. "": the seed downloads the object.
+    staged_claim: str = ""
 
     @property
     def location(self) -> StorageLocation:
@@ -88,6 +93,7 @@ def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> Restor
         etag=restore.string("etag"),
         version_id=restore.string("versionId"),
         encryption=parse_encryption(restore),
+        staged_claim=restore.string("stagedClaim"),
     )
 
 
@@ -117,4 +123,6 @@ def restore_source_to_api(source: RestoreSource) -> dict[str, Any]:
         result["versionId"] = source.version_id
     if source.encryption is not None:
         result["encryption"] = encryption_to_api(source.encryption)
+    if source.staged_claim:
+        result["stagedClaim"] = source.staged_claim
     return result

@@ -5,7 +5,8 @@ A seed pod of a cluster with a restore source runs, before etcd:
     S3, ABS, GCS or OSS with the credentials of the section's secret (`spec.restore.s3.awsSecret`,
     `abs.absSecret`, `gcs.gcpSecret`, `oss.ossSecret`; mounted read-only) onto the member's
     data volume, only the object verified (`etag` / `versionId`), and checks its sha256; no HTTP
-    server, no unauthenticated hop;
+    server, no unauthenticated hop. With `spec.restore.stagedClaim` it copies the snapshot the
+    restore operator staged on that claim instead (mounted read-only; no network, no credentials);
  2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` (3.4 images:
     `etcdctl snapshot restore`, `tools.restore_tool`) for the seed's name, peer URL and the new
     cluster token, with `--bump-revision`/`--mark-compacted` where the tool has them, into a
@@ -14,16 +15,21 @@ A seed pod of a cluster with a restore source runs, before etcd:
     `--data-dir`, unless one is already there (an init container re-run never overwrites data
     etcd may have written), and removes the staging files.
 etcd starts only after all three succeeded, so it never runs on an empty data directory.
+
+The restore operator's staging pod (`staging_pod`) runs the same fetch step, then
+`restore-check` (`etcdutl snapshot status` with the cluster's etcd image), onto a claim, before
+anything of the cluster is deleted.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from etcd_common.api import constants as c
 from etcd_common.api.restore_source import RestoreSource
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.seed.tools import ETCDCTL_BINARY, restore_tool
+from etcd_common.seed.tools import ETCDCTL_BINARY, RestoreTool, restore_tool
 
 FETCH_CONTAINER: Final = "restore-fetch"
 RESTORE_CONTAINER: Final = "restore-snapshot"
@@ -41,6 +47,14 @@ SECRET_DIR: Final = "/etc/etcd-restore/secret"
 # `spec.restore.encryption`: the Secret with the key of an encrypted backup.
 ENCRYPTION_VOLUME: Final = "restore-encryption-key"
 ENCRYPTION_DIR: Final = "/etc/etcd-restore/encryption"
+# `spec.restore.stagedClaim`: the claim the restore operator's staging pod left the checked
+# snapshot on (at its SNAPSHOT_FILE, i.e. STAGED_SNAPSHOT_PATH from the claim's root), mounted
+# read-only into the seed's fetch step.
+STAGED_VOLUME: Final = "restore-staged"
+STAGED_DIR: Final = "/var/etcd-restore-staged"
+STAGED_SNAPSHOT_PATH: Final = SNAPSHOT_FILE.removeprefix(f"{c.DATA_VOLUME_MOUNT_PATH}/")
+STAGED_SNAPSHOT: Final = f"{STAGED_DIR}/{STAGED_SNAPSHOT_PATH}"
+CHECK_CONTAINER: Final = "restore-check"
 
 
 def seed_restore_init_containers(
@@ -55,17 +69,8 @@ def seed_restore_init_containers(
 ) -> list[dict[str, Any]]:
     """The three init containers, in order (see the module docstring)."""
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
-    fetch_args = _fetch_args(source)
-    fetch_mounts = list(data_mount)
-    if source.location.secret:
-        volume, directory = (AWS_VOLUME, AWS_DIR) if source.s3 is not None else (SECRET_VOLUME, SECRET_DIR)
-        fetch_mounts.append({"name": volume, "mountPath": directory, "readOnly": True})
-    if source.encryption is not None:
-        fetch_mounts.append({"name": ENCRYPTION_VOLUME, "mountPath": ENCRYPTION_DIR, "readOnly": True})
     peer_urls = [url for name, url in initial_cluster if name == member]
-    tool = restore_tool(etcd_version)
-    if tool is None:
-        raise ValueError(f"etcd {etcd_version} has no snapshot restore tool this operator knows")
+    tool = _tool(etcd_version)
     restore_command = [
         tool.binary, "snapshot", "restore", SNAPSHOT_FILE,
         f"--data-dir={STAGED_DATA_DIR}",
@@ -79,15 +84,11 @@ def seed_restore_init_containers(
         restore_command += [f"--bump-revision={source.bump_revision}", "--mark-compacted"]
     security = dict(security_context)
     return [
-        {
-            "name": FETCH_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
-            "command": [SEED_PROGRAM], "args": fetch_args,
-            "volumeMounts": fetch_mounts, "securityContext": security,
-        },
+        restore_fetch_container(source, security_context=security),
         {
             "name": RESTORE_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
             "command": restore_command, "volumeMounts": data_mount, "securityContext": security,
-            **({"env": [{"name": k, "value": v} for k, v in tool.env]} if tool.env else {}),
+            **_tool_env(tool),
         },
         {
             "name": INSTALL_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
@@ -99,8 +100,87 @@ def seed_restore_init_containers(
     ]
 
 
+def restore_fetch_container(source: RestoreSource, *, security_context: Mapping[str, Any]) -> dict[str, Any]:
+    """`restore-fetch`: the snapshot onto the data volume at SNAPSHOT_FILE, its sha256 checked.
+    Downloaded with the section's secret (and the encryption key) mounted; or, with
+    `source.staged_claim`, copied from that claim (mounted read-only at STAGED_DIR: no network,
+    no credentials). Its last log lines are its termination message when it fails."""
+    mounts: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
+    if source.staged_claim:
+        mounts.append({"name": STAGED_VOLUME, "mountPath": STAGED_DIR, "readOnly": True})
+    else:
+        if source.location.secret:
+            volume, directory = (AWS_VOLUME, AWS_DIR) if source.s3 is not None else (SECRET_VOLUME, SECRET_DIR)
+            mounts.append({"name": volume, "mountPath": directory, "readOnly": True})
+        if source.encryption is not None:
+            mounts.append({"name": ENCRYPTION_VOLUME, "mountPath": ENCRYPTION_DIR, "readOnly": True})
+    return {
+        "name": FETCH_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
+        "command": [SEED_PROGRAM], "args": _fetch_args(source),
+        "volumeMounts": mounts, "securityContext": dict(security_context),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def snapshot_check_container(*, etcd_image: str, etcd_version: EtcdVersion,
+                             security_context: Mapping[str, Any]) -> dict[str, Any]:
+    """`restore-check`: `etcdutl snapshot status` (3.4: `etcdctl`) of SNAPSHOT_FILE with the
+    cluster's own etcd image: the program the seed restores with reads the file."""
+    tool = _tool(etcd_version)
+    return {
+        "name": CHECK_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
+        "command": [tool.binary, "snapshot", "status", SNAPSHOT_FILE, "--write-out=table"],
+        "volumeMounts": [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}],
+        "securityContext": dict(security_context),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        **_tool_env(tool),
+    }
+
+
+def staging_pod(source: RestoreSource, *, metadata: Mapping[str, Any], claim: str, etcd_image: str,
+                etcd_version: EtcdVersion, pod_security_context: Mapping[str, Any],
+                security_context: Mapping[str, Any], deadline_seconds: int) -> dict[str, Any]:
+    """The restore operator's staging pod: the seed's own fetch step (`restore_fetch_container`:
+    same image, credentials, pinned object, decoding) onto `claim` mounted where a seed's data
+    volume is, then `snapshot_check_container`. It leaves the checked snapshot on the claim at
+    STAGED_SNAPSHOT_PATH (relative to the claim's root), which a seed given
+    `spec.restore.stagedClaim` copies. Runs once (restartPolicy Never) within `deadline_seconds`."""
+    downloading = dataclasses.replace(source, staged_claim="")
+    volumes = [{"name": c.DATA_VOLUME_NAME, "persistentVolumeClaim": {"claimName": claim}},
+               *seed_restore_volumes(downloading)]
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": dict(metadata),
+        "spec": {
+            "restartPolicy": "Never",
+            "activeDeadlineSeconds": deadline_seconds,
+            "enableServiceLinks": False,
+            "automountServiceAccountToken": False,
+            "securityContext": dict(pod_security_context),
+            "initContainers": [restore_fetch_container(downloading, security_context=security_context)],
+            "containers": [snapshot_check_container(etcd_image=etcd_image, etcd_version=etcd_version,
+                                                    security_context=security_context)],
+            "volumes": volumes,
+        },
+    }
+
+
+def _tool(etcd_version: EtcdVersion) -> RestoreTool:
+    tool = restore_tool(etcd_version)
+    if tool is None:
+        raise ValueError(f"etcd {etcd_version} has no snapshot restore tool this operator knows")
+    return tool
+
+
+def _tool_env(tool: RestoreTool) -> dict[str, Any]:
+    return {"env": [{"name": k, "value": v} for k, v in tool.env]} if tool.env else {}
+
+
 def _fetch_args(source: RestoreSource) -> list[str]:
-    """`etcd-restore-seed fetch` for `source`: the object verified, where and with what to read it."""
+    """`etcd-restore-seed fetch` for `source`: the object verified (or the staged copy of it),
+    where and with what to read it."""
+    if source.staged_claim:
+        return ["fetch", f"--staged-snapshot={STAGED_SNAPSHOT}", f"--sha256={source.sha256}",
+                f"--staging-dir={STAGING_DIR}", f"--snapshot={SNAPSHOT_FILE}"]
     location = source.location
     path_args = ([f"--s3-path={location.path}"] if source.s3 is not None
                  else [f"--storage-type={location.storage_type}", f"--path={location.path}"])
@@ -127,8 +207,12 @@ def _fetch_args(source: RestoreSource) -> list[str]:
 
 
 def seed_restore_volumes(source: RestoreSource) -> list[dict[str, Any]]:
-    """The secret volumes the fetch step reads its credentials (none without a secret) and the
-    encryption key (none without `encryption`) from."""
+    """The volumes the fetch step reads from: the staged claim (read-only) when the source names
+    one; else the secret volumes of its credentials (none without a secret) and of the encryption
+    key (none without `encryption`)."""
+    if source.staged_claim:
+        return [{"name": STAGED_VOLUME,
+                 "persistentVolumeClaim": {"claimName": source.staged_claim, "readOnly": True}}]
     secret = source.location.secret
     volumes = [] if not secret else [
         {"name": AWS_VOLUME if source.s3 is not None else SECRET_VOLUME, "secret": {"secretName": secret}}]

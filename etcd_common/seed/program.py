@@ -7,6 +7,7 @@
     etcd-restore-seed fetch --storage-type=ABS|GCS|OSS --path=BUCKET/KEY --sha256=HEX ...
                             [--etag=ETAG] [--version-id=ID] [--endpoint=URL] [--secret-dir=DIR]
     etcd-restore-seed fetch ... [--encryption-key-file=FILE]
+    etcd-restore-seed fetch --staged-snapshot=FILE --sha256=HEX --staging-dir=DIR --snapshot=FILE
     etcd-restore-seed install --staging-dir=DIR --staged-data-dir=DIR --data-dir=DIR
 
 `fetch` clears the staging directory, downloads the object with the credentials of the mounted
@@ -21,6 +22,9 @@ secret itself (`etcd_common.storage.locations`). Without a mounted secret the fe
 A compressed or encrypted object (`etcd_common.storage.codec`, told by its first bytes) is
 decoded into the snapshot file, with the key in --encryption-key-file (the EtcdCluster's
 `spec.restore.encryption` Secret, mounted); the sha256 is the decoded snapshot's.
+With --staged-snapshot (a seed of `spec.restore.stagedClaim`) it copies that file, the snapshot
+the restore operator's staging pod fetched and checked, instead of downloading anything, and
+refuses it unless its sha256 is the one given.
 `install` moves the data directory etcdutl restored into place, unless etcd's data directory
 exists already (this init container ran before and etcd may have written since), then removes
 the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
@@ -99,6 +103,21 @@ def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None,
     return size
 
 
+def copy_staged(staged: str, *, sha256: str, staging_dir: str, snapshot: str) -> int:
+    """Copy the staged snapshot `staged` into `snapshot` (inside a fresh `staging_dir`) and check
+    its sha256; returns its size."""
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    os.makedirs(staging_dir, exist_ok=True)
+    if not os.path.isfile(staged):
+        raise FileNotFoundError(f"no staged snapshot at {staged}: the staging claim does not hold one")
+    shutil.copyfile(staged, snapshot)
+    found = file_sha256(snapshot)
+    if found != sha256.lower():
+        os.remove(snapshot)
+        raise SnapshotMismatch(f"the staged snapshot {staged} has sha256 {found}, expected {sha256}")
+    return os.path.getsize(snapshot)
+
+
 def _decode(downloaded: str, snapshot: str, encryption_key_file: str | None, *, where: str) -> None:
     """The snapshot file from the object downloaded: itself, or decoded (codec.CodecError when
     it is encrypted and the key is absent or another)."""
@@ -155,7 +174,7 @@ def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
     return done
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="etcd-restore-seed",
                                      description="Init-container steps that seed an etcd member from a snapshot on "
                                                  "S3, ABS, GCS or OSS.")
@@ -178,15 +197,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     fetch_parser.add_argument("--version-id", default="", help="fetch this version of the object")
     fetch_parser.add_argument("--encryption-key-file", default=None,
                               help="file with the AES-256 key (base64 of 32 bytes) of an encrypted backup")
+    fetch_parser.add_argument("--staged-snapshot", default="",
+                              help="copy this file (a snapshot the restore operator staged) instead of downloading")
     fetch_parser.add_argument("--staging-dir", required=True)
     fetch_parser.add_argument("--snapshot", required=True)
     install_parser = steps.add_parser("install", help="move the restored data directory into place")
     install_parser.add_argument("--staging-dir", required=True)
     install_parser.add_argument("--staged-data-dir", required=True)
     install_parser.add_argument("--data-dir", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
-        if args.step == "fetch":
+        if args.step == "fetch" and args.staged_snapshot:
+            size = copy_staged(args.staged_snapshot, sha256=args.sha256, staging_dir=args.staging_dir,
+                               snapshot=args.snapshot)
+            print(f"copied the staged snapshot {args.staged_snapshot} ({size} bytes, sha256 {args.sha256}) "
+                  f"to {args.snapshot}")
+        elif args.step == "fetch":
             location: S3Location | StorageLocation
             if args.storage_type == "S3":
                 if not args.s3_path:

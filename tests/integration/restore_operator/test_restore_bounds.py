@@ -16,13 +16,15 @@ from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secr
 from tests.integration.restore_operator.test_restore import coreos_restore_cr
 
 pytestmark = pytest.mark.sandbox
-IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
-NO_IMAGE_VERSION = "3.6.0"  # a supported version the sandbox has no image for (as test_member_start_reasons)
+# etcd refuses to start with it (as test_member_start_reasons' crash loop). An image that cannot be
+# pulled no longer gets this far: the staging pod uses the same images and fails the restore before
+# anything is created (test_restore_staging.py); a crash of etcd itself is what staging cannot see.
+CRASHING_ENV = [{"name": "ETCD_QUOTA_BACKEND_BYTES", "value": "banana"}]
 
 
 def test_a_seed_that_cannot_start_is_said_while_restoring(clusters: Clusters, restores: Restores) -> None:
-    """Verified snapshot, new cluster of a supported version the sandbox has no image for: the
-    seed's restore-snapshot init container (the cluster's etcd image) cannot be pulled."""
+    """Verified and staged snapshot, new cluster whose etcd crashes at start (a bad etcdEnv): the
+    seed's init containers succeed, etcd does not."""
     clusters.create(etcd_cluster("source", 1))
     clusters.wait_running("source", 1, timeout=120)
     clusters.put("source", "greeting", "hello")
@@ -30,20 +32,20 @@ def test_a_seed_that_cannot_start_is_said_while_restoring(clusters: Clusters, re
     snapshot_to_s3(clusters, "source", key)
     secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
     body = coreos_restore_cr("stuck", f"{BUCKET}/{key}", secret)
-    body["spec"]["clusterSpec"] = {"size": 1, "version": NO_IMAGE_VERSION}
+    body["spec"]["clusterSpec"] = {"size": 1, "pod": {"etcdEnv": CRASHING_ENV}}
     restores.create(body)
 
     def said_why() -> dict[str, Any] | None:
         status = restores.status("stuck")
         restored = conditions(status).get("ClusterRestored", ("", ""))
-        return status if restored[0] == "False" and restored[1] in IMAGE_PULL_REASONS else None
+        return status if restored[0] == "False" and restored[1] == "CrashLoopBackOff" else None
     status: dict[str, Any] = wait_for(said_why, timeout=180, what="ClusterRestored False with the pod's reason",
                                       interval=1.0)
 
     assert status["phase"] == "Restoring" and status["succeeded"] is False, status
-    assert "restore-snapshot" in status["message"] and NO_IMAGE_VERSION in status["message"], status["message"]
-    assert "does not start" in status["message"], status["message"]
+    assert "CrashLoopBackOff" in status["message"] and "does not start" in status["message"], status["message"]
+    assert status["staging"]["staged"] is True, status
     assert status["phaseStartTime"] >= status["startTime"], status
     blocked = conditions(clusters.status("stuck")).get("MemberStartBlocked", ("", ""))
-    assert blocked[0] == "True" and blocked[1] in IMAGE_PULL_REASONS, clusters.status("stuck")
+    assert blocked[0] == "True" and blocked[1] == "CrashLoopBackOff", clusters.status("stuck")
     assert clusters.get_value("source", "greeting") == "hello"  # the source is never touched

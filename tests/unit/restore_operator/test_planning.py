@@ -12,6 +12,7 @@ from etcd_common.api.etcd_restore import parse_etcd_restore
 from restore_operator import actions as a
 from restore_operator import planning as p
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
+from restore_operator.staging import StagingClaim, StagingPod
 
 UID = "restore-uid-1"
 FACTS = SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
@@ -31,8 +32,15 @@ def cluster(*, ours: bool = False, deleting: bool = False, phase: str = "Running
                              spec={"size": size, "version": "3.6.16"}, phase=phase, ready=ready, members=members)
 
 
-def observed(**fields: Any) -> ObservedRestore:
+STAGED_CLAIM = StagingClaim(owned=True, phase="Bound")
+STAGED_POD = StagingPod(phase="Succeeded", owned=True)
+
+
+def observed(*, staged: bool = True, **fields: Any) -> ObservedRestore:
+    """`staged`: the staging pod Succeeded and its claim is there (what a delete or create needs)."""
     base = ObservedRestore(restore(), RecordedRestore(snapshot=FACTS))
+    if staged:
+        base = replace(base, staging_claim=STAGED_CLAIM, staging_pod=STAGED_POD)
     return replace(base, **fields)
 
 
@@ -41,9 +49,10 @@ REPLACED = RecordedRestore(phase="Replacing", snapshot=FACTS, cluster_spec={"siz
 
 
 @pytest.mark.parametrize("case, seen, expected", [
-    ("rule 1: completed stays done", observed(recorded=RecordedRestore(phase="Completed", snapshot=FACTS)), a.Done),
+    ("rule 1: completed stays done",
+     observed(staged=False, recorded=RecordedRestore(phase="Completed", snapshot=FACTS)), a.Done),
     ("rule 1: failed for this generation stays done",
-     observed(recorded=RecordedRestore(phase="Failed", observed_generation=1)), a.Done),
+     observed(staged=False, recorded=RecordedRestore(phase="Failed", observed_generation=1)), a.Done),
     ("rule 1: failed, then the spec changed: tried again",
      observed(restore=restore(generation=2), recorded=RecordedRestore(phase="Failed", observed_generation=1)),
      a.VerifySnapshot),

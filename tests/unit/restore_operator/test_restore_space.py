@@ -16,6 +16,7 @@ from restore_operator import preflight as pf
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
 from restore_operator.observing import parse_recorded
 from restore_operator.planning import plan_next_action
+from restore_operator.staging import StagingClaim, StagingPod
 from restore_operator.status import snapshot_to_api
 
 UID = "restore-uid-1"
@@ -53,7 +54,9 @@ def existing(spec: dict[str, Any]) -> TargetCluster:
 def seen(cluster_spec: dict[str, Any] | None = None, *, template: dict[str, Any] | None = None,
          facts: SnapshotFacts = FACTS) -> ObservedRestore:
     cluster = existing(cluster_spec) if cluster_spec is not None else None
-    return ObservedRestore(restore(template), RecordedRestore(snapshot=facts), cluster)
+    # Staged already (staging pod Succeeded, claim there): only the preflight stands before a delete.
+    return ObservedRestore(restore(template), RecordedRestore(snapshot=facts), cluster,
+                           staging_claim=StagingClaim(owned=True), staging_pod=StagingPod("Succeeded", owned=True))
 
 
 @pytest.mark.parametrize(("case", "observed", "fits"), [

@@ -1,0 +1,166 @@
+"""The staging step (pure): before anything of a cluster is deleted, a pod of the EtcdRestore runs
+the seed's own fetch step and `etcdutl snapshot status` (`etcd_common.seed.pod.staging_pod`) onto
+a claim of the EtcdRestore, sized by the seed's space rule; the seed of the restored cluster then
+copies the snapshot from that claim (`spec.restore.stagedClaim`). Here: the claim's and the pod's
+manifests, and what the pod's status says (done, failing and why, or still going)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from etcd_common.api import constants as c
+from etcd_common.api.etcd_cluster import ClusterSpec
+from etcd_common.api.etcd_restore import EtcdRestore
+from etcd_common.api.maintenance import format_bytes
+from etcd_common.api.restore_source import RestoreSource
+from etcd_common.seed.pod import CHECK_CONTAINER, FETCH_CONTAINER, staging_pod
+from etcd_common.seed.security import etcd_container_security_context, member_pod_security_context
+from etcd_common.seed.space import seed_space_needed_bytes
+
+STAGING_SUFFIX: Final = "-staging"
+# Waiting reasons of a container that will not start by waiting (with restartPolicy Never, an
+# image that cannot be pulled or a container that cannot be configured is as good as failed).
+FAILING_WAIT_REASONS: Final = frozenset({
+    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+})
+TERMINATION_MESSAGE_CHARS: Final = 600
+
+
+def staging_name(restore_name: str) -> str:
+    """The staging claim's and pod's name."""
+    return f"{restore_name}{STAGING_SUFFIX}"
+
+
+def staging_claim_bytes(snapshot_bytes: int) -> int:
+    """The claim's size: the seed's rule (`etcd_common.seed.space`), rounded up to MiB."""
+    needed = seed_space_needed_bytes(snapshot_bytes)
+    return -(-needed // c.MIB) * c.MIB
+
+
+def _metadata(restore: EtcdRestore) -> dict[str, Any]:
+    return {
+        "name": staging_name(restore.name),
+        "namespace": restore.namespace,
+        # Not the cluster's labels: a staging pod is no member (nor a leftover one).
+        "labels": {c.LABEL_RESTORE: restore.name, "app.kubernetes.io/component": "restore-staging"},
+        "ownerReferences": [{"apiVersion": c.API_GROUP_VERSION, "kind": "EtcdRestore", "name": restore.name,
+                             "uid": restore.uid, "controller": True}],
+    }
+
+
+def build_staging_claim(restore: EtcdRestore, spec: ClusterSpec, snapshot_bytes: int) -> dict[str, Any]:
+    """ReadWriteOnce, of the target cluster's storage class when its members use claims (else the
+    default class), big enough for the seed's rule."""
+    claim: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": format_bytes(staging_claim_bytes(snapshot_bytes))}},
+    }
+    members = spec.pod.persistent_volume_claim_spec or {}
+    if members.get("storageClassName"):
+        claim["storageClassName"] = members["storageClassName"]
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _metadata(restore), "spec": claim}
+
+
+def build_staging_pod(restore: EtcdRestore, spec: ClusterSpec, source: RestoreSource, *,
+                      deadline_seconds: float) -> dict[str, Any]:
+    """The pod that fetches and checks `source` (the verified object, pinned) as the seed would,
+    with the seed's image choices and the target cluster's pod security context."""
+    return staging_pod(
+        source, metadata=_metadata(restore), claim=staging_name(restore.name), etcd_image=spec.image,
+        etcd_version=spec.version, pod_security_context=member_pod_security_context(spec),
+        security_context=etcd_container_security_context(), deadline_seconds=int(deadline_seconds) + 1,
+    )
+
+
+@dataclass(frozen=True)
+class StagingPod:
+    """A staging pod as observed."""
+
+    phase: str  # the pod's status.phase ("" before the kubelet reported)
+    owned: bool  # owned by this EtcdRestore (else: another object took the name)
+    deleting: bool = False
+    # Why it failed or will not start ("" when it did not): said from its status.
+    problem: str = ""
+    # What it is doing now (for the Staging phase's message).
+    progress: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.phase == "Succeeded"
+
+
+@dataclass(frozen=True)
+class StagingClaim:
+    owned: bool
+    deleting: bool = False
+    phase: str = ""  # Pending, Bound
+
+
+def owned_by(raw: Mapping[str, Any], uid: str) -> bool:
+    references = (raw.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(isinstance(r, Mapping) and r.get("uid") == uid for r in references)
+
+
+def parse_staging_claim(raw: Mapping[str, Any], restore_uid: str) -> StagingClaim:
+    return StagingClaim(owned=owned_by(raw, restore_uid),
+                        deleting=bool((raw.get("metadata") or {}).get("deletionTimestamp")),
+                        phase=str((raw.get("status") or {}).get("phase") or ""))
+
+
+def parse_staging_pod(raw: Mapping[str, Any], restore_uid: str) -> StagingPod:
+    status = raw.get("status") or {}
+    phase = str(status.get("phase") or "")
+    return StagingPod(phase=phase, owned=owned_by(raw, restore_uid),
+                      deleting=bool((raw.get("metadata") or {}).get("deletionTimestamp")),
+                      problem=staging_pod_problem(status), progress=staging_pod_progress(status))
+
+
+def _containers(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _short(text: str) -> str:
+    text = " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return text if len(text) <= TERMINATION_MESSAGE_CHARS else "..." + text[-TERMINATION_MESSAGE_CHARS:]
+
+
+def staging_pod_problem(status: Mapping[str, Any]) -> str:
+    """Why the staging pod failed or cannot start, from its status: a container that exited
+    non-zero (its termination message: the fetch step's error, the check's output), a waiting
+    reason that waiting does not cure (an image not pulled, a container not configured), or the
+    pod's own reason (DeadlineExceeded, Evicted); "" when none."""
+    for container in _containers(status):
+        name = container.get("name")
+        state = container.get("state") or {}
+        terminated = state.get("terminated") or {}
+        if terminated and terminated.get("exitCode", 0) != 0:
+            message = _short(str(terminated.get("message") or ""))
+            why = terminated.get("reason") or "Error"
+            return f"{name} exited {terminated.get('exitCode')} ({why}){f': {message}' if message else ''}"
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in FAILING_WAIT_REASONS:
+            message = _short(str(waiting.get("message") or ""))
+            return f"{name} {waiting['reason']}{f': {message}' if message else ''}"
+    if status.get("phase") == "Failed":
+        return f"pod failed ({status.get('reason') or 'no reason given'}): {_short(str(status.get('message') or ''))}"
+    return ""
+
+
+def staging_pod_progress(status: Mapping[str, Any]) -> str:
+    """Where the staging pod is: unscheduled (and why), a container waiting (and why), running."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"not scheduled ({condition.get('reason')}: {_short(str(condition.get('message') or ''))})"
+    for container in _containers(status):
+        state = container.get("state") or {}
+        if "running" in state:
+            step = "fetching the snapshot" if container.get("name") == FETCH_CONTAINER else \
+                "checking the snapshot" if container.get("name") == CHECK_CONTAINER else "running"
+            return f"{container.get('name')} {step}"
+        waiting = state.get("waiting") or {}
+        if waiting:
+            message = _short(str(waiting.get("message") or ""))
+            return f"{container.get('name')} waiting ({waiting.get('reason')}{f': {message}' if message else ''})"
+    return f"pod {status.get('phase') or 'Pending'}"

@@ -1,0 +1,226 @@
+"""Issue 22 item 1, the decision: nothing of a cluster is deleted (or created) before the staging
+pod proved the seed can fetch and read the verified snapshot; every staging outcome has its
+action, the Staging phase its bound, and a finished restore's staging objects go."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from etcd_common.api.etcd_cluster import parse_cluster_spec
+from etcd_common.seed.space import seed_space_needed_bytes
+from restore_operator import actions as a
+from restore_operator import planning as p
+from restore_operator.acting import staging_source
+from restore_operator.observed import ObservedRestore, RecordedRestore
+from restore_operator.staging import (
+    StagingClaim,
+    StagingPod,
+    build_staging_claim,
+    build_staging_pod,
+    parse_staging_pod,
+    staging_claim_bytes,
+    staging_pod_problem,
+    staging_pod_progress,
+)
+from restore_operator.status import STAGING_BASE_TIMEOUT_SECONDS, staging_timeout_seconds
+from tests.unit.restore_operator.test_planning import FACTS, REPLACED, UID, cluster, restore
+
+CLAIM = StagingClaim(owned=True, phase="Bound")
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NEW = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": {"path": "bucket/key", "awsSecret": "aws"},
+       "clusterSpec": {"size": 1}}
+
+
+def pod(phase: str = "Pending", **fields: Any) -> StagingPod:
+    return StagingPod(phase=phase, owned=True, **fields)
+
+
+def seen(*, staging_pod: StagingPod | None = None, staging_claim: StagingClaim | None = None,
+         recorded: RecordedRestore | None = None, **fields: Any) -> ObservedRestore:
+    """A verified restore of someone else's Running cluster (rule 5) unless told otherwise."""
+    base = ObservedRestore(restore(), recorded or RecordedRestore(snapshot=FACTS), cluster(), now=NOW)
+    return replace(base, staging_pod=staging_pod, staging_claim=staging_claim, **fields)
+
+
+FAILED_POD = pod("Failed", problem="restore-fetch exited 1 (Error): etcd-restore-seed fetch: s3://b/k changed")
+
+
+@pytest.mark.parametrize(("case", "observed", "expected", "reason"), [
+    ("no staging pod yet: stage", seen(), a.Stage, None),
+    ("a claim left, no pod: stage (the pod only)", seen(staging_claim=CLAIM), a.Stage, None),
+    ("pod pending: wait in Staging", seen(staging_pod=pod(progress="not scheduled"), staging_claim=CLAIM), a.Wait,
+     None),
+    ("pod running: wait in Staging", seen(staging_pod=pod("Running"), staging_claim=CLAIM), a.Wait, None),
+    ("pod failed: fail with its reason", seen(staging_pod=FAILED_POD, staging_claim=CLAIM), a.Fail, "StagingFailed"),
+    ("image not pullable: fail", seen(staging_pod=pod(problem="restore-fetch ErrImagePull: no such image"),
+                                     staging_claim=CLAIM), a.Fail, "StagingFailed"),
+    ("pod succeeded: replace", seen(staging_pod=pod("Succeeded"), staging_claim=CLAIM), a.ReplaceCluster, None),
+    ("succeeded, then the pod went (status says staged): replace",
+     seen(staging_claim=CLAIM, recorded=RecordedRestore(snapshot=FACTS, staged=True, observed_generation=1)),
+     a.ReplaceCluster, None),
+    ("succeeded but the claim is gone: fail", seen(staging_pod=pod("Succeeded")), a.Fail, "StagedClaimLost"),
+    ("staged, claim gone: fail", seen(recorded=RecordedRestore(snapshot=FACTS, staged=True, observed_generation=1)),
+     a.Fail, "StagedClaimLost"),
+    ("failed, retried after a spec edit: staged again",
+     seen(restore=restore(generation=2), recorded=RecordedRestore(
+         snapshot=FACTS, staged=True, phase="Failed", observed_generation=1)), a.Stage, None),
+    ("someone else's pod of that name: fail", seen(staging_pod=StagingPod("Succeeded", owned=False),
+                                                  staging_claim=CLAIM), a.Fail, "StagingNameTaken"),
+    ("someone else's claim of that name: fail", seen(staging_claim=StagingClaim(owned=False)), a.Fail,
+     "StagingNameTaken"),
+    ("staging objects being deleted: wait", seen(staging_pod=pod(deleting=True), staging_claim=CLAIM), a.Wait, None),
+    ("replaced already, staged: create", seen(cluster=None, recorded=REPLACED, staging_pod=pod("Succeeded"),
+                                              staging_claim=CLAIM), a.CreateCluster, None),
+    ("a new cluster is staged first", seen(restore=restore(NEW), cluster=None), a.Stage, None),
+])
+def test_each_staging_outcome_has_its_action(case: str, observed: ObservedRestore, expected: type,
+                                             reason: str | None) -> None:
+    """Broken by deleting before the staging pod Succeeded (ReplaceCluster for a pending, running or
+    failed pod), by recreating a pod already there (Stage), or by waiting on a pod that failed."""
+    action = p.plan_next_action(observed)
+    assert isinstance(action, expected), f"{case}: {action}"
+    if reason is not None:
+        assert isinstance(action, a.Fail) and action.reason == reason, f"{case}: {action}"
+    if isinstance(action, a.Wait):
+        assert action.phase_name == "Staging", f"{case}: {action}"
+
+
+def test_nothing_is_deleted_or_created_unless_the_staging_pod_succeeded() -> None:
+    """Broken by any outcome but Succeeded leading to ReplaceCluster or CreateCluster."""
+    pods = [None, pod(), pod("Running"), FAILED_POD, pod(problem="ImagePullBackOff"), pod("Succeeded", deleting=True)]
+    for staging_pod in pods:
+        for claim in (None, CLAIM, StagingClaim(owned=True, deleting=True)):
+            for base in (seen(), seen(cluster=None, recorded=REPLACED), seen(restore=restore(NEW), cluster=None)):
+                action = p.plan_next_action(replace(base, staging_pod=staging_pod, staging_claim=claim))
+                assert not isinstance(action, (a.ReplaceCluster, a.CreateCluster)), (staging_pod, claim, action)
+
+
+def test_a_failure_says_why_in_the_pods_words_and_that_nothing_was_deleted() -> None:
+    action = p.plan_next_action(seen(staging_pod=FAILED_POD, staging_claim=CLAIM))
+    assert isinstance(action, a.Fail)
+    assert "s3://b/k changed" in action.message and "nothing was deleted" in action.message
+    assert "r-staging" in action.message
+
+
+def test_the_created_cluster_seeds_from_the_staged_claim() -> None:
+    """Broken by a CreateCluster without the claim: the seed would download again."""
+    action = p.plan_next_action(seen(cluster=None, recorded=REPLACED, staging_pod=pod("Succeeded"),
+                                     staging_claim=CLAIM))
+    assert isinstance(action, a.CreateCluster) and action.staged_claim == "r-staging"
+
+
+def test_staging_is_bounded_and_its_timeout_deletes_nothing() -> None:
+    """Broken by a Staging phase without a bound (a pod Pending forever keeps the restore waiting)."""
+    limit = staging_timeout_seconds(FACTS.size)
+    assert STAGING_BASE_TIMEOUT_SECONDS <= limit < STAGING_BASE_TIMEOUT_SECONDS + 10
+    waiting = pod(progress="restore-fetch waiting (ContainerCreating: secret \"aws\" not found)")
+
+    def after(seconds: float) -> a.Action:
+        recorded = RecordedRestore(snapshot=FACTS, phase="Staging", phase_started=NOW - timedelta(seconds=seconds))
+        return p.plan_next_action(seen(staging_pod=waiting, staging_claim=CLAIM, recorded=recorded))
+
+    assert isinstance(after(limit - 1), a.Wait)
+    timed_out = after(limit + 1)
+    assert isinstance(timed_out, a.Fail) and timed_out.reason == "RestoreTimedOut"
+    assert 'secret "aws" not found' in timed_out.message and "Nothing was deleted" in timed_out.message
+    restaged = RecordedRestore(snapshot=FACTS, phase="Staging", phase_started=NOW - timedelta(seconds=limit + 1),
+                               cluster_spec={"size": 1})
+    after_delete = p.plan_next_action(seen(cluster=None, staging_pod=waiting, staging_claim=CLAIM, recorded=restaged))
+    assert isinstance(after_delete, a.Fail) and "deleted already" in after_delete.message
+    assert "status.clusterSpec" in after_delete.message
+
+
+@pytest.mark.parametrize(("case", "staging_pod", "claim", "expected"), [
+    ("both there", pod("Failed"), CLAIM, a.RemoveStaging(pod=True, claim=True)),
+    ("claim only", None, CLAIM, a.RemoveStaging(pod=False, claim=True)),
+    ("claim being deleted (the seed still mounts it)", None, StagingClaim(owned=True, deleting=True), a.Done()),
+    ("not ours", StagingPod("Running", owned=False), None, a.Done()),
+    ("none", None, None, a.Done()),
+])
+@pytest.mark.parametrize("phase", ["Completed", "Failed"])
+def test_a_finished_restore_removes_its_staging_objects(case: str, staging_pod: StagingPod | None,
+                                                        claim: StagingClaim | None, expected: a.Action,
+                                                        phase: str) -> None:
+    """Broken by leaving the claim (and its storage) behind, or by deleting another's object."""
+    recorded = RecordedRestore(snapshot=FACTS, phase=phase, observed_generation=1)
+    assert p.plan_next_action(seen(staging_pod=staging_pod, staging_claim=claim, recorded=recorded)) == expected
+
+
+def status_with(*, phase: str = "Pending", init: list[dict[str, Any]] | None = None,
+                containers: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"phase": phase, "initContainerStatuses": init or [], "containerStatuses": containers or [], **extra}
+
+
+@pytest.mark.parametrize(("case", "status", "fragments"), [
+    ("fetch step failed: its termination message",
+     status_with(phase="Failed", init=[{"name": "restore-fetch", "state": {"terminated": {
+         "exitCode": 1, "reason": "Error",
+         "message": "etcd-restore-seed fetch: precondition failed: s3://b/k changed since the restore verified it"}}}]),
+     ["restore-fetch exited 1", "changed since the restore verified it"]),
+    ("image not pullable",
+     status_with(init=[{"name": "restore-fetch", "state": {"waiting": {
+         "reason": "ErrImagePull", "message": 'image "quay.io/coreos/etcd:v3.5.999" is not available'}}}]),
+     ["restore-fetch ErrImagePull", "v3.5.999"]),
+    ("check failed",
+     status_with(phase="Failed", init=[{"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}}],
+                 containers=[{"name": "restore-check", "state": {"terminated": {
+                     "exitCode": 1, "message": "Error: snapshot file integrity check failed"}}}]),
+     ["restore-check exited 1", "integrity check failed"]),
+    ("deadline exceeded", status_with(phase="Failed", reason="DeadlineExceeded",
+                                      message="Pod was active on the node longer than the specified deadline"),
+     ["DeadlineExceeded", "longer than the specified deadline"]),
+])
+def test_failure_reasons_come_from_the_pods_status(case: str, status: dict[str, Any], fragments: list[str]) -> None:
+    """Broken by a failure said without the pod's words (or one not seen at all)."""
+    problem = staging_pod_problem(status)
+    assert all(fragment in problem for fragment in fragments), f"{case}: {problem}"
+
+
+def test_a_pod_on_its_way_is_no_problem_and_says_where_it_is() -> None:
+    unscheduled = status_with(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                           "message": "0/3 nodes: pod has unbound immediate PersistentVolumeClaims"}])
+    mounting = status_with(init=[{"name": "restore-fetch", "state": {"waiting": {
+        "reason": "ContainerCreating", "message": 'secret "aws" not found'}}}])
+    running = status_with(phase="Running", init=[{"name": "restore-fetch", "state": {"running": {}}}])
+    assert [staging_pod_problem(s) for s in (unscheduled, mounting, running)] == ["", "", ""]
+    assert "unbound immediate PersistentVolumeClaims" in staging_pod_progress(unscheduled)
+    assert 'secret "aws" not found' in staging_pod_progress(mounting)
+    assert "fetching" in staging_pod_progress(running)
+
+
+def test_ownership_is_by_the_restores_uid() -> None:
+    raw = {"metadata": {"ownerReferences": [{"uid": UID}]}, "status": {"phase": "Succeeded"}}
+    assert parse_staging_pod(raw, UID).owned and parse_staging_pod(raw, UID).succeeded
+    assert not parse_staging_pod(raw, "another-uid").owned
+
+
+def test_the_claim_is_sized_by_the_seeds_rule_in_the_clusters_storage_class() -> None:
+    """Broken by a claim smaller than the seed's rule (2 x the snapshot + margin)."""
+    spec = parse_cluster_spec({"size": 3, "version": "3.6.16", "pod": {"persistentVolumeClaimSpec": {
+        "storageClassName": "fast", "resources": {"requests": {"storage": "8Gi"}}}}})
+    claim = build_staging_claim(restore(), spec, 300 * 1024 * 1024)
+    assert staging_claim_bytes(300 * 1024 * 1024) >= seed_space_needed_bytes(300 * 1024 * 1024)
+    assert claim["spec"]["resources"]["requests"]["storage"] == "728Mi"
+    assert claim["spec"]["storageClassName"] == "fast"
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == UID
+    plain = build_staging_claim(restore(), parse_cluster_spec({"size": 1}), 1)
+    assert "storageClassName" not in plain["spec"]
+
+
+def test_the_staging_pod_is_owned_by_the_restore_and_no_member() -> None:
+    """Broken by labelling it as a member of the cluster: rule 7 would wait for it to go forever."""
+    source = staging_source(restore(), replace(FACTS, etag="e-1", version_id="v-1"), fetch_image="etcd-operator-py:x")
+    body = build_staging_pod(restore(), parse_cluster_spec({"size": 1, "version": "3.6.16"}), source,
+                             deadline_seconds=300.0)
+    labels = body["metadata"]["labels"]
+    assert "etcd_cluster" not in labels and "app" not in labels
+    assert body["metadata"]["ownerReferences"][0] == {"apiVersion": "etcd.database.coreos.com/v1beta2",
+                                                      "kind": "EtcdRestore", "name": "r", "uid": UID,
+                                                      "controller": True}
+    fetch_args = body["spec"]["initContainers"][0]["args"]
+    assert "--etag=e-1" in fetch_args and "--version-id=v-1" in fetch_args
+    assert body["spec"]["initContainers"][0]["image"] == "etcd-operator-py:x"
+    assert body["spec"]["securityContext"]["runAsNonRoot"] is True
