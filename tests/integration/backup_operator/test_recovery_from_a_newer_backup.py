@@ -37,6 +37,11 @@ def test_a_survivor_behind_a_newer_backup_is_not_what_the_cluster_is_rebuilt_fro
     cut = backup_operator.faults.partition([(ns, survivor)], [(ns, other) for other in others])
     clusters.wait_status(name, lambda s: survivor in (s.get("members") or {}).get("unready", []),
                          f"{survivor} unready", timeout=60)
+
+    def out_of_the_service() -> bool:  # its readiness probe failed: the client Service no longer sends to it
+        pod = next(p for p in clusters.live_pods(name) if p.metadata.name == survivor)
+        return any(c.type == "Ready" and c.status == "False" for c in pod.status.conditions or [])
+    wait_for(out_of_the_service, timeout=60, what=f"{survivor} out of the client Service")
     late = {f"{PREFIX}late-{i:03d}": f"v{i}" for i in range(50)}
     _put(clusters, name, late)
     backups.create(etcd_backup("newer", {
