@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from benchmarks.backup_figures import measure_backup
+from benchmarks.cgroup_figures import measure_pod_cgroups
 from benchmarks.client_figures import measure_client_view
 from benchmarks.environment import OperatorDeployment, sandbox_session
 from benchmarks.fleet_figures import measure_fleet
@@ -26,7 +27,7 @@ from kube_sandbox.testing import Sandbox
 log = logging.getLogger("benchmarks")
 
 FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "fleet",
-           "maintenance", "client-view")
+           "maintenance", "client-view", "pod-cgroups")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
@@ -134,6 +135,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
         steps.append(("maintenance", lambda s, o: measure_maintenance(s, args.repeat, quota_mib)))
     if "client-view" in selected:
         steps.append(("client-view", lambda s, o: measure_client_view(s)))
+    if "pod-cgroups" in selected:
+        steps.append(("pod-cgroups", lambda s, o: measure_pod_cgroups(s)))
     return steps
 
 
