@@ -43,8 +43,8 @@ def test_backups_created_at_once_all_succeed_never_more_than_the_limit_running(
 ) -> None:
     clusters.create(etcd_cluster("bounded", 1))
     clusters.wait_running("bounded", 1, timeout=180)
-    for i in range(20):
-        clusters.put("bounded", f"key-{i}", "x" * 1000)
+    for i in range(40):  # 4 MB: each backup takes long enough that 15 due at once must queue
+        clusters.put("bounded", f"key-{i}", "x" * 100_000)
     gauge: list[float] = []
     done = threading.Event()
 

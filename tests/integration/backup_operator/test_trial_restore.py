@@ -46,13 +46,13 @@ def test_a_backup_is_restored_on_trial_and_a_corrupted_one_is_caught(
     assert trial["keyCount"] == KEYS, trial  # what the throwaway etcd served: the keys written, nothing else
     assert trial["verifiedObject"] == status["lastBackup"]["key"] and trial["restoreSeconds"] > 0, trial
 
-    # Corrupt the object where it lies: a run of bytes in its middle zeroed.
+    # Corrupt the object where it lies: a run of bytes in its middle inverted.
     key = status["lastBackup"]["key"]
     original = tmp_path / "original"
     storage.download_file(bucket, key, str(original))
     data = bytearray(original.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 64] = bytes(64)
+    data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])  # never the same bytes
     corrupted = tmp_path / "corrupted"
     corrupted.write_bytes(bytes(data))
     storage.upload_file(bucket, key, str(corrupted))

@@ -147,7 +147,7 @@ def test_a_good_backup_is_verified_and_a_corrupted_one_is_reported(etcd: str, fa
         damaged = tmp_path / "damaged"
         storage.download_file(bucket, result.key, str(damaged))
         data = bytearray(damaged.read_bytes())
-        data[len(data) // 2:len(data) // 2 + 64] = bytes(64)
+        data[len(data) // 2:len(data) // 2 + 64] = bytes(b ^ 0xFF for b in data[len(data) // 2:len(data) // 2 + 64])
         damaged.write_bytes(bytes(data))
         storage.upload_file(bucket, result.key, str(damaged))
         for _ in range(2):

@@ -155,7 +155,7 @@ def test_a_partition_during_a_scale_up_holds_it_until_healed(clusters: Clusters)
             assert voter_count(clusters, name, skip=follower) <= 4, "the cluster grew by more than one member"
         wait_converged(clusters, name, 5, DEFAULT_VERSION, "size 5 after healing")
         assert follower in {m["name"] for m in clusters.member_list(name)}, "the cut-off follower was replaced"
-        drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
+        writes_flow(writer, "after the resize")
     assert_no_write_lost(clusters, name, writer)
 
 
@@ -206,7 +206,7 @@ def test_a_member_oomkilled_at_every_start(clusters: Clusters) -> None:
 
 
 def test_a_slow_disk_member_during_a_scale_up(clusters: Clusters) -> None:
-    """A follower whose disk takes 20 writes a second while 3 -> 5 -> 3: the resize completes
+    """A follower whose disk takes 20 writes a second while 3 -> 5: the resize completes
     (health-gated, it only lags), nothing lost."""
     name = "slowdisk"
     status = started_cluster(clusters, name)
@@ -216,7 +216,6 @@ def test_a_slow_disk_member_during_a_scale_up(clusters: Clusters) -> None:
         faults.slow_disk(clusters.namespace, follower, write_iops=20)
         try:
             drive(clusters, name, writer, {"size": 5}, 5, DEFAULT_VERSION)
-            drive(clusters, name, writer, {"size": 3}, 3, DEFAULT_VERSION)
         finally:
             if any(p.metadata.name == follower for p in clusters.live_pods(name)):
                 faults.slow_disk(clusters.namespace, follower)

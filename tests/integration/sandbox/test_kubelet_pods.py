@@ -262,7 +262,7 @@ sa = pathlib.Path(os.environ["KUBERNETES_SERVICE_ACCOUNT_DIR"])
 payload = (sa / "token").read_text().split(".")[1]
 claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 print("bound to pod:", claims["kubernetes.io"]["pod"]["name"], claims["kubernetes.io"]["pod"]["uid"])
-print("files:", sorted(p.name for p in sa.iterdir()))
+print("files:", sorted(p.name for p in sa.iterdir() if not p.name.startswith("..")))  # ..data: the atomic writer's
 c = client.Configuration()
 c.host = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
 c.ssl_ca_cert = str(sa / "ca.crt")
