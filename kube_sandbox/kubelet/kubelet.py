@@ -174,6 +174,7 @@ class ProcessKubelet:
             self._dns_server.stop()
         if self.cgroups is not None:
             self.partitions.remove()
+            remove_leftovers(self.cgroups)  # the processes are gone; a later kubelet makes new groups
         self.api.close()
         for thread in [*self._threads, *(w.thread for w in workers)]:
             if thread.is_alive():
