@@ -124,3 +124,4 @@ def test_synced_is_the_caches() -> None:
     assert not client.is_synced()
     client.cache.mark_synced()
     assert client.is_synced()
+
