@@ -4,12 +4,14 @@
 #   1. every test that can run beside others, spread over $TEST_WORKERS pytest-xdist workers
 #      (each integration test in its own namespace, with its own names);
 #   2. the tests marked `alone` (they restart the apiserver, stop a node or S3, or stop, restart or
-#      reconfigure an operator), one at a time (tests/sandbox_sharing.py).
+#      reconfigure an operator), one at a time per sandbox, on $TEST_ALONE_SANDBOXES sandboxes at
+#      once: the first, and extra ones started while phase 1 runs (tests/sandbox_sharing.py).
 # Each phase prints its 25 slowest tests. Arguments are passed to both pytest runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${VENV:-.venv}/bin/python"
 WORKERS="${TEST_WORKERS:-4}"
+ALONE_SANDBOXES="${TEST_ALONE_SANDBOXES:-2}"
 
 # The operators' image, which tests/integration/packaging/test_image.py runs with runc: built here,
 # before the workers start (the first build takes minutes; after that, seconds from buildah's layer
@@ -21,10 +23,26 @@ else
   echo "=== image build failed after $(( SECONDS - image_start )) s (the image tests say why)"
 fi
 
+stop_sandboxes=()
+trap 'for stop in "${stop_sandboxes[@]}"; do eval "$stop" >/dev/null; done' EXIT
 if ! "$PYTHON" -m kube_sandbox status >/dev/null 2>&1; then
   "$PYTHON" -m kube_sandbox up || exit 1
-  trap '"$PYTHON" -m kube_sandbox down >/dev/null' EXIT
+  stop_sandboxes+=('"$PYTHON" -m kube_sandbox down')
 fi
+
+# The alone phase's extra sandboxes start now, beside phase 1; each is waited for before phase 2.
+extra_pids=() extra_logs=()
+for (( index = 1; index < ALONE_SANDBOXES; index++ )); do
+  extra_env=$("$PYTHON" -m tests.sandbox_sharing extra-env "$index") || exit 1
+  extra_logs+=("$(mktemp -t "sandbox-up-$index.XXXXXX.log")")
+  if env $extra_env "$PYTHON" -m kube_sandbox status >/dev/null 2>&1; then
+    extra_pids+=("")
+    continue
+  fi
+  env $extra_env "$PYTHON" -m kube_sandbox up >"${extra_logs[index - 1]}" 2>&1 &
+  extra_pids+=("$!")
+  stop_sandboxes+=("env $extra_env '$PYTHON' -m kube_sandbox down")
+done
 
 run_phase() {
   local name=$1; shift
@@ -45,7 +63,21 @@ if [ "$shared" -gt 1 ]; then
   echo "=== suite stopped: the shared phase ended with exit $shared"
   exit "$shared"
 fi
-run_phase "tests that run alone" -p no:xdist -m alone "$@"
+ready=1
+for (( index = 1; index < ALONE_SANDBOXES; index++ )); do
+  pid=${extra_pids[index - 1]}
+  if [ -n "$pid" ] && ! wait "$pid"; then
+    echo "=== extra sandbox $index did not start; the alone phase runs on the first only. ${extra_logs[index - 1]}:"
+    tail -20 "${extra_logs[index - 1]}"
+    ready=0
+  fi
+done
+if [ "$ALONE_SANDBOXES" -gt 1 ] && [ "$ready" = 1 ]; then
+  run_phase "tests that run alone, on $ALONE_SANDBOXES sandboxes" -n "$ALONE_SANDBOXES" --dist worksteal \
+    --sandbox-per-worker -m alone "$@"
+else
+  run_phase "tests that run alone" -p no:xdist -m alone "$@"
+fi
 alone=$?
 echo "=== suite: $(( (SECONDS - suite_start) / 60 )) min $(( (SECONDS - suite_start) % 60 )) s (shared phase exit $shared, alone phase exit $alone)"
 [ "$shared" = 0 ] && [ "$alone" = 0 ]

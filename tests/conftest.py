@@ -21,6 +21,16 @@ from tests import sandbox_sharing
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(sandbox_sharing.SANDBOX_PER_WORKER_OPTION, action="store_true",
+                     help="give each pytest-xdist worker after the first a sandbox of its own "
+                          "(tests/sandbox_sharing.py); for the tests marked alone")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    sandbox_sharing.use_worker_sandbox(config)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     sandbox_sharing.note_current_test(item)
 
@@ -28,7 +38,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session")
 def sandbox(pytestconfig: pytest.Config) -> Iterator[Sandbox]:
     """The running sandbox; started for the session unless it is already up (e.g. by `make demo` or
-    scripts/test.sh). Parallel workers start it once; the run's controller stops it."""
+    scripts/test.sh). Parallel workers start a shared one once and the run's controller stops it; a
+    worker with a sandbox of its own (--sandbox-per-worker) stops the one it started."""
     config = SandboxConfig.from_env()
     marker = sandbox_sharing.started_marker(config.state_dir)
     with sandbox_sharing.setup_lock(config.state_dir):
@@ -36,12 +47,12 @@ def sandbox(pytestconfig: pytest.Config) -> Iterator[Sandbox]:
         if started_here:
             seconds = cli.up(config)
             print(f"\nsandbox started in {seconds:.1f}s")
-            if sandbox_sharing.xdist_worker(pytestconfig):
+            if not sandbox_sharing.owns_its_sandbox(pytestconfig):
                 marker.write_text("")
     handle = Sandbox(config)
     handle.faults = sandbox_sharing.AloneOnlyFaults(config)
     yield handle
-    if started_here and not sandbox_sharing.xdist_worker(pytestconfig):
+    if started_here and sandbox_sharing.owns_its_sandbox(pytestconfig):
         cli.down(config)
 
 

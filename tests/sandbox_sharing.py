@@ -6,21 +6,34 @@ stop, restart or reconfigure an operator).
 The marker is enforced, not only documented: the helpers that make such changes call
 `require_alone(...)`, which fails a test that is not marked. `scripts/test.sh` runs the two
 phases; `pytest -m alone` alone, or any single test, works as well.
+
+The alone phase can run on several sandboxes at once (`--sandbox-per-worker`): pytest-xdist worker
+gw0 uses the sandbox the environment names, worker gwK (K >= 1) an extra sandbox of its own, whose
+state, ports and pod addresses are moved away from the first (`extra_sandbox_env`). Each test is
+then still alone in its sandbox. `python -m tests.sandbox_sharing extra-env K` prints that
+environment, for scripts/test.sh to start the extra sandboxes while the shared phase runs.
 """
 from __future__ import annotations
 
 import fcntl
+import os
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from kube_sandbox.config import SandboxConfig
 from kube_sandbox.control_api import ControlClient
 
 MARKER = "alone"
 # The namespace the three operators' Deployments run in (deploy/namespace.yaml).
 OPERATORS_NAMESPACE = "etcd-operator"
+# How far the K-th extra sandbox's ports are moved from the first's (K times this).
+EXTRA_SANDBOX_PORT_STEP = 500
+SANDBOX_PER_WORKER_OPTION = "--sandbox-per-worker"
 
 
 class SharedSandboxChange(AssertionError):
@@ -129,3 +142,43 @@ def started_marker(state_dir: Path) -> Path:
     """Written by the xdist worker that started the sandbox: the run's controller stops it at the end
     (a worker cannot, the others may still use it)."""
     return state_dir / "started-by-test-run"
+
+
+def extra_sandbox_env(index: int) -> dict[str, str]:
+    """The environment that names the `index`-th (>= 1) extra sandbox: the state directory beside the
+    first sandbox's, every port moved by index x EXTRA_SANDBOX_PORT_STEP, pod addresses in the next
+    /16 of loopback (127.2 beside 127.1)."""
+    if index < 1:
+        raise ValueError(f"extra sandboxes are numbered from 1, not {index}")
+    first = SandboxConfig.from_env()
+    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + index * EXTRA_SANDBOX_PORT_STEP
+    octet = int(first.pod_ip_prefix.split(".")[1]) + index
+    return {"SANDBOX_DIR": f"{first.state_dir}-{index}", "SANDBOX_PORT_OFFSET": str(offset),
+            "SANDBOX_POD_IP_PREFIX": f"127.{octet}"}
+
+
+def worker_index(config: pytest.Config) -> int | None:
+    """The number of this pytest-xdist worker (gw3 -> 3); None outside a worker."""
+    if not xdist_worker(config):
+        return None
+    match = re.fullmatch(r"gw(\d+)", config.workerinput["workerid"])  # type: ignore[attr-defined]
+    return int(match.group(1)) if match else None
+
+
+def use_worker_sandbox(config: pytest.Config) -> None:
+    """With --sandbox-per-worker, point worker gwK (K >= 1) at its own extra sandbox. Called from
+    pytest_configure, before any fixture reads the environment."""
+    index = worker_index(config)
+    if config.getoption(SANDBOX_PER_WORKER_OPTION) and index:
+        os.environ.update(extra_sandbox_env(index))
+
+
+def owns_its_sandbox(config: pytest.Config) -> bool:
+    """Whether this process alone uses the sandbox it runs against (then it stops one it started)."""
+    return not xdist_worker(config) or bool(config.getoption(SANDBOX_PER_WORKER_OPTION))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "extra-env" or not sys.argv[2].isdigit():
+        sys.exit("usage: python -m tests.sandbox_sharing extra-env K   (K >= 1)")
+    print(" ".join(f"{name}={value}" for name, value in extra_sandbox_env(int(sys.argv[2])).items()))
