@@ -19,7 +19,7 @@ import fcntl
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -165,12 +165,12 @@ def worker_index(config: pytest.Config) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def use_worker_sandbox(config: pytest.Config) -> None:
+def use_worker_sandbox(config: pytest.Config, environ: MutableMapping[str, str] = os.environ) -> None:
     """With --sandbox-per-worker, point worker gwK (K >= 1) at its own extra sandbox. Called from
     pytest_configure, before any fixture reads the environment."""
     index = worker_index(config)
     if config.getoption(SANDBOX_PER_WORKER_OPTION) and index:
-        os.environ.update(extra_sandbox_env(index))
+        environ.update(extra_sandbox_env(index))
 
 
 def owns_its_sandbox(config: pytest.Config) -> bool:

@@ -2,7 +2,6 @@
 in state, ports and pod addresses, and only workers after the first are pointed at one."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -47,8 +46,10 @@ def fake_config(worker: str | None, per_worker: bool) -> Any:
 def test_only_later_workers_of_a_per_worker_run_are_moved(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                           worker: str | None, per_worker: bool, moved: bool) -> None:
     monkeypatch.setenv("SANDBOX_DIR", str(tmp_path / "first"))
-    sandbox_sharing.use_worker_sandbox(fake_config(worker, per_worker))
-    assert (os.environ["SANDBOX_DIR"] == f"{tmp_path / 'first'}-1") is moved
+    environ = {"SANDBOX_DIR": str(tmp_path / "first")}
+    sandbox_sharing.use_worker_sandbox(fake_config(worker, per_worker), environ)
+    assert (environ["SANDBOX_DIR"] == f"{tmp_path / 'first'}-1") is moved
+    assert ("SANDBOX_PORT_OFFSET" in environ) is moved
 
 
 @pytest.mark.parametrize("worker, per_worker, owns", [
