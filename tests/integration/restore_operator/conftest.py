@@ -66,6 +66,15 @@ class Restores:
         selector = f"involvedObject.name={name},involvedObject.kind=EtcdRestore"
         return list(self.core.list_namespaced_event(self.namespace, field_selector=selector).items)
 
+    def events_once_recorded(self, name: str, reasons: set[str], timeout: float = 30) -> list[Any]:
+        """The restore's events, once one of each of `reasons` is there: the operator records an
+        outcome's event after the status write that the test waited for."""
+        def recorded() -> list[Any] | None:
+            events = self.events(name)
+            return events if reasons <= {event.reason for event in events} else None
+        return wait_for(recorded, timeout=timeout, what=f"events {sorted(reasons)} of {self.namespace}/{name}",
+                        interval=0.5)
+
 
 @pytest.fixture
 def restores(restore_operator: Sandbox, namespace: str) -> Iterator[Restores]:

@@ -71,8 +71,7 @@ def test_restore_replaces_a_cluster_with_the_backups_keys(clusters: Clusters, re
     assert restored["metadata"]["uid"] != old_uid
     assert restored["status"]["phase"] == "Running" and restored["status"]["readyCount"] == 3
     assert keys_of(clusters, name) == {f"backed-up/{i}": f"value-{i}" for i in range(5)}
-    reasons = [event.reason for event in restores.events(name)]
-    assert {"SnapshotVerified", "ReplacingCluster", "ClusterCreated", "RestoreSucceeded"} <= set(reasons)
+    restores.events_once_recorded(name, {"SnapshotVerified", "ReplacingCluster", "ClusterCreated", "RestoreSucceeded"})
 
 
 def test_restore_into_a_new_name(clusters: Clusters, restores: Restores) -> None:
@@ -124,7 +123,8 @@ def test_bad_snapshot_fails_and_leaves_the_cluster_serving(clusters: Clusters, r
                 "wrong-credentials": "S3AccessDenied"}[problem]
     assert status["reason"] == expected, status
     assert status["succeeded"] is False and "snapshot" not in status
-    assert any(e.reason == "RestoreFailed" and e.type == "Warning" for e in restores.events(name))
+    events = restores.events_once_recorded(name, {"RestoreFailed"})
+    assert all(e.type == "Warning" for e in events if e.reason == "RestoreFailed"), events
     cluster = clusters.get(name)
     assert cluster["metadata"]["uid"] == uid and cluster["metadata"].get("deletionTimestamp") is None
     assert clusters.get_value(name, "still") == "here"

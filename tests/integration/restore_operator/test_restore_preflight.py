@@ -53,7 +53,7 @@ def assert_untouched(clusters: Clusters, name: str, uid: str) -> None:
 def assert_failed_with(restores: Restores, name: str, reason: str) -> dict[str, Any]:
     status = restores.wait_phase(name, "Failed", timeout=180)
     assert status["reason"] == reason and status["succeeded"] is False, status
-    events = [e for e in restores.events(name) if e.reason == "RestoreFailed"]
+    events = [e for e in restores.events_once_recorded(name, {"RestoreFailed"}) if e.reason == "RestoreFailed"]
     assert len(events) == 1 and events[0].type == "Warning" and reason in events[0].message, events
     return status
 

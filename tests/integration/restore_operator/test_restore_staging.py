@@ -125,8 +125,8 @@ def test_a_restore_goes_through_staging_and_its_seed_copies_the_staged_snapshot(
     restored = clusters.get(name)
     assert restored["metadata"]["uid"] != old_uid
     assert restored["spec"]["restore"]["stagedClaim"] == f"{name}-staging"
-    reasons = {event.reason for event in restores.events(name)}
-    assert {"SnapshotVerified", "Staging", "ReplacingCluster", "ClusterCreated", "RestoreSucceeded"} <= reasons
+    restores.events_once_recorded(name, {"SnapshotVerified", "Staging", "ReplacingCluster", "ClusterCreated",
+                                         "RestoreSucceeded"})
     for pod in clusters.pods(name):  # the seed (and every member) runs without the awsSecret
         assert not any(volume.secret is not None and volume.secret.secret_name == secret
                        for volume in pod.spec.volumes or []), pod.metadata.name
