@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from etcd_common.api.etcd_backup import EtcdBackup
+from etcd_common.api.etcd_backup import EtcdBackup, LastBackup, SnapshotFingerprint
 
 
 @dataclass(frozen=True)
@@ -19,31 +19,6 @@ class RecordedBackup:
     first_attempt_time: datetime | None = None
     consecutive_failures: int = 0
     last_reason: str = ""
-
-
-@dataclass(frozen=True)
-class SnapshotFingerprint:
-    """What a backup's snapshot holds, recorded when it is taken (status.lastBackup) for a trial
-    restore to compare with: the snapshot's revision (etcdutl snapshot status of the file), and as
-    the member counted them at that revision, the keys and the keyspace hash (`endpoint hashkv`,
-    comparable only at the same compact revision). None: the member could not tell (compacted past
-    the revision meanwhile, gone)."""
-
-    revision: int
-    key_count: int | None = None
-    hash_kv: int | None = None
-    compact_revision: int | None = None
-
-
-@dataclass(frozen=True)
-class LastBackup:
-    """status.lastBackup: the newest backup this EtcdBackup took, and what it held."""
-
-    key: str
-    taken: datetime
-    sha256: str
-    etcd_revision: int
-    fingerprint: SnapshotFingerprint | None = None
 
 
 @dataclass(frozen=True)

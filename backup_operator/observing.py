@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from backup_operator.observed import LastBackup, ObservedBackup, RecordedBackup, RecordedTrial, SnapshotFingerprint
+from backup_operator.observed import ObservedBackup, RecordedBackup, RecordedTrial
 from backup_operator.status import RESULT_SUCCEEDED
-from etcd_common.api.etcd_backup import parse_etcd_backup
+from etcd_common.api.etcd_backup import LastBackup, parse_etcd_backup, parse_snapshot_fingerprint
 
 
 def observe_backup(raw: dict[str, Any], now: datetime) -> ObservedBackup:
@@ -69,13 +69,10 @@ def parse_last_backup(status: Any) -> LastBackup | None:
     key, taken = raw.get("key"), parse_time(raw.get("time"))
     if not isinstance(key, str) or not key or taken is None:
         return None
-    revision = _integer_or_none(raw.get("snapshotRevision"))
-    fingerprint = None if revision is None else SnapshotFingerprint(
-        revision, key_count=_integer_or_none(raw.get("keyCount")), hash_kv=_integer_or_none(raw.get("hashKV")),
-        compact_revision=_integer_or_none(raw.get("hashKVCompactRevision")))
     sha256 = raw.get("sha256")
     return LastBackup(key=key, taken=taken, sha256=sha256 if isinstance(sha256, str) else "",
-                      etcd_revision=_integer_or_none(raw.get("etcdRevision")) or 0, fingerprint=fingerprint)
+                      etcd_revision=_integer_or_none(raw.get("etcdRevision")) or 0,
+                      fingerprint=parse_snapshot_fingerprint(raw))
 
 
 def parse_recorded_trial(status: Any) -> RecordedTrial:

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from backup_operator import reasons
-from backup_operator.observed import BackupResult, LastBackup, RecordedBackup, SnapshotFingerprint, TrialFacts
+from backup_operator.observed import BackupResult, RecordedBackup, TrialFacts
+from etcd_common.api.etcd_backup import LastBackup, SnapshotFingerprint
 
 CONDITION_SUCCEEDED: Final = "Succeeded"
 RESULT_SUCCEEDED: Final = "Succeeded"
@@ -173,14 +174,16 @@ def trial_verified_status(current: Mapping[str, Any], started: datetime, last_ba
                           hash_compared: bool, now: datetime) -> dict[str, Any]:
     """The status after a trial restore that verified `last_backup`: only status.trialRestore
     and the Verified condition change."""
+    taken = last_backup.taken
+    assert taken is not None, "a trial restores only a backup whose time is recorded (parse_last_backup)"
     compared = "revision, keys and keyspace hash" if hash_compared else "revision and keys (keyspace hash not comparable)"
-    message = (f"backup {facts.key} (taken {format_time(last_backup.taken)}) restored into a throwaway etcd in "
+    message = (f"backup {facts.key} (taken {format_time(taken)}) restored into a throwaway etcd in "
                f"{facts.restore_seconds:.1f}s: {compared} as recorded, revision {facts.snapshot_revision}, "
                f"{facts.key_count} keys")
     trial = {
         "lastAttemptTime": format_time(started), "lastResult": reasons.VERIFIED, "message": message[:1024],
         "lastVerifiedTime": format_time(now), "verifiedObject": facts.key,
-        "verifiedBackupTime": format_time(last_backup.taken), "verifiedRevision": facts.snapshot_revision,
+        "verifiedBackupTime": format_time(taken), "verifiedRevision": facts.snapshot_revision,
         "keyCount": facts.key_count, "hashCompared": hash_compared,
         "restoreSeconds": round(facts.restore_seconds, 3),
     }

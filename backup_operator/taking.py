@@ -27,9 +27,9 @@ from typing import Any
 from backup_operator import reasons
 from backup_operator.endpoint_policy import EndpointPolicy, location_endpoint_refusal
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
-from backup_operator.observed import BackupResult, SnapshotFingerprint
+from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
-from etcd_common.api.etcd_backup import BackupSpec
+from etcd_common.api.etcd_backup import BackupSpec, SnapshotFingerprint
 from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.fields import SpecError
 from etcd_common.api.storage_locations import COMPRESSION_NONE, EncryptionKeyRef, StorageLocation

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from backup_operator import reasons
-from backup_operator.observed import LastBackup, TrialFacts
+from backup_operator.observed import TrialFacts
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import (
     WORK_PREFIX,
@@ -33,7 +33,7 @@ from backup_operator.taking import (
     work_bytes_needed,
 )
 from backup_operator.verification import mismatches
-from etcd_common.api.etcd_backup import EtcdBackup
+from etcd_common.api.etcd_backup import EtcdBackup, LastBackup
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd import throwaway
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file

@@ -17,8 +17,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from backup_operator.actions import RestoreOnTrial, Wait
-from backup_operator.observed import LastBackup, RecordedTrial, TrialFacts
-from etcd_common.api.etcd_backup import TrialRestorePolicy
+from backup_operator.observed import RecordedTrial, TrialFacts
+from etcd_common.api.etcd_backup import LastBackup, TrialRestorePolicy
 
 
 def next_trial_restore(policy: TrialRestorePolicy | None, last_backup: LastBackup | None, trial: RecordedTrial,

@@ -1,5 +1,5 @@
 """The client-view figure: what etcd's own load checker (`etcdctl check perf --load=s` through the
-client service, benchmarks/check_perf.py) sees while the operator makes each change, one checker run
+client service, tests/check_perf.py) sees while the operator makes each change, one checker run
 per change: the slowest request and the errors, beside how long the change took. The floor is the
 same checker on the same cluster with nothing changing, in the same run."""
 from __future__ import annotations
@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from benchmarks.check_perf import CheckPerfRun
 from benchmarks.clusters import GROUP, PLURAL, VERSION, BenchClusters
 from benchmarks.environment import bench_namespace
 from benchmarks.results import Result
 from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.check_perf import CheckPerfRun
 
 log = logging.getLogger(__name__)
 

@@ -360,16 +360,8 @@ class ActionExecutor:
         try:
             client.create(namespace, body)
         except AlreadyExists:
-            # An earlier pass created it, yet this pass did not see it: the watch cache lost it (a
-            # relist older than the create). Read it into the cache, or the next pass acts on the
-            # same stale picture (a learner's pod, which changes no more once Running, would never
-            # be seen again and the learner never promoted).
-            name = str((body.get("metadata") or {}).get("name") or "")
-            log.info("%s already exists; an earlier pass created it: read into the cache", name)
-            try:
-                client.fetch(namespace, name)
-            except NotFound:
-                pass  # deleted meanwhile: the next pass sees it gone
+            log.info("%s already exists; an earlier pass created it",
+                     (body.get("metadata") or {}).get("name"))
 
 
 # Each kind of action with an effect, and the method that carries it out.

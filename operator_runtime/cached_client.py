@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_adapter.errors import NotFound
+from kube_adapter.errors import AlreadyExists, NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.cache import Object, ObjectCache
 
@@ -55,8 +55,20 @@ class CachedClient:
     # --- writing
 
     def create(self, namespace: str, body: dict[str, Any]) -> Object:
-        """AlreadyExists is raised as the client raises it (an earlier attempt may have created it)."""
-        return self._keep(self.client.create(namespace, body))
+        """AlreadyExists is raised as the client raises it (an earlier attempt may have created it),
+        once the existing object is read into the cache: a caller that did not see it (the cache
+        lost it, or the answer to the earlier create was lost) sees it on its next pass, instead of
+        acting on the same stale picture again (a learner's pod, which changes no more once
+        Running, would never be seen and the learner never promoted)."""
+        try:
+            return self._keep(self.client.create(namespace, body))
+        except AlreadyExists:
+            name = str((body.get("metadata") or {}).get("name") or "")
+            try:
+                self.fetch(namespace, name)
+            except NotFound:
+                pass  # deleted meanwhile: the next pass sees it gone
+            raise
 
     def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> Object:
         return self._keep(self.client.patch(namespace, name, patch))

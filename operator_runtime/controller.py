@@ -140,16 +140,13 @@ class Controller:
     def _on_primary_event(self, event_type: str, obj: dict[str, Any]) -> None:
         cache = self.primary_cache
         if event_type == RELISTED:
-            live = set(obj.get("keys", []))
-            for key in cache.keys():
-                if key not in live:
-                    cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
-                    self._stop_worker(key)
+            for key in cache.remove_unlisted(obj.get("keys", []), str(obj.get("resourceVersion") or "")):
+                self._stop_worker(key)
             cache.mark_synced()
             return
         if event_type == DELETED:
-            key = cache.remove(obj)
-            self._stop_worker(key)
+            if cache.remove(obj):
+                self._stop_worker(object_key(obj))
             return
         previous = cache.get(object_key(obj))
         key = cache.upsert(obj)
@@ -162,11 +159,8 @@ class Controller:
 
         def handle(event_type: str, obj: dict[str, Any]) -> None:
             if event_type == RELISTED:
-                live = set(obj.get("keys", []))
-                for key in cache.keys():
-                    if key not in live:
-                        cache.remove({"metadata": {"namespace": key[0], "name": key[1]}})
-                        self._notify_owner(key[0], None)
+                for key in cache.remove_unlisted(obj.get("keys", []), str(obj.get("resourceVersion") or "")):
+                    self._notify_owner(key[0], None)
                 cache.mark_synced()
                 return
             if event_type == DELETED:

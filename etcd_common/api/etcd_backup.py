@@ -84,14 +84,32 @@ class BackupSpec:
 
 
 @dataclass(frozen=True)
+class SnapshotFingerprint:
+    """What a backup's snapshot holds, recorded when it is taken (status.lastBackup) for a trial
+    restore to compare with: the snapshot's revision (etcdutl snapshot status of the file), and as
+    the member counted them at that revision, the keys and the keyspace hash (`endpoint hashkv`,
+    comparable only at the same compact revision). None: the member could not tell (compacted past
+    the revision meanwhile, gone)."""
+
+    revision: int
+    key_count: int | None = None
+    hash_kv: int | None = None
+    compact_revision: int | None = None
+
+
+@dataclass(frozen=True)
 class LastBackup:
-    """`status.lastBackup`: the object the last success wrote (its key, without the bucket) and the
-    snapshot's sha256 (of the decoded snapshot when the object is compressed or encrypted)."""
+    """`status.lastBackup`: the object the last success wrote (its key, without the bucket), when it
+    was taken (`time`), the snapshot's sha256 (of the decoded snapshot when the object is compressed
+    or encrypted), the member's revision before the snapshot, and what the snapshot held (for trial
+    restores; None in records written before fingerprints)."""
 
     key: str
-    sha256: str
-    size: int = 0
+    taken: datetime | None = None
+    sha256: str = ""
     etcd_revision: int = 0
+    fingerprint: SnapshotFingerprint | None = None
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -221,10 +239,23 @@ def parse_backup_status(raw: Any) -> BackupStatus:
 def _last_backup(raw: Any) -> LastBackup | None:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("key"), str) or not isinstance(raw.get("sha256"), str):
         return None
-    size, revision = raw.get("size"), raw.get("etcdRevision")
-    return LastBackup(key=raw["key"], sha256=raw["sha256"],
-                      size=size if isinstance(size, int) and not isinstance(size, bool) else 0,
-                      etcd_revision=revision if isinstance(revision, int) and not isinstance(revision, bool) else 0)
+    return LastBackup(key=raw["key"], taken=_timestamp(raw.get("time")), sha256=raw["sha256"],
+                      etcd_revision=_integer_or_none(raw.get("etcdRevision")) or 0,
+                      fingerprint=parse_snapshot_fingerprint(raw), size=_integer_or_none(raw.get("size")) or 0)
+
+
+def parse_snapshot_fingerprint(last_backup: Mapping[str, Any]) -> SnapshotFingerprint | None:
+    """status.lastBackup's snapshotRevision, keyCount, hashKV and hashKVCompactRevision (None:
+    no snapshotRevision; the others unset when of the wrong type)."""
+    revision = _integer_or_none(last_backup.get("snapshotRevision"))
+    return None if revision is None else SnapshotFingerprint(
+        revision, key_count=_integer_or_none(last_backup.get("keyCount")),
+        hash_kv=_integer_or_none(last_backup.get("hashKV")),
+        compact_revision=_integer_or_none(last_backup.get("hashKVCompactRevision")))
+
+
+def _integer_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _string_or_empty(value: Any) -> str:

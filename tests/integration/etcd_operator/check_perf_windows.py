@@ -1,4 +1,4 @@
-"""`LoadWindows`: etcd's `check perf` (benchmarks/check_perf.py) kept running under a sequence of
+"""`LoadWindows`: etcd's `check perf` (tests/check_perf.py) kept running under a sequence of
 changes, starting the next run when the current one has too little time left for the next change,
 and recording which run covered which change."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.check_perf import RUN_SECONDS, CheckPerfResult, CheckPerfRun
 from kube_sandbox.testing import Sandbox
+from tests.check_perf import RUN_SECONDS, CheckPerfResult, CheckPerfRun
 
 
 @dataclass

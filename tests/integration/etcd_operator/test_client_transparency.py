@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.check_perf import CheckPerfRun
 from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import wait_for
+from tests.check_perf import CheckPerfRun
 from tests.integration.etcd_operator.check_perf_windows import LoadWindows
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import conditions

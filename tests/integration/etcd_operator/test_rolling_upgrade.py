@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 
-from benchmarks.check_perf import LEADER_CHANGE_ERRORS, raft_term
 from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, newest_etcd_version
 from kube_sandbox.testing import wait_for
+from tests.check_perf import LEADER_CHANGE_ERRORS, raft_term
 from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.etcd_data import read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
@@ -21,7 +21,7 @@ IMAGE = "quay.io/coreos/etcd:v{}"
 PREFIX = "upgrade/"
 # Writes may slow down while leadership moves; never stall for longer than this.
 MAX_WRITE_GAP_SECONDS = 20.0
-# etcd drops the proposals in flight at a leader change (benchmarks/check_perf.py, docs/clients.md):
+# etcd drops the proposals in flight at a leader change (tests/check_perf.py, docs/clients.md):
 # "raft proposal dropped" at once, "request timed out" after 7 s for one a follower forwarded, or
 # the writer's own 5-s deadline first. At most this many per leader change (measured: 0-2).
 LEADER_CHANGE_CLIENT_ERRORS = (*LEADER_CHANGE_ERRORS, "context deadline exceeded")

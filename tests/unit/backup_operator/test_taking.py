@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from backup_operator import reasons
-from backup_operator.observed import SnapshotFingerprint
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import WORK_PREFIX, BackupEnvironment, BackupRequest, WorkSpace, take_backup
+from etcd_common.api.etcd_backup import SnapshotFingerprint
 from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.storage import codec, s3

@@ -13,15 +13,7 @@ import pytest
 from backup_operator import reasons, trial_restore
 from backup_operator.actions import RestoreOnTrial, TakeBackup, Wait
 from backup_operator.metrics import BackupMetrics
-from backup_operator.observed import (
-    BackupResult,
-    LastBackup,
-    ObservedBackup,
-    RecordedBackup,
-    RecordedTrial,
-    SnapshotFingerprint,
-    TrialFacts,
-)
+from backup_operator.observed import BackupResult, ObservedBackup, RecordedBackup, RecordedTrial, TrialFacts
 from backup_operator.observing import observe_backup, parse_last_backup, parse_recorded_trial
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
@@ -30,7 +22,14 @@ from backup_operator.status import CONDITION_QUEUED, CONDITION_VERIFIED, failure
 from backup_operator.supervisor import QUEUED_RECHECK_SECONDS, BackupSupervisor, SupervisorContext
 from backup_operator.trial_restore import TrialResult
 from backup_operator.verification import mismatches, next_trial_restore
-from etcd_common.api.etcd_backup import InvalidBackupSpec, TrialRestorePolicy, parse_backup_spec, parse_etcd_backup
+from etcd_common.api.etcd_backup import (
+    InvalidBackupSpec,
+    LastBackup,
+    SnapshotFingerprint,
+    TrialRestorePolicy,
+    parse_backup_spec,
+    parse_etcd_backup,
+)
 from operator_runtime.cache import ObjectCache
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)

@@ -105,7 +105,7 @@ def test_quick_mode_fills_a_smaller_quota(argv: list[str], expected: tuple[int, 
 
 
 def test_check_perf_output_is_read_as_etcdctl_prints_it() -> None:
-    from benchmarks.check_perf import CheckPerfResult
+    from tests.check_perf import CheckPerfResult
 
     failed = CheckPerfResult.parse(1, "FAIL: too many errors\nFAIL: ERROR(rpc error: code = Unknown desc = raft "
                                       "proposal dropped) -> 2\nPASS: Throughput is 150 writes/s\nSlowest request "
@@ -119,7 +119,7 @@ def test_check_perf_output_is_read_as_etcdctl_prints_it() -> None:
 
 
 def test_a_run_is_acceptable_with_leader_change_drops_only_when_leadership_changed() -> None:
-    from benchmarks.check_perf import CheckPerfResult, CheckPerfRun
+    from tests.check_perf import CheckPerfResult, CheckPerfRun
 
     dropped = CheckPerfResult.parse(1, "FAIL: too many errors\nFAIL: ERROR(etcdserver: request timed out) -> 2\n"
                                        "PASS: Throughput is 150 writes/s\nPASS: Slowest request took 0.1s\n"

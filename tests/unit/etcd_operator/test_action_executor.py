@@ -22,9 +22,6 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     unhealthy,
     with_spec,
 )
-from tests.unit.operator_runtime.test_cached_client import FakeApi
-from tests.unit.operator_runtime.test_cached_client import _client as cached_client
-from tests.unit.operator_runtime.test_cached_client import _obj as fake_object
 
 
 class RecordingApi:
@@ -188,14 +185,3 @@ def test_an_in_place_upgrade_changes_only_the_etcd_image_of_that_very_pod() -> N
     ]
     assert api.deleted == [] and etcd.calls == [], "the member keeps its pod, name and data"
 
-
-def test_a_create_the_api_refuses_as_existing_reads_the_object_into_the_cache() -> None:
-    """An object an earlier pass created, which the watch cache lost (a relist older than the
-    create): the refused create reads it into the cache, so the next pass sees it (a learner's pod
-    otherwise stays unseen, as it changes no more once Running, and the learner is never promoted)."""
-    api = FakeApi(fake_object("learner-pod", "7", spec={"x": 1}))
-    client = cached_client(api)
-    assert client.cached("ns", "learner-pod") is None
-    ActionExecutor._create(client, "ns", fake_object("learner-pod"))
-    assert client.cached("ns", "learner-pod") == api.objects["learner-pod"]
-    assert api.calls == [("create", "learner-pod"), ("get", "learner-pod")]

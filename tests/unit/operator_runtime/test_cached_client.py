@@ -1,5 +1,6 @@
-"""The write-through client: what the API accepted is in the cache at once; what it refused, or a
-delete, leaves the cache as the watch left it; reads by name fall back to the API without caching."""
+"""The write-through client: what the API accepted is in the cache at once; a create refused as
+existing reads the existing object in; what else it refused, or a delete, leaves the cache as the
+watch left it; reads by name fall back to the API without caching."""
 from __future__ import annotations
 
 from typing import Any
@@ -70,8 +71,26 @@ def test_a_created_object_is_cached_before_any_watch_event() -> None:
     assert client.select("ns", {}) == [created]
 
 
-def test_a_create_the_api_refuses_leaves_the_cache_alone() -> None:
-    client = _client(FakeApi(_obj("a", "7")))
+def test_a_create_the_api_refuses_as_existing_reads_the_object_into_the_cache() -> None:
+    """An object an earlier pass created, which the watch cache lost (or whose create answer was
+    lost): the refused create reads it into the cache, so the next pass sees it (a learner's pod
+    otherwise stays unseen, as it changes no more once Running, and the learner is never promoted)."""
+    api = FakeApi(_obj("learner-pod", "7", spec={"x": 1}))
+    client = _client(api)
+    assert client.cached("ns", "learner-pod") is None
+    with pytest.raises(AlreadyExists):
+        client.create("ns", _obj("learner-pod"))
+    assert client.cached("ns", "learner-pod") == api.objects["learner-pod"]
+    assert api.calls == [("create", "learner-pod"), ("get", "learner-pod")]
+
+
+def test_a_create_refused_as_existing_of_an_object_deleted_meanwhile_caches_nothing() -> None:
+    class GoneMeanwhile(FakeApi):
+        def get(self, namespace: str, name: str) -> dict[str, Any]:
+            self.objects.pop(name, None)
+            return super().get(namespace, name)
+
+    client = _client(GoneMeanwhile(_obj("a", "7")))
     with pytest.raises(AlreadyExists):
         client.create("ns", _obj("a"))
     assert client.cached("ns", "a") is None
@@ -124,4 +143,3 @@ def test_synced_is_the_caches() -> None:
     assert not client.is_synced()
     client.cache.mark_synced()
     assert client.is_synced()
-

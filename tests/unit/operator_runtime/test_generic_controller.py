@@ -69,6 +69,10 @@ def obj(name: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
 
 
+def versioned(o: dict[str, Any], resource_version: str) -> dict[str, Any]:
+    return {**o, "metadata": {**o["metadata"], "resourceVersion": resource_version}}
+
+
 class Running:
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -164,6 +168,30 @@ def test_an_owned_relist_drops_vanished_objects_and_wakes_the_namespace(running:
     assert running.pod_cache.get(("ns", "w1-pod")) is None
     assert running.worker("w1").notified == notified + 1
     assert running.pod_cache.is_synced()
+
+
+def test_a_relist_older_than_a_write_keeps_the_written_object(running: Running) -> None:
+    """A pod created (its answer written into the cache at resourceVersion 12) while a relist was
+    under way: the list, at 9, does not have it, yet it exists, and the watch from 9 reports it.
+    Dropping it would make the next pass create it again (refused: it exists) and, for a pod that
+    changes no more, never see it."""
+    running.primary.send(ADDED, obj("w1"))
+    running.pod_cache.upsert(versioned(obj("w1-learner", widget="w1"), "12"))
+    running.pods.send(SYNC, versioned(obj("w1-seed", widget="w1"), "3"))
+    running.pods.send(RELISTED, {"keys": [ObjectKey("ns", "w1-seed")], "resourceVersion": "9"})
+
+    assert running.pod_cache.get(("ns", "w1-learner")) is not None
+    assert running.pod_cache.get(("ns", "w1-seed")) is not None
+
+
+def test_a_relist_older_than_a_primary_write_keeps_its_worker(running: Running) -> None:
+    running.primary.send(ADDED, versioned(obj("w1"), "3"))
+    running.primary_cache.upsert(versioned(obj("w2"), "12"))  # created by this operator, say
+    running.primary.send(RELISTED, {"keys": [ObjectKey("ns", "w1")], "resourceVersion": "9"})
+    running.primary.send(DELETED, versioned(obj("w1"), "2"))  # an older incarnation's
+
+    assert running.primary_cache.get(("ns", "w2")) is not None
+    assert not running.worker("w1").stopped and running.deleted == []
 
 
 def test_resync_wakes_workers_and_restarts_dead_ones(running: Running) -> None:
