@@ -1,17 +1,33 @@
-"""Azurite's blob service (Azure Blob Storage emulator, from npm) on a free loopback port, with
-its well-known development account: for the ABS storage tests, which need no sandbox."""
+"""Azurite's blob service (Azure Blob Storage emulator, from npm) on loopback, with its well-known
+development account: the sandbox's ABS store (`azurite_argv`), or one on a free port for the ABS
+storage tests, which need no sandbox (`start_azurite`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from kube_sandbox import binaries
+from kube_sandbox.config import AZURITE_ACCOUNT as ACCOUNT
+from kube_sandbox.config import AZURITE_ACCOUNT_KEY as ACCOUNT_KEY
 from kube_sandbox.emulator_process import LOOPBACK, free_port, wait_until_listening
 from kube_sandbox.processes import ManagedProcess
 
-# Azurite's fixed development account (published in Azurite's README; not a secret).
-ACCOUNT = "devstoreaccount1"
-ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+__all__ = ["ACCOUNT", "ACCOUNT_KEY", "Azurite", "azurite_argv", "blob_endpoint", "start_azurite"]
+
+
+def blob_endpoint(host: str, port: int) -> str:
+    """The blob service URL of the development account (path-style, as Azurite serves it)."""
+    return f"http://{host}:{port}/{ACCOUNT}"
+
+
+def azurite_argv(directory: Path, host: str, port: int) -> list[str]:
+    """Azurite's blob service on host:port with its data in `directory`/data."""
+    (directory / "data").mkdir(parents=True, exist_ok=True)
+    return [
+        str(binaries.emulator("azurite-blob", "azurite")),
+        "--blobHost", host, "--blobPort", str(port), "--location", str(directory / "data"),
+        "--skipApiVersionCheck", "--disableProductStyleUrl",
+    ]
 
 
 @dataclass
@@ -21,8 +37,7 @@ class Azurite:
 
     @property
     def endpoint(self) -> str:
-        """The blob service URL of the development account (path-style, as Azurite serves it)."""
-        return f"http://{LOOPBACK}:{self.port}/{ACCOUNT}"
+        return blob_endpoint(LOOPBACK, self.port)
 
     def stop(self) -> None:
         self.process.stop()
@@ -31,12 +46,7 @@ class Azurite:
 def start_azurite(directory: Path) -> Azurite:
     """Start Azurite's blob service with its data and log in `directory`; stop it with `.stop()`."""
     port = free_port()
-    (directory / "data").mkdir(parents=True, exist_ok=True)
-    process = ManagedProcess("azurite-blob", [
-        str(binaries.emulator("azurite-blob", "azurite")),
-        "--blobHost", LOOPBACK, "--blobPort", str(port), "--location", str(directory / "data"),
-        "--skipApiVersionCheck", "--disableProductStyleUrl",
-    ], directory / "azurite.log")
+    process = ManagedProcess("azurite-blob", azurite_argv(directory, LOOPBACK, port), directory / "azurite.log")
     process.start()
     wait_until_listening(process, port)
     return Azurite(process, port)

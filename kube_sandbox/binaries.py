@@ -146,3 +146,9 @@ def emulator(program: str, tool: str) -> Path:
         return cached[-1]
     raise MissingBinary(f"{program} not found beside {sys.executable} nor under {cache_dir()}: run "
                         f"`bash {CHECKOUT_DIR / 'scripts/install-tool-binaries.sh'}` via `make deps`")
+
+
+def object_store_programs() -> tuple[Path, ...]:
+    """weed, azurite-blob and fake-gcs-server, which the sandbox runs as its S3, ABS and GCS;
+    MissingBinary (saying how to install it) for the first one missing."""
+    return weed(), emulator("azurite-blob", "azurite"), emulator("fake-gcs-server", "fake-gcs-server")

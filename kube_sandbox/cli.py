@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kube_sandbox import binaries
 from kube_sandbox.certs import ensure_pki, write_kubeconfig
-from kube_sandbox.config import CHECKOUT_DIR, SandboxConfig
+from kube_sandbox.config import AZURITE_ACCOUNT, CHECKOUT_DIR, SandboxConfig
 from kube_sandbox.control_api import ControlClient
 from kube_sandbox.namespace import (
     INITIAL_HOSTS,
@@ -69,6 +69,7 @@ def up(config: SandboxConfig) -> float:
         raise SandboxError(f"a sandbox daemon is running but not ready; see {config.logs_dir / 'daemon.log'} "
                            "or run `python -m kube_sandbox down` first")
     binaries.kube_bin_dir()  # fail early with install instructions
+    binaries.object_store_programs()  # SeaweedFS, Azurite, fake-gcs-server: the same
     for directory in (config.state_dir, config.logs_dir, config.kubelet_dir):
         directory.mkdir(parents=True, exist_ok=True)
     ensure_pki(config)
@@ -180,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"sandbox up ({seconds:.1f}s); kubeconfig: {config.kubeconfig}")
             print(f"  export KUBECONFIG={config.kubeconfig}")
             print(f"  S3: {config.s3_endpoint} (access key {config.s3_access_key})")
+            print(f"  ABS (Azurite): {config.abs_endpoint} (account {AZURITE_ACCOUNT}, its well-known key)")
+            print(f"  GCS (fake-gcs-server): {config.gcs_endpoint} (any credentials)")
             return 0
         if args.command == "down":
             killed = down(config)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 CHECKOUT_DIR = Path(__file__).resolve().parent.parent
@@ -14,6 +14,10 @@ HOST_IP = "127.0.0.1"
 POD_IP_PREFIX = "127.1"  # pod IPs are 127.1.x.y
 SERVICE_CIDR = "127.96.0.0/16"
 CLUSTER_DOMAIN = "cluster.local"
+# Azurite's fixed development account (published in Azurite's README; not a secret): the only
+# account its blob service (the sandbox's ABS) serves.
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,9 @@ class SandboxConfig:
     scheduler_port: int = 16259
     kubelet_port: int = 16250
     control_api_port: int = 16480
-    s3_port: int = 16333
+    s3_port: int = 16333  # SeaweedFS also takes the five ports after it (and each + 10000, gRPC)
+    abs_port: int = 16341  # Azurite's blob service
+    gcs_port: int = 16342  # fake-gcs-server
     s3_access_key: str = "sandbox-access-key"
     s3_secret_key: str = "sandbox-secret-key"
     pod_ip_prefix: str = POD_IP_PREFIX
@@ -38,9 +44,7 @@ class SandboxConfig:
         state_dir = Path(os.environ.get("SANDBOX_DIR", str(CHECKOUT_DIR / ".sandbox"))).resolve()
         offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0"))
         defaults = cls(state_dir=state_dir)
-        ports = {name: getattr(defaults, name) + offset for name in (
-            "apiserver_port", "storage_etcd_client_port", "storage_etcd_peer_port", "controller_manager_port",
-            "scheduler_port", "kubelet_port", "control_api_port", "s3_port")}
+        ports = {f.name: getattr(defaults, f.name) + offset for f in fields(cls) if f.name.endswith("_port")}
         pod_ip_prefix = os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX)
         if not pod_ip_prefix.startswith("127."):
             raise ValueError(f"SANDBOX_POD_IP_PREFIX must be in 127.0.0.0/8, not {pod_ip_prefix!r}")
@@ -54,6 +58,16 @@ class SandboxConfig:
     @property
     def s3_endpoint(self) -> str:
         return f"http://{HOST_IP}:{self.s3_port}"
+
+    @property
+    def abs_endpoint(self) -> str:
+        """Azurite's blob service URL of its development account (path-style)."""
+        return f"http://{HOST_IP}:{self.abs_port}/{AZURITE_ACCOUNT}"
+
+    @property
+    def gcs_endpoint(self) -> str:
+        """fake-gcs-server's JSON API (any credentials accepted)."""
+        return f"http://{HOST_IP}:{self.gcs_port}"
 
     @property
     def dns_address(self) -> str:

@@ -147,9 +147,17 @@ class ControlClient:
         lifts the cap): a program that needs more is OOMKilled at each start."""
         self.call("cap-memory", namespace=namespace, pod=pod, container=container, limitBytes=limit_bytes)
 
+    def stop_store(self, store: str) -> None:
+        """Outage of one object store (`s3`, `abs` or `gcs`: stores.STORE_NAMES): it stops and
+        stays down until `start_store`."""
+        self.call("stop-store", store=store)
+
+    def start_store(self, store: str) -> None:
+        self.call("start-store", store=store)
+
     def stop_s3(self) -> None:
-        """S3 outage: the S3 server stops and stays down until `start_s3`."""
-        self.call("stop-s3")
+        """S3 outage: `stop_store("s3")`."""
+        self.stop_store("s3")
 
     def start_s3(self) -> None:
-        self.call("start-s3")
+        self.start_store("s3")

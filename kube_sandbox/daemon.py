@@ -21,11 +21,12 @@ from kube_sandbox.control_api import ControlApiServer
 from kube_sandbox.control_plane import ControlPlane
 from kube_sandbox.kubelet import KubeletSettings, ProcessKubelet
 from kube_sandbox.namespace import bind_hosts_file, bind_resolv_conf
-from kube_sandbox.s3 import s3_server
+from kube_sandbox.stores import Store, sandbox_stores, store_named, wait_until_listening
 
 log = logging.getLogger("kube_sandbox.daemon")
 
 NODE_REGISTRATION_SECONDS = 30.0
+STORE_START_SECONDS = 30.0
 
 
 def admin_api_client(config: SandboxConfig) -> k8s.ApiClient:
@@ -58,31 +59,28 @@ def run(config: SandboxConfig) -> int:
     if not bind_resolv_conf(config.resolv_conf, config.dns_address):
         log.warning("no /etc/resolv.conf on this machine to point at the cluster DNS server")
     control_plane = ControlPlane(config, stop)
-    s3 = s3_server(config)
+    stores = sandbox_stores(config)
     kubelet: ProcessKubelet | None = None
     server: ControlApiServer | None = None
     ready = threading.Event()
-    s3_stopped = threading.Event()  # set by the stop-s3 fault: the watchdog leaves S3 down
     try:
+        for store in stores.values():  # they start (Azurite: about 4 s) while the control plane does
+            store.process.start()
         control_plane.start()
-        s3.start()
         kubelet = ProcessKubelet(admin_api_client(config), kubelet_settings(config))
         kubelet.start()
         if not kubelet.wait_until_registered(NODE_REGISTRATION_SECONDS):
             log.warning("not every node registered within %.0fs; going on", NODE_REGISTRATION_SECONDS)
-        server = ControlApiServer(config.control_api_port, lambda: _status(ready, control_plane, s3),
-                                  {**_actions(kubelet, control_plane), **_s3_actions(s3, s3_stopped, control_plane)})
+        late = wait_until_listening(stores, STORE_START_SECONDS)
+        if late:
+            log.warning("stores not listening within %.0fs: %s; going on", STORE_START_SECONDS, ", ".join(late))
+        server = ControlApiServer(config.control_api_port, lambda: _status(ready, control_plane, stores),
+                                  {**_actions(kubelet, control_plane), **_store_actions(stores, control_plane)})
         server.start()
         ready.set()
         log.info("sandbox ready in %.1fs", time.monotonic() - started)
         while not stop.wait(1.0):
-            with control_plane.lock:
-                for process in (*control_plane.processes(), s3):
-                    if process is s3 and s3_stopped.is_set():
-                        continue
-                    if not process.running() and not stop.is_set():
-                        log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
-                        process.start()
+            _restart_exited(control_plane, stores, stop)
     except Exception:
         log.exception("sandbox daemon failed")
         return 1
@@ -92,19 +90,31 @@ def run(config: SandboxConfig) -> int:
             server.stop()
         if kubelet:
             kubelet.stop()
-        s3.stop()
+        for store in stores.values():
+            store.process.stop()
         control_plane.stop()
     return 0
 
 
-def _status(ready: threading.Event, control_plane: ControlPlane, s3: Any) -> dict[str, Any]:
+def _restart_exited(control_plane: ControlPlane, stores: dict[str, Store], stop: threading.Event) -> None:
+    """The watchdog: restart a control-plane process or store that exited (not one an outage fault stopped)."""
+    with control_plane.lock:
+        for process in (*control_plane.processes(), *(s.process for s in stores.values() if not s.stopped)):
+            if not process.running() and not stop.is_set():
+                log.error("%s exited unexpectedly; restarting it:\n%s", process.name, process.tail())
+                process.start()
+
+
+def _status(ready: threading.Event, control_plane: ControlPlane, stores: dict[str, Store]) -> dict[str, Any]:
     return {
         "ready": ready.is_set(),
         "pid": os.getpid(),
         "components": {
             **{process.name: process.running() for process in control_plane.processes()},
-            "s3": s3.running(),
+            **{name: store.process.running() or store.stopped for name, store in stores.items()},
         },
+        "stores": {name: {"endpoint": store.endpoint, "running": store.process.running(), "stopped": store.stopped}
+                   for name, store in stores.items()},
     }
 
 
@@ -143,20 +153,23 @@ def pod_list(body: dict[str, Any], name: str) -> list[tuple[str, str]]:
     return [(body_field(p, "namespace"), body_field(p, "pod")) for p in pods]
 
 
-def _s3_actions(s3: Any, s3_stopped: threading.Event, control_plane: ControlPlane) -> dict[str, Any]:
-    """The S3 outage fault: stop the S3 server (it stays down) and start it again."""
-    def stop_s3(_body: dict[str, Any]) -> None:
+def _store_actions(stores: dict[str, Store], control_plane: ControlPlane) -> dict[str, Any]:
+    """The outage fault of one store (body {"store": "s3" | "abs" | "gcs"}): stop it (it stays
+    down) and start it again."""
+    def stop_store(body: dict[str, Any]) -> None:
+        store = store_named(stores, body_field(body, "store"))
         with control_plane.lock:
-            s3_stopped.set()
-            s3.stop()
+            store.stopped = True
+            store.process.stop()
 
-    def start_s3(_body: dict[str, Any]) -> None:
+    def start_store(body: dict[str, Any]) -> None:
+        store = store_named(stores, body_field(body, "store"))
         with control_plane.lock:
-            if not s3.running():
-                s3.start()
-            s3_stopped.clear()
+            if not store.process.running():
+                store.process.start()
+            store.stopped = False
 
-    return {"stop-s3": stop_s3, "start-s3": start_s3}
+    return {"stop-store": stop_store, "start-store": start_store}
 
 
 def main() -> int:

@@ -1,5 +1,6 @@
-"""fake-gcs-server (a GCS JSON API emulator, built from its Go module) on a free loopback port
-over plain HTTP: for the GCS storage tests, which need no sandbox. It accepts any credentials."""
+"""fake-gcs-server (a GCS JSON API emulator, built from its Go module) on loopback over plain
+HTTP; it accepts any credentials. The sandbox's GCS store (`fake_gcs_argv`), or one on a free port
+for the GCS storage tests, which need no sandbox (`start_fake_gcs`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +9,17 @@ from pathlib import Path
 from kube_sandbox import binaries
 from kube_sandbox.emulator_process import LOOPBACK, free_port, wait_until_listening
 from kube_sandbox.processes import ManagedProcess
+
+
+def fake_gcs_argv(directory: Path, host: str, port: int) -> list[str]:
+    """fake-gcs-server on host:port with its objects in `directory`/data."""
+    (directory / "data").mkdir(parents=True, exist_ok=True)
+    return [
+        str(binaries.emulator("fake-gcs-server", "fake-gcs-server")),
+        "-scheme", "http", "-host", host, "-port", str(port),
+        "-backend", "filesystem", "-filesystem-root", str(directory / "data"),
+        "-public-host", f"{host}:{port}", "-external-url", f"http://{host}:{port}", "-log-level", "warn",
+    ]
 
 
 @dataclass
@@ -26,14 +38,8 @@ class FakeGcs:
 def start_fake_gcs(directory: Path) -> FakeGcs:
     """Start fake-gcs-server with its objects and log in `directory`; stop it with `.stop()`."""
     port = free_port()
-    (directory / "data").mkdir(parents=True, exist_ok=True)
-    url = f"http://{LOOPBACK}:{port}"
-    process = ManagedProcess("fake-gcs-server", [
-        str(binaries.emulator("fake-gcs-server", "fake-gcs-server")),
-        "-scheme", "http", "-host", LOOPBACK, "-port", str(port),
-        "-backend", "filesystem", "-filesystem-root", str(directory / "data"),
-        "-public-host", f"{LOOPBACK}:{port}", "-external-url", url, "-log-level", "warn",
-    ], directory / "fake-gcs-server.log")
+    process = ManagedProcess("fake-gcs-server", fake_gcs_argv(directory, LOOPBACK, port),
+                             directory / "fake-gcs-server.log")
     process.start()
     wait_until_listening(process, port)
     return FakeGcs(process, port)

@@ -53,6 +53,13 @@ class Sandbox:
         self.faults = ControlClient(self.config)
 
     @property
+    def store_endpoints(self) -> dict[str, str]:
+        """The object stores' URLs by name (`s3`: SeaweedFS, also OSS's S3 API; `abs`: Azurite's
+        blob service of account config.AZURITE_ACCOUNT; `gcs`: fake-gcs-server), for
+        sandbox.faults.stop_store/start_store."""
+        return {"s3": self.config.s3_endpoint, "abs": self.config.abs_endpoint, "gcs": self.config.gcs_endpoint}
+
+    @property
     def node_names(self) -> tuple[str, ...]:
         """The process kubelet's Nodes, for sandbox.faults.stop_node/start_node."""
         return NODE_NAMES

@@ -1,6 +1,6 @@
 """How integration tests share the one sandbox: most run side by side (pytest-xdist workers, each
 test in its own namespace), and the tests marked `alone` run after them, one at a time, because
-they change what every other test relies on (they restart the apiserver, stop a node or S3, or
+they change what every other test relies on (they restart the apiserver, stop a node or an object store, or
 stop, restart or reconfigure an operator).
 
 The marker is enforced, not only documented: the helpers that make such changes call
@@ -72,13 +72,13 @@ class AloneOnlyFaults(ControlClient):
         require_alone("restarting the apiserver")
         super().restart_apiserver()
 
-    def stop_s3(self) -> None:
-        require_alone("stopping S3")
-        super().stop_s3()
+    def stop_store(self, store: str) -> None:  # stop_s3 too
+        require_alone(f"stopping the object store {store}")
+        super().stop_store(store)
 
-    def start_s3(self) -> None:
-        require_alone("starting S3")
-        super().start_s3()
+    def start_store(self, store: str) -> None:
+        require_alone(f"starting the object store {store}")
+        super().start_store(store)
 
     def crash_container(self, namespace: str, pod: str, container: str) -> None:
         self._check_namespace(namespace, f"crashing {namespace}/{pod}")

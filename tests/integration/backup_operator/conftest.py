@@ -15,6 +15,7 @@ from tests.integration.backup_operator.backup_deployment import (
     wait_backup_operator_leading,
 )
 from tests.integration.backup_operator.backups import Backups, sandbox_storage, unique_bucket
+from tests.integration.backup_operator.stores import STORAGE_TYPES, SandboxStore, new_bucket, remove_bucket, sandbox_store
 from tests.integration.etcd_operator.operator_clusters import Clusters
 from tests.integration.etcd_operator.operator_deployment import deploy_operator, forbidden_lines, operator_logs
 from tests.sandbox_sharing import setup_lock
@@ -72,3 +73,18 @@ def bucket(storage: s3.S3Storage) -> Iterator[str]:
     yield name
     for leftover in (name, f"{name}-later"):
         storage.delete_bucket(leftover)
+
+
+@pytest.fixture(params=STORAGE_TYPES)
+def other_store(request: pytest.FixtureRequest, backups: Backups) -> Iterator[tuple[SandboxStore, str]]:
+    """Each of ABS (Azurite), GCS (fake-gcs-server) and OSS (SeaweedFS's S3 API) in turn: the
+    store, its secret in the test's namespace and a bucket of the test's own, removed afterwards
+    (retried while an EtcdBackup of the test may still be writing to it)."""
+    store = sandbox_store(backups.sandbox, request.param)
+    store.create_secret(backups)
+    bucket = new_bucket(store, store.section)
+    yield store, bucket
+    for name in [b["metadata"]["name"] for b in backups.custom.list_namespaced_custom_object(
+            "etcd.database.coreos.com", "v1beta2", backups.namespace, "etcdbackups")["items"]]:
+        backups.delete(name)
+    wait_for(lambda: remove_bucket(store, bucket) is None, timeout=60, what=f"bucket {bucket} removed")

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
-from tests.integration.backup_operator.conftest import backup_operator, backups  # noqa: F401 (fixtures)
+from tests.integration.backup_operator.conftest import backup_operator, backups, other_store  # noqa: F401 (fixtures)
 from tests.integration.etcd_operator.conftest import clusters, operator  # noqa: F401 (fixtures)
 from tests.integration.etcd_operator.operator_deployment import forbidden_lines
 from tests.integration.restore_operator.restore_deployment import deploy_restore_operator, restore_operator_logs
