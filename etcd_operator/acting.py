@@ -15,6 +15,13 @@ from typing import Any, Literal
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
+from etcd_common.api.issued_tls import (
+    CA_CERT_KEY,
+    CA_KEY_KEY,
+    NEXT_CA_CERT_KEY,
+    NEXT_CA_KEY_KEY,
+    PREVIOUS_CA_CERT_KEY,
+)
 from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
@@ -295,6 +302,10 @@ class ActionExecutor:
             self._create(self.pvcs, cluster.namespace, build_member_pvc(cluster, member))
         pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster,
                                ipv6=observed.ip_family == "IPv6")
+        if cluster.require_spec().issued_tls is not None:
+            # The CAs its etcd will trust (read once, at start): a CA rotation rolls pods trusting less.
+            pod["metadata"].setdefault("annotations", {})[c.ANNOTATION_TRUSTED_CA] = \
+                certs.mounted_trust_fingerprint(observed.issued_secrets)
         with self.failpoints.around(fp.POD_CREATE, cluster.namespace):
             self._create(self.pods, cluster.namespace, pod)
 
@@ -331,12 +342,85 @@ class ActionExecutor:
         if "ca" in roles or ca_secret is None:
             ca = certs.issue_ca(identity, now, issued.ca_validity_seconds)
             roles = certs.ROLES
+            trust = ca.cert_pem
         else:
             ca = certs.ca_from_secret(ca_secret)
+            trust = certs.trust_bundle(ca_secret)  # a CA rotation's other CA stays trusted
         for role in roles:
             pair = ca if role == "ca" else certs.issue_leaf(ca, identity, role, now, issued.validity_seconds)
-            self._write_secret(observed, identity.secret_name(role), certs.secret_data(role, pair, ca),
+            self._write_secret(observed, identity.secret_name(role), certs.secret_data(role, pair, ca, trust),
                                observed.issued_secrets.get(role))
+
+    # --- spec.TLS.issued CA rotation (ca_rotation.py)
+
+    def _publish_ca_trust(self, action: a.PublishCATrust, observed: ObservedCluster) -> None:
+        """Write only the CA file of the leaf Secrets of `action.roles`: the CAs trusted now."""
+        trust = certs.trust_bundle(observed.issued_secrets.get("ca"))
+        identity = certs.identity_of(observed)
+        published = {c.ANNOTATION_TRUST_PUBLISHED_AT: format_timestamp(_now(observed))}
+        for role in certs.LEAF_ROLES:
+            if role in action.roles:
+                self._patch_secret(observed, identity.secret_name(role), observed.issued_secrets.get(role),
+                                   certs.encode({certs.LEAF_KEYS[role][2]: trust}), published)
+
+    def _start_ca_rotation(self, action: a.StartCARotation, observed: ObservedCluster) -> None:
+        """A new CA beside the one that signs, with the request acted on and the start time."""
+        spec = observed.cluster.require_spec()
+        assert spec.issued_tls is not None, "StartCARotation for a cluster without spec.TLS.issued"
+        now = _now(observed)
+        new = certs.issue_ca(certs.identity_of(observed), now, spec.issued_tls.ca_validity_seconds)
+        name = certs.identity_of(observed).secret_name("ca")
+        self._patch_secret(observed, name, observed.issued_secrets.get("ca"),
+                           certs.encode({NEXT_CA_CERT_KEY: new.cert_pem, NEXT_CA_KEY_KEY: new.key_pem}),
+                           {c.ANNOTATION_CA_ROTATION_REQUEST: action.request or None,
+                            c.ANNOTATION_CA_ROTATION_STARTED_AT: format_timestamp(now)})
+
+    def _reissue_from_new_ca(self, action: a.ReissueFromNewCA, observed: ObservedCluster) -> None:
+        """The new CA signs from now on, the old one stays trusted (`previous-ca.crt`); then every
+        leaf is issued from the new CA. The CA Secret first: stopped in between, the next pass
+        finds leaves the signing CA did not sign and issues them (rule 2c)."""
+        spec = observed.cluster.require_spec()
+        assert spec.issued_tls is not None, "ReissueFromNewCA for a cluster without spec.TLS.issued"
+        ca_secret = observed.issued_secrets.get("ca")
+        new = certs.next_ca_from_secret(ca_secret)
+        assert ca_secret is not None and new is not None, "ReissueFromNewCA without an incoming CA"
+        old = certs.ca_from_secret(ca_secret)
+        identity = certs.identity_of(observed)
+        self._patch_secret(observed, identity.secret_name("ca"), ca_secret, {
+            **certs.encode({CA_CERT_KEY: new.cert_pem, CA_KEY_KEY: new.key_pem, PREVIOUS_CA_CERT_KEY: old.cert_pem}),
+            NEXT_CA_CERT_KEY: None, NEXT_CA_KEY_KEY: None,
+        }, {})
+        trust = new.cert_pem.strip() + b"\n" + old.cert_pem.strip() + b"\n"
+        now = _now(observed)
+        for role in certs.LEAF_ROLES:
+            pair = certs.issue_leaf(new, identity, role, now, spec.issued_tls.validity_seconds)
+            self._write_secret(observed, identity.secret_name(role), certs.secret_data(role, pair, new, trust),
+                               observed.issued_secrets.get(role))
+
+    def _drop_old_ca(self, action: a.DropOldCA, observed: ObservedCluster) -> None:
+        """The old CA leaves the CA Secret, then the leaf Secrets' CA files (stopped in between,
+        the next pass finds those CA files wrong and publishes them: rule 2c)."""
+        ca_secret = observed.issued_secrets.get("ca")
+        identity = certs.identity_of(observed)
+        self._patch_secret(observed, identity.secret_name("ca"), ca_secret, {PREVIOUS_CA_CERT_KEY: None}, {})
+        assert ca_secret is not None
+        signing = certs.ca_from_secret(ca_secret).cert_pem
+        published = {c.ANNOTATION_TRUST_PUBLISHED_AT: format_timestamp(_now(observed))}
+        for role in certs.LEAF_ROLES:
+            self._patch_secret(observed, identity.secret_name(role), observed.issued_secrets.get(role),
+                               certs.encode({certs.LEAF_KEYS[role][2]: signing}), published)
+
+    def _patch_secret(self, observed: ObservedCluster, name: str, existing: Mapping[str, Any] | None,
+                      data: Mapping[str, str | None], annotations: Mapping[str, str | None]) -> None:
+        """A merge patch of some keys and annotations of a Secret the pass read, against the
+        resourceVersion it read (a concurrent writer is never overwritten blindly)."""
+        assert self.secrets is not None, "no Secret client"
+        if existing is None:
+            raise NotFound(f"secret {observed.cluster.namespace}/{name} is gone; the next pass issues it")
+        metadata: dict[str, Any] = {"resourceVersion": (existing.get("metadata") or {}).get("resourceVersion")}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        self.secrets.patch(observed.cluster.namespace, name, {"metadata": metadata, "data": dict(data)})
 
     def _write_secret(self, observed: ObservedCluster, name: str, data: dict[str, str],
                       existing: Mapping[str, Any] | None) -> None:
@@ -386,6 +470,10 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.CompactHistory: ActionExecutor._compact_history,
     a.DisarmAlarm: ActionExecutor._disarm_alarm,
     a.IssueCertificates: ActionExecutor._issue_certificates,
+    a.PublishCATrust: ActionExecutor._publish_ca_trust,
+    a.StartCARotation: ActionExecutor._start_ca_rotation,
+    a.ReissueFromNewCA: ActionExecutor._reissue_from_new_ca,
+    a.DropOldCA: ActionExecutor._drop_old_ca,
 }
 
 
@@ -393,6 +481,11 @@ def defragment_timeout_seconds(db_size_bytes: int) -> float:
     """How long a member's defragmentation may take: a minute, plus a second per
     DEFRAGMENT_BYTES_PER_SECOND of database (it rewrites the whole file)."""
     return DEFRAGMENT_BASE_TIMEOUT_SECONDS + db_size_bytes / DEFRAGMENT_BYTES_PER_SECOND
+
+
+def _now(observed: ObservedCluster) -> datetime:
+    """When the pass observed (what its decision was taken on), else now."""
+    return observed.observed_at or datetime.now(UTC)
 
 
 def _pod_older_than(observed: ObservedCluster, member: str, seconds: float) -> bool:

@@ -639,6 +639,65 @@ class IssueCertificates(_Action):
         return f"issue certificates ({', '.join(self.roles)}): {self.reason}"
 
 
+@dataclass(frozen=True)
+class PublishCATrust(_Action):
+    """spec.TLS.issued: write again only the CA file of the leaf Secrets of `roles`, with the CAs
+    the cluster trusts now (certificates.trust_bundle; a CA rotation adds or drops one)."""
+
+    roles: tuple[str, ...]
+    reason: str
+
+    KIND: ClassVar[str] = "publish-ca-trust"
+    event_reason: ClassVar[str | None] = "CATrustPublished"
+
+    def describe(self) -> str:
+        return f"publish the trusted CAs ({', '.join(self.roles)}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class StartCARotation(_Action):
+    """spec.TLS.issued: a new CA goes into the CA Secret beside the one that signs (it signs
+    nothing yet); `request` is the rotate-ca annotation's value acted on ("" when the CA is near
+    its end) (ca_rotation.py)."""
+
+    reason: str
+    request: str = ""
+
+    KIND: ClassVar[str] = "start-ca-rotation"
+    event_reason: ClassVar[str | None] = "CARotationStarted"
+
+    def describe(self) -> str:
+        return f"start a CA rotation: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ReissueFromNewCA(_Action):
+    """spec.TLS.issued, CA rotation: every member trusts the new CA; it now signs (the old one is
+    kept as previous, still trusted) and every leaf is issued again from it."""
+
+    reason: str
+
+    KIND: ClassVar[str] = "reissue-from-new-ca"
+    event_reason: ClassVar[str | None] = "CALeavesReissued"
+
+    def describe(self) -> str:
+        return f"issue every certificate from the new CA: {self.reason}"
+
+
+@dataclass(frozen=True)
+class DropOldCA(_Action):
+    """spec.TLS.issued, CA rotation: every member serves a certificate of the new CA; the old CA
+    leaves the CA Secret, then the leaf Secrets' CA files."""
+
+    reason: str
+
+    KIND: ClassVar[str] = "drop-old-ca"
+    event_reason: ClassVar[str | None] = "OldCADropped"
+
+    def describe(self) -> str:
+        return f"drop the old CA: {self.reason}"
+
+
 Action = Union[
     Pause,
     RejectSpec,
@@ -667,6 +726,10 @@ Action = Union[
     DisarmAlarm,
     ReportAlarm,
     IssueCertificates,
+    PublishCATrust,
+    StartCARotation,
+    ReissueFromNewCA,
+    DropOldCA,
     StartQuorumRecovery,
     CreateRecoverySeed,
     FinishQuorumRecovery,

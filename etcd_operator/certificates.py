@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,8 +37,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from etcd_common.api import constants as c
-from etcd_common.api.issued_tls import CA_CERT_KEY, CA_KEY_KEY, IssuedTLS, issued_secret_names
-from etcd_operator.actions import Action, IssueCertificates, RefuseNames, RejectSpec
+from etcd_common.api.issued_tls import (
+    CA_CERT_KEY,
+    CA_KEY_KEY,
+    NEXT_CA_CERT_KEY,
+    NEXT_CA_KEY_KEY,
+    PREVIOUS_CA_CERT_KEY,
+    IssuedTLS,
+    issued_secret_names,
+)
+from etcd_operator.actions import Action, IssueCertificates, PublishCATrust, RefuseNames, RejectSpec
 from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.ownership import is_owned_by
 
@@ -166,21 +175,95 @@ def issue_leaf(ca: KeyPair, identity: Identity, role: Role, now: datetime, valid
     return KeyPair(_pem(builder.sign(ca_key, hashes.SHA256())), _key_pem(key))
 
 
-def secret_data(role: Role, pair: KeyPair, ca: KeyPair) -> dict[str, str]:
+def secret_data(role: Role, pair: KeyPair, ca: KeyPair, trust: bytes | None = None) -> dict[str, str]:
     """A Secret's `data` (base64): the CA's certificate and key for "ca", else the leaf's
-    certificate, key and the CA certificate under the CoreOS file names."""
+    certificate, key and the CAs to trust (`trust`, default the CA's certificate) under the
+    CoreOS file names."""
     if role == "ca":
         files = {CA_CERT_KEY: pair.cert_pem, CA_KEY_KEY: pair.key_pem}
     else:
         cert_key, key_key, ca_key = LEAF_KEYS[role]
-        files = {cert_key: pair.cert_pem, key_key: pair.key_pem, ca_key: ca.cert_pem}
+        files = {cert_key: pair.cert_pem, key_key: pair.key_pem, ca_key: trust or ca.cert_pem}
+    return encode(files)
+
+
+def encode(files: Mapping[str, bytes]) -> dict[str, str]:
     return {name: base64.b64encode(value).decode() for name, value in files.items()}
 
 
 def ca_from_secret(secret: Mapping[str, Any]) -> KeyPair:
-    """The CA of a CA Secret `ca_problem` found nothing wrong with."""
+    """The CA of a CA Secret `ca_problem` found nothing wrong with (the one that signs)."""
     files = _files(secret)
     return KeyPair(files[CA_CERT_KEY], files[CA_KEY_KEY])
+
+
+# ---------------------------------------------------------------------------------------------
+# Trust: the CA file of every leaf Secret (what members, the operators and clients trust)
+
+
+def next_ca_from_secret(secret: Mapping[str, Any] | None) -> KeyPair | None:
+    """The incoming CA of a rotation (ca_rotation.py) before it signs anything, if the CA Secret
+    holds a readable one."""
+    files = secret_files(secret)
+    cert, key = files.get(NEXT_CA_CERT_KEY), files.get(NEXT_CA_KEY_KEY)
+    if not cert or not key or not certificates_in(cert):
+        return None
+    return KeyPair(cert, key)
+
+
+def previous_ca_pem(secret: Mapping[str, Any] | None) -> bytes | None:
+    """The outgoing CA of a rotation once the new one signs (trusted until dropped)."""
+    pem = secret_files(secret).get(PREVIOUS_CA_CERT_KEY)
+    return pem if pem and certificates_in(pem) else None
+
+
+def trust_bundle(ca_secret: Mapping[str, Any] | None) -> bytes:
+    """The CAs every leaf Secret's CA file holds: the signing CA, plus the incoming CA of a
+    rotation (before it signs) or the outgoing one (until it is dropped). b"" without a CA."""
+    files = secret_files(ca_secret)
+    signing = files.get(CA_CERT_KEY, b"")
+    extra = next_ca_from_secret(ca_secret)
+    other = extra.cert_pem if extra is not None else previous_ca_pem(ca_secret) or b""
+    return signing.strip() + b"\n" + other.strip() + b"\n" if other else signing
+
+
+def certificates_in(pem: bytes) -> tuple[x509.Certificate, ...]:
+    """The certificates of a PEM bundle (none when it is not one)."""
+    try:
+        return tuple(x509.load_pem_x509_certificates(pem))
+    except ValueError:
+        return ()
+
+
+def trust_fingerprint(pem: bytes) -> str:
+    """A short name for a set of CA certificates (order and PEM layout do not matter)."""
+    ders = sorted(cert.public_bytes(serialization.Encoding.DER) for cert in certificates_in(pem))
+    return hashlib.sha256(b"".join(ders)).hexdigest()[:16] if ders else ""
+
+
+def same_certificates(a: bytes, b: bytes) -> bool:
+    return bool(trust_fingerprint(a)) and trust_fingerprint(a) == trust_fingerprint(b)
+
+
+def mounted_trust_fingerprint(secrets: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """The fingerprint of the CAs a member pod created now mounts: the peer and server Secrets'
+    CA files, "mixed" when they differ (a publication half done), "" without them."""
+    prints = set()
+    for role in ("peer", "server"):
+        pem = secret_files(secrets.get(role)).get(LEAF_KEYS[role][2])
+        prints.add(trust_fingerprint(pem) if pem else "")
+    if len(prints) != 1:
+        return "mixed"
+    return prints.pop()
+
+
+def secret_files(secret: Mapping[str, Any] | None) -> dict[str, bytes]:
+    if secret is None:
+        return {}
+    try:
+        return _files(secret)
+    except _Unreadable:
+        return {}
 
 
 def _key_usage(*, ca: bool) -> x509.KeyUsage:
@@ -211,6 +294,9 @@ class Checked:
     secret: str
     not_after: datetime | None = None
     problem: str = ""
+    # The only problem is the CA file: it is written again alone (PublishCATrust), the
+    # certificate and key kept.
+    trust_only: bool = False
 
 
 def ca_problem(secret: Mapping[str, Any] | None, now: datetime | None) -> Checked | str:
@@ -234,11 +320,12 @@ def ca_problem(secret: Mapping[str, Any] | None, now: datetime | None) -> Checke
 
 
 def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | None, identity: Identity,
-                 hosts: Sequence[str], issued: IssuedTLS, now: datetime | None) -> Checked:
+                 hosts: Sequence[str], issued: IssuedTLS, now: datetime | None, trust: bytes | None = None) -> Checked:
     """What is wrong with a leaf Secret of `role` (`problem` "" when nothing): missing, wrong key
     names, unreadable, a key that is not the certificate's, not signed by the cluster CA, lacking a
     name it needs or a member's host (`hosts`), expired, or within renewBefore of its end (when
-    issuing again would end it later: a certificate ends with its CA at the latest)."""
+    issuing again would end it later: a certificate ends with its CA at the latest); last, a CA
+    file other than `trust` (default the CA's certificate; `trust_only`)."""
     name = identity.secret_name(role)
     if secret is None:
         return Checked(role, name, problem="missing")
@@ -256,8 +343,6 @@ def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | Non
     if ca is None:
         return Checked(role, name, end, "the cluster CA is missing or invalid")
     ca_cert = ca.certificate
-    if files[ca_key].strip() != ca.cert_pem.strip():
-        return Checked(role, name, end, f"{ca_key} is not the cluster CA's certificate")
     if not signed_by(cert, ca_cert):
         return Checked(role, name, end, f"{cert_key} is not signed by the cluster CA")
     lacking = missing_names(cert, required_names(identity, role))
@@ -273,6 +358,10 @@ def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | Non
     if now is not None and end - now < timedelta(seconds=issued.renew_before_seconds) \
             and end < ca_cert.not_valid_after_utc:
         return Checked(role, name, end, f"ends at {format_timestamp(end)}, within renewBefore")
+    if not same_certificates(files[ca_key], trust or ca.cert_pem):
+        what = "the cluster CA's certificate" if trust is None or len(certificates_in(trust)) == 1 else \
+            "the cluster's CAs (a CA rotation: the CA that signs and the one coming in or going out)"
+        return Checked(role, name, end, f"{ca_key} is not {what}", trust_only=True)
     return Checked(role, name, end)
 
 
@@ -372,7 +461,12 @@ class IssuanceCheck:
 
     @property
     def to_issue(self) -> tuple[Role, ...]:
-        return tuple(check.role for check in self.checked if check.problem)
+        return tuple(check.role for check in self.checked if check.problem and not check.trust_only)
+
+    @property
+    def to_publish(self) -> tuple[Role, ...]:
+        """Leaf Secrets whose only problem is their CA file."""
+        return tuple(check.role for check in self.checked if check.trust_only)
 
     def describe(self) -> str:
         return "; ".join(f"secret {check.secret} {check.problem}" for check in self.checked if check.problem)
@@ -391,7 +485,9 @@ def check_issued(secrets: Mapping[Role, Mapping[str, Any] | None], identity: Ide
     ca_secret = secrets.get("ca")
     assert ca_secret is not None
     ca = ca_from_secret(ca_secret)
-    leaves = tuple(leaf_problem(role, secrets.get(role), ca, identity, hosts, issued, now) for role in LEAF_ROLES)
+    trust = trust_bundle(ca_secret)
+    leaves = tuple(leaf_problem(role, secrets.get(role), ca, identity, hosts, issued, now, trust)
+                   for role in LEAF_ROLES)
     return IssuanceCheck((Checked("ca", ca_name, ca_result.not_after), *leaves))
 
 
@@ -539,4 +635,6 @@ def plan_certificates(observed: ObservedCluster) -> Action | None:
                            f"spec.TLS.issued writes its certificates there; delete or rename it")
     if check.to_issue:
         return IssueCertificates(check.to_issue, check.describe())
+    if check.to_publish:
+        return PublishCATrust(check.to_publish, check.describe())
     return None

@@ -69,7 +69,8 @@ class Controller:
             stop=stop,
             may_act=may_act,
             trusted_repositories=settings.trusted_repositories,
-            policy=PlanningPolicy(unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds),
+            policy=PlanningPolicy(unhealthy_member_timeout_seconds=settings.unhealthy_member_timeout_seconds,
+                                  trust_propagation_seconds=settings.trust_propagation_seconds),
         )
         self._runtime = runtime.Controller(
             clusters.client, clusters.cache,

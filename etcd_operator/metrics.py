@@ -28,7 +28,7 @@ ERROR_REASONS: Final = (
 MEMBERSHIP_CHANGE_KINDS: Final = (
     "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
     "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm", "stop",
-    "issue-certificates",
+    "issue-certificates", "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
 )
 # The `certificate` label of `etcd_operator_certificate_not_after_seconds` (spec.TLS.issued or static).
 CERTIFICATE_ROLES: Final = ("ca", "peer", "server", "operator")

@@ -70,6 +70,8 @@ class ObservedPod:
     # "new" for a seed pod, "existing" for a pod that joined a running cluster; None if unknown.
     initial_cluster_state: str | None = None
     pod_policy_hash: str | None = None
+    # spec.TLS.issued: fingerprint of the CA bundle its Secrets held at its creation (None: unknown).
+    trusted_ca: str | None = None
     restart_count: int = 0
     waiting_reason: str | None = None
     waiting_message: str | None = None
@@ -204,6 +206,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         etcd_version=etcd_version,
         initial_cluster_state=annotations.get(c.ANNOTATION_INITIAL_CLUSTER_STATE),
         pod_policy_hash=annotations.get(c.ANNOTATION_POD_POLICY_HASH),
+        trusted_ca=annotations.get(c.ANNOTATION_TRUSTED_CA) or None,
         restart_count=int(container_status.get("restartCount") or 0),
         waiting_reason=waiting.get("reason") or None,
         waiting_message=waiting.get("message") or None,

@@ -19,7 +19,9 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     spec.TLS.issued (certificates.py): a Secret it writes is someone else's -> RefuseNames; one
     missing, wrong (key names, not signed by the cluster CA, lacking a name or a member's host),
     expired or within renewBefore of its end -> IssueCertificates (the CA first; a new CA and all
-    leaves at once). Before rule 3: the seed pod mounts them.
+    leaves at once); one whose only fault is its CA file -> PublishCATrust. Before rule 3: the
+    seed pod mounts them. Then a CA rotation that is due -> StartCARotation (ca_rotation.py);
+    member pods trusting only the old CA are then outdated (rule 16).
  3. Missing services -> CreateServices (idempotent; the seed needs the peer service's DNS).
     A peer service that hides members that are not ready (a CoreOS-made one) ->
     PublishNotReadyAddresses (adoption.py). A client service whose selector does not require the
@@ -127,7 +129,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     not grown; at most RESTART_WAIT_SECONDS) -> Wait: its pod shows the new image, its old etcd may
     still answer.
 17. Otherwise -> SetServing(true) on a member pod left drained (a removal that no longer
-    happens), else NoOp (converged).
+    happens), else the next step of a CA rotation (ca_rotation.py: ReissueFromNewCA, DropOldCA,
+    or Wait while Secrets propagate), else NoOp (converged).
 
 Draining (after rules 5-16 chose): before RemoveMember (scale, upgrade), StopMember or
 UpgradeMember takes a member away, before Defragment blocks one, and before MoveLeader moves
@@ -188,6 +191,12 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.adoption import unsupported_running_version_problem
+from etcd_operator.ca_rotation import (
+    DEFAULT_TRUST_PROPAGATION_SECONDS,
+    plan_rotation_start,
+    plan_rotation_steps,
+    trust_outdated,
+)
 from etcd_operator.certificates import plan_certificates
 from etcd_operator.maintenance import near_quota, plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
@@ -241,6 +250,9 @@ class PlanningPolicy:
 
     # How long a member may stay unhealthy (a learner: not answer) before it is replaced; None: forever.
     unhealthy_member_timeout_seconds: float | None = None
+    # spec.TLS.issued CA rotation: how long a changed Secret takes to reach every mounted volume
+    # and every operator's client (ca_rotation.py).
+    trust_propagation_seconds: float = DEFAULT_TRUST_PROPAGATION_SECONDS
 
 
 def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = PlanningPolicy()) -> Action:
@@ -255,7 +267,7 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
     problem = version_change_problem(observed) or tls_change_problem(observed)
     if problem:
         return RejectSpec(problem)
-    certificates = plan_certificates(observed)
+    certificates = plan_certificates(observed) or plan_rotation_start(observed)
     if certificates is not None:
         return certificates
     missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)
@@ -273,7 +285,11 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
         return recovering
     if observed.members is None:
         return _plan_without_member_list(observed, cluster.spec)
-    return _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members, policy))
+    action = _drain_first(observed, _plan_with_member_list(observed, cluster.spec, observed.members, policy))
+    if isinstance(action, NoOp):
+        # Converged: the next step of a CA rotation (ca_rotation.py), if one is in progress.
+        return plan_rotation_steps(observed, policy.trust_propagation_seconds) or action
+    return action
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,7 +431,7 @@ def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
     # Pods without the annotation (e.g. made by the CoreOS operator) are left alone.
     if pod.pod_policy_hash is not None and pod.pod_policy_hash != pod_policy_hash(spec):
         return "spec.pod, spec.TLS, spec.compaction or spec.backendQuota changed since its pod was created"
-    return None
+    return trust_outdated(observed, pod)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -955,7 +971,7 @@ def _image_change_only(observed: ObservedCluster, spec: ClusterSpec, pod: Observ
     nothing else of a member pod): the member can be restarted in its pod, keeping its name,
     address and data, emptyDir included. Pods without the operator's pod-policy hash (made by the
     CoreOS operator) are replaced by pods of the operator's own making instead."""
-    if pod.image == spec.image or pod.image_pull_failed:
+    if pod.image == spec.image or pod.image_pull_failed or trust_outdated(observed, pod):
         return False
     return pod.pod_policy_hash is not None and pod.pod_policy_hash == pod_policy_hash(spec)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
 from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
+from etcd_operator.ca_rotation import DEFAULT_TRUST_PROPAGATION_SECONDS
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -29,6 +30,8 @@ class OperatorSettings:
     unhealthy_member_timeout_seconds: float | None = DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS
     # The image whose `etcd-restore-seed` fetches a backup for a quorum-loss recovery's seed.
     recovery_fetch_image: str = DEFAULT_FETCH_IMAGE
+    # spec.TLS.issued CA rotation: how long a changed Secret takes to reach mounts and clients.
+    trust_propagation_seconds: float = DEFAULT_TRUST_PROPAGATION_SECONDS
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
@@ -58,6 +61,13 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         help="image of the init containers that fetch an EtcdBackup's snapshot when a quorum-loss recovery seeds "
              "from a backup newer than the surviving member: this operator's own image "
              f"[RECOVERY_FETCH_IMAGE, default {DEFAULT_FETCH_IMAGE}]")
+    parser.add_argument(
+        "--trust-propagation-seconds", type=float,
+        default=float(env_str("TRUST_PROPAGATION_SECONDS", str(DEFAULT_TRUST_PROPAGATION_SECONDS))),
+        help="a CA rotation of spec.TLS.issued waits this long after it changes the Secrets' CA files or "
+             "certificates before its next step: the kubelet's sync period plus its Secret cache (at least "
+             "30 s, how often the operators re-read their client Secret) "
+             f"[TRUST_PROPAGATION_SECONDS, default {DEFAULT_TRUST_PROPAGATION_SECONDS:.0f}]")
     args = parser.parse_args(argv)
     return OperatorSettings(
         namespace=watched_namespace(args),
@@ -67,4 +77,5 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         unhealthy_member_timeout_seconds=args.unhealthy_member_timeout_seconds or None,
         trusted_repositories=parse_trusted_repositories(args.trusted_repositories),
         recovery_fetch_image=args.recovery_fetch_image,
+        trust_propagation_seconds=args.trust_propagation_seconds,
     )

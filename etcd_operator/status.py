@@ -19,7 +19,7 @@ from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, RECOVERY_SEEDING, Condition
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
-from etcd_operator import certificates, versions
+from etcd_operator import ca_rotation, certificates, versions
 from etcd_operator.actions import (
     Action,
     AddMember,
@@ -153,6 +153,9 @@ def tls_status(observed: ObservedCluster) -> dict[str, Any]:
         if checked.problem:
             entry["problem"] = checked.problem
         tls[checked.role] = entry
+    rotation = ca_rotation.rotation_of(observed)
+    if rotation is not None:
+        tls["caRotation"] = rotation.to_status()
     return {"tls": tls}
 
 

@@ -44,6 +44,10 @@ ANNOTATION_DEFRAGMENT_FAILED_AT: Final = f"{API_GROUP}/defragment-failed-at"
 # container's restart count before it; the member is restarting until that count grows.
 ANNOTATION_RESTARTED_AT: Final = f"{API_GROUP}/restarted-at"
 ANNOTATION_RESTARTED_FROM_COUNT: Final = f"{API_GROUP}/restarted-from-count"
+# spec.TLS.issued: fingerprint of the CA bundle the member's Secrets held when its pod was created
+# (etcd reads its trusted CA files only at start: a CA rotation rolls pods trusting less). Not
+# reserved: the operator sets it after spec.pod.annotations, so its own value wins.
+ANNOTATION_TRUSTED_CA: Final = f"{API_GROUP}/trusted-ca"
 RESERVED_ANNOTATION_KEYS: Final = frozenset(
     {ANNOTATION_ETCD_VERSION, ANNOTATION_INITIAL_CLUSTER_STATE, ANNOTATION_POD_POLICY_HASH, ANNOTATION_DRAINED_AT,
      ANNOTATION_DEFRAGMENTED_AT, ANNOTATION_DEFRAGMENT_FAILED_AT, ANNOTATION_RESTARTED_AT,
@@ -189,3 +193,13 @@ QUORUM_LOSS_POLICIES: Final = (QUORUM_LOSS_REPORT, QUORUM_LOSS_FROM_SURVIVOR)
 # On an EtcdCluster whose policy is Report: a one-off request to recover from the survivor. Any
 # non-empty value; honoured once (status.recovery.request records the value acted on).
 ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR: Final = f"{API_GROUP}/recover-quorum-from-survivor"
+
+# --- CA rotation of spec.TLS.issued (etcd_operator/ca_rotation.py)
+# On an EtcdCluster: a request to rotate its CA now. Any non-empty value; honoured once (the CA
+# Secret's ANNOTATION_CA_ROTATION_REQUEST records the value acted on).
+ANNOTATION_ROTATE_CA: Final = f"{API_GROUP}/rotate-ca"
+# On the CA Secret: the rotate-ca value the running (or last) rotation acted on, and when it started.
+ANNOTATION_CA_ROTATION_REQUEST: Final = f"{API_GROUP}/ca-rotation-request"
+ANNOTATION_CA_ROTATION_STARTED_AT: Final = f"{API_GROUP}/ca-rotation-started-at"
+# On a leaf Secret: when its CA file last changed to another set of CAs (RFC 3339).
+ANNOTATION_TRUST_PUBLISHED_AT: Final = f"{API_GROUP}/trust-published-at"

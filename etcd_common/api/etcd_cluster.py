@@ -211,6 +211,8 @@ class EtcdCluster:
     recorded: RecordedStatus = field(default_factory=RecordedStatus)
     # The annotation ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR's value ("" when absent).
     recovery_request: str = ""
+    # The annotation ANNOTATION_ROTATE_CA's value ("" when absent): rotate the issued CA.
+    ca_rotation_request: str = ""
 
     def require_spec(self) -> ClusterSpec:
         if self.spec is None:
@@ -273,6 +275,7 @@ def parse_etcd_cluster(obj: JsonDict, *, parse_spec: Callable[[JsonDict], Cluste
         paused=paused,
         recorded=parse_recorded_status(obj.get("status")),
         recovery_request=_annotation(obj, c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR),
+        ca_rotation_request=_annotation(obj, c.ANNOTATION_ROTATE_CA),
     )
 
 

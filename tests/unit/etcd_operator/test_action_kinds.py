@@ -36,6 +36,10 @@ SAMPLES: list[actions.Action] = [
     actions.DisarmAlarm(Alarm(NOSPACE, 0xABC), "recovered"),
     actions.ReportAlarm(CORRUPT, "raised for a majority"),
     actions.IssueCertificates(("ca", "peer", "server", "operator"), "secret example-tls-ca missing"),
+    actions.PublishCATrust(("peer",), "secret example-tls-peer peer-ca.crt is not the cluster's CAs"),
+    actions.StartCARotation("asked for", "1"),
+    actions.ReissueFromNewCA("every member trusts the new CA"),
+    actions.DropOldCA("every certificate is the new CA's"),
     actions.StartQuorumRecovery("example-a", 42, 50, ("example-b", "example-c"), "example-d", "", "lost"),
     actions.CreateRecoverySeed("example-d", "http://example-d:2380", "http://example-a:2379", "t-example-d", "r"),
     actions.FinishQuorumRecovery("example-d", "example-a", 42, ("example-b", "example-c")),
@@ -45,6 +49,7 @@ KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
     "defragment", "compact", "disarm", "alarm", "stop", "issue-certificates",
+    "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
     "quorum-recovery",
 }
 

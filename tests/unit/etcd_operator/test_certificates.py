@@ -223,7 +223,7 @@ def test_a_leaf_another_ca_signed_is_issued_again() -> None:
     other = _secrets()
     secrets["peer"] = other["peer"]
     check = _check(secrets)
-    assert check.to_issue == ("peer",) and _problem(check, "peer") == "peer-ca.crt is not the cluster CA's certificate"
+    assert check.to_issue == ("peer",) and _problem(check, "peer") == "peer.crt is not signed by the cluster CA"
     # Even with the cluster CA's certificate beside it.
     data = {**other["peer"]["data"], c.PEER_CA_FILE: secrets["ca"]["data"]["ca.crt"]}
     secrets["peer"] = {**other["peer"], "data": data}
