@@ -21,12 +21,14 @@ def blob_endpoint(host: str, port: int) -> str:
 
 
 def azurite_argv(directory: Path, host: str, port: int) -> list[str]:
-    """Azurite's blob service on host:port with its data in `directory`/data."""
+    """Azurite's blob service on host:port with its data in `directory`/data. Telemetry off: Azurite
+    otherwise sends usage data, and asks the cloud metadata address 169.254.169.254 (network rule:
+    nothing leaves loopback; the sandbox test of every connection caught it)."""
     (directory / "data").mkdir(parents=True, exist_ok=True)
     return [
         str(binaries.emulator("azurite-blob", "azurite")),
         "--blobHost", host, "--blobPort", str(port), "--location", str(directory / "data"),
-        "--skipApiVersionCheck", "--disableProductStyleUrl",
+        "--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry",
     ]
 
 

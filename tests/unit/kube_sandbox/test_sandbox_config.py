@@ -62,6 +62,7 @@ def test_the_stores_listen_on_loopback_with_state_and_logs_in_the_sandbox(
     abs_argv, gcs_argv = stores["abs"].process.argv, stores["gcs"].process.argv
     assert abs_argv[:5] == ["/opt/azurite-blob", "--blobHost", "127.0.0.1", "--blobPort", "20001"]
     assert abs_argv[abs_argv.index("--location") + 1] == str(tmp_path / "abs" / "data")
+    assert "--disableTelemetry" in abs_argv  # else Azurite connects to 169.254.169.254
     assert gcs_argv[0] == "/opt/fake-gcs-server"
     assert gcs_argv[gcs_argv.index("-host") + 1] == "127.0.0.1" and gcs_argv[gcs_argv.index("-port") + 1] == "20002"
     assert gcs_argv[gcs_argv.index("-filesystem-root") + 1] == str(tmp_path / "gcs" / "data")
