@@ -54,6 +54,7 @@ Role = Literal["ca", "peer", "server", "operator"]
 ROLES: Final[tuple[Role, ...]] = ("ca", "peer", "server", "operator")
 LEAF_ROLES: Final[tuple[Role, ...]] = ("peer", "server", "operator")
 OPERATOR_COMMON_NAME: Final = "etcd-operator"
+COMMON_NAME_MAX_LENGTH: Final = 64  # X.509's upper bound (RFC 5280, ub-common-name)
 DEFAULT_DOMAIN: Final = "cluster.local"
 LOOPBACK: Final = "127.0.0.1"
 # A certificate starts this long before it is issued: clocks of other machines may lag.
@@ -125,9 +126,19 @@ class KeyPair:
         return x509.load_pem_x509_certificate(self.cert_pem)
 
 
+def common_name(text: str) -> str:
+    """`text` as a certificate's common name, which X.509 bounds to 64 characters: a longer one (a
+    long cluster and namespace name) is cut, and a digest of the whole keeps it distinct."""
+    if len(text) <= COMMON_NAME_MAX_LENGTH:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[:COMMON_NAME_MAX_LENGTH - len(digest) - 1]}~{digest}"
+
+
 def issue_ca(identity: Identity, now: datetime, validity_seconds: int) -> KeyPair:
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{identity.cluster}.{identity.namespace} etcd CA")])
+    name = common_name(f"{identity.cluster}.{identity.namespace} etcd CA")
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -150,13 +161,13 @@ def issue_leaf(ca: KeyPair, identity: Identity, role: Role, now: datetime, valid
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey), "the issued CA key is an EC key"
     key = ec.generate_private_key(ec.SECP256R1())
     names = required_names(identity, role)
-    common_name = OPERATOR_COMMON_NAME if role == "operator" else f"{identity.cluster}-{role}"
+    leaf_name = OPERATOR_COMMON_NAME if role == "operator" else common_name(f"{identity.cluster}-{role}")
     usages = [ExtendedKeyUsageOID.CLIENT_AUTH] if role == "operator" else \
         [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     not_after = min(now + timedelta(seconds=validity_seconds), ca_cert.not_valid_after_utc)
     builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, leaf_name)]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from etcd_common.api import constants as c
 from etcd_common.api.fields import SpecError
@@ -520,3 +520,16 @@ def test_a_missing_or_unreadable_static_secret_is_named() -> None:
     tls = compute_status(dataclasses.replace(observed, static_secrets=secrets), None, now=T0)["tls"]
     assert tls["operator"] == {"secret": "my-operator", "problem": "missing"}
     assert tls["server"] == {"secret": "my-server", "problem": "server.crt is not a PEM certificate"}
+
+
+def test_long_cluster_and_namespace_names_still_give_a_ca_and_leaves() -> None:
+    """X.509 bounds a common name to 64 characters; a 63-character namespace used to make the CA's
+    name 66 long and every pass crash (cryptography refuses it)."""
+    identity = certs.Identity("a-cluster-named-at-length-for-its-team", "n" * 63)
+    ca = certs.issue_ca(identity, T0, POLICY.ca_validity_seconds)
+    other = certs.issue_ca(certs.Identity("a-cluster-named-at-length-for-its-team", "m" * 63), T0, 10 * DAY)
+    names = [c.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value for c in (ca, other)]
+    assert all(len(str(name)) <= 64 for name in names) and names[0] != names[1]
+    for role in ("peer", "server"):
+        leaf = certs.issue_leaf(ca, identity, role, T0, POLICY.validity_seconds)
+        assert leaf.certificate.issuer == ca.certificate.subject
