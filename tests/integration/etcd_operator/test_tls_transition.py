@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from kube_sandbox.testing import wait_for
-from tests.check_perf import LEADER_CHANGE_ERRORS
-from tests.integration.etcd_operator.client_writes import Writer
+from tests.integration.etcd_operator.client_writes import Writer, assert_only_leader_change_drops
 from tests.integration.etcd_operator.etcd_data import read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import conditions
@@ -31,9 +30,6 @@ from tests.integration.etcd_operator.tls_certs import IssuedClient, etcdctl
 PREFIX = "to-tls/"
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 TRANSITION_TIMEOUT_SECONDS = 240.0
-# As test_rolling_upgrade.py: etcd drops the proposals in flight at a leader change.
-LEADER_CHANGE_CLIENT_ERRORS = (*LEADER_CHANGE_ERRORS, "context deadline exceeded")
-MAX_FAILED_WRITES_PER_LEADER_CHANGE = 2
 
 
 def _raft_term(clusters: Clusters, url: str, flags: list[str]) -> int:
@@ -141,10 +137,7 @@ def test_a_plaintext_cluster_moves_to_tls_under_writes(clusters: Clusters, tmp_p
     for _, error in writer.failures:
         print(f"  failed write: {error}")
     assert ready.fewest >= 2, f"ready members fell to {ready.fewest} of 3: below a quorum"
-    other = [e for _, e in writer.failures if not any(kind in e for kind in LEADER_CHANGE_CLIENT_ERRORS)]
-    assert not other, f"{len(other)} writes failed other than at a leader change:\n  " + "\n  ".join(other[-5:])
-    assert len(writer.failures) <= MAX_FAILED_WRITES_PER_LEADER_CHANGE * max(leader_changes, 0), (
-        f"{len(writer.failures)} writes dropped over {leader_changes} leader change(s)")
+    assert_only_leader_change_drops([e for _, e in writer.failures], max(leader_changes, 0), "the move to TLS")
     stored = read_prefix(clusters.sandbox, [tls_url], PREFIX, flags=client.flags())
     lost = {k: v for k, v in writer.acknowledged.items() if stored.get(k) != v}
     assert not lost, f"{len(lost)} acknowledged writes lost or changed, e.g. {sorted(lost)[:5]}"
