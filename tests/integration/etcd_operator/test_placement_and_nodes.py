@@ -147,10 +147,13 @@ def _stop_and_restart_node(clusters: Clusters, name: str, node: str, victim: str
     stopped_at = time.monotonic()
 
     # The real node-lifecycle controller notices the silent kubelet; the operator reports the member.
+    # Until that controller also marks the pod NotReady, its stale Ready beside a member no peer is
+    # connected to reads as MemberPartitioned (the peers' view); the report to reach is the unready member.
     wait_for(lambda: _node_ready(clusters, node) != "True", timeout=90, what=f"node {node} NotReady")
     reported = clusters.wait_status(
         name, lambda s: victim in (s.get("members") or {}).get("unready", [])
-        and conditions(s).get("Degraded", ("",))[0] == "True", f"{victim} reported unready", timeout=90)
+        and conditions(s).get("Degraded", ("", ""))[:2] == ("True", "MembersUnhealthy"),
+        f"{victim} reported unready", timeout=90)
     assert reported["phase"] == "Running", reported  # two of three members keep quorum
     assert conditions(reported)["Available"][0] == "True", reported["conditions"]
     degraded = next(c for c in reported["conditions"] if c["type"] == "Degraded")
