@@ -140,7 +140,9 @@ class ActionExecutor:
             self._create(self.pods, cluster.namespace, pod)
 
     def _create_existing_member_pod(self, action: a.CreateMemberPod, observed: ObservedCluster) -> None:
-        self._create_member_pod(observed.cluster, action.member_name, "existing", action.initial_cluster, observed)
+        learner = any(m.member_name == action.member_name for m in observed.learners)
+        self._create_member_pod(observed.cluster, action.member_name, "existing", action.initial_cluster, observed,
+                                serving=not learner)
 
     def _delete_pod(self, action: a.DeletePod | a.UpgradeMember, observed: ObservedCluster) -> None:
         ns = observed.cluster.namespace
@@ -215,7 +217,8 @@ class ActionExecutor:
         with self.failpoints.around(fp.MEMBER_ADD, cluster.namespace):
             self._etcd(observed, settled_first=True).member_add(action.member_name, [action.peer_url],
                                                                learner=action.as_learner)
-        self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed)
+        self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed,
+                                serving=not action.as_learner)
 
     def _promote_member(self, action: a.PromoteMember, observed: ObservedCluster) -> None:
         with self.failpoints.around(fp.PROMOTE, observed.cluster.namespace):
@@ -297,11 +300,14 @@ class ActionExecutor:
     # --- helpers
 
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
-                           initial_cluster: a.InitialCluster, observed: ObservedCluster) -> None:
+                           initial_cluster: a.InitialCluster, observed: ObservedCluster,
+                           serving: bool = True) -> None:
+        """`serving=False` for a learner: its pod joins the client service once promoted (planning.py,
+        "Draining")."""
         if cluster.require_spec().uses_persistent_volumes:
             self._create(self.pvcs, cluster.namespace, build_member_pvc(cluster, member))
         pod = build_member_pod(cluster, member, state=state, initial_cluster=initial_cluster,
-                               ipv6=observed.ip_family == "IPv6")
+                               ipv6=observed.ip_family == "IPv6", serving=serving)
         if cluster.require_spec().issued_tls is not None:
             # The CAs its etcd will trust (read once, at start): a CA rotation rolls pods trusting less.
             pod["metadata"].setdefault("annotations", {})[c.ANNOTATION_TRUSTED_CA] = \

@@ -272,9 +272,12 @@ def build_member_pod(
     state: InitialClusterState,
     initial_cluster: Sequence[tuple[str, str]],
     ipv6: bool = False,
+    serving: bool = True,
 ) -> dict[str, Any]:
     """Pod `<member>` running etcd at spec.version. `initial_cluster` is (name, peer URL) pairs:
-    just this member for the seed (`state="new"`), every member for a joining one."""
+    just this member for the seed (`state="new"`), every member for a joining one. `serving`:
+    labelled for the client service; a learner's pod is not (etcd refuses its clients' writes,
+    "rpc not supported for learner", yet its /health passes), and gets the label once promoted."""
     spec = cluster.require_spec()
     container = _member_container(cluster, member, state=state, initial_cluster=initial_cluster, ipv6=ipv6)
     volumes = _member_volumes(spec, member, container)
@@ -299,7 +302,7 @@ def build_member_pod(
             security_context=etcd_container_security_context(),
         )
         volumes.extend(seed_restore_volumes(spec.restore))
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": _member_pod_metadata(cluster, member, state),
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _member_pod_metadata(cluster, member, state, serving),
             "spec": pod_spec}
 
 
@@ -343,13 +346,18 @@ def recovery_cluster_token(cluster: EtcdCluster, seed_member: str) -> str:
     return f"{cluster_token(cluster)}-{seed_member}"
 
 
-def _member_pod_metadata(cluster: EtcdCluster, member: str, state: InitialClusterState) -> dict[str, Any]:
-    """The spec's pod labels and annotations, with ours (which win): member, serving, the etcd
+def _member_pod_metadata(cluster: EtcdCluster, member: str, state: InitialClusterState,
+                         serving: bool = True) -> dict[str, Any]:
+    """The spec's pod labels and annotations, with ours (which win): member, serving (if), the etcd
     version, the initial cluster state and the pod policy hash. The Prometheus scrape annotations
     go under the spec's, so a user can turn scraping off."""
     spec = cluster.require_spec()
     policy = spec.pod
-    labels = {**policy.labels, **member_labels(cluster.name, member), c.LABEL_SERVING: c.LABEL_SERVING_VALUE}
+    labels = {**policy.labels, **member_labels(cluster.name, member)}
+    if serving:
+        labels[c.LABEL_SERVING] = c.LABEL_SERVING_VALUE
+    else:
+        labels.pop(c.LABEL_SERVING, None)
     metadata = _metadata(cluster, member, labels)
     metadata["annotations"] = {
         **prometheus_annotations(),
@@ -518,8 +526,9 @@ def maintenance_flags(spec: ClusterSpec) -> list[str]:
 
 
 def _readiness_probe(cluster: EtcdCluster, member: str) -> dict[str, Any]:
-    """Ready = etcd's own health check (has a leader, serves a linearizable read). A learner is not
-    ready until promoted, which keeps client traffic off it.
+    """Ready = etcd's own health check (has a leader, serves a linearizable read). A caught-up
+    learner passes it too: its pod is kept out of the client service by the serving label instead
+    (`build_member_pod`).
 
     etcd 3.4 answers `/health` with a v2 QGET that goes through the raft log; etcd 3.6 refuses to
     apply such entries ("detected disallowed v2 WAL") when it replays that log, so a 3.4 cluster

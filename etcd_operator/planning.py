@@ -141,7 +141,9 @@ and for a member that goes away until DRAIN_SETTLE_SECONDS have passed since the
 and address caches), then the action. Before that, the other healthy voters serve: one drained for
 an earlier step gets its label back, one that has just (re)started is waited for until the service
 lists it (SERVE_WAIT_SECONDS at most). Clients of the service then never have a write caught on a
-member as it goes. Dead and stuck members (purpose
+member as it goes. A learner's pod starts without the label (etcd refuses a learner's clients, yet
+its health check passes) and gets it once its member is a healthy voter, before any other step but
+one that takes that member away. Dead and stuck members (purpose
 replace) are not drained: they serve no client already, and waiting must not block replacing them.
 
 Removing the leader (rules 9, 11b, 13, 15, 16): a voting member that leads is never removed while
@@ -312,6 +314,9 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
             if not pod.serving and pod.member_name in observed.member_names:
                 return SetServing(pod.name, True, "it was drained for a removal that is no longer planned", pod.uid)
         return action
+    promoted = _serve_promoted(observed, _member_taken_away(action))
+    if promoted is not None:
+        return promoted
     if isinstance(action, RemoveMember) and action.purpose != "replace":
         what = f"member {action.member_name} is removed next"
     elif isinstance(action, StopMember):
@@ -347,6 +352,28 @@ def _drain_first(observed: ObservedCluster, action: Action) -> Action:
         return Wait(f"{pod.name} drained {drained_for:.0f}s ago; new connections go elsewhere once proxies and "
                     f"clients' address caches let go of it ({DRAIN_SETTLE_SECONDS:.0f}s), then: {action.describe()}")
     return action
+
+
+def _member_taken_away(action: Action) -> str | None:
+    """The member a drained action takes out of service (see Draining), if any."""
+    if isinstance(action, (RemoveMember, StopMember, UpgradeMember, Defragment)):
+        return action.member_name
+    if isinstance(action, MoveLeader):
+        return action.from_member_name
+    return None
+
+
+def _serve_promoted(observed: ObservedCluster, taken_away: str | None) -> Action | None:
+    """A pod created for a learner has no serving label (etcd refuses a learner's clients); once
+    its member is a healthy voting member, and unless it is the one the next step takes away, it
+    gets the label. A pod the operator drained (it has a drain time) is left to the drain rules."""
+    healthy = {m.member_name for m in observed.healthy_voters}
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        if (not pod.serving and pod.drained_at is None and pod.member_name in healthy
+                and pod.member_name != taken_away):
+            return SetServing(pod.name, True, f"member {pod.member_name} joined as a learner and votes now",
+                              pod.uid)
+    return None
 
 
 def _others_serve_first(observed: ObservedCluster, target: ObservedPod) -> Action | None:

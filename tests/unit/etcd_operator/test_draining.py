@@ -220,3 +220,77 @@ def test_a_drained_member_goes_only_once_new_connections_stopped_reaching_it() -
     assert isinstance(waiting, actions.Wait) and "let go of it" in waiting.reason, waiting
     settled = replace_pod(just, name(4), drained_at=observed.observed_at - timedelta(seconds=DRAIN_SETTLE_SECONDS))
     assert isinstance(plan_next_action(settled), actions.StopMember)
+
+
+# --- a learner's pod joins the client service only once its member votes
+
+
+class CreatingApi(PatchingApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.created: list[dict[str, Any]] = []
+
+    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created.append(body)
+        return {**body, "metadata": {**body["metadata"], "namespace": namespace, "uid": "u"}}
+
+
+class AddingEtcd:
+    def client(self, cluster: Any, endpoints: Any, **options: Any) -> Any:
+        class Client:
+            def member_add(self, member: str, urls: list[str], learner: bool) -> None:
+                pass
+        return Client()
+
+
+def _created_labels(action: actions.Action, observed: ObservedCluster) -> dict[str, str]:
+    api = CreatingApi()
+    executor = ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api),  # type: ignore[arg-type]
+                              AddingEtcd())  # type: ignore[arg-type]
+    executor.execute(action, observed)
+    [pod] = api.created
+    labels: dict[str, str] = pod["metadata"]["labels"]
+    return labels
+
+
+def test_a_learners_pod_is_created_outside_the_client_service() -> None:
+    """etcd refuses a learner's clients ("rpc not supported for learner") while its health check,
+    the readiness probe, passes: its pod must not carry the label the client service selects."""
+    observed = healthy_cluster(3)
+    new = "example-new"
+    initial = ((new, "http://new:2380"),)
+    learner = _created_labels(actions.AddMember(new, "http://new:2380", True, initial), observed)
+    assert c.LABEL_SERVING not in learner and learner[c.LABEL_MEMBER] == new
+    voter = _created_labels(actions.AddMember(new, "http://new:2380", False, initial), observed)
+    assert voter[c.LABEL_SERVING] == c.LABEL_SERVING_VALUE
+    # A learner's pod created again (the pass that added it died before the pod existed).
+    unstarted = dataclasses.replace(observed, pods=observed.pods[:2], members=(
+        *observed.members[:2], dataclasses.replace(observed.members[2], is_learner=True)))
+    recreated = _created_labels(actions.CreateMemberPod(name(3), initial, "unstarted"), unstarted)
+    assert c.LABEL_SERVING not in recreated
+
+
+def _promoted_without_label(observed: ObservedCluster, member: str) -> ObservedCluster:
+    return dataclasses.replace(replace_pod(observed, member, serving=False),
+                               client_endpoints=EVERY_POD - {member})
+
+
+def test_a_promoted_learner_serves_before_the_next_member_is_added() -> None:
+    observed = _promoted_without_label(healthy_cluster(2, size=3), name(2))  # scale-up 2 -> 3 under way
+    action = plan_next_action(observed)
+    assert action == actions.SetServing(name(2), True, action.reason, ""), action
+    assert "votes now" in action.reason
+    served = plan_next_action(replace_pod(observed, name(2), serving=True))
+    assert isinstance(served, actions.AddMember), served
+
+
+def test_a_learner_is_not_served_before_it_votes_nor_a_member_about_to_go() -> None:
+    learning = _promoted_without_label(healthy_cluster(3, size=3), name(3))
+    learning = dataclasses.replace(learning, members=(
+        *learning.members[:2], dataclasses.replace(learning.members[2], is_learner=True)))
+    action = plan_next_action(learning)
+    assert not isinstance(action, actions.SetServing), action
+    # Promoted, but over size: it is the member the scale-down removes, so it never serves.
+    going = _promoted_without_label(healthy_cluster(4, size=3), name(4))
+    removal = plan_next_action(going)
+    assert isinstance(removal, actions.StopMember) and removal.member_name == name(4), removal
