@@ -140,8 +140,11 @@ class ActionExecutor:
             self._create(self.pods, cluster.namespace, pod)
 
     def _create_existing_member_pod(self, action: a.CreateMemberPod, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        if action.tls_bridge:
+            cluster = dataclasses.replace(cluster, spec=dataclasses.replace(cluster.require_spec(), tls_bridge=True))
         learner = any(m.member_name == action.member_name for m in observed.learners)
-        self._create_member_pod(observed.cluster, action.member_name, "existing", action.initial_cluster, observed,
+        self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed,
                                 serving=not learner)
 
     def _delete_pod(self, action: a.DeletePod | a.UpgradeMember, observed: ObservedCluster) -> None:
@@ -152,6 +155,10 @@ class ActionExecutor:
 
     def _upgrade_member(self, action: a.UpgradeMember, observed: ObservedCluster) -> None:
         if not action.in_place:
+            if action.peer_url:
+                # Its peers dial it at the new URL from now on; it listens there once its pod is
+                # back (the pod goes next, drained already), so it is away no longer than a restart.
+                self._etcd(observed, exclude=action.member_name).member_update(action.member_id, [action.peer_url])
             self._delete_pod(action, observed)
             return
         ns = observed.cluster.namespace

@@ -273,6 +273,9 @@ class CreateMemberPod(_Action):
     member_name: str
     initial_cluster: InitialCluster
     reason: str
+    # A move to TLS (tls_transition.py): a bridge pod, for a member whose peer URL is still
+    # http (its pod went in step 1 when no plain pod was left, so the pass sees step 2).
+    tls_bridge: bool = False
 
     KIND: ClassVar[str] = "recreate"
     event_reason: ClassVar[str | None] = "MemberPodCreated"
@@ -410,6 +413,10 @@ class UpgradeMember(_Action):
     etcd_version: str = ""
     container_index: int = 0
     restart_count: int = 0  # in place: the etcd container's restart count before the change
+    # On its volume, moving to TLS (tls_transition.py): the peer URL `member update` gives the
+    # member right before its pod is deleted ("": unchanged).
+    member_id: int = 0
+    peer_url: str = ""
 
     KIND: ClassVar[str] = "upgrade"
     event_reason: ClassVar[str | None] = "MemberUpgrading"
@@ -417,6 +424,9 @@ class UpgradeMember(_Action):
     def describe(self) -> str:
         if self.in_place:
             return f"restart member {self.member_name} in its pod on image {self.image}: {self.reason}"
+        if self.peer_url:
+            return (f"restart member {self.member_name} on its volume with the new pod spec and peer URL "
+                    f"{self.peer_url}: {self.reason}")
         return f"restart member {self.member_name} on its volume with the new pod spec: {self.reason}"
 
 

@@ -80,12 +80,16 @@ def member_host(cluster: EtcdCluster, member: str) -> str:
 
 
 def member_peer_url(cluster: EtcdCluster, member: str) -> str:
-    scheme = "https" if cluster.require_spec().tls.peer_tls else "http"
+    spec = cluster.require_spec()
+    scheme = "https" if spec.tls.peer_tls and not spec.tls_bridge else "http"
     return f"{scheme}://{member_host(cluster, member)}:{c.PEER_PORT}"
 
 
 def member_client_url(cluster: EtcdCluster, member: str) -> str:
-    scheme = "https" if cluster.require_spec().tls.client_tls else "http"
+    """Where the operator reaches a member: http while a move to TLS bridges (tls_transition.py),
+    every member then still serves http clients."""
+    spec = cluster.require_spec()
+    scheme = "https" if spec.tls.client_tls and not spec.tls_bridge else "http"
     return f"{scheme}://{member_host(cluster, member)}:{c.CLIENT_PORT}"
 
 
@@ -134,7 +138,8 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
     """Fingerprint of what, besides the image, shapes a member pod. Empty fields are left out so
     adding a field to PodPolicy later does not change the hash of existing pods (and roll them).
     Excluded on purpose: the PVC spec (an existing claim cannot change), the cluster domain
-    (a member keeps the peer URL it was added with) and the TLS mode (refused by the planner).
+    (a member keeps the peer URL it was added with) and the bridge step of a move to TLS
+    (tls_transition.py compares the pods' TLS mode itself).
     The compaction and quota flags are in: default compaction made them non-empty, so the first
     operator version with them rolled every existing cluster once (docs/upgrades.md).
     The security contexts are hashed as the pod gets them (defaults merged with the user's), so
@@ -459,11 +464,18 @@ def etcd_command(
     pod_ip = f"$({c.POD_IP_ENV})"  # expanded by the kubelet from the env var
     if ipv6:
         pod_ip = f"[{pod_ip}]"  # an IPv6 address in a URL goes in brackets
+    listen_client = f"{client_scheme}://{pod_ip}:{c.CLIENT_PORT}"
+    if spec.tls_bridge:
+        # A bridge pod (tls_transition.py): its peers still on http (it dials https peers with
+        # its peer certificate), its client port serving http and https alike (etcd tells them
+        # apart on one listener), so every client keeps working whichever scheme it uses.
+        peer_scheme = "http"
+        listen_client = f"http://{pod_ip}:{c.CLIENT_PORT},https://{pod_ip}:{c.CLIENT_PORT}"
     command = [
         c.ETCD_BINARY,
         f"--name={member}",
         f"--data-dir={c.DATA_DIR}",
-        f"--listen-client-urls={client_scheme}://{pod_ip}:{c.CLIENT_PORT}",
+        f"--listen-client-urls={listen_client}",
         f"--listen-peer-urls={peer_scheme}://{pod_ip}:{c.PEER_PORT}",
         f"--advertise-client-urls={member_client_url(cluster, member)}",
         f"--initial-advertise-peer-urls={member_peer_url(cluster, member)}",

@@ -56,6 +56,20 @@ class WaitingInitContainer:
     last_termination_message: str = ""
 
 
+def _etcd_version(annotations: JsonDict, image: Any) -> EtcdVersion | None:
+    """From the operator's annotation, else the image tag."""
+    version_text = annotations.get(c.ANNOTATION_ETCD_VERSION)
+    etcd_version = EtcdVersion.parse(version_text) if isinstance(version_text, str) else None
+    if etcd_version is None and isinstance(image, str):
+        etcd_version = version_from_image(image)
+    return etcd_version
+
+
+TLS_MODE_PLAIN = "plain"
+TLS_MODE_BRIDGE = "bridge"  # TLS files, peers on http, clients on http and https
+TLS_MODE_TLS = "tls"
+
+
 @dataclass(frozen=True)
 class ObservedPod:
     name: str
@@ -107,6 +121,8 @@ class ObservedPod:
     # metadata.finalizers and spec.nodeName: what may hold a deleted pod (a finalizer, a dead node).
     finalizers: tuple[str, ...] = ()
     node_name: str | None = None
+    # How its etcd was started (tls_transition.py): TLS_MODE_PLAIN, TLS_MODE_BRIDGE or TLS_MODE_TLS.
+    tls_mode: str = TLS_MODE_PLAIN
 
     @property
     def terminal(self) -> bool:
@@ -189,10 +205,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
     last_terminated = _dict(_dict(container_status.get("lastState")).get("terminated"))
     image = container.get("image")
 
-    version_text = annotations.get(c.ANNOTATION_ETCD_VERSION)
-    etcd_version = EtcdVersion.parse(version_text) if isinstance(version_text, str) else None
-    if etcd_version is None and isinstance(image, str):
-        etcd_version = version_from_image(image)
+    etcd_version = _etcd_version(annotations, image)
 
     return ObservedPod(
         name=name,
@@ -232,7 +245,19 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
                          and _initial_cluster_names(container) == [name]),
         finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
         node_name=str(spec.get("nodeName")) if spec.get("nodeName") else None,
+        tls_mode=_tls_mode(container),
     )
+
+
+def _tls_mode(container: JsonDict) -> str:
+    """From its etcd flags: https peers -> tls; a peer certificate with http peers -> bridge."""
+    arguments = [a for a in [*(container.get("command") or ()), *(container.get("args") or ())]
+                 if isinstance(a, str)]
+    if any(a.startswith("--listen-peer-urls=https://") for a in arguments):
+        return TLS_MODE_TLS
+    if any(a.startswith("--peer-cert-file=") for a in arguments):
+        return TLS_MODE_BRIDGE
+    return TLS_MODE_PLAIN
 
 
 def _initial_cluster_names(container: JsonDict) -> list[str]:

@@ -48,6 +48,7 @@ from etcd_operator.ownership import (
     owned_by,
     service_name_problem,
 )
+from etcd_operator.tls_transition import with_tls_step
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.cached_client import CachedClient
@@ -185,6 +186,8 @@ def observe_cluster(
     looked up, so no name problem, mount failure or client endpoint is seen) and etcd."""
     kube = _kubernetes_side(cluster, pods=pods, services=services, pvcs=pvcs, budgets=budgets, lookups=lookups,
                             now=now or datetime.now(UTC))
+    # Step 1 of a move to TLS reaches members (and builds pods) as the pods say, not the spec.
+    kube = replace(kube, cluster=with_tls_step(kube.cluster, kube.pods))
     if cluster.spec is None or cluster.paused:
         return kube
     observed = _etcd_side(kube, etcd, connectable)

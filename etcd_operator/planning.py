@@ -11,7 +11,8 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     members running an etcd we neither run nor upgrade (a CoreOS cluster on 3.2/3.3: adoption.py),
     ... (spec.py); a version change etcd cannot take (versions.py: a minor-version downgrade, a
     skipped minor, 3.5 -> 3.6 from a 3.5 patch older than etcd's guide allows); a TLS mode
-    change on a running cluster. Fixing the spec recovers: nothing was changed meanwhile.
+    change on a running cluster other than a move to peer and client TLS (tls_transition.py).
+    Fixing the spec recovers: nothing was changed meanwhile.
  2b. A Service name it needs is someone else's (a Service it does not own, or an older
     EtcdCluster `x` next to this `x-client`) -> RefuseNames (ownership.py): nothing created.
  2c. spec.TLS switched between static and issued while member pods run with the other's
@@ -118,13 +119,15 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
     etcd shuts down gracefully, a leader handing leadership over itself; then member remove);
     otherwise the leader is never removed while it leads: MoveLeader first.
 16. Outdated members (image or pod policy, which includes the compaction and quota flags,
-    differs from the spec), oldest first, leader last, while the others keep a quorum (3 or more
-    voters): only the image differs -> UpgradeMember in place (the etcd container's image changes
-    in the running pod: same member, address and data, emptyDir included); else on a PVC ->
-    UpgradeMember (restart on the volume, same member). No MoveLeader before: a leader hands over
-    itself as it stops. On emptyDir with a pod-policy change, or with 1 or 2 voters (whose restart
-    would stop writes) -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the
-    outdated one. Adding before removing keeps the fault tolerance.
+    differs from the spec; or a pod behind the step of a move to TLS, tls_transition.py: on a
+    volume, UpgradeMember then carries the https peer URL `member update` sets), oldest first,
+    leader last, while the others keep a quorum (3 or more voters): only the image differs ->
+    UpgradeMember in place (the etcd container's image changes in the running pod: same member,
+    address and data, emptyDir included); else on a PVC -> UpgradeMember (restart on the
+    volume, same member). No MoveLeader before: a leader hands over itself as it stops. On
+    emptyDir with a pod-policy change, or with 1 or 2 voters (whose restart would stop writes)
+    -> AddMember(purpose upgrade) at the new spec, and rule 15 then removes the outdated one.
+    Adding before removing keeps the fault tolerance.
  11c. A member restarted in place that the kubelet has not restarted yet (its restart count has
     not grown; at most RESTART_WAIT_SECONDS) -> Wait: its pod shows the new image, its old etcd may
     still answer.
@@ -220,6 +223,13 @@ from etcd_operator.observed import (
     what_holds,
 )
 from etcd_operator.quorum_recovery import plan_recovery_start, plan_recovery_steps
+from etcd_operator.tls_transition import (
+    interrupted_peer_change,
+    moves_to_tls,
+    needs_bridge_pod,
+    peer_url_change,
+    tls_outdated,
+)
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
 # The longest wait for a drained member's endpoint to leave the client service (the EndpointSlice
@@ -427,20 +437,25 @@ def running_member_versions(observed: ObservedCluster) -> list[EtcdVersion]:
 
 
 def tls_change_problem(observed: ObservedCluster) -> str | None:
-    """Switching a running cluster between http and https is not a rolling change."""
+    """Switching a running cluster between http and https is not a rolling change, but for a move
+    to TLS for peers and clients (tls_transition.py)."""
     spec = observed.cluster.require_spec()
+    if moves_to_tls(spec):
+        return None
     for member in observed.members or ():
         if not member.started:
             continue
         if any(url.startswith("https://") != spec.tls.peer_tls for url in member.peer_urls):
             return (
                 "spec.TLS.static.member.peerSecret cannot be added or removed on a running "
-                f"cluster (member {member.member_name} has peer URLs {', '.join(member.peer_urls)})"
+                "cluster (a move to TLS needs peer and client TLS, etcd 3.5 or later; TLS cannot be turned off) "
+                f"(member {member.member_name} has peer URLs {', '.join(member.peer_urls)})"
             )
         if any(url.startswith("https://") != spec.tls.client_tls for url in member.client_urls):
             return (
                 "spec.TLS.static.member.serverSecret/operatorSecret cannot be added or removed on a "
-                f"running cluster (member {member.member_name} has client URLs {', '.join(member.client_urls)})"
+                "running cluster (a move to TLS needs peer and client TLS, etcd 3.5 or later; TLS cannot be turned off) "
+                f"(member {member.member_name} has client URLs {', '.join(member.client_urls)})"
             )
     return None
 
@@ -451,6 +466,9 @@ def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
     pod = observed.pod(member.member_name)
     if pod is None:
         return None
+    moving = tls_outdated(observed, pod)
+    if moving is not None:
+        return moving
     if pod.image != spec.image:
         if pod.etcd_version is not None and pod.etcd_version != spec.version:
             return f"runs etcd {pod.etcd_version}, spec.version is {spec.version}"
@@ -627,6 +645,7 @@ def _rule_6_members_without_pods(
                 member.member_name,
                 _rejoin_on_data(cluster, member),
                 "its pod is gone; restarting the member on its volume",
+                tls_bridge=needs_bridge_pod(cluster.require_spec(), member),
             )
         dead.append(member)  # its data is gone, or it was stopped to be removed (StopMember)
     return _MembersWithoutPods(tuple(dead), tuple(terminating), tuple(unstarted), tuple(stuck))
@@ -870,6 +889,13 @@ def _rule_13_unhealthy_voters(observed: ObservedCluster, spec: ClusterSpec, outd
                 f"{len(voters)} members, spec.size is {spec.size}; removing an unhealthy one first",
                 outdated,
             )
+    for member in unhealthy:
+        pod = observed.pod(member.member_name)
+        if pod is not None and observed.volume(member.member_name) is not None and \
+                interrupted_peer_change(spec, pod, member):
+            return UpgradeMember(member.member_name, pod.name,
+                                 "moving to TLS: its peer URL is https already, its pod still listens on http "
+                                 "(an interrupted restart); restarting it on its volume", pod.uid)
     details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
     return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
 
@@ -983,7 +1009,9 @@ def _plan_upgrade(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[s
         )
     if (spec.uses_persistent_volumes and observed.volume(member.member_name) is not None and pod is not None
             and restart_keeps_quorum):
-        return UpgradeMember(member.member_name, pod.name, reason, pod.uid)
+        # A move to TLS (step 2): etcd takes its peer URL from the member list, not its flags.
+        peer_url = peer_url_change(member_peer_url(observed.cluster, member.member_name), member)
+        return UpgradeMember(member.member_name, pod.name, reason, pod.uid, member_id=member.id, peer_url=peer_url)
     why = ("its data is not on a volume" if not spec.uses_persistent_volumes
            else f"restarting it would leave {voters - 1} of {voters} voting members, less than a quorum")
     return _add_member(

@@ -42,6 +42,7 @@ from etcd_operator.planning import (
     version_change_problem,
 )
 from etcd_operator.quorum_recovery import recorded_source, recovery_record
+from etcd_operator.tls_transition import transition_step
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"
@@ -50,6 +51,8 @@ PHASE_FAILED = "Failed"
 REASON_QUORUM_RECOVERING = "QuorumRecovering"
 
 CONDITION_AVAILABLE = "Available"
+# Upgrading's reason while a running plaintext cluster moves to TLS (tls_transition.py).
+REASON_MOVING_TO_TLS = "MovingToTLS"
 CONDITION_SCALING = "Scaling"
 CONDITION_UPGRADING = "Upgrading"
 CONDITION_RECOVERING = "Recovering"
@@ -391,6 +394,12 @@ def _upgrading(observed: ObservedCluster) -> Verdict:
     ]
     if outdated:
         name, reason = sorted(outdated)[0]
+        step = transition_step(observed)
+        if step is not None:
+            moving = sorted(name for name, reason in outdated if reason.startswith("moving to TLS"))
+            return ("True", REASON_MOVING_TO_TLS,
+                    f"moving to TLS, step {step}: {len(moving)} of {len(observed.members)} members to roll "
+                    f"({', '.join(moving)})")
         return (
             "True", "RollingUpdate",
             f"{len(outdated)} of {len(observed.members)} members outdated (e.g. {name}: {reason})",

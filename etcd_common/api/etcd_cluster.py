@@ -96,6 +96,11 @@ class ClusterSpec:
     issued_tls: IssuedTLS | None = None
     # `spec.recovery.quorumLoss` (addition): Report (default) or FromSurvivor (quorum_recovery.py).
     quorum_loss: str = c.QUORUM_LOSS_REPORT
+    # Not an API field: set by the etcd operator's observation while a running plaintext cluster
+    # moves to TLS and some member pod still serves plaintext (step 1 of etcd_operator/
+    # tls_transition.py): new pods bridge (TLS files, peers on http, clients on http and https),
+    # and the operator speaks http to every member.
+    tls_bridge: bool = False
 
     @property
     def effective_quota_bytes(self) -> int:

@@ -665,6 +665,13 @@ class Etcdctl:
             return
         logger.info("etcd member promoted: id=%s (via %s)", format_member_id(member_id), ",".join(self.endpoints))
 
+    def member_update(self, member_id: int, peer_urls: Sequence[str]) -> None:
+        """Give a member other peer URLs (its peers dial it there from then on)."""
+        self._run(["member", "update", format_member_id(member_id), "--peer-urls", ",".join(peer_urls)],
+                  output="simple")
+        logger.info("etcd member updated: id=%s peer_urls=%s (via %s)", format_member_id(member_id),
+                    ",".join(peer_urls), ",".join(self.endpoints))
+
     def member_remove(self, member_id: int) -> None:
         """Remove a member; one that is not there (already removed) counts as done."""
         try:

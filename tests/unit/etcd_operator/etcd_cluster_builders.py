@@ -15,6 +15,8 @@ from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.etcdctl import EndpointStatus, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
+    TLS_MODE_PLAIN,
+    TLS_MODE_TLS,
     MemberHealth,
     ObservedCluster,
     ObservedPod,
@@ -70,6 +72,8 @@ def make_pod(cluster: EtcdCluster, member: str, *, index: int = 1, version: str 
         "etcd_version": parsed_version,
         "initial_cluster_state": state,
         "pod_policy_hash": pod_policy_hash(spec),
+        # As parse_pod reads it from the flags the spec gives (tls_transition.py).
+        "tls_mode": TLS_MODE_TLS if spec.tls.peer_tls else TLS_MODE_PLAIN,
     }
     defaults.update(fields)
     return ObservedPod(name=member, member_name=member, **defaults)

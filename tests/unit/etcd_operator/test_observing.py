@@ -293,3 +293,23 @@ def test_only_another_clusters_leaderless_members_answering_is_no_quorum_loss() 
     assert observed.endpoint_status == {} and observed.leaderless_answers == ()
     action = plan_next_action(dataclasses.replace(observed, services=frozenset(service_names(cluster.name))))
     assert not isinstance(action, ReportQuorumLoss), action
+
+
+def test_while_a_pod_serves_plaintext_a_move_to_tls_asks_every_member_over_http() -> None:
+    """Step 1 of a move to TLS (tls_transition.py): the pods still serve plaintext, so the pass
+    reaches them on http and builds bridge pods, though the spec asks for TLS."""
+    plain = make_cluster()
+    issued = make_cluster({"TLS": {"issued": {}}})
+    etcd = FakeEtcd()
+    observed = observe_cluster(issued, pods=pods(plain), services=[], pvcs=[], etcd=etcd,  # type: ignore[arg-type]
+                               connectable=lambda urls: set(urls))
+    assert observed.cluster.require_spec().tls_bridge is True
+    asked = {url for _, endpoints in etcd.asked for url in endpoints}
+    assert asked and all(url.startswith("http://") for url in asked), asked
+    assert [m.member_name for m in observed.healthy_voters] == list(MEMBERS)
+
+    etcd = FakeEtcd()
+    done = observe_cluster(issued, pods=pods(issued), services=[], pvcs=[], etcd=etcd,  # type: ignore[arg-type]
+                           connectable=lambda urls: set(urls))
+    assert done.cluster.require_spec().tls_bridge is False
+    assert all(url.startswith("https://") for _, endpoints in etcd.asked for url in endpoints), etcd.asked
