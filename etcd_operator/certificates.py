@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -46,6 +47,7 @@ from etcd_common.api.issued_tls import (
     IssuedTLS,
     issued_secret_names,
 )
+from etcd_common.etcd.endpoints import client_service_url
 from etcd_operator.actions import Action, IssueCertificates, PublishCATrust, RefuseNames, RejectSpec
 from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.ownership import is_owned_by
@@ -539,20 +541,49 @@ STATIC_ENDING_SECONDS: Final = 30 * 24 * 3600
 STATIC_RENEW_HINT: Final = "put a renewed certificate into the secret"
 
 
-def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: datetime | None) -> Checked:
-    """A static Secret's certificate end, and what is wrong: missing, unreadable, expired or
-    ending within STATIC_ENDING_SECONDS."""
+def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: datetime | None,
+                hosts: Sequence[str] = ()) -> Checked:
+    """A static Secret's certificate end, and what is wrong: missing, wrong key names, unreadable,
+    a key that is not the certificate's, not signed by a CA of its CA file, lacking one of `hosts`
+    (the names members and clients reach it by), expired or ending within STATIC_ENDING_SECONDS.
+    Reported only: the operator never changes a user's certificates nor the cluster for them."""
     if secret is None:
         return Checked(role, name, problem="missing")
-    cert_key = LEAF_KEYS[role][0]
+    cert_key, key_key, ca_key = LEAF_KEYS[role]
     try:
         files = _files(secret)
-        if cert_key not in files:
-            return Checked(role, name, problem=f"has no key {cert_key}")
+        missing = [key for key in LEAF_KEYS[role] if key not in files]
+        if missing:
+            return Checked(role, name, problem=f"has no key {', '.join(missing)} (CoreOS's key names: "
+                                               f"{', '.join(LEAF_KEYS[role])})")
         cert = _certificate(files[cert_key], cert_key)
+        _check_key_matches(cert, files[key_key], key_key)
+        authorities = certificates_in(files[ca_key])
+        if not authorities:
+            raise _Unreadable(f"{ca_key} is not a PEM certificate")
     except _Unreadable as e:
         return Checked(role, name, problem=str(e))
-    return Checked(role, name, cert.not_valid_after_utc, _static_end_problem(cert, now))
+    end = cert.not_valid_after_utc
+    # A chain in the certificate file (intermediates after the leaf) may sign it, too.
+    if not any(signed_by(cert, authority) for authority in (*authorities, *certificates_in(files[cert_key])[1:])):
+        return Checked(role, name, end, f"{cert_key} is not signed by the CA in {ca_key}")
+    uncovered = [host for host in hosts if not names_host(cert, host)]
+    if uncovered:
+        return Checked(role, name, end, f"{cert_key} does not name {', '.join(uncovered)} "
+                                        f"(its names: {', '.join(alt_names(cert).dns) or 'none'})")
+    return Checked(role, name, end, _static_end_problem(cert, now))
+
+
+def static_hosts(observed: ObservedCluster, role: Role) -> list[str]:
+    """The host names a static certificate of `role` is checked for: each member's (peers dial
+    it, and the operator reaches members by it), and for the server the client service's, as
+    `<cluster>-client.<namespace>.svc` (what the backup and restore operators dial)."""
+    if role == "operator":
+        return []
+    hosts = member_hosts(observed)
+    if role == "server":
+        hosts.append(urlsplit(client_service_url(observed.cluster)).hostname or "")
+    return hosts
 
 
 def static_ca(secrets: Mapping[Role, tuple[str, Mapping[str, Any] | None]], now: datetime | None) -> Checked | None:
@@ -596,7 +627,8 @@ def check_static(observed: ObservedCluster) -> tuple[Checked, ...] | None:
                               "operator": tls.operator_secret}
     secrets = {role: (names[role], observed.static_secrets.get(role)) for role in LEAF_ROLES if names[role]}
     now = observed.observed_at
-    leaves = tuple(static_leaf(role, name, secret, now) for role, (name, secret) in secrets.items())
+    leaves = tuple(static_leaf(role, name, secret, now, static_hosts(observed, role))
+                   for role, (name, secret) in secrets.items())
     ca = static_ca(secrets, now)
     return ((ca,) if ca is not None else ()) + leaves
 

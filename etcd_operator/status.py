@@ -12,6 +12,7 @@ clientPort, members.ready/unready, currentVersion, targetVersion) plus a few add
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -308,6 +309,25 @@ def peer_view_event(observed: ObservedCluster, status: dict[str, Any]) -> tuple[
     if old is not None and (old.reason, old.message) == (new.get("reason"), new.get("message")):
         return None
     return str(new.get("reason")), str(new.get("message") or "")
+
+
+# Warning event: a spec.TLS.static certificate newly has a problem (status.tls names it).
+REASON_CERTIFICATE_PROBLEM = "CertificateProblem"
+
+
+def static_tls_event(observed: ObservedCluster, previous: Mapping[str, Any] | None,
+                     status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of the Warning event due when `status` reports a problem with a static
+    certificate that the `previous` status did not (once per new problem, not every pass), else
+    None. Issued clusters get none: the operator fixes their certificates itself."""
+    spec = observed.cluster.spec
+    if spec is None or spec.issued_tls is not None:
+        return None
+    before = {(role, entry.get("problem")) for role, entry in ((previous or {}).get("tls") or {}).items()}
+    new = [f"secret {entry.get('secret')} ({role}): {entry['problem']}"
+           for role, entry in sorted((status.get("tls") or {}).items())
+           if entry.get("problem") and (role, entry["problem"]) not in before]
+    return (REASON_CERTIFICATE_PROBLEM, "; ".join(new)) if new else None
 
 
 def _alarm(observed: ObservedCluster) -> Verdict:

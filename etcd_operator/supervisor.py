@@ -27,7 +27,13 @@ from etcd_operator.ownership import is_being_deleted
 from etcd_operator.planning import PlanningPolicy, plan_next_action
 from etcd_operator.rechecking import POSTPONED_RETRY_SECONDS, WAIT_MAX_SECONDS, Outcome, Pacing
 from etcd_operator.spec import check_trusted_repository, parse_etcd_cluster
-from etcd_operator.status import alarm_event, compute_status, peer_view_event, upgrade_source_event
+from etcd_operator.status import (
+    alarm_event,
+    compute_status,
+    peer_view_event,
+    static_tls_event,
+    upgrade_source_event,
+)
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -297,6 +303,9 @@ class ClusterSupervisor:
         peer_view = peer_view_event(observed, status)
         if peer_view is not None:
             ctx.events.record(raw, "Warning", *peer_view)
+        certificate = static_tls_event(observed, raw.get("status"), status)
+        if certificate is not None:
+            ctx.events.record(raw, "Warning", *certificate)
         previous_phase = (raw.get("status") or {}).get("phase")
         if status.get("phase") != previous_phase:
             self.log.info("phase %s -> %s: %s", previous_phase or "(none)", status.get("phase"), status.get("reason"))

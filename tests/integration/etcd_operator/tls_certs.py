@@ -54,6 +54,8 @@ class KeyPair:
 class CertificateAuthority:
     directory: Path
     pair: KeyPair
+    # How long it and the certificates it issues last.
+    days: int = CERT_DAYS
 
     @property
     def cert_file(self) -> Path:
@@ -64,14 +66,14 @@ class CertificateAuthority:
         return self.pair.cert_pem
 
     @classmethod
-    def create(cls, directory: Path, common_name: str) -> CertificateAuthority:
+    def create(cls, directory: Path, common_name: str, days: int = CERT_DAYS) -> CertificateAuthority:
         directory.mkdir(parents=True, exist_ok=True)
         config = directory / "ca.cnf"
         config.write_text(_CA_CONFIG.format(common_name=common_name))
         _openssl(*_KEY_ARGS, "-out", "ca.key", cwd=directory)
-        _openssl("req", "-x509", "-new", "-key", "ca.key", "-config", "ca.cnf", "-days", str(CERT_DAYS),
+        _openssl("req", "-x509", "-new", "-key", "ca.key", "-config", "ca.cnf", "-days", str(days),
                  "-out", "ca.crt", cwd=directory)
-        return cls(directory, KeyPair(directory / "ca.crt", directory / "ca.key"))
+        return cls(directory, KeyPair(directory / "ca.crt", directory / "ca.key"), days)
 
     def issue(self, name: str, common_name: str, *, dns_names: Sequence[str] = (),
               ip_addresses: Sequence[str] = (), server: bool = True, client: bool = True) -> KeyPair:
@@ -92,7 +94,7 @@ class CertificateAuthority:
         _openssl("req", "-new", "-key", f"{name}.key", "-subj", f"/CN={common_name}", "-out", f"{name}.csr",
                  cwd=self.directory)
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-days", str(CERT_DAYS), "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=self.directory)
+                 "-days", str(self.days), "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=self.directory)
         return KeyPair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
 
 
@@ -157,12 +159,12 @@ class ClusterCertificates:
 SANDBOX_PEER_SOURCE_IPS = ("127.0.0.1",)
 
 
-def coreos_static_tls(directory: Path, cluster: str, namespace: str) -> ClusterCertificates:
+def coreos_static_tls(directory: Path, cluster: str, namespace: str, days: int = CERT_DAYS) -> ClusterCertificates:
     """A CA and the certificates the CoreOS etcd-operator's TLS guide asks for:
     peer `*.<cluster>.<ns>.svc[.cluster.local]` (plus SANDBOX_PEER_SOURCE_IPS); server the same
     names plus the client service (`<cluster>-client[.<ns>.svc[.cluster.local]]`) and `localhost`;
     operator a client certificate."""
-    ca = CertificateAuthority.create(directory, f"{cluster}-ca")
+    ca = CertificateAuthority.create(directory, f"{cluster}-ca", days)
     members = [f"*.{cluster}.{namespace}.svc", f"*.{cluster}.{namespace}.svc.cluster.local"]
     client_service = [f"{cluster}-client", f"{cluster}-client.{namespace}.svc",
                       f"{cluster}-client.{namespace}.svc.cluster.local"]

@@ -25,12 +25,13 @@ from etcd_operator.manifests import build_member_pod
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
-from etcd_operator.status import compute_status
+from etcd_operator.status import compute_status, static_tls_event
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     NAMESPACE,
     T0,
     healthy_cluster,
     issued_secret,
+    name,
     nothing_yet,
     raw_cluster,
     with_issued_certificates,
@@ -516,7 +517,9 @@ def test_a_missing_or_unreadable_static_secret_is_named() -> None:
     observed = _static_cluster(90)
     secrets = dict(observed.static_secrets)
     secrets["operator"] = None
-    secrets["server"] = {"data": {"server.crt": base64.b64encode(b"not a certificate").decode()}}
+    server_data = dict(secrets["server"]["data"])
+    server_data["server.crt"] = base64.b64encode(b"not a certificate").decode()
+    secrets["server"] = {"data": server_data}
     tls = compute_status(dataclasses.replace(observed, static_secrets=secrets), None, now=T0)["tls"]
     assert tls["operator"] == {"secret": "my-operator", "problem": "missing"}
     assert tls["server"] == {"secret": "my-server", "problem": "server.crt is not a PEM certificate"}
@@ -533,3 +536,56 @@ def test_long_cluster_and_namespace_names_still_give_a_ca_and_leaves() -> None:
     for role in ("peer", "server"):
         leaf = certs.issue_leaf(ca, identity, role, T0, POLICY.validity_seconds)
         assert leaf.certificate.issuer == ca.certificate.subject
+
+
+def _with_server_data(observed: Any, **replaced: bytes) -> Any:
+    secrets = dict(observed.static_secrets)
+    data = dict(secrets["server"]["data"])
+    data.update({key: base64.b64encode(value).decode() for key, value in replaced.items()})
+    return dataclasses.replace(observed, static_secrets={**secrets, "server": {"data": data}})
+
+
+def test_static_secrets_with_wrong_key_names_a_foreign_ca_or_missing_names_are_problems_in_status() -> None:
+    """Bad static input is reported with what to fix (the operator changes nothing for it)."""
+    observed = _static_cluster(90)
+    # cert-manager's key names instead of CoreOS's
+    secrets = dict(observed.static_secrets)
+    secrets["peer"] = {"data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}}
+    wrong_keys = dataclasses.replace(observed, static_secrets=secrets)
+    tls = compute_status(wrong_keys, plan_next_action(wrong_keys), now=T0)["tls"]
+    assert tls["peer"]["problem"] == ("has no key peer.crt, peer.key, peer-ca.crt "
+                                      "(CoreOS's key names: peer.crt, peer.key, peer-ca.crt)"), tls
+    # a CA file of another CA than the one that signed the certificate
+    other_ca = certs.issue_ca(IDENTITY, T0, 3650 * DAY)
+    foreign = _with_server_data(observed, **{"server-ca.crt": other_ca.cert_pem})
+    tls = compute_status(foreign, plan_next_action(foreign), now=T0)["tls"]
+    assert tls["server"]["problem"] == "server.crt is not signed by the CA in server-ca.crt", tls
+    # a certificate for another cluster: no member's name, nor the client service's
+    elsewhere = certs.Identity("other", IDENTITY.namespace)
+    ca = certs.ca_from_secret({"data": certs.encode({certs.CA_CERT_KEY: other_ca.cert_pem,
+                                                      certs.CA_KEY_KEY: other_ca.key_pem})})
+    leaf = certs.issue_leaf(ca, elsewhere, "server", T0, 90 * DAY)
+    unnamed = _with_server_data(observed, **{"server.crt": leaf.cert_pem, "server.key": leaf.key_pem,
+                                              "server-ca.crt": other_ca.cert_pem})
+    tls = compute_status(unnamed, plan_next_action(unnamed), now=T0)["tls"]
+    problem = tls["server"]["problem"]
+    assert problem.startswith(f"server.crt does not name {name(1)}.{IDENTITY.cluster}."), problem
+    assert f"{IDENTITY.cluster}-client.{IDENTITY.namespace}.svc" in problem, problem
+    assert "problem" not in tls["peer"], "the peer certificate is still the good one"
+    # nothing is done about any of them: the user's secrets are the user's
+    for bad in (wrong_keys, foreign, unnamed):
+        assert isinstance(plan_next_action(bad), a.NoOp)
+
+
+def test_a_new_static_certificate_problem_is_one_warning_event() -> None:
+    observed = _static_cluster(90)
+    other_ca = certs.issue_ca(IDENTITY, T0, 3650 * DAY)
+    foreign = _with_server_data(observed, **{"server-ca.crt": other_ca.cert_pem})
+    good = compute_status(observed, plan_next_action(observed), now=T0)
+    bad = compute_status(foreign, plan_next_action(foreign), now=T0)
+    assert static_tls_event(observed, good, good) is None
+    assert static_tls_event(foreign, good, bad) == (
+        "CertificateProblem", "secret my-server (server): server.crt is not signed by the CA in server-ca.crt")
+    assert static_tls_event(foreign, bad, bad) is None, "the same problem, a later pass"
+    issued = with_issued_certificates(healthy_cluster(3, spec=ISSUED))
+    assert static_tls_event(issued, None, {"tls": {"peer": {"secret": "s", "problem": "missing"}}}) is None
