@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import wait_for
-from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
-from tests.integration.etcd_operator.tls_certs import coreos_static_tls
+from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
+from tests.integration.etcd_operator.tls_certs import IssuedClient, coreos_static_tls
 from tests.integration.restore_operator.conftest import Restores
 from tests.integration.restore_operator.restore_deployment import DEPLOYMENT, NAMESPACE, POD_SELECTOR
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
@@ -51,6 +52,47 @@ def test_tls_cluster_restores_with_its_tls_secrets(clusters: Clusters, restores:
     # Plain http is refused: the restored members serve TLS only.
     plain = clusters.sandbox.etcdctl([f"http://{name}-client.{ns}.svc:2379"], "get", "secret/a")
     assert plain.returncode != 0
+
+
+def test_issued_tls_cluster_upgrades_and_restores_over_tls(clusters: Clusters, restores: Restores,
+                                                            tmp_path: Path) -> None:
+    """spec.TLS.issued end to end: a 3.5 cluster on the operator's certificates upgrades to 3.6,
+    is snapshotted with the operator's client certificate and restored; the restored cluster
+    serves the backed-up keys over TLS only, on certificates the operator issued for it."""
+    name = "issuedrestore"
+    ns = clusters.namespace
+    clusters.create(etcd_cluster(name, 3, version=newest_etcd_version("3.5"), TLS={"issued": {}}))
+    clusters.wait_running(name, 3, timeout=240)
+    client_url = f"https://{name}-client.{ns}.svc:2379"
+
+    def etcdctl(client: IssuedClient, *args: str) -> str:
+        result = clusters.sandbox.etcdctl([client_url], *client.flags(), *args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    before = IssuedClient(clusters, name, tmp_path / "before")
+    etcdctl(before, "put", "issued/a", "1")
+    clusters.patch_spec(name, {"version": DEFAULT_VERSION})
+    clusters.wait_status(name, lambda s: s.get("phase") == "Running" and s.get("readyCount") == 3
+                         and s.get("currentVersion") == DEFAULT_VERSION, f"upgraded to {DEFAULT_VERSION}",
+                         timeout=300)
+    etcdctl(before, "put", "issued/b", "2")
+    member = f"https://{clusters.live_pods(name)[0].metadata.name}.{name}.{ns}.svc:2379"
+    key = unique_key("issued")
+    snapshot_to_s3(clusters, name, key, member=member, flags=before.flags())
+    etcdctl(before, "put", "issued/c", "after backup")
+
+    aws = create_aws_secret(clusters.sandbox, ns)
+    restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", aws, clusters.sandbox.config.s3_endpoint))
+    restores.wait_phase(name, "Completed", timeout=RESTORE_TIMEOUT)
+
+    restored = clusters.get(name)
+    assert restored["spec"]["TLS"] == {"issued": {}}
+    after = IssuedClient(clusters, name, tmp_path / "after")
+    lines = etcdctl(after, "get", "issued/", "--prefix").splitlines()
+    assert dict(zip(lines[0::2], lines[1::2])) == {"issued/a": "1", "issued/b": "2"}
+    plain = clusters.sandbox.etcdctl([f"http://{name}-client.{ns}.svc:2379"], "get", "issued/a")
+    assert plain.returncode != 0, "the restored members serve TLS only"
 
 
 @pytest.mark.alone
