@@ -364,6 +364,14 @@ class ActionExecutor:
             self._write_secret(observed, identity.secret_name(role), certs.secret_data(role, pair, ca, trust),
                                observed.issued_secrets.get(role))
 
+    def _adopt_ca(self, action: a.AdoptCA, observed: ObservedCluster) -> None:
+        """The kept CA Secret gets this cluster as owner (against the resourceVersion the pass read)."""
+        assert self.secrets is not None, "no Secret client"
+        existing = observed.issued_secrets.get("ca") or {}
+        version = (existing.get("metadata") or {}).get("resourceVersion")
+        self.secrets.patch(observed.cluster.namespace, action.secret_name, {"metadata": {
+            "resourceVersion": version, "ownerReferences": [owner_reference(observed.cluster)]}})
+
     # --- spec.TLS.issued CA rotation (ca_rotation.py)
 
     def _publish_ca_trust(self, action: a.PublishCATrust, observed: ObservedCluster) -> None:
@@ -484,6 +492,7 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.DisarmAlarm: ActionExecutor._disarm_alarm,
     a.IssueCertificates: ActionExecutor._issue_certificates,
     a.PublishCATrust: ActionExecutor._publish_ca_trust,
+    a.AdoptCA: ActionExecutor._adopt_ca,
     a.StartCARotation: ActionExecutor._start_ca_rotation,
     a.ReissueFromNewCA: ActionExecutor._reissue_from_new_ca,
     a.DropOldCA: ActionExecutor._drop_old_ca,

@@ -665,6 +665,23 @@ class PublishCATrust(_Action):
 
 
 @dataclass(frozen=True)
+class AdoptCA(_Action):
+    """spec.TLS.issued: the CA Secret `<cluster>-tls-ca` exists with no owner and the cluster's
+    labels: the CA of the cluster this one replaced, kept by the restore operator so clients keep
+    trusting the restored cluster. It becomes this cluster's (owner reference); the leaves are
+    then issued from it."""
+
+    secret_name: str
+
+    KIND: ClassVar[str] = "issue-certificates"
+    event_reason: ClassVar[str | None] = "CAAdopted"
+
+    def describe(self) -> str:
+        return (f"adopt secret {self.secret_name}: the CA of the cluster this one replaced, so its clients "
+                f"keep trusting it")
+
+
+@dataclass(frozen=True)
 class StartCARotation(_Action):
     """spec.TLS.issued: a new CA goes into the CA Secret beside the one that signs (it signs
     nothing yet); `request` is the rotate-ca annotation's value acted on ("" when the CA is near
@@ -737,6 +754,7 @@ Action = Union[
     ReportAlarm,
     IssueCertificates,
     PublishCATrust,
+    AdoptCA,
     StartCARotation,
     ReissueFromNewCA,
     DropOldCA,

@@ -48,7 +48,7 @@ from etcd_common.api.issued_tls import (
     issued_secret_names,
 )
 from etcd_common.etcd.endpoints import client_service_url
-from etcd_operator.actions import Action, IssueCertificates, PublishCATrust, RefuseNames, RejectSpec
+from etcd_operator.actions import Action, AdoptCA, IssueCertificates, PublishCATrust, RefuseNames, RejectSpec
 from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.ownership import is_owned_by
 
@@ -657,9 +657,26 @@ def source_switch_problem(observed: ObservedCluster) -> str | None:
     return None
 
 
+def kept_ca(observed: ObservedCluster) -> str | None:
+    """The name of the CA Secret when it is one a restore kept for this cluster (no owner, the
+    cluster's labels, a CA in it), else None. Anything else not ours is never touched."""
+    secret = observed.issued_secrets.get("ca")
+    if secret is None or is_owned_by(secret, observed.cluster.uid):
+        return None
+    metadata = secret.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    ours = {c.LABEL_APP: c.LABEL_APP_VALUE, c.LABEL_CLUSTER: observed.cluster.name}
+    if metadata.get("ownerReferences") or any(labels.get(key) != value for key, value in ours.items()):
+        return None
+    if isinstance(ca_problem(secret, observed.observed_at), str):
+        return None
+    return str(metadata.get("name") or identity_of(observed).secret_name("ca"))
+
+
 def plan_certificates(observed: ObservedCluster) -> Action | None:
     """Rule 2c: a running cluster switched between static and issued -> RejectSpec. With
-    spec.TLS.issued, a Secret of ours that is someone else's -> RefuseNames
+    spec.TLS.issued, a CA Secret a restore kept for this cluster (`kept_ca`) -> AdoptCA; a Secret
+    of ours that is someone else's -> RefuseNames
     (nothing is overwritten); one missing, wrong, expired or within renewBefore of its end ->
     IssueCertificates (before anything else: the seed pod mounts them). None: nothing to do."""
     switch = source_switch_problem(observed)
@@ -669,6 +686,9 @@ def plan_certificates(observed: ObservedCluster) -> Action | None:
     if check is None:
         return None
     cluster = observed.cluster
+    kept = kept_ca(observed)
+    if kept is not None:
+        return AdoptCA(kept)
     taken = sorted(str((secret.get("metadata") or {}).get("name"))
                    for secret in observed.issued_secrets.values()
                    if secret is not None and not is_owned_by(secret, cluster.uid))

@@ -9,9 +9,10 @@ from typing import Any
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_restore import EtcdRestore
+from etcd_common.api.issued_tls import issued_secret_names
 from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
 from etcd_common.api.storage_locations import S3Location, StorageLocation
-from kube_adapter.errors import AlreadyExists
+from kube_adapter.errors import AlreadyExists, NotFound
 from kube_adapter.resources import ResourceClient
 from restore_operator.observed import SnapshotFacts
 
@@ -20,6 +21,26 @@ def delete_cluster(clusters: ResourceClient, namespace: str, name: str, uid: str
     """Foreground: the EtcdCluster disappears only after its pods, services and PVCs are gone, so a
     new seed never meets the old members."""
     clusters.delete(namespace, name, uid_precondition=uid, propagation_policy="Foreground")
+
+
+def keep_issued_ca(secrets: ResourceClient, namespace: str, name: str, spec: Mapping[str, Any], uid: str) -> str:
+    """spec.TLS.issued: take the cluster's owner reference off its CA Secret before the cluster is
+    deleted, so the garbage collector keeps it and the restored cluster adopts it (etcd operator,
+    certificates.kept_ca): its clients keep trusting the restored members. The name of the Secret
+    kept ("" when there is none to keep: no issued TLS, no such Secret, or not the cluster's)."""
+    if not isinstance((spec.get("TLS") or {}).get("issued"), Mapping):
+        return ""
+    secret_name = issued_secret_names(name).ca
+    try:
+        secret = secrets.get(namespace, secret_name)
+    except NotFound:
+        return ""
+    metadata = secret.get("metadata") or {}
+    if not any(ref.get("uid") == uid for ref in metadata.get("ownerReferences") or ()):
+        return ""
+    secrets.patch(namespace, secret_name, {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
+                                                        "ownerReferences": None}})
+    return secret_name
 
 
 def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: SnapshotFacts, *,

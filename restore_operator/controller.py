@@ -31,7 +31,7 @@ class Controller:
             claims=ResourceClient(api, PERSISTENT_VOLUME_CLAIMS),
             read_secret=secrets.get, etcd=EtcdAccess(secrets.get, binary=settings.etcdctl_binary),
             events=EventRecorder(api, component=EVENT_COMPONENT), metrics=metrics, settings=settings,
-            stop=stop, may_act=may_act,
+            stop=stop, may_act=may_act, secrets=secrets,
         )
         self._runtime = runtime.Controller(
             restores, self.context.restores,

@@ -73,6 +73,8 @@ class SupervisorContext:
     settings: RestoreSettings
     stop: threading.Event
     may_act: Callable[[], bool] = lambda: True
+    # get and patch: the CA Secret of a spec.TLS.issued cluster kept across its replacement.
+    secrets: ResourceClient | None = None
 
 
 class RestoreSupervisor:
@@ -195,9 +197,14 @@ class RestoreSupervisor:
         # Record the spec first: after the delete, only the status remembers it.
         self._write(raw, restore, current, action.phase, action.describe(),
                     updates={"clusterSpec": dict(action.cluster_spec), "lastError": None, **self._staged(current)})
+        kept = ""
+        if ctx.secrets is not None:
+            kept = acting.keep_issued_ca(ctx.secrets, restore.namespace, restore.spec.etcd_cluster_name,
+                                         action.cluster_spec, action.cluster_uid)
         ctx.events.record(raw, "Warning", "ReplacingCluster",
                           f"deleting EtcdCluster {restore.spec.etcd_cluster_name} (uid {action.cluster_uid}) "
-                          "to recreate it from the verified snapshot")
+                          "to recreate it from the verified snapshot"
+                          + (f"; its CA Secret {kept} is kept for the restored cluster" if kept else ""))
         acting.delete_cluster(ctx.clusters, restore.namespace, restore.spec.etcd_cluster_name, action.cluster_uid)
         return WAIT_POLL_SECONDS
 

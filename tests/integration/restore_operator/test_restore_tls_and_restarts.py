@@ -8,7 +8,7 @@ import pytest
 from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
-from tests.integration.etcd_operator.tls_certs import IssuedClient, coreos_static_tls
+from tests.integration.etcd_operator.tls_certs import IssuedClient, coreos_static_tls, secret_files
 from tests.integration.restore_operator.conftest import Restores
 from tests.integration.restore_operator.restore_deployment import DEPLOYMENT, NAMESPACE, POD_SELECTOR
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
@@ -58,7 +58,7 @@ def test_issued_tls_cluster_upgrades_and_restores_over_tls(clusters: Clusters, r
                                                             tmp_path: Path) -> None:
     """spec.TLS.issued end to end: a 3.5 cluster on the operator's certificates upgrades to 3.6,
     is snapshotted with the operator's client certificate and restored; the restored cluster
-    serves the backed-up keys over TLS only, on certificates the operator issued for it."""
+    keeps the CA (its clients keep working) and serves the backed-up keys over TLS only."""
     name = "issuedrestore"
     ns = clusters.namespace
     clusters.create(etcd_cluster(name, 3, version=newest_etcd_version("3.5"), TLS={"issued": {}}))
@@ -71,6 +71,7 @@ def test_issued_tls_cluster_upgrades_and_restores_over_tls(clusters: Clusters, r
         return result.stdout
 
     before = IssuedClient(clusters, name, tmp_path / "before")
+    ca_before = secret_files(clusters, f"{name}-tls-ca")["ca.crt"]
     etcdctl(before, "put", "issued/a", "1")
     clusters.patch_spec(name, {"version": DEFAULT_VERSION})
     clusters.wait_status(name, lambda s: s.get("phase") == "Running" and s.get("readyCount") == 3
@@ -88,9 +89,15 @@ def test_issued_tls_cluster_upgrades_and_restores_over_tls(clusters: Clusters, r
 
     restored = clusters.get(name)
     assert restored["spec"]["TLS"] == {"issued": {}}
-    after = IssuedClient(clusters, name, tmp_path / "after")
-    lines = etcdctl(after, "get", "issued/", "--prefix").splitlines()
+    # The CA was kept: a client configured before the restore (the CA, a certificate it signed)
+    # reads the restored cluster; and the CA Secret belongs to the restored cluster now.
+    lines = etcdctl(before, "get", "issued/", "--prefix").splitlines()
     assert dict(zip(lines[0::2], lines[1::2])) == {"issued/a": "1", "issued/b": "2"}
+    assert secret_files(clusters, f"{name}-tls-ca")["ca.crt"] == ca_before
+    owners = clusters.core.read_namespaced_secret(f"{name}-tls-ca", ns).metadata.owner_references or []
+    assert [o.uid for o in owners] == [restored["metadata"]["uid"]], owners
+    events = restores.events_once_recorded(name, {"ReplacingCluster"})
+    assert any(f"its CA Secret {name}-tls-ca is kept" in str(e.message) for e in events), events
     plain = clusters.sandbox.etcdctl([f"http://{name}-client.{ns}.svc:2379"], "get", "issued/a")
     assert plain.returncode != 0, "the restored members serve TLS only"
 

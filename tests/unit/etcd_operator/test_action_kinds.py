@@ -37,6 +37,7 @@ SAMPLES: list[actions.Action] = [
     actions.ReportAlarm(CORRUPT, "raised for a majority"),
     actions.IssueCertificates(("ca", "peer", "server", "operator"), "secret example-tls-ca missing"),
     actions.PublishCATrust(("peer",), "secret example-tls-peer peer-ca.crt is not the cluster's CAs"),
+    actions.AdoptCA("example-tls-ca"),
     actions.StartCARotation("asked for", "1"),
     actions.ReissueFromNewCA("every member trusts the new CA"),
     actions.DropOldCA("every certificate is the new CA's"),

@@ -339,6 +339,42 @@ def test_a_secret_someone_else_owns_is_never_overwritten() -> None:
     assert "secret example-tls-ca exists and is not owned by EtcdCluster example" in action.message
 
 
+def _kept(secret: dict[str, Any], *, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The CA Secret as a restore keeps it: no owner reference (labels: default the cluster's)."""
+    metadata = {key: value for key, value in secret["metadata"].items() if key != "ownerReferences"}
+    metadata["labels"] = {c.LABEL_APP: c.LABEL_APP_VALUE, c.LABEL_CLUSTER: "example"} if labels is None else labels
+    return {**secret, "metadata": metadata}
+
+
+def test_a_ca_a_restore_kept_is_adopted_and_signs_the_new_leaves() -> None:
+    """A restore replaces the cluster (same name, a new uid); the old leaves went with the old
+    cluster, its CA Secret was kept without an owner: adopted, then leaves issued from it."""
+    observed = with_issued_certificates(healthy_cluster(3, spec=ISSUED), now=T0)
+    kept = _kept(observed.issued_secrets["ca"])
+    restored = dataclasses.replace(observed, issued_secrets={"ca": kept, "peer": None, "server": None,
+                                                             "operator": None})
+    assert plan_next_action(restored) == a.AdoptCA("example-tls-ca")
+    api = SecretsApi()
+    _executor(api).execute(a.AdoptCA("example-tls-ca"), restored)
+    assert api.patched == [("example-tls-ca", {"metadata": {"resourceVersion": "7", "ownerReferences": [
+        {"apiVersion": c.API_GROUP_VERSION, "kind": c.KIND, "name": "example", "uid": observed.cluster.uid,
+         "controller": True, "blockOwnerDeletion": True}]}})]
+    adopted = dataclasses.replace(restored, issued_secrets={
+        **restored.issued_secrets, "ca": issued_secret(observed.cluster, "ca", kept["data"])})
+    action = plan_next_action(adopted)
+    assert isinstance(action, a.IssueCertificates) and action.roles == ("peer", "server", "operator"), action
+
+
+def test_only_an_unowned_ca_with_the_clusters_labels_is_adopted() -> None:
+    observed = with_issued_certificates(healthy_cluster(3, spec=ISSUED), now=T0)
+    ca = observed.issued_secrets["ca"]
+    for secret in (_kept(ca, labels={}), _kept(ca, labels={c.LABEL_APP: c.LABEL_APP_VALUE, c.LABEL_CLUSTER: "other"}),
+                   _kept({**ca, "data": {"ca.crt": ""}})):
+        action = plan_next_action(dataclasses.replace(observed, issued_secrets={**observed.issued_secrets,
+                                                                                "ca": secret}))
+        assert isinstance(action, a.RefuseNames) and action.reason == certs.REASON_SECRET_NAME_TAKEN, action
+
+
 STATIC = {"TLS": {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}}
 
 
