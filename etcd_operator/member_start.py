@@ -106,9 +106,23 @@ def _start_problem(pod: ObservedPod, mount_failure: str | None, age_seconds: flo
         return StartProblem(pod.name, reason, _last_termination(pod))
     if reason in CONTAINER_START_FAILURES:
         return StartProblem(pod.name, reason, _clip(pod.waiting_message or ""))
+    if reason is None and _between_crashes(pod):
+        # The kubelet restarted it after its back-off: still the same crash loop (one incident),
+        # not a start problem gone for the second it runs.
+        return StartProblem(pod.name, CRASH_LOOP, _last_termination(pod))
     if mount_failure and (reason is None or reason in SETTING_UP) and pod.phase == "Pending":
         return StartProblem(pod.name, FAILED_MOUNT, _clip(mount_failure))
     return None
+
+
+# Restarts after which a container that exited with an error and is not ready is taken to be
+# crash looping still while it runs again (one restart is a crash, not a loop).
+CRASH_LOOP_RESTARTS = 2
+
+
+def _between_crashes(pod: ObservedPod) -> bool:
+    return (not pod.ready and pod.restart_count >= CRASH_LOOP_RESTARTS
+            and pod.last_exit_code is not None and pod.last_exit_code != 0)
 
 
 def _says(text: str | None, phrases: tuple[str, ...]) -> bool:

@@ -86,6 +86,21 @@ def test_pulling_and_backing_off_are_one_incident() -> None:
     assert pulling.incident == backing_off.incident
 
 
+def test_a_crash_loop_stays_one_incident_while_the_kubelet_runs_it_again() -> None:
+    """Between back-offs the container runs for a moment (no waiting reason): still the crash loop,
+    so MemberStartBlocked does not flap to False and back (a new incident, a new event)."""
+    crashed = {"terminated": {"exitCode": 1, "reason": "Error", "message": "invalid value"}}
+    [waiting] = start_problems(_seed_pod(restartCount=3, lastState=crashed,
+                                         state={"waiting": {"reason": "CrashLoopBackOff"}}))
+    [running] = start_problems(_seed_pod(restartCount=4, lastState=crashed, state={"running": {}}))
+    assert running.incident == waiting.incident and running.reason == "CrashLoopBackOff", running
+    assert "etcd exited with code 1 (Error)" in running.message
+    # One crash is not a loop; nor is a member running again that exited cleanly.
+    assert start_problems(_seed_pod(restartCount=1, lastState=crashed, state={"running": {}})) == ()
+    clean = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    assert start_problems(_seed_pod(restartCount=5, lastState=clean, state={"running": {}})) == ()
+
+
 def test_a_learner_pod_that_cannot_pull_is_named() -> None:
     observed = healthy_cluster(3)
     stuck = dataclasses.replace(make_pod(observed.cluster, "example-new01", index=9, ready=False),
