@@ -96,7 +96,22 @@ class ClusterSupervisor:
         # or the failure changes.
         if self._last_error != self._failing_with:
             self.context.metrics.count_error(_error_reason(error))
+            if _error_reason(error) == "supervisor_crash":
+                self._report_crash(self._last_error)
         self._failing_with = self._last_error
+
+    def _report_crash(self, error: str) -> None:
+        """A pass that crashed (a bug, not an API or etcd failure) may have crashed before it wrote
+        the status; say so in status.lastError once per new failure, so `kubectl get` tells more
+        than the operator's log. Best effort: that write failing too is only logged."""
+        if not self.context.may_act():
+            return
+        namespace, name = self.key
+        try:
+            self.context.clusters.patch_status(namespace, name, {
+                "lastError": f"the operator's pass failed: {error}; it retries (its log has the traceback)"})
+        except Exception as e:  # the crash itself is what matters; it is in the log already
+            self.log.debug("could not report the failed pass in status: %s", short_error(e))
 
     def _pause_on(self, error: Exception) -> float | None:
         if isinstance(error, Forbidden) and _namespace_terminating(error):

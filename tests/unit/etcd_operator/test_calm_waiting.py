@@ -92,6 +92,20 @@ def test_the_same_failure_in_a_row_is_one_error() -> None:
     assert supervisor.context.metrics.errors_total.labels(reason="kube_api")._value.get() == 2
 
 
+def test_a_crashing_pass_is_said_in_status_once_per_failure() -> None:
+    """A pass that crashes (a bug) may never reach its status write: status.lastError says so, once
+    per new failure; API and etcd failures go through the normal status write instead."""
+    supervisor = _waiting_supervisor()
+    api: FakeClusterApi = supervisor.context.clusters.client
+    crash = KeyError("members")
+    for _ in range(3):
+        supervisor._count_pass(0.1, crash)
+    assert [status for status, _ in api.patches] == [
+        {"lastError": "the operator's pass failed: KeyError: 'members'; it retries (its log has the traceback)"}]
+    supervisor._count_pass(0.1, Forbidden("pods is forbidden"))
+    assert len(api.patches) == 1, "an API failure is not a crash"
+
+
 def test_status_is_written_against_its_resource_version_and_only_when_changed() -> None:
     raw = raw_cluster({"version": "9.9.9"}, status={})
     raw["metadata"]["resourceVersion"] = "100"
