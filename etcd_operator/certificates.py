@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import secret_file
 from etcd_common.api.issued_tls import (
     CA_CERT_KEY,
     CA_KEY_KEY,
@@ -421,6 +422,17 @@ def _files(secret: Mapping[str, Any]) -> dict[str, bytes]:
         raise _Unreadable(f"its data is not base64: {e}") from e
 
 
+def _leaf_files(role: Role, secret: Mapping[str, Any]) -> dict[str, bytes]:
+    """A leaf Secret's files under the CoreOS names, also when cert-manager wrote it (tls.crt,
+    tls.key, ca.crt: spec.TLS.certManager)."""
+    files = _files(secret)
+    for name in LEAF_KEYS[role]:
+        found = secret_file(files, name)
+        if found is not None:
+            files[name] = found
+    return files
+
+
 def _certificate(pem: bytes, key: str) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(pem)
@@ -546,7 +558,7 @@ def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: da
         return Checked(role, name, problem="missing")
     cert_key = LEAF_KEYS[role][0]
     try:
-        files = _files(secret)
+        files = _leaf_files(role, secret)
         if cert_key not in files:
             return Checked(role, name, problem=f"has no key {cert_key}")
         cert = _certificate(files[cert_key], cert_key)
@@ -564,7 +576,7 @@ def static_ca(secrets: Mapping[Role, tuple[str, Mapping[str, Any] | None]], now:
             continue
         ca_key = LEAF_KEYS[role][2]
         try:
-            files = _files(secret)
+            files = _leaf_files(role, secret)
             if ca_key in files:
                 found.append((_certificate(files[ca_key], ca_key), name))
         except _Unreadable:

@@ -28,6 +28,7 @@ from etcd_operator.actions import (
     RefuseNames,
     RejectSpec,
     RemoveMember,
+    ReportCertificateProblem,
     ReportMembersLost,
 )
 from etcd_operator.maintenance import CONDITION_ALARM_RAISED
@@ -165,7 +166,8 @@ def _message(summary: str, problems: tuple[StartProblem, ...], action: Action | 
     message = summary
     if problems:
         message = f"{message}; {'; '.join(p.describe() for p in problems)}"
-    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
+    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames,
+                                                      ReportCertificateProblem)):
         message = f"{message}; {action.describe()}"
     if last_error:
         message = f"{message}; last error: {last_error}"
@@ -347,6 +349,11 @@ def _phase(
         return PHASE_FAILED, "InvalidSpec", action.reason
     if isinstance(action, RefuseNames):
         return PHASE_FAILED, action.reason, action.message
+    if isinstance(action, ReportCertificateProblem):
+        # Nothing is changed: a running cluster runs on (and says so), a new one cannot start.
+        running = availability[0] == "True"
+        return (PHASE_RUNNING if running else PHASE_FAILED), action.reason, \
+            f"{action.message}{f' ({availability[2]})' if running else ''}"
     if isinstance(action, ReportMembersLost):
         return PHASE_FAILED, "MembersLost", action.reason
     available, reason, message = availability

@@ -40,6 +40,8 @@ SAMPLES: list[actions.Action] = [
     actions.StartCARotation("asked for", "1"),
     actions.ReissueFromNewCA("every member trusts the new CA"),
     actions.DropOldCA("every certificate is the new CA's"),
+    actions.ApplyCertManagerCertificates(("peer",), "example-certmanager-peer: missing"),
+    actions.ReportCertificateProblem("IssuerNotFound", "Issuer ca not found"),
     actions.StartQuorumRecovery("example-a", 42, 50, ("example-b", "example-c"), "example-d", "", "lost"),
     actions.CreateRecoverySeed("example-d", "http://example-d:2380", "http://example-a:2379", "t-example-d", "r"),
     actions.FinishQuorumRecovery("example-d", "example-a", 42, ("example-b", "example-c")),
@@ -50,7 +52,7 @@ KINDS = {
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
     "defragment", "compact", "disarm", "alarm", "stop", "issue-certificates",
     "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
-    "quorum-recovery",
+    "quorum-recovery", "apply-certificates", "certificate-problem",
 }
 
 
