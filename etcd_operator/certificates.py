@@ -26,7 +26,7 @@ import binascii
 import hashlib
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -549,6 +549,7 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
 # A static certificate ending sooner than this is a problem in status (the alert fires at 14 days).
 STATIC_ENDING_SECONDS: Final = 30 * 24 * 3600
 STATIC_RENEW_HINT: Final = "put a renewed certificate into the secret"
+CERT_MANAGER_RENEW_HINT: Final = "cert-manager did not renew it: see its Certificate's conditions"
 
 
 def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: datetime | None) -> Checked:
@@ -610,7 +611,18 @@ def check_static(observed: ObservedCluster) -> tuple[Checked, ...] | None:
     now = observed.observed_at
     leaves = tuple(static_leaf(role, name, secret, now) for role, (name, secret) in secrets.items())
     ca = static_ca(secrets, now)
-    return ((ca,) if ca is not None else ()) + leaves
+    checked = ((ca,) if ca is not None else ()) + leaves
+    if spec.cert_manager_tls is None:
+        return checked
+    # spec.TLS.certManager: cert-manager renews before the end; only an end it let pass (or a
+    # Secret it has not written) is a problem, and the fix is cert-manager's.
+    return tuple(replace(entry, problem=_cert_manager_problem(entry.problem)) for entry in checked)
+
+
+def _cert_manager_problem(static_problem: str) -> str:
+    if not static_problem or static_problem.startswith("ends at "):
+        return ""
+    return static_problem.replace(STATIC_RENEW_HINT, CERT_MANAGER_RENEW_HINT)
 
 
 def source_switch_problem(observed: ObservedCluster) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -230,3 +231,24 @@ def test_the_coreos_names_are_found_under_cert_managers_keys() -> None:
     assert secret_file({"tls.crt": "A", "ca.crt": "C"}, c.SERVER_CA_FILE) == "C"
     assert secret_file({c.PEER_CERT_FILE: "P", "tls.crt": "A"}, c.PEER_CERT_FILE) == "P"
     assert secret_file({}, c.PEER_KEY_FILE) is None
+
+
+def _issued_secret(role: certs.Role, ca: certs.KeyPair, validity_seconds: int) -> dict[str, Any]:
+    leaf = certs.issue_leaf(ca, IDENTITY, role, T0, validity_seconds)
+    files = {"tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem, "ca.crt": ca.cert_pem}
+    return {"metadata": {"name": f"example-certmanager-{role}"}, "data": certs.encode(files)}
+
+
+@pytest.mark.parametrize(("validity_hours", "problem"), [(24, ""), (1, "cert-manager did not renew it")])
+def test_status_tls_reads_cert_managers_keys_and_leaves_renewal_to_it(validity_hours: int, problem: str) -> None:
+    """A 24h certificate is no problem (cert-manager renews it); one it let end is."""
+    ca = certs.issue_ca(IDENTITY, T0, 3650 * 24 * 3600)
+    observed = dataclasses.replace(
+        _observed(healthy_cluster(3, spec=CERT_MANAGER)), observed_at=T0 + timedelta(hours=2),
+        static_secrets={role: _issued_secret(role, ca, validity_hours * 3600) for role in certs.LEAF_ROLES})
+    tls = compute_status(observed, plan_next_action(observed), now=T0 + timedelta(hours=2))["tls"]
+    assert sorted(tls) == ["ca", "operator", "peer", "server"], tls
+    assert tls["server"]["secret"] == "example-certmanager-server" and tls["server"]["notAfter"], tls
+    for role in certs.LEAF_ROLES:
+        assert problem in tls[role].get("problem", ""), tls[role]
+        assert bool(tls[role].get("problem")) == bool(problem), tls[role]
