@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from etcd_common.api import constants as c
-from etcd_common.api.cert_manager_tls import secret_file
+from etcd_common.api.cert_manager_tls import cert_manager_secret_names, secret_file
 from etcd_common.api.issued_tls import (
     CA_CERT_KEY,
     CA_KEY_KEY,
@@ -626,27 +626,38 @@ def _cert_manager_problem(static_problem: str) -> str:
 
 
 def source_switch_problem(observed: ObservedCluster) -> str | None:
-    """Switching a running cluster between spec.TLS.static and spec.TLS.issued would roll members
-    onto certificates of another CA, which the members not rolled yet do not trust (nor the
-    operator, whose client certificate switches at once): refused, like switching TLS on or off.
-    Told by the secrets a member pod that ran mounts."""
+    """Switching a running cluster between spec.TLS.static, issued and certManager would roll
+    members onto certificates of another CA, which the members not rolled yet do not trust (nor
+    the operator, whose client certificate switches at once): refused, like switching TLS on or
+    off. Told by the secrets a member pod that ran mounts."""
     cluster = observed.cluster
     spec = cluster.require_spec()
-    names = issued_secret_names(cluster.name)
-    issued = {names.peer, names.server, names.operator}
+    wanted = tls_source(spec.issued_tls is not None, spec.cert_manager_tls is not None)
     for pod in observed.live_pods:
         if pod.never_ran or not pod.secret_volumes:
             continue
-        if spec.issued_tls is not None and not pod.secret_volumes <= issued:
-            return (f"spec.TLS cannot switch from static to issued on a running cluster (member {pod.name} runs "
-                    f"with secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and on the old "
-                    f"would not trust each other; put spec.TLS.static back")
-        if spec.issued_tls is None and pod.secret_volumes <= issued and \
-                spec.tls.member_peer_secret not in pod.secret_volumes | {""}:
-            return (f"spec.TLS cannot switch from issued to static on a running cluster (member {pod.name} runs "
-                    f"with the issued secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and "
-                    f"on the old would not trust each other; put spec.TLS.issued back")
+        runs = _source_of(pod.secret_volumes, cluster.name)
+        if runs == wanted or (wanted == "static" and spec.tls.member_peer_secret in pod.secret_volumes | {""}):
+            continue  # static may name any secrets (those of another source too); no TLS: tls_change_problem
+        return (f"spec.TLS cannot switch from {runs} to {wanted} on a running cluster (member {pod.name} runs "
+                f"with {'the ' + runs + ' ' if runs != 'static' else ''}secrets {', '.join(sorted(pod.secret_volumes))}): "
+                f"members on the new CA and on the old would not trust each other; put spec.TLS.{runs} back")
     return None
+
+
+def tls_source(issued: bool, cert_manager: bool) -> str:
+    """The spec.TLS field the certificates come from."""
+    return "issued" if issued else "certManager" if cert_manager else "static"
+
+
+def _source_of(secret_volumes: frozenset[str], cluster: str) -> str:
+    issued = issued_secret_names(cluster)
+    managed = cert_manager_secret_names(cluster)
+    if secret_volumes <= {issued.peer, issued.server, issued.operator}:
+        return "issued"
+    if secret_volumes <= {managed.peer, managed.server, managed.operator}:
+        return "certManager"
+    return "static"
 
 
 def plan_certificates(observed: ObservedCluster) -> Action | None:

@@ -270,7 +270,7 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
     problem = version_change_problem(observed) or tls_change_problem(observed)
     if problem:
         return RejectSpec(problem)
-    certificates = plan_cert_manager(observed) or plan_certificates(observed) or plan_rotation_start(observed)
+    certificates = plan_certificates(observed) or plan_cert_manager(observed) or plan_rotation_start(observed)
     if certificates is not None:
         return certificates
     missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)

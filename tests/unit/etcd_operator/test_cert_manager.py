@@ -252,3 +252,34 @@ def test_status_tls_reads_cert_managers_keys_and_leaves_renewal_to_it(validity_h
     for role in certs.LEAF_ROLES:
         assert problem in tls[role].get("problem", ""), tls[role]
         assert bool(tls[role].get("problem")) == bool(problem), tls[role]
+
+
+def _running_with(observed: ObservedCluster, secrets: set[str]) -> ObservedCluster:
+    pods = tuple(dataclasses.replace(pod, secret_volumes=frozenset(secrets)) for pod in observed.pods)
+    return dataclasses.replace(observed, pods=pods)
+
+
+CERT_MANAGER_SECRETS = {"example-certmanager-peer", "example-certmanager-server"}
+
+
+@pytest.mark.parametrize(("spec", "mounted", "switch"), [
+    (CERT_MANAGER, {"p", "s"}, "from static to certManager"),
+    (CERT_MANAGER, {"example-tls-peer", "example-tls-server"}, "from issued to certManager"),
+    ({"TLS": {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}},
+     CERT_MANAGER_SECRETS, "from certManager to static"),
+    ({"TLS": {"issued": {}}}, CERT_MANAGER_SECRETS, "from certManager to issued"),
+])
+def test_switching_a_running_cluster_to_or_from_cert_manager_is_refused(
+        spec: dict[str, Any], mounted: set[str], switch: str) -> None:
+    action = plan_next_action(_running_with(_observed(healthy_cluster(3, spec=spec)), mounted))
+    assert isinstance(action, a.RejectSpec) and switch in action.reason, action
+
+
+def test_cert_manager_pods_on_a_cert_manager_spec_are_fine() -> None:
+    observed = _running_with(_observed(healthy_cluster(3, spec=CERT_MANAGER)), CERT_MANAGER_SECRETS)
+    assert isinstance(plan_next_action(observed), a.NoOp)
+    pod = build_member_pod(parse_etcd_cluster(raw_cluster(CERT_MANAGER, status={})), "example-abcde", state="new",
+                           initial_cluster=(("example-abcde", "u"),))
+    from etcd_operator.observed import parse_pod
+
+    assert parse_pod(pod).secret_volumes == CERT_MANAGER_SECRETS
