@@ -327,7 +327,8 @@ class MemberHealth:
 class ObservedCertManager:
     """spec.TLS.certManager: the cluster's cert-manager Certificates by role ("peer", "server",
     "operator"; None: there is none yet), read by name each pass, and whether the issuer it names
-    exists (None: not told: an issuer of another API group, or the lookup failed; `error` says)."""
+    exists (None: not told: an issuer of another API group, or the lookup failed); `error`: why
+    the Certificates could not be read."""
 
     certificates: Mapping[str, Mapping[str, Any] | None]
     issuer_exists: bool | None

@@ -286,7 +286,11 @@ def _cert_manager(cluster: EtcdCluster, lookups: Lookups) -> ObservedCertManager
     try:
         return ObservedCertManager(certificates, lookups.issuer(cluster.namespace, ref.kind, ref.name) is not None)
     except KubeError as error:
-        return ObservedCertManager(certificates, None, f"{ref.kind} {ref.name} could not be read: {short_error(error)}")
+        # Not told (say, a namespaced operator may not read ClusterIssuers): cert-manager's own
+        # Ready condition on the Certificates says what is wrong, if anything.
+        cluster_logger(cluster.namespace, cluster.name).info(
+            "cannot tell whether %s %s exists: %s", ref.kind, ref.name, short_error(error))
+        return ObservedCertManager(certificates, None)
 
 
 def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping[str, Any] | None]:

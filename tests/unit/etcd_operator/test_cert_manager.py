@@ -21,9 +21,11 @@ from etcd_operator import certificates as certs
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import build_member_pod
 from etcd_operator.observed import ObservedCertManager, ObservedCluster
+from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 from etcd_operator.status import compute_status
+from kube_adapter.errors import KubeError
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     NAMESPACE,
     T0,
@@ -283,3 +285,82 @@ def test_cert_manager_pods_on_a_cert_manager_spec_are_fine() -> None:
     from etcd_operator.observed import parse_pod
 
     assert parse_pod(pod).secret_volumes == CERT_MANAGER_SECRETS
+
+
+# ---------------------------------------------------------------------------------------------
+# The observation
+
+
+class CertManagerLookups:
+    """The lookups a cert-manager cluster's observation makes, answered from what the test put in."""
+
+    def __init__(self, *, certificates: dict[str, dict[str, Any]], issuers: dict[tuple[str, str], dict[str, Any]],
+                 issuer_error: Exception | None = None) -> None:
+        self.certificates, self.issuers, self.issuer_error = certificates, issuers, issuer_error
+        self.asked: list[tuple[str, str]] = []
+
+    def neighbours(self, namespace: str) -> list[dict[str, Any]]:
+        return [raw_cluster(CERT_MANAGER)]
+
+    def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def disruption_budget(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def failed_mount_events(self, namespace: str, pod_uid: str) -> list[dict[str, Any]]:
+        return []
+
+    def endpoint_slices(self, namespace: str, service: str) -> list[dict[str, Any]]:
+        return []
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def backups(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def certificate(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.asked.append(("certificate", name))
+        return self.certificates.get(name)
+
+    def issuer(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        self.asked.append((kind, name))
+        if self.issuer_error is not None:
+            raise self.issuer_error
+        return self.issuers.get((kind, name))
+
+
+def _observe(lookups: CertManagerLookups, spec: dict[str, Any] = CERT_MANAGER) -> ObservedCluster:
+    return observe_cluster(parse_etcd_cluster(raw_cluster(spec, status={})), pods=[], services=[], pvcs=[],
+                           etcd=EtcdAccess(lambda ns, name: {}), lookups=lookups, now=T0,
+                           connectable=lambda urls: set())
+
+
+def test_the_observation_reads_the_certificates_and_asks_whether_the_issuer_exists() -> None:
+    peer = _certificate("peer")
+    lookups = CertManagerLookups(certificates={"example-certmanager-peer": peer}, issuers={})
+    seen = _observe(lookups).cert_manager
+    assert seen == ObservedCertManager({"peer": peer, "server": None, "operator": None}, False)
+    assert ("Issuer", "etcd-ca") in lookups.asked
+    found = CertManagerLookups(certificates={}, issuers={("ClusterIssuer", "corp"): {}})
+    cluster_issuer = {"TLS": {"certManager": {"issuerRef": {"name": "corp", "kind": "ClusterIssuer"}}}}
+    assert _observe(found, cluster_issuer).cert_manager == ObservedCertManager(
+        {"peer": None, "server": None, "operator": None}, True)
+
+
+def test_an_issuer_the_operator_may_not_read_or_of_another_group_is_not_told() -> None:
+    forbidden = CertManagerLookups(certificates={}, issuers={}, issuer_error=KubeError("forbidden", status=403))
+    seen = _observe(forbidden).cert_manager
+    assert seen is not None and seen.issuer_exists is None and not seen.error
+    external = CertManagerLookups(certificates={}, issuers={})
+    spec = {"TLS": {"certManager": {"issuerRef": {"name": "x", "kind": "Issuer", "group": "example.com"}}}}
+    assert _observe(external, spec).cert_manager == ObservedCertManager(
+        {"peer": None, "server": None, "operator": None}, None)
+    assert not [q for q in external.asked if q[0] == "Issuer"]
+
+
+def test_clusters_without_cert_manager_ask_nothing_of_it() -> None:
+    lookups = CertManagerLookups(certificates={}, issuers={})
+    assert _observe(lookups, {"TLS": {"issued": {}}}).cert_manager is None
+    assert lookups.asked == []
