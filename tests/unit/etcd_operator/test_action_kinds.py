@@ -80,4 +80,4 @@ def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str
 def test_warnings_for_what_needs_a_human() -> None:
     warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
     assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames", "ReportAlarm",
-                        "StartQuorumRecovery", "FailQuorumRecovery"}
+                        "StartQuorumRecovery", "FailQuorumRecovery", "ReportCertificateProblem"}
