@@ -27,6 +27,7 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.etcdctl import Etcdctl
 from etcd_operator import actions as a
+from etcd_operator import cert_manager
 from etcd_operator import certificates as certs
 from etcd_operator import failpoints as fp
 from etcd_operator.adoption import PEER_SERVICE_PATCH
@@ -77,6 +78,7 @@ class ActionExecutor:
     pdbs: CachedClient | None = None
     metrics: OperatorMetrics | None = None  # maintenance results and durations
     secrets: ResourceClient | None = None  # spec.TLS.issued: the certificates' Secrets (not watched)
+    certificates: ResourceClient | None = None  # spec.TLS.certManager: its cert-manager Certificates
     # The image a quorum-loss recovery's seed fetches a backup with (`etcd-restore-seed`).
     fetch_image: str = DEFAULT_FETCH_IMAGE
     # Tests only: die just before/after each membership effect (see failpoints.py).
@@ -460,6 +462,31 @@ class ActionExecutor:
             "data": {**stale, **data},
         })
 
+    # --- spec.TLS.certManager (cert_manager.py)
+
+    def _apply_cert_manager_certificates(self, action: a.ApplyCertManagerCertificates,
+                                         observed: ObservedCluster) -> None:
+        """Create each Certificate of `action.roles` owned by the cluster, or merge-patch its
+        managed spec fields (None removes one) against the resourceVersion the pass read."""
+        assert self.certificates is not None, "no Certificate client"
+        spec = observed.cluster.require_spec()
+        assert spec.cert_manager_tls is not None, "ApplyCertManagerCertificates without spec.TLS.certManager"
+        assert observed.cert_manager is not None, "ApplyCertManagerCertificates without its observation"
+        cluster, identity = observed.cluster, certs.identity_of(observed)
+        for role in certs.LEAF_ROLES:
+            if role not in action.roles:
+                continue
+            existing = observed.cert_manager.certificates.get(role)
+            if existing is None:
+                self.certificates.create(cluster.namespace, cert_manager.certificate_manifest(
+                    identity, role, spec.cert_manager_tls, owner_reference(cluster)))
+                continue
+            wanted = cert_manager.certificate_spec(identity, role, spec.cert_manager_tls)
+            self.certificates.patch(cluster.namespace, cert_manager.certificate_name(cluster.name, role), {
+                "metadata": {"resourceVersion": (existing.get("metadata") or {}).get("resourceVersion")},
+                "spec": {key: wanted.get(key) for key in cert_manager.outdated_fields(existing, wanted)},
+            })
+
     @staticmethod
     def _create(client: CachedClient, namespace: str, body: dict[str, Any]) -> None:
         try:
@@ -491,6 +518,7 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.CompactHistory: ActionExecutor._compact_history,
     a.DisarmAlarm: ActionExecutor._disarm_alarm,
     a.IssueCertificates: ActionExecutor._issue_certificates,
+    a.ApplyCertManagerCertificates: ActionExecutor._apply_cert_manager_certificates,
     a.PublishCATrust: ActionExecutor._publish_ca_trust,
     a.AdoptCA: ActionExecutor._adopt_ca,
     a.StartCARotation: ActionExecutor._start_ca_rotation,

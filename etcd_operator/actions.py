@@ -725,9 +725,47 @@ class DropOldCA(_Action):
         return f"drop the old CA: {self.reason}"
 
 
+@dataclass(frozen=True)
+class ApplyCertManagerCertificates(_Action):
+    """spec.TLS.certManager: create the cert-manager Certificates of `roles` ("peer", "server",
+    "operator"), owned by the cluster, or patch their spec to what it should be (cert_manager.py)."""
+
+    roles: tuple[str, ...]
+    reason: str
+
+    KIND: ClassVar[str] = "apply-certificates"
+    event_reason: ClassVar[str | None] = "CertificatesRequested"
+
+    def describe(self) -> str:
+        return f"request certificates from cert-manager ({', '.join(self.roles)}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class ReportCertificateProblem(_Action):
+    """spec.TLS.certManager cannot get certificates (its issuer does not exist, or a Certificate
+    of its name is someone else's): nothing is changed; `reason` goes into status and one Warning
+    event (cert_manager.REASON_*)."""
+
+    reason: str
+    message: str
+
+    KIND: ClassVar[str] = "certificate-problem"
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    @property
+    def event_reason(self) -> str:  # type: ignore[override]
+        return self.reason
+
+    def describe(self) -> str:
+        return self.message
+
+
 Action = Union[
     Pause,
     RejectSpec,
+    ReportCertificateProblem,
+    ApplyCertManagerCertificates,
     ReportQuorumLoss,
     ReportMembersLost,
     RefuseNames,

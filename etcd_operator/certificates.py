@@ -26,7 +26,7 @@ import binascii
 import hashlib
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import cert_manager_secret_names, secret_file
 from etcd_common.api.issued_tls import (
     CA_CERT_KEY,
     CA_KEY_KEY,
@@ -423,6 +424,17 @@ def _files(secret: Mapping[str, Any]) -> dict[str, bytes]:
         raise _Unreadable(f"its data is not base64: {e}") from e
 
 
+def _leaf_files(role: Role, secret: Mapping[str, Any]) -> dict[str, bytes]:
+    """A leaf Secret's files under the CoreOS names, also when cert-manager wrote it (tls.crt,
+    tls.key, ca.crt: spec.TLS.certManager)."""
+    files = _files(secret)
+    for name in LEAF_KEYS[role]:
+        found = secret_file(files, name)
+        if found is not None:
+            files[name] = found
+    return files
+
+
 def _certificate(pem: bytes, key: str) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(pem)
@@ -539,10 +551,11 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
 # A static certificate ending sooner than this is a problem in status (the alert fires at 14 days).
 STATIC_ENDING_SECONDS: Final = 30 * 24 * 3600
 STATIC_RENEW_HINT: Final = "put a renewed certificate into the secret"
+CERT_MANAGER_RENEW_HINT: Final = "cert-manager did not renew it: see its Certificate's conditions"
 
 
 def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: datetime | None,
-                hosts: Sequence[str] = ()) -> Checked:
+                hosts: Sequence[str] = (), cert_manager: bool = False) -> Checked:
     """A static Secret's certificate end, and what is wrong: missing, wrong key names, unreadable,
     a key that is not the certificate's, not signed by a CA of its CA file, lacking one of `hosts`
     (the names members and clients reach it by), expired or ending within STATIC_ENDING_SECONDS.
@@ -551,21 +564,24 @@ def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: da
         return Checked(role, name, problem="missing")
     cert_key, key_key, ca_key = LEAF_KEYS[role]
     try:
-        files = _files(secret)
-        missing = [key for key in LEAF_KEYS[role] if key not in files]
+        files = _leaf_files(role, secret) if cert_manager else _files(secret)
+        # cert-manager's issuers other than CA issuers may write no ca.crt
+        needed = (cert_key, key_key) if cert_manager else LEAF_KEYS[role]
+        missing = [key for key in needed if key not in files]
         if missing:
-            return Checked(role, name, problem=f"has no key {', '.join(missing)} (CoreOS's key names: "
-                                               f"{', '.join(LEAF_KEYS[role])})")
+            names = "cert-manager's keys: tls.crt, tls.key, ca.crt" if cert_manager else \
+                f"CoreOS's key names: {', '.join(LEAF_KEYS[role])}"
+            return Checked(role, name, problem=f"has no key {', '.join(missing)} ({names})")
         cert = _certificate(files[cert_key], cert_key)
         _check_key_matches(cert, files[key_key], key_key)
-        authorities = certificates_in(files[ca_key])
-        if not authorities:
+        authorities = certificates_in(files[ca_key]) if ca_key in files else ()
+        if ca_key in files and not authorities:
             raise _Unreadable(f"{ca_key} is not a PEM certificate")
     except _Unreadable as e:
         return Checked(role, name, problem=str(e))
     end = cert.not_valid_after_utc
     # A chain in the certificate file (intermediates after the leaf) may sign it, too.
-    if not any(signed_by(cert, authority) for authority in (*authorities, *certificates_in(files[cert_key])[1:])):
+    if authorities and not any(signed_by(cert, authority) for authority in (*authorities, *certificates_in(files[cert_key])[1:])):
         return Checked(role, name, end, f"{cert_key} is not signed by the CA in {ca_key}")
     uncovered = [host for host in hosts if not names_host(cert, host)]
     if uncovered:
@@ -595,7 +611,7 @@ def static_ca(secrets: Mapping[Role, tuple[str, Mapping[str, Any] | None]], now:
             continue
         ca_key = LEAF_KEYS[role][2]
         try:
-            files = _files(secret)
+            files = _leaf_files(role, secret)
             if ca_key in files:
                 found.append((_certificate(files[ca_key], ca_key), name))
         except _Unreadable:
@@ -627,33 +643,40 @@ def check_static(observed: ObservedCluster) -> tuple[Checked, ...] | None:
                               "operator": tls.operator_secret}
     secrets = {role: (names[role], observed.static_secrets.get(role)) for role in LEAF_ROLES if names[role]}
     now = observed.observed_at
-    leaves = tuple(static_leaf(role, name, secret, now, static_hosts(observed, role))
+    leaves = tuple(static_leaf(role, name, secret, now, static_hosts(observed, role), spec.cert_manager_tls is not None)
                    for role, (name, secret) in secrets.items())
     ca = static_ca(secrets, now)
-    return ((ca,) if ca is not None else ()) + leaves
+    checked = ((ca,) if ca is not None else ()) + leaves
+    if spec.cert_manager_tls is None:
+        return checked
+    # spec.TLS.certManager: cert-manager renews before the end; only an end it let pass (or a
+    # Secret it has not written) is a problem, and the fix is cert-manager's.
+    return tuple(replace(entry, problem=_cert_manager_problem(entry.problem)) for entry in checked)
+
+
+def _cert_manager_problem(static_problem: str) -> str:
+    if not static_problem or static_problem.startswith("ends at "):
+        return ""
+    return static_problem.replace(STATIC_RENEW_HINT, CERT_MANAGER_RENEW_HINT)
 
 
 def source_switch_problem(observed: ObservedCluster) -> str | None:
-    """Switching a running cluster between spec.TLS.static and spec.TLS.issued would roll members
-    onto certificates of another CA, which the members not rolled yet do not trust (nor the
-    operator, whose client certificate switches at once): refused, like switching TLS on or off.
-    Told by the secrets a member pod that ran mounts."""
+    """Switching a running cluster between spec.TLS.static, issued and certManager would roll
+    members onto certificates of another CA, which the members not rolled yet do not trust (nor
+    the operator, whose client certificate switches at once): refused, like switching TLS on or
+    off. Told by the secrets a member pod that ran mounts."""
     cluster = observed.cluster
     spec = cluster.require_spec()
-    names = issued_secret_names(cluster.name)
-    issued = {names.peer, names.server, names.operator}
+    wanted = tls_source(spec.issued_tls is not None, spec.cert_manager_tls is not None)
     for pod in observed.live_pods:
         if pod.never_ran or not pod.secret_volumes:
             continue
-        if spec.issued_tls is not None and not pod.secret_volumes <= issued:
-            return (f"spec.TLS cannot switch from static to issued on a running cluster (member {pod.name} runs "
-                    f"with secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and on the old "
-                    f"would not trust each other; put spec.TLS.static back")
-        if spec.issued_tls is None and pod.secret_volumes <= issued and \
-                spec.tls.member_peer_secret not in pod.secret_volumes | {""}:
-            return (f"spec.TLS cannot switch from issued to static on a running cluster (member {pod.name} runs "
-                    f"with the issued secrets {', '.join(sorted(pod.secret_volumes))}): members on the new CA and "
-                    f"on the old would not trust each other; put spec.TLS.issued back")
+        runs = _source_of(pod.secret_volumes, cluster.name)
+        if runs == wanted or (wanted == "static" and spec.tls.member_peer_secret in pod.secret_volumes | {""}):
+            continue  # static may name any secrets (those of another source too); no TLS: tls_change_problem
+        return (f"spec.TLS cannot switch from {runs} to {wanted} on a running cluster (member {pod.name} runs "
+                f"with {'the ' + runs + ' ' if runs != 'static' else ''}secrets {', '.join(sorted(pod.secret_volumes))}): "
+                f"members on the new CA and on the old would not trust each other; put spec.TLS.{runs} back")
     return None
 
 
@@ -671,6 +694,21 @@ def kept_ca(observed: ObservedCluster) -> str | None:
     if isinstance(ca_problem(secret, observed.observed_at), str):
         return None
     return str(metadata.get("name") or identity_of(observed).secret_name("ca"))
+
+
+def tls_source(issued: bool, cert_manager: bool) -> str:
+    """The spec.TLS field the certificates come from."""
+    return "issued" if issued else "certManager" if cert_manager else "static"
+
+
+def _source_of(secret_volumes: frozenset[str], cluster: str) -> str:
+    issued = issued_secret_names(cluster)
+    managed = cert_manager_secret_names(cluster)
+    if secret_volumes <= {issued.peer, issued.server, issued.operator}:
+        return "issued"
+    if secret_volumes <= {managed.peer, managed.server, managed.operator}:
+        return "certManager"
+    return "static"
 
 
 def plan_certificates(observed: ObservedCluster) -> Action | None:

@@ -7,7 +7,13 @@ import logging
 import threading
 
 from etcd_common.api import constants as c
-from etcd_common.api.resources import ETCD_BACKUPS, ETCD_CLUSTERS
+from etcd_common.api.resources import (
+    CERT_MANAGER_CERTIFICATES,
+    CERT_MANAGER_CLUSTER_ISSUERS,
+    CERT_MANAGER_ISSUERS,
+    ETCD_BACKUPS,
+    ETCD_CLUSTERS,
+)
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.failpoints import Failpoints
@@ -53,13 +59,17 @@ class Controller:
         pods, services, pvcs, pdbs = (CachedClient(ResourceClient(api, resource)) for resource in
                                       (PODS, SERVICES, PERSISTENT_VOLUME_CLAIMS, POD_DISRUPTION_BUDGETS))
         secrets = ResourceClient(api, SECRETS)
+        certificates = ResourceClient(api, CERT_MANAGER_CERTIFICATES)
         etcd = EtcdAccess(secrets.get, binary=settings.etcdctl_binary)
         self.context = SupervisorContext(
             clusters=clusters,
             kube=KubeSources(clusters, pods, services, pvcs, pdbs, events=ResourceClient(api, EVENTS),
                              slices=ResourceClient(api, ENDPOINT_SLICES), secrets=secrets,
-                             etcd_backups=ResourceClient(api, ETCD_BACKUPS)),
+                             etcd_backups=ResourceClient(api, ETCD_BACKUPS), certificates=certificates,
+                             issuers=ResourceClient(api, CERT_MANAGER_ISSUERS),
+                             cluster_issuers=ResourceClient(api, CERT_MANAGER_CLUSTER_ISSUERS)),
             executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs, metrics=metrics, secrets=secrets,
+                                    certificates=certificates,
                                     failpoints=Failpoints.from_environment(),
                                     fetch_image=settings.recovery_fetch_image),
             etcd=etcd,

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
 
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import CERT_MANAGER_KEY
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
 from etcd_common.api.restore_source import RestoreSource
 from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
@@ -335,8 +336,7 @@ def build_recovery_seed_pod(cluster: EtcdCluster, member: str, *, survivor_clien
         client_tls_volume = c.OPERATOR_TLS_VOLUME
         volumes = pod["spec"]["volumes"]
         if not any(volume["name"] == client_tls_volume for volume in volumes):
-            volumes.append({"name": client_tls_volume, "secret": {"secretName": spec.tls.operator_secret,
-                                                                  "defaultMode": SECRET_FILE_MODE}})
+            volumes.append(tls_secret_volume(spec, client_tls_volume, spec.tls.operator_secret))
     pod["spec"]["initContainers"] = recovery_seed_init_containers(
         etcd_image=spec.image, etcd_version=spec.version, member=member, initial_cluster=initial_cluster,
         cluster_token=token, survivor_client_url=survivor_client_url,
@@ -424,8 +424,7 @@ def _member_volumes(spec: ClusterSpec, member: str, container: dict[str, Any]) -
         else {"name": c.DATA_VOLUME_NAME, "emptyDir": {}}
     ]
     for volume_name, secret, mount_path in _tls_secrets(spec):
-        # Owner-and-group readable (the group is fsGroup, which etcd runs with), never world.
-        volumes.append({"name": volume_name, "secret": {"secretName": secret, "defaultMode": SECRET_FILE_MODE}})
+        volumes.append(tls_secret_volume(spec, volume_name, secret))
         container["volumeMounts"].append({"name": volume_name, "mountPath": mount_path, "readOnly": True})
     return volumes
 
@@ -595,6 +594,24 @@ def _probes_metrics_listener(spec: ClusterSpec) -> bool:
     probed on the plain metrics listener (every member has one) instead of with etcdctl and a
     client certificate."""
     return spec.tls.client_tls and spec.version.minor_version not in c.UPGRADE_SOURCE_MINOR_VERSIONS
+
+
+# The CoreOS (certificate, key, CA) file names each TLS volume holds.
+_TLS_VOLUME_FILES: Final[Mapping[str, tuple[str, str, str]]] = {
+    c.PEER_TLS_VOLUME: (c.PEER_CERT_FILE, c.PEER_KEY_FILE, c.PEER_CA_FILE),
+    c.SERVER_TLS_VOLUME: (c.SERVER_CERT_FILE, c.SERVER_KEY_FILE, c.SERVER_CA_FILE),
+    c.OPERATOR_TLS_VOLUME: (c.OPERATOR_CERT_FILE, c.OPERATOR_KEY_FILE, c.OPERATOR_CA_FILE),
+}
+
+
+def tls_secret_volume(spec: ClusterSpec, volume_name: str, secret: str) -> dict[str, Any]:
+    """The volume of one TLS secret. Owner-and-group readable (the group is fsGroup, which etcd
+    runs with), never world. With spec.TLS.certManager, cert-manager's keys (tls.crt, tls.key,
+    ca.crt) become the CoreOS file names etcd is started with."""
+    source: dict[str, Any] = {"secretName": secret, "defaultMode": SECRET_FILE_MODE}
+    if spec.cert_manager_tls is not None:
+        source["items"] = [{"key": CERT_MANAGER_KEY[name], "path": name} for name in _TLS_VOLUME_FILES[volume_name]]
+    return {"name": volume_name, "secret": source}
 
 
 def _tls_secrets(spec: ClusterSpec) -> list[tuple[str, str, str]]:

@@ -29,6 +29,7 @@ MEMBERSHIP_CHANGE_KINDS: Final = (
     "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
     "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm", "stop",
     "issue-certificates", "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
+    "apply-certificates",
 )
 # The `certificate` label of `etcd_operator_certificate_not_after_seconds` (spec.TLS.issued or static).
 CERTIFICATE_ROLES: Final = ("ca", "peer", "server", "operator")

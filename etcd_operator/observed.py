@@ -349,6 +349,18 @@ class MemberHealth:
 
 
 @dataclass(frozen=True)
+class ObservedCertManager:
+    """spec.TLS.certManager: the cluster's cert-manager Certificates by role ("peer", "server",
+    "operator"; None: there is none yet), read by name each pass, and whether the issuer it names
+    exists (None: not told: an issuer of another API group, or the lookup failed); `error`: why
+    the Certificates could not be read."""
+
+    certificates: Mapping[str, Mapping[str, Any] | None]
+    issuer_exists: bool | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class ObservedCluster:
     """Everything one pass saw. `members` is None when no member answered `member list`;
     `health` and `endpoint_status` are keyed by member name (= pod name); a member missing from
@@ -399,6 +411,8 @@ class ObservedCluster:
     # spec.TLS.static: the user's Secrets by role (peer, server, operator), to report when their
     # certificates end (read by name, as the issued ones).
     static_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    # spec.TLS.certManager only: its Certificates and whether its issuer exists (cert_manager.py).
+    cert_manager: ObservedCertManager | None = None
     # Without a member list, while the members that answer know no leader: the membership as the
     # answering member furthest ahead sees it locally (a serializable member list; None: not
     # asked or not answered). The voters a quorum-loss recovery counts (quorum_recovery.py).

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import GROUP as CERT_MANAGER_GROUP
+from etcd_common.api.cert_manager_tls import cert_manager_secret_names
 from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, EtcdCluster, RecordedRecovery
 from etcd_common.api.issued_tls import issued_secret_names
@@ -32,6 +34,7 @@ from etcd_operator.manifests import (
 from etcd_operator.member_start import SETTING_UP
 from etcd_operator.observed import (
     MemberHealth,
+    ObservedCertManager,
     ObservedCluster,
     ObservedDisruptionBudget,
     ObservedPod,
@@ -110,6 +113,16 @@ class Lookups(Protocol):
         """The EtcdBackups of `namespace` (raises KubeError when they cannot be listed)."""
         ...
 
+    def certificate(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The cert-manager Certificate of that name (None: there is none; raises KubeError
+        when it cannot be read)."""
+        ...
+
+    def issuer(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """The cert-manager Issuer (in `namespace`) or ClusterIssuer of that name (None: there
+        is none; raises KubeError when it cannot be read)."""
+        ...
+
 
 @dataclass(frozen=True)
 class KubeSources:
@@ -125,6 +138,10 @@ class KubeSources:
     slices: ResourceClient
     secrets: ResourceClient | None = None  # spec.TLS.issued: its Secrets, read by name (not watched)
     etcd_backups: ResourceClient | None = None  # listed only under a quorum loss with recovery asked for
+    # spec.TLS.certManager: its Certificates and issuer, read by name (not watched).
+    certificates: ResourceClient | None = None
+    issuers: ResourceClient | None = None
+    cluster_issuers: ResourceClient | None = None
 
     def synced(self) -> bool:
         """Has every watch of the owned kinds listed once? Before that, a missing pod may just be
@@ -157,6 +174,21 @@ class KubeSources:
 
     def backups(self, namespace: str) -> list[dict[str, Any]]:
         return [] if self.etcd_backups is None else self.etcd_backups.list(namespace)
+
+    def certificate(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _get_or_none(self.certificates, namespace, name)
+
+    def issuer(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        return _get_or_none(self.cluster_issuers if kind == "ClusterIssuer" else self.issuers, namespace, name)
+
+
+def _get_or_none(client: ResourceClient | None, namespace: str, name: str) -> dict[str, Any] | None:
+    if client is None:
+        return None
+    try:
+        return client.get(namespace, name)
+    except NotFound:
+        return None
 
 
 def observe(cluster: EtcdCluster, kube: KubeSources, etcd: EtcdAccess) -> ObservedCluster:
@@ -236,7 +268,32 @@ def _kubernetes_side(
         client_endpoints=_client_endpoints(cluster, live, lookups) if lookups is not None else None,
         issued_secrets=_issued_secrets(cluster, lookups) if lookups is not None else {},
         static_secrets=_static_secrets(cluster, lookups) if lookups is not None else {},
+        cert_manager=_cert_manager(cluster, lookups) if lookups is not None else None,
     )
+
+
+def _cert_manager(cluster: EtcdCluster, lookups: Lookups) -> ObservedCertManager | None:
+    """spec.TLS.certManager: its three Certificates, and whether the issuer it names exists
+    (asked only of cert-manager's own issuer kinds)."""
+    if cluster.spec is None or cluster.spec.cert_manager_tls is None or cluster.paused:
+        return None
+    names = cert_manager_secret_names(cluster.name)
+    by_role = {"peer": names.peer, "server": names.server, "operator": names.operator}
+    try:
+        certificates = {role: lookups.certificate(cluster.namespace, name) for role, name in by_role.items()}
+    except KubeError as error:
+        return ObservedCertManager({}, None, f"Certificates could not be read: {short_error(error)}")
+    ref = cluster.spec.cert_manager_tls.issuer
+    if ref.group != CERT_MANAGER_GROUP:
+        return ObservedCertManager(certificates, None)
+    try:
+        return ObservedCertManager(certificates, lookups.issuer(cluster.namespace, ref.kind, ref.name) is not None)
+    except KubeError as error:
+        # Not told (say, a namespaced operator may not read ClusterIssuers): cert-manager's own
+        # Ready condition on the Certificates says what is wrong, if anything.
+        cluster_logger(cluster.namespace, cluster.name).info(
+            "cannot tell whether %s %s exists: %s", ref.kind, ref.name, short_error(error))
+        return ObservedCertManager(certificates, None)
 
 
 def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping[str, Any] | None]:

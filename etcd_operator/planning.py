@@ -202,6 +202,7 @@ from etcd_operator.ca_rotation import (
     plan_rotation_steps,
     trust_outdated,
 )
+from etcd_operator.cert_manager import plan_cert_manager
 from etcd_operator.certificates import plan_certificates
 from etcd_operator.maintenance import near_quota, plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
@@ -279,7 +280,7 @@ def plan_next_action(observed: ObservedCluster, policy: PlanningPolicy = Plannin
     problem = version_change_problem(observed) or tls_change_problem(observed)
     if problem:
         return RejectSpec(problem)
-    certificates = plan_certificates(observed) or plan_rotation_start(observed)
+    certificates = plan_certificates(observed) or plan_cert_manager(observed) or plan_rotation_start(observed)
     if certificates is not None:
         return certificates
     missing = tuple(name for name in service_names(cluster.name) if name not in observed.services)

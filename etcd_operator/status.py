@@ -29,6 +29,7 @@ from etcd_operator.actions import (
     RefuseNames,
     RejectSpec,
     RemoveMember,
+    ReportCertificateProblem,
     ReportMembersLost,
 )
 from etcd_operator.maintenance import CONDITION_ALARM_RAISED
@@ -169,7 +170,8 @@ def _message(summary: str, problems: tuple[StartProblem, ...], action: Action | 
     message = summary
     if problems:
         message = f"{message}; {'; '.join(p.describe() for p in problems)}"
-    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames)):
+    if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames,
+                                                      ReportCertificateProblem)):
         message = f"{message}; {action.describe()}"
     if last_error:
         message = f"{message}; last error: {last_error}"
@@ -319,9 +321,10 @@ def static_tls_event(observed: ObservedCluster, previous: Mapping[str, Any] | No
                      status: Mapping[str, Any]) -> tuple[str, str] | None:
     """(reason, message) of the Warning event due when `status` reports a problem with a static
     certificate that the `previous` status did not (once per new problem, not every pass), else
-    None. Issued clusters get none: the operator fixes their certificates itself."""
+    None. Issued and cert-manager clusters get none: their certificates are fixed by the operator
+    or by cert-manager (whose own problems have their events, certificates.py)."""
     spec = observed.cluster.spec
-    if spec is None or spec.issued_tls is not None:
+    if spec is None or spec.issued_tls is not None or spec.cert_manager_tls is not None:
         return None
     before = {(role, entry.get("problem")) for role, entry in ((previous or {}).get("tls") or {}).items()}
     new = [f"secret {entry.get('secret')} ({role}): {entry['problem']}"
@@ -370,6 +373,11 @@ def _phase(
         return PHASE_FAILED, "InvalidSpec", action.reason
     if isinstance(action, RefuseNames):
         return PHASE_FAILED, action.reason, action.message
+    if isinstance(action, ReportCertificateProblem):
+        # Nothing is changed: a running cluster runs on (and says so), a new one cannot start.
+        running = availability[0] == "True"
+        return (PHASE_RUNNING if running else PHASE_FAILED), action.reason, \
+            f"{action.message}{f' ({availability[2]})' if running else ''}"
     if isinstance(action, ReportMembersLost):
         return PHASE_FAILED, "MembersLost", action.reason
     available, reason, message = availability

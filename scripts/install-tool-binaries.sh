@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Provide the tools the tests drive that Debian does not ship usable: helm (the chart tests),
 # Prometheus + promtool (the alert-rule tests and the monitoring test; Debian's prometheus is built
-# without Kubernetes service discovery) and the cloud-storage emulators (the ABS and GCS storage
-# tests): fake-gcs-server and Azurite. The Go tools are built with `go build` from the Go module
+# without Kubernetes service discovery), the cloud-storage emulators (the ABS and GCS storage
+# tests): fake-gcs-server and Azurite, and cert-manager's controller (the TLS.certManager tests). The Go tools are built with `go build` from the Go module
 # pinned in scripts/tool-build/<tool>/go.mod, Azurite installed from npm at the version pinned
 # below; each is cached per version outside the checkout.
 # Prints one "<tool> <version> <directory>" line per tool.
@@ -43,6 +43,20 @@ build_tool prometheus github.com/prometheus/prometheus "-X github.com/prometheus
   github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 build_tool fake-gcs-server github.com/fsouza/fake-gcs-server "-X main.version=%s" \
   github.com/fsouza/fake-gcs-server
+# cert-manager's controller (the TLS.certManager tests): its own controller module is not on the
+# module proxy, so scripts/tool-build/cert-manager/ starts the same controllers from the root
+# module's packages; its CRDs (plain YAML in the root module's deploy/crds) go beside bin/.
+cert_manager=$(build_tool cert-manager github.com/cert-manager/cert-manager \
+  "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=%s" \
+  etcd-operator-py/cert-manager-build/cert-manager-controller)
+crd_dir="$(dirname "$(echo "$cert_manager" | cut -d' ' -f3)")/crds"
+if [ ! -s "$crd_dir/cert-manager.io_certificates.yaml" ]; then
+  module_dir=$(cd cert-manager && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+  rm -rf "$crd_dir.tmp" && mkdir -p "$crd_dir.tmp"
+  cp "$module_dir"/deploy/crds/*.yaml "$crd_dir.tmp/" && chmod -R u+w "$crd_dir.tmp"
+  rm -rf "$crd_dir" && mv "$crd_dir.tmp" "$crd_dir"
+fi
+echo "$cert_manager"
 
 # npm_tool <tool> <package> <version> <programs...>: `npm install` into the cache, the programs
 # linked into one bin directory (so only they end up beside the interpreter).

@@ -13,8 +13,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import (
+    CertManagerNames,
+    CertManagerTLS,
+    cert_manager_secret_names,
+    parse_cert_manager_tls,
+)
 from etcd_common.api.fields import FieldReader, JsonDict, SpecError, object_identity
-from etcd_common.api.issued_tls import IssuedTLS, issued_secret_names, parse_issued_tls
+from etcd_common.api.issued_tls import IssuedSecretNames, IssuedTLS, issued_secret_names, parse_issued_tls
 from etcd_common.api.maintenance import (
     Alarms,
     Compaction,
@@ -94,6 +100,9 @@ class ClusterSpec:
     # `spec.TLS.issued` (addition, issued_tls.py): the operator issues the certificates; `tls`
     # then names the Secrets it writes (`with_issued_secret_names`).
     issued_tls: IssuedTLS | None = None
+    # `spec.TLS.certManager` (addition, cert_manager_tls.py): cert-manager issues the certificates;
+    # `tls` then names the Secrets it writes (`with_issued_secret_names`).
+    cert_manager_tls: CertManagerTLS | None = None
     # `spec.recovery.quorumLoss` (addition): Report (default) or FromSurvivor (quorum_recovery.py).
     quorum_loss: str = c.QUORUM_LOSS_REPORT
     # Not an API field: set by the etcd operator's observation while a running plaintext cluster
@@ -303,7 +312,7 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
     repository = _parse_repository(spec, warnings)
     paused = spec.boolean("paused")
     pod = _parse_pod_policy(spec.section("pod"))
-    tls, issued_tls = _parse_tls(spec.section("TLS"))
+    tls, issued_tls, cert_manager_tls = _parse_tls(spec.section("TLS"))
     restore = parse_restore_source(spec.raw.get("restore"))
     compaction = parse_compaction(spec.section("compaction"), warnings)
     return ClusterSpec(
@@ -320,6 +329,7 @@ def parse_cluster_spec(raw: JsonDict) -> ClusterSpec:
         defragmentation=parse_defragmentation(spec.section("defragmentation")),
         alarms=parse_alarms(spec.section("alarms")),
         issued_tls=issued_tls,
+        cert_manager_tls=cert_manager_tls,
         quorum_loss=_parse_quorum_loss(spec.section("recovery")),
     )
 
@@ -334,11 +344,14 @@ def _parse_quorum_loss(recovery: FieldReader) -> str:
 
 
 def with_issued_secret_names(spec: ClusterSpec, cluster_name: str) -> ClusterSpec:
-    """An issued cluster's `tls` names the Secrets the operator writes, as spec.TLS.static
-    would: everything that reads the static secrets reads these."""
-    if spec.issued_tls is None:
+    """An issued (or cert-manager) cluster's `tls` names the Secrets the operator (cert-manager)
+    writes, as spec.TLS.static would: everything that reads the static secrets reads these."""
+    if spec.cert_manager_tls is not None:
+        names: CertManagerNames | IssuedSecretNames = cert_manager_secret_names(cluster_name)
+    elif spec.issued_tls is not None:
+        names = issued_secret_names(cluster_name)
+    else:
         return spec
-    names = issued_secret_names(cluster_name)
     return replace(spec, tls=StaticTLS(member_peer_secret=names.peer, member_server_secret=names.server,
                                        operator_secret=names.operator))
 
@@ -492,7 +505,7 @@ def _parse_cluster_domain(raw: Any) -> str:
     return "." + raw.strip(".")
 
 
-def _parse_tls(tls: FieldReader) -> tuple[StaticTLS, IssuedTLS | None]:
+def _parse_tls(tls: FieldReader) -> tuple[StaticTLS, IssuedTLS | None, CertManagerTLS | None]:
     static = tls.section("static")
     member = static.section("member")
     static_tls = StaticTLS(
@@ -500,10 +513,11 @@ def _parse_tls(tls: FieldReader) -> tuple[StaticTLS, IssuedTLS | None]:
         member_server_secret=member.string("serverSecret"),
         operator_secret=static.string("operatorSecret"),
     )
+    sources = [key for key in ("static", "issued", "certManager") if tls.has(key)]
+    if len(sources) > 1:
+        raise SpecError(f"spec.TLS.{' and spec.TLS.'.join(sources)} cannot both be set: the certificates come from "
+                        "one of your secrets (static), the operator (issued) or cert-manager (certManager)")
     issued = tls.child("issued")
-    if issued is None:
-        return static_tls, None
-    if tls.has("static"):
-        raise SpecError("spec.TLS.static and spec.TLS.issued cannot both be set: the certificates come either "
-                        "from your secrets (static) or from the operator (issued)")
-    return static_tls, parse_issued_tls(issued)
+    cert_manager = tls.child("certManager")
+    return (static_tls, parse_issued_tls(issued) if issued is not None else None,
+            parse_cert_manager_tls(cert_manager) if cert_manager is not None else None)

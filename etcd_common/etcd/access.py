@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import secret_file
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
 from etcd_common.etcd.maintenance import EtcdMaintenance
@@ -96,7 +97,7 @@ class EtcdAccess:
     def client_with_secret(self, namespace: str, owner: str, endpoints: Sequence[str], secret_name: str | None, *,
                            secret_field: str = "client TLS secret", command_timeout_seconds: float = 5.0) -> Etcdctl:
         """etcdctl for `endpoints` on behalf of the object `namespace/owner`, with the client
-        certificate in secret `secret_name` (CoreOS file names; None: plain http).
+        certificate in secret `secret_name` (CoreOS file names, or cert-manager's keys; None: plain http).
         `secret_field` names where the secret was given, for error messages."""
         tls = self._client_tls(namespace, owner, secret_name, secret_field) if secret_name else None
         return Etcdctl(endpoints, binary=self._binary, tls=tls, command_timeout_seconds=command_timeout_seconds)
@@ -125,7 +126,7 @@ class EtcdAccess:
 
     def _write_files(self, namespace: str, owner: str, where: str, secret: dict[str, Any]) -> ClientTLS:
         data = secret.get("data") or {}
-        files = {name: base64.b64decode(data.get(name) or "") for name in
+        files = {name: base64.b64decode(secret_file(data, name) or "") for name in
                  (c.OPERATOR_CA_FILE, c.OPERATOR_CERT_FILE, c.OPERATOR_KEY_FILE)}
         missing = [name for name, content in files.items() if not content]
         if missing:

@@ -6,16 +6,13 @@ its certificate files on each new handshake; the kubelet (here the sandbox's) re
 mounted Secret volumes in place."""
 from __future__ import annotations
 
-import ssl
 from pathlib import Path
-
-from cryptography import x509
 
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.client_writes import Writer
 from tests.integration.etcd_operator.etcd_data import read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
-from tests.integration.etcd_operator.tls_certs import IssuedClient, secret_files
+from tests.integration.etcd_operator.tls_certs import IssuedClient, ServedCertificates, member_pods
 
 # validity is at least 1h (the CRD's CEL rule). A leaf is issued again once its end is within
 # renewBefore: 59m50s makes each leaf due 10 s after it was issued (not at once: right after issue
@@ -24,59 +21,7 @@ from tests.integration.etcd_operator.tls_certs import IssuedClient, secret_files
 ISSUED = {"validity": "1h", "renewBefore": "59m50s"}
 RENEWALS = 2  # renewed certificates each member must serve, beyond the one it started with
 ROTATION_TIMEOUT_SECONDS = 240.0
-PORTS = {"server": 2379, "peer": 2380}
 PREFIX = "rotation/"
-
-
-def _serial(pem: bytes) -> int:
-    return x509.load_pem_x509_certificate(pem).serial_number
-
-
-def _pods(clusters: Clusters, name: str) -> dict[str, tuple[str, str, tuple[int, ...]]]:
-    """member -> (pod uid, pod IP, restart counts of its containers)."""
-    return {p.metadata.name: (p.metadata.uid, p.status.pod_ip,
-                              tuple(s.restart_count for s in p.status.container_statuses or ()))
-            for p in clusters.live_pods(name)}
-
-
-class ServedCertificates:
-    """What the members' ports serve over time, against what the operator put into the Secrets."""
-
-    def __init__(self, clusters: Clusters, name: str, client: IssuedClient,
-                 pods: dict[str, tuple[str, str, tuple[int, ...]]]) -> None:
-        self.clusters = clusters
-        self.name = name
-        self.client = client
-        self.pods = pods
-        self.issued: dict[str, list[int]] = {role: [] for role in PORTS}  # serials in the Secrets, in order
-        self.served: dict[tuple[str, str], list[tuple[int, float]]] = {
-            (member, role): [] for member in pods for role in PORTS}  # (serial, notBefore), each change
-        self.errors: list[str] = []
-
-    def observe(self) -> None:
-        for role in PORTS:
-            serial = _serial(secret_files(self.clusters, f"{self.name}-tls-{role}")[f"{role}.crt"])
-            if serial not in self.issued[role]:
-                self.issued[role].append(serial)
-        for member, (_, ip, _) in self.pods.items():
-            for role, port in PORTS.items():
-                try:
-                    served = self.client.served_certificate(ip, port)
-                except (OSError, ssl.SSLError) as e:
-                    self.errors.append(f"{member} {role} port {port}: handshake failed: {e!r}")
-                    continue
-                seen = (int(served["serialNumber"], 16), ssl.cert_time_to_seconds(served["notBefore"]))
-                history = self.served[(member, role)]
-                if not history or history[-1] != seen:
-                    history.append(seen)
-
-    def renewed_everywhere(self, renewals: int) -> bool:
-        self.observe()
-        return all(len(history) > renewals for history in self.served.values())
-
-    def describe(self) -> str:
-        return "; ".join(f"{member} {role}: {len(history)} certificates" for (member, role), history in
-                         sorted(self.served.items())) + f"; issued {({r: len(s) for r, s in self.issued.items()})}"
 
 
 def test_renewed_certificates_reach_running_members_without_restarts(clusters: Clusters, tmp_path: Path) -> None:
@@ -86,7 +31,7 @@ def test_renewed_certificates_reach_running_members_without_restarts(clusters: C
     try:
         clusters.wait_running(name, ready=3, timeout=240)
         client = IssuedClient(clusters, name, tmp_path / "client")  # valid 1h: outlives the test
-        pods = _pods(clusters, name)
+        pods = member_pods(clusters, name)
         assert len(pods) == 3, sorted(pods)
         assert all(restarts == (0,) * len(restarts) for _, _, restarts in pods.values()), pods
         certificates = ServedCertificates(clusters, name, client, pods)
@@ -122,7 +67,7 @@ def test_renewed_certificates_reach_running_members_without_restarts(clusters: C
             assert not_before == sorted(not_before), f"{member} {role}: notBefore went back {not_before}"
 
         # The same pods, never restarted: the files changed under the running members.
-        assert _pods(clusters, name) == pods, f"member pods restarted or replaced: {pods} -> {_pods(clusters, name)}"
+        assert member_pods(clusters, name) == pods, f"member pods restarted or replaced: {pods} -> {member_pods(clusters, name)}"
 
         stored = read_prefix(clusters.sandbox, [f"https://{name}-client.{ns}.svc:2379"], PREFIX, flags=client.flags())
         lost = {k: v for k, v in writer.acknowledged.items() if stored.get(k) != v}

@@ -11,12 +11,15 @@ import json
 import socket
 import ssl
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
 from etcd_common.api import constants as c
+from etcd_common.api.cert_manager_tls import secret_file
 from tests.integration.etcd_operator.operator_clusters import Clusters
 
 CERT_DAYS = 2
@@ -214,17 +217,18 @@ def secret_files(clusters: Clusters, secret: str) -> dict[str, bytes]:
 
 class IssuedClient:
     """The operator's certificate of a `spec.TLS.issued` cluster (Secret `<name>-tls-operator`),
+    or of another Secret (`secret`: a spec.TLS.certManager cluster's, with cert-manager's keys),
     as files etcdctl and ssl read."""
 
-    def __init__(self, clusters: Clusters, name: str, directory: Path) -> None:
+    def __init__(self, clusters: Clusters, name: str, directory: Path, *, secret: str | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        files = secret_files(clusters, f"{name}-tls-operator")
+        files = secret_files(clusters, secret or f"{name}-tls-operator")
         self.ca = directory / "ca.crt"
         self.cert = directory / "client.crt"
         self.key = directory / "client.key"
-        self.ca.write_bytes(files["etcd-client-ca.crt"])
-        self.cert.write_bytes(files["etcd-client.crt"])
-        self.key.write_bytes(files["etcd-client.key"])
+        self.ca.write_bytes(secret_file(files, c.OPERATOR_CA_FILE))
+        self.cert.write_bytes(secret_file(files, c.OPERATOR_CERT_FILE))
+        self.key.write_bytes(secret_file(files, c.OPERATOR_KEY_FILE))
         self.key.chmod(0o600)
 
     def flags(self) -> list[str]:
@@ -233,6 +237,66 @@ class IssuedClient:
     def served_certificate(self, address: str, port: int) -> dict[str, Any]:
         """The certificate `address:port` serves to this client."""
         return served_certificate(address, port, ca_file=self.ca, cert_file=self.cert, key_file=self.key)
+
+
+def serial_of(pem: bytes) -> int:
+    return x509.load_pem_x509_certificate(pem).serial_number
+
+
+def member_pods(clusters: Clusters, name: str) -> dict[str, tuple[str, str, tuple[int, ...]]]:
+    """member -> (pod uid, pod IP, restart counts of its containers)."""
+    return {p.metadata.name: (p.metadata.uid, p.status.pod_ip,
+                              tuple(s.restart_count for s in p.status.container_statuses or ()))
+            for p in clusters.live_pods(name)}
+
+
+# The ports whose certificates renewals are followed on: clients (server certificate), peers.
+PORTS = {"server": 2379, "peer": 2380}
+
+
+class ServedCertificates:
+    """What the members' ports serve over time, against what is put into the Secrets: by default
+    the operator's (spec.TLS.issued, `<name>-tls-<role>`); `secrets` gives (Secret, key) per role
+    (spec.TLS.certManager: cert-manager's)."""
+
+    def __init__(self, clusters: Clusters, name: str, client: IssuedClient,
+                 pods: dict[str, tuple[str, str, tuple[int, ...]]], *,
+                 secrets: Mapping[str, tuple[str, str]] | None = None) -> None:
+        self.clusters = clusters
+        self.name = name
+        self.client = client
+        self.pods = pods
+        self.secrets = secrets or {role: (f"{name}-tls-{role}", f"{role}.crt") for role in PORTS}
+        self.issued: dict[str, list[int]] = {role: [] for role in PORTS}  # serials in the Secrets, in order
+        self.served: dict[tuple[str, str], list[tuple[int, float]]] = {
+            (member, role): [] for member in pods for role in PORTS}  # (serial, notBefore), each change
+        self.errors: list[str] = []
+
+    def observe(self) -> None:
+        for role in PORTS:
+            secret, key = self.secrets[role]
+            serial = serial_of(secret_files(self.clusters, secret)[key])
+            if serial not in self.issued[role]:
+                self.issued[role].append(serial)
+        for member, (_, ip, _) in self.pods.items():
+            for role, port in PORTS.items():
+                try:
+                    served = self.client.served_certificate(ip, port)
+                except (OSError, ssl.SSLError) as e:
+                    self.errors.append(f"{member} {role} port {port}: handshake failed: {e!r}")
+                    continue
+                seen = (int(served["serialNumber"], 16), ssl.cert_time_to_seconds(served["notBefore"]))
+                history = self.served[(member, role)]
+                if not history or history[-1] != seen:
+                    history.append(seen)
+
+    def renewed_everywhere(self, renewals: int) -> bool:
+        self.observe()
+        return all(len(history) > renewals for history in self.served.values())
+
+    def describe(self) -> str:
+        return "; ".join(f"{member} {role}: {len(history)} certificates" for (member, role), history in
+                         sorted(self.served.items())) + f"; issued {({r: len(s) for r, s in self.issued.items()})}"
 
 
 def common_name(certificate: dict[str, Any]) -> str:

@@ -41,6 +41,8 @@ SAMPLES: list[actions.Action] = [
     actions.StartCARotation("asked for", "1"),
     actions.ReissueFromNewCA("every member trusts the new CA"),
     actions.DropOldCA("every certificate is the new CA's"),
+    actions.ApplyCertManagerCertificates(("peer",), "example-certmanager-peer: missing"),
+    actions.ReportCertificateProblem("IssuerNotFound", "Issuer ca not found"),
     actions.StartQuorumRecovery("example-a", 42, 50, ("example-b", "example-c"), "example-d", "", "lost"),
     actions.CreateRecoverySeed("example-d", "http://example-d:2380", "http://example-a:2379", "t-example-d", "r"),
     actions.FinishQuorumRecovery("example-d", "example-a", 42, ("example-b", "example-c")),
@@ -51,7 +53,7 @@ KINDS = {
     "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
     "defragment", "compact", "disarm", "alarm", "stop", "issue-certificates",
     "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
-    "quorum-recovery",
+    "quorum-recovery", "apply-certificates", "certificate-problem",
 }
 
 
@@ -79,4 +81,4 @@ def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str
 def test_warnings_for_what_needs_a_human() -> None:
     warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
     assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames", "ReportAlarm",
-                        "StartQuorumRecovery", "FailQuorumRecovery"}
+                        "StartQuorumRecovery", "FailQuorumRecovery", "ReportCertificateProblem"}
