@@ -124,7 +124,7 @@ def test_a_cronjob_run_backs_up_to_each_other_store_exactly_the_keys(
         clusters.put("example-etcd-cluster", key, value)
     documents = example_for_store(ns, store, f"{bucket}/cron/example.backup")
     backups.sandbox.kubectl("-n", ns, "apply", "-f", "-", input=yaml.safe_dump_all(documents))
-    backups.sandbox.kubectl("-n", ns, "create", "job", "--from", f"cronjob/{CRONJOB}", "run-once")
+    backups.sandbox.kubectl("-n", ns, "create", "job", f"--from=cronjob/{CRONJOB}", "run-once")
     batch = k8s.BatchV1Api(backups.sandbox.api_client())
 
     def finished() -> Any:
