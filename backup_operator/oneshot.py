@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="path-style bucket addressing [S3_FORCE_PATH_STYLE]")
     for section, secret_flag, secret_help in (
         ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint); required"),
-        ("gcs", "gcp-secret", "secret with access-token or credentials.json; unset: application default credentials"),
+        ("gcs", "gcp-secret", "secret with access-token or credentials.json (optional endpoint); unset: default credentials"),
         ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret; unset: the AWS_* environment"),
     ):
         upper = section.upper()

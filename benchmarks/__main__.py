@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from benchmarks.backup_figures import measure_backup
+from benchmarks.backup_figures import DATABASE_MIB, measure_backup
 from benchmarks.cgroup_figures import measure_pod_cgroups
 from benchmarks.client_figures import measure_client_view
 from benchmarks.environment import OperatorDeployment, sandbox_session
@@ -21,14 +21,16 @@ from benchmarks.maintenance_figures import QUICK_QUOTA_MIB, QUOTA_MIB, measure_m
 from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
 from benchmarks.restore_figures import measure_restore
 from benchmarks.results import Result, table, write_json
+from benchmarks.store_backup_figures import measure_store_backups
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox
 
 log = logging.getLogger("benchmarks")
 
-FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "fleet",
-           "maintenance", "client-view", "pod-cgroups")
+FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "backup-stores",
+           "fleet", "maintenance", "client-view", "pod-cgroups")
 BRING_UP_SIZES = (1, 3, 5)
+QUICK_STORE_DATABASE_MIB = 64  # the other stores' backup figure with --quick
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
 RESOURCE_CLUSTER_COUNTS = (10, 30)
@@ -128,6 +130,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
             resources_at=resource_counts if "resources" in selected else ())))
     if "backup" in selected:
         steps.append(("backup", lambda s, o: measure_backup(s, args.repeat)))
+    if "backup-stores" in selected:
+        store_mib = QUICK_STORE_DATABASE_MIB if args.quick else DATABASE_MIB
+        steps.append(("backup-stores", lambda s, o: measure_store_backups(s, args.repeat, store_mib)))
     if "fleet" in selected:
         steps.append(("fleet", lambda s, o: measure_fleet(s, o, args.fleet_counts, args.idle_window)))
     if "maintenance" in selected:

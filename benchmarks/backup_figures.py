@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def _delete_bucket(sandbox: Sandbox, bucket: str) -> None:
     s3.delete_bucket(Bucket=bucket)
 
 
-def _fill(client_url: str, mib: int, *, start: int) -> None:
+def fill(client_url: str, mib: int, *, start: int) -> None:
     """Write `mib` MiB of incompressible values through etcd's JSON gateway (keys from `start` on)."""
     for index in range(start, start + mib):
         body = json.dumps({"key": base64.b64encode(f"/bench/{index:06d}".encode()).decode(),
@@ -90,19 +91,25 @@ def _fill(client_url: str, mib: int, *, start: int) -> None:
             response.read()
 
 
-def _floor_seconds(sandbox: Sandbox, client_url: str, bucket: str, key: str) -> tuple[float, int]:
-    """etcdctl snapshot save + boto3 upload_file, as a person would do it by hand."""
-    config = sandbox.config
-    s3 = boto3.client("s3", endpoint_url=config.s3_endpoint, region_name="us-east-1",
-                      aws_access_key_id=config.s3_access_key, aws_secret_access_key=config.s3_secret_key)
+def floor_seconds(client_url: str, upload: Callable[[str], None]) -> tuple[float, int]:
+    """etcdctl snapshot save to a file + `upload(file)` (an SDK's plain upload), as a person would
+    do it by hand: seconds for both, and the snapshot's size."""
     etcdctl = binaries.etcd_dir(binaries.newest_etcd_version()) / "etcdctl"
     with tempfile.TemporaryDirectory(prefix="bench-backup-floor-") as directory:
         path = Path(directory) / "snapshot.db"
         started = time.monotonic()
         subprocess.run([str(etcdctl), f"--endpoints={client_url}", "--command-timeout=600s", "snapshot", "save",
                         str(path)], check=True, capture_output=True, timeout=BACKUP_TIMEOUT_SECONDS)
-        s3.upload_file(str(path), bucket, key)
+        upload(str(path))
         return time.monotonic() - started, path.stat().st_size
+
+
+def _floor_seconds(sandbox: Sandbox, client_url: str, bucket: str, key: str) -> tuple[float, int]:
+    """etcdctl snapshot save + boto3 upload_file."""
+    config = sandbox.config
+    s3 = boto3.client("s3", endpoint_url=config.s3_endpoint, region_name="us-east-1",
+                      aws_access_key_id=config.s3_access_key, aws_secret_access_key=config.s3_secret_key)
+    return floor_seconds(client_url, lambda path: s3.upload_file(path, bucket, key))
 
 
 def _create_aws_secret(sandbox: Sandbox, namespace: str) -> None:
@@ -113,9 +120,10 @@ def _create_aws_secret(sandbox: Sandbox, namespace: str) -> None:
     core.create_namespaced_secret(namespace, {"metadata": {"name": "aws"}, "stringData": files})
 
 
-def _operator_backup(sandbox: Sandbox, namespace: str, cluster: str, bucket: str, pid: int,
-                     name: str) -> tuple[float, dict[str, Any], float, float]:
-    """Create a one-shot EtcdBackup; seconds until status says succeeded, that status, RSS before and peak."""
+def operator_backup(sandbox: Sandbox, namespace: str, cluster: str, bucket: str, pid: int,
+                     name: str, storage_fields: dict[str, Any] | None = None) -> tuple[float, dict[str, Any], float, float]:
+    """Create a one-shot EtcdBackup (to the sandbox's S3, or to `storage_fields`: `storageType` and
+    its section); seconds until status says succeeded, that status, RSS before and peak."""
     config = sandbox.config
     custom: Any = k8s.CustomObjectsApi(sandbox.api_client())
     baseline = read_process_status(pid).rss_mib
@@ -131,9 +139,9 @@ def _operator_backup(sandbox: Sandbox, namespace: str, cluster: str, bucket: str
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     body = {"apiVersion": f"{CLUSTER_GROUP}/{CLUSTER_VERSION}", "kind": "EtcdBackup", "metadata": {"name": name},
-            "spec": {"etcdCluster": {"name": cluster}, "storageType": "S3",
-                     "s3": {"path": f"{bucket}/{name}.backup", "awsSecret": "aws", "endpoint": config.s3_endpoint,
-                            "forcePathStyle": True}}}
+            "spec": {"etcdCluster": {"name": cluster}, **(storage_fields or {
+                "storageType": "S3", "s3": {"path": f"{bucket}/{name}.backup", "awsSecret": "aws",
+                                            "endpoint": config.s3_endpoint, "forcePathStyle": True}})}}
     started = time.monotonic()
     custom.create_namespaced_custom_object(CLUSTER_GROUP, CLUSTER_VERSION, namespace, "etcdbackups", body)
 
@@ -152,45 +160,56 @@ def _operator_backup(sandbox: Sandbox, namespace: str, cluster: str, bucket: str
     return time.monotonic() - started, status, baseline, peak[0]
 
 
-def measure_backup(sandbox: Sandbox, repeat: int, database_mib: int = DATABASE_MIB) -> list[Result]:
+def backup_operator_pid(sandbox: Sandbox) -> int:
+    """The backup operator deployed (restarted on this checkout's code) and its process id."""
     pod = deploy_backup_operator(sandbox)
     pid = sandbox.faults.pod_pid(BACKUP_NAMESPACE, pod, BACKUP_CONTAINER)
     if pid is None:
         raise RuntimeError(f"the sandbox knows no process for {BACKUP_NAMESPACE}/{pod}")
-    with bench_namespace(sandbox, "backup") as namespace:
-        custom: Any = k8s.CustomObjectsApi(sandbox.api_client())
-        core: Any = k8s.CoreV1Api(sandbox.api_client())
-        cluster = "bench-backup"
-        custom.create_namespaced_custom_object(CLUSTER_GROUP, CLUSTER_VERSION, namespace, CLUSTER_PLURAL, {
-            "apiVersion": f"{CLUSTER_GROUP}/{CLUSTER_VERSION}", "kind": "EtcdCluster", "metadata": {"name": cluster},
-            "spec": {"size": 1}})
+    return pid
 
-        def member_ip() -> str | None:
-            pods = core.list_namespaced_pod(namespace, label_selector=f"etcd_cluster={cluster}").items
-            status = custom.get_namespaced_custom_object(CLUSTER_GROUP, CLUSTER_VERSION, namespace, CLUSTER_PLURAL,
-                                                         cluster).get("status") or {}
-            ready = pods and pods[0].status.pod_ip and status.get("phase") == "Running"
-            return str(pods[0].status.pod_ip) if ready else None
-        client_url = f"http://{wait_for(member_ip, timeout=240, what='the bench cluster Running')}:2379"
+
+def one_member_cluster(sandbox: Sandbox, namespace: str, cluster: str) -> str:
+    """An EtcdCluster of one member, Running; its member's client URL."""
+    custom: Any = k8s.CustomObjectsApi(sandbox.api_client())
+    core: Any = k8s.CoreV1Api(sandbox.api_client())
+    custom.create_namespaced_custom_object(CLUSTER_GROUP, CLUSTER_VERSION, namespace, CLUSTER_PLURAL, {
+        "apiVersion": f"{CLUSTER_GROUP}/{CLUSTER_VERSION}", "kind": "EtcdCluster", "metadata": {"name": cluster},
+        "spec": {"size": 1}})
+
+    def member_ip() -> str | None:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"etcd_cluster={cluster}").items
+        status = custom.get_namespaced_custom_object(CLUSTER_GROUP, CLUSTER_VERSION, namespace, CLUSTER_PLURAL,
+                                                     cluster).get("status") or {}
+        ready = pods and pods[0].status.pod_ip and status.get("phase") == "Running"
+        return str(pods[0].status.pod_ip) if ready else None
+    return f"http://{wait_for(member_ip, timeout=240, what='the bench cluster Running')}:2379"
+
+
+def measure_backup(sandbox: Sandbox, repeat: int, database_mib: int = DATABASE_MIB) -> list[Result]:
+    pid = backup_operator_pid(sandbox)
+    with bench_namespace(sandbox, "backup") as namespace:
+        cluster = "bench-backup"
+        client_url = one_member_cluster(sandbox, namespace, cluster)
         bucket_name = f"bench-backup-{int(time.time())}"
         _create_bucket(sandbox, bucket_name)
         _create_aws_secret(sandbox, namespace)
         # A small database first: a warm-up backup (the first one loads boto3), then one whose RSS
         # growth is compared with the large database's, to show it does not depend on the size.
         log.info("writing %d MiB into %s", SMALL_DATABASE_MIB, cluster)
-        _fill(client_url, SMALL_DATABASE_MIB, start=0)
-        _operator_backup(sandbox, namespace, cluster, bucket_name, pid, "warm-up")
-        _, small_status, small_baseline, small_peak = _operator_backup(sandbox, namespace, cluster, bucket_name, pid,
+        fill(client_url, SMALL_DATABASE_MIB, start=0)
+        operator_backup(sandbox, namespace, cluster, bucket_name, pid, "warm-up")
+        _, small_status, small_baseline, small_peak = operator_backup(sandbox, namespace, cluster, bucket_name, pid,
                                                                       "small")
         small_mib = small_status["lastBackup"]["size"] / (1024 * 1024)
         log.info("%.0f MiB database: RSS %.1f -> peak %.1f MiB", small_mib, small_baseline, small_peak)
         log.info("writing %d MiB more into %s", database_mib, cluster)
-        _fill(client_url, database_mib, start=SMALL_DATABASE_MIB)
+        fill(client_url, database_mib, start=SMALL_DATABASE_MIB)
         bucket = bucket_name
         floors, runs, growths = [], [], []
         for run in range(repeat):  # floor and operator interleaved; medians reported
             floor, size = _floor_seconds(sandbox, client_url, bucket, f"floor-{run}.backup")
-            seconds, status, baseline, peak = _operator_backup(sandbox, namespace, cluster, bucket, pid, f"bench-{run}")
+            seconds, status, baseline, peak = operator_backup(sandbox, namespace, cluster, bucket, pid, f"bench-{run}")
             log.info("run %d: floor %.2fs for %d bytes; operator %.2fs (its own measure %.2fs); RSS %.1f -> peak "
                      "%.1f MiB", run, floor, size, seconds, status["lastBackup"]["durationSeconds"], baseline, peak)
             floors.append(floor)

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 
 from kube_sandbox import binaries
 from kube_sandbox.certs import admin_token
-from kube_sandbox.config import CLUSTER_DOMAIN, HOST_IP, NODE_NAMES, SandboxConfig
+from kube_sandbox.config import CHECKOUT_DIR, CLUSTER_DOMAIN, HOST_IP, NODE_NAMES, SandboxConfig
 from kube_sandbox.control_api import ControlApiServer
 from kube_sandbox.control_plane import ControlPlane
 from kube_sandbox.kubelet import KubeletSettings, ProcessKubelet
@@ -42,7 +42,7 @@ def kubelet_settings(config: SandboxConfig) -> KubeletSettings:
         node_names=NODE_NAMES, host_ip=HOST_IP, pod_ip_prefix=config.pod_ip_prefix,
         state_dir=config.kubelet_dir, hosts_file=config.hosts_file,
         apiserver_host=HOST_IP, apiserver_port=config.apiserver_port, ca_cert=config.ca_cert,
-        venv_bin_dir=config.venv_bin_dir, cluster_domain=CLUSTER_DOMAIN,
+        venv_bin_dir=config.venv_bin_dir, source_dir=CHECKOUT_DIR, cluster_domain=CLUSTER_DOMAIN,
         kubelet_port=config.kubelet_port, etcd_binaries=binaries.etcd_binaries(),
         dns_address=config.dns_address, kubelet_version=f"v{binaries.kube_version()}", use_cgroups=True,
     )

@@ -3,7 +3,9 @@ read into credentials, resumable uploads and streamed downloads with the google-
 SDK, and its failures mapped to the `objects` error classes (reasons `GCS<kind>`).
 
 The secret has CoreOS's keys, at most one of them used: `access-token` (an OAuth2 access token)
-or `credentials.json` (a service-account key file); with both, the token wins, as in CoreOS.
+or `credentials.json` (a service-account key file); with both, the token wins, as in CoreOS. An
+addition, as for the absSecret: optional `endpoint`, a server speaking the GCS JSON API, so
+CoreOS's manifests (which have no endpoint field) reach an emulator or a private endpoint.
 Without `gcpSecret` the client uses Application Default Credentials (GKE workload identity),
 only where `locations.storage_for_location` allowed the pod's identity. An addition: the spec's
 `gcs.endpoint` names another server speaking the GCS JSON API (an emulator such as
@@ -54,6 +56,7 @@ BACKEND: Final = "GCS"
 # Keys of the gcpSecret (CoreOS `GCPAccessToken`, `GCPCredentialsJson`).
 SECRET_ACCESS_TOKEN: Final = "access-token"
 SECRET_CREDENTIALS_JSON: Final = "credentials.json"
+SECRET_ENDPOINT: Final = "endpoint"  # this project's addition
 SCOPES: Final = ("https://www.googleapis.com/auth/devstorage.read_write",)
 # The project named in requests that need one (bucket creation in tests) when the credentials
 # name none; reading and writing objects needs no project.
@@ -70,10 +73,11 @@ class GcsCredentials:
     access_token: str = ""
     # The parsed credentials.json (a service-account key).
     service_account_info: Mapping[str, Any] | None = None
+    endpoint: str = ""  # the secret's `endpoint`, checked; the spec's `gcs.endpoint` wins
 
     def __repr__(self) -> str:  # never log a secret
         kind = "access-token" if self.access_token else "credentials.json" if self.service_account_info else "none"
-        return f"GcsCredentials({kind})"
+        return f"GcsCredentials({kind}, endpoint={self.endpoint!r})"
 
     @property
     def project(self) -> str:
@@ -90,9 +94,13 @@ class GcsCredentials:
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "gcpSecret") -> GcsCredentials:
     """The credentials in a gcpSecret (API dict); SecretInvalid naming the key that is wrong."""
     values = secret_values(secret, where=where, backend=BACKEND)
+    endpoint = values.get(SECRET_ENDPOINT, "")
+    if endpoint:
+        endpoint = endpoint_url(endpoint, where=f"{where}: key {SECRET_ENDPOINT!r}", backend=BACKEND,
+                                error=SecretInvalid)
     token = values.get(SECRET_ACCESS_TOKEN, "")
     if token:
-        return GcsCredentials(access_token=token)
+        return GcsCredentials(access_token=token, endpoint=endpoint)
     text = values.get(SECRET_CREDENTIALS_JSON, "")
     if not text:
         present = ", ".join(sorted(values)) or "none"
@@ -109,7 +117,7 @@ def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "gcpSecre
     missing = [field for field in ("client_email", "private_key", "token_uri") if not info.get(field)]
     if missing:
         raise SecretInvalid(f"{where}: key {SECRET_CREDENTIALS_JSON!r} lacks {', '.join(missing)}", backend=BACKEND)
-    credentials = GcsCredentials(service_account_info=info)
+    credentials = GcsCredentials(service_account_info=info, endpoint=endpoint)
     try:
         credentials.google_credentials()
     except (ValueError, google.auth.exceptions.GoogleAuthError) as error:
@@ -346,9 +354,11 @@ class GcsStorage:
 def storage_for_location(location: OtherLocation, namespace: str, read_secret: SecretReader,
                          **options: Any) -> GcsStorage:
     """The GcsStorage for a spec's `gcs` section; without gcpSecret, application default credentials
-    (`locations.storage_for_location` decides whether that is allowed)."""
+    (`locations.storage_for_location` decides whether that is allowed). The spec's endpoint wins
+    over the secret's."""
     credentials = (read_gcs_credentials(read_secret, namespace, location.secret) if location.secret else None)
-    return GcsStorage(credentials, endpoint=location.endpoint, **options)
+    endpoint = location.endpoint or (credentials.endpoint if credentials is not None else "")
+    return GcsStorage(credentials, endpoint=endpoint, **options)
 
 
 def _info(blob: Any) -> ObjectInfo:

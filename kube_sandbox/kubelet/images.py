@@ -73,6 +73,7 @@ class ImageRuntime:
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT: replaced by `command`
     cmd: tuple[str, ...]  # the image's CMD: replaced by `args` (or dropped when `command` is set)
     links: tuple[tuple[Path, Path], ...] = ()  # symlinks (link, target) that path_dirs rely on
+    env: tuple[tuple[str, str], ...] = ()  # variables the image sets (ENV), before the container's own
     scripts: tuple[tuple[Path, str], ...] = ()  # executable files (path, content) in path_dirs
 
     @property
@@ -108,10 +109,12 @@ def container_argv(runtime: ImageRuntime, command: list[str], args: list[str]) -
 class ImageCatalog:
     """Maps image names to local programs; pure apart from `materialize`, which makes symlinks."""
 
-    def __init__(self, etcd_binaries: Mapping[str, Path], venv_bin_dir: Path, images_dir: Path) -> None:
+    def __init__(self, etcd_binaries: Mapping[str, Path], venv_bin_dir: Path, images_dir: Path,
+                 source_dir: Path | None = None) -> None:
         self.etcd_binaries = dict(etcd_binaries)
         self.venv_bin_dir = venv_bin_dir
         self.images_dir = images_dir
+        self.source_dir = source_dir
 
     def resolve(self, image: str) -> ImageRuntime:
         reference = parse_image_reference(image)
@@ -122,10 +125,13 @@ class ImageCatalog:
             # The image has the default version's etcd beside etcdctl/etcdutl (trial restores run
             # it); here the newest build's directory, after the venv and before the host's PATH.
             newest = (self.etcd_binaries[max(self.etcd_binaries, key=_version_key)],) if self.etcd_binaries else ()
+            # The checkout's packages first on the import path: the venv's install of the package
+            # may be another checkout's (an editable install shared between git worktrees).
+            source = (("PYTHONPATH", str(self.source_dir)),) if self.source_dir is not None else ()
             return ImageRuntime(
                 image=image, image_id=f"sandbox://{OPERATOR_REPOSITORY}@{venv}",
                 path_dirs=(self.venv_bin_dir, *newest), rewrites=(("/usr/local/bin", venv),),
-                entrypoint=OPERATOR_ENTRYPOINT, cmd=(),
+                entrypoint=OPERATOR_ENTRYPOINT, cmd=(), env=source,
             )
         if reference.name in GENERIC_REPOSITORIES:
             if reference.name == "python":

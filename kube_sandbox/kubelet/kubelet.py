@@ -81,7 +81,8 @@ class ProcessKubelet:
         self._first_node_list = True
         self.events = EventRecorder(self.api, self._stop)
         self.hosts = HostsFile(settings.hosts_file, settings.cluster_domain)
-        images = ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir)
+        images = ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir,
+                              settings.source_dir)
         volumes = VolumeManager(self.api, settings)
         layout = machine_layout() if settings.use_cgroups else None
         self.cgroups = replace(layout, group=f"kube-sandbox-{settings.instance}") if layout else None

@@ -661,7 +661,8 @@ class PodWorker:
             raise ContainerConfigError("no command specified")
         container_dir = pod_directory(settings, self.uid) / "containers" / st.name
         hostname = ((self.pod.get("spec") or {}).get("hostname") or self.name)[:63]
-        env = {"PATH": st.runtime.path, "HOME": str(container_dir), "HOSTNAME": hostname, POD_IP_ENV: self.ip}
+        env = {"PATH": st.runtime.path, "HOME": str(container_dir), "HOSTNAME": hostname, POD_IP_ENV: self.ip,
+               **dict(st.runtime.env)}
         env.update({k: rewriter.apply(v) for k, v in user_env.items()})
         env.update(extra_env)
         cwd = container_dir

@@ -27,6 +27,8 @@ class KubeletSettings:
     apiserver_port   what pods get as KUBERNETES_SERVICE_PORT
     ca_cert          the cluster CA; written as ca.crt into service-account token volumes
     venv_bin_dir     bin dir of this checkout's virtualenv (python, etcd-operator, etcdctl)
+    source_dir       this checkout: first on the import path of the operator image's programs
+                     (None: whatever the virtualenv has installed)
     cluster_domain   DNS suffix of services and pods (`cluster.local`)
     kubelet_port     HTTPS port of the container-log server (`kubectl logs`); 0 disables it
     etcd_binaries    etcd version ("3.6.16") -> directory holding etcd, etcdctl (and etcdutl)
@@ -42,6 +44,7 @@ class KubeletSettings:
     apiserver_port: int
     ca_cert: Path
     venv_bin_dir: Path
+    source_dir: Path | None = None
     host_ip: str = "127.0.0.1"
     pod_ip_prefix: str = "127.1"
     apiserver_host: str = "127.0.0.1"

@@ -1,8 +1,11 @@
 """The CronJob example runs `etcd-backup` on the real cronjob controller twice; each run writes a
-new object and retention applies."""
+new object and retention applies. And on each other store (ABS, GCS, OSS): the same CronJob with
+that store's variables, run once as `kubectl create job --from=cronjob/...` does, writes a backup
+holding exactly the cluster's keys."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,17 +13,23 @@ import yaml
 from kubernetes import client as k8s
 
 from etcd_common.storage import s3
+from etcd_common.storage.locations import SCHEMES
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import wait_for
-from tests.integration.backup_operator.backups import Backups
+from tests.integration.backup_operator.backups import Backups, keys_in_snapshot
+from tests.integration.backup_operator.stores import SECRET, SandboxStore, download
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 
 pytestmark = pytest.mark.sandbox
 
+EXAMPLE = CHECKOUT_DIR / "examples" / "backup-cronjob.yaml"
+CRONJOB = "example-etcd-cluster-backup"
+S3_VARIABLES = ("S3_PATH", "AWS_SECRET", "S3_ENDPOINT", "S3_FORCE_PATH_STYLE")
+
 
 def example_for(namespace: str, endpoint: str, path: str) -> list[dict[str, Any]]:
     """examples/backup-cronjob.yaml for this namespace and the sandbox's S3, every minute, keeping one."""
-    documents = [d for d in yaml.safe_load_all((CHECKOUT_DIR / "examples" / "backup-cronjob.yaml").read_text()) if d]
+    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
     for document in documents:
         if document["kind"] == "RoleBinding":
             document["subjects"][0]["namespace"] = namespace
@@ -77,3 +86,60 @@ def test_cronjob_example_backs_up_twice_and_applies_retention(
     keys = [o.key for o in storage.list(bucket, "cron/")]
     assert [f"s3://{bucket}/{key}" for key in keys] == objects[-1:], (keys, objects)
     assert outputs[-1]["retained"] == 1
+
+
+def example_for_store(namespace: str, store: SandboxStore, path: str) -> list[dict[str, Any]]:
+    """examples/backup-cronjob.yaml for this namespace with `store`'s variables instead of S3's
+    (`<STORE>_PATH`, its secret, `<STORE>_ENDPOINT`), as docs/backup.md says; suspended: the test
+    runs it once itself."""
+    section = store.section.upper()
+    variables = {f"{section}_PATH": path, {"ABS": "ABS_SECRET", "GCS": "GCP_SECRET", "OSS": "OSS_SECRET"}[section]: SECRET}
+    if store.spec_endpoint:
+        variables[f"{section}_ENDPOINT"] = store.spec_endpoint
+    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    for document in documents:
+        if document["kind"] == "Role":
+            secrets_rule = next(rule for rule in document["rules"] if rule["resources"] == ["secrets"])
+            secrets_rule["resourceNames"] = [SECRET]
+        if document["kind"] == "RoleBinding":
+            document["subjects"][0]["namespace"] = namespace
+        if document["kind"] == "CronJob":
+            document["spec"]["suspend"] = True
+            container = document["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+            env = [v for v in container["env"] if v["name"] not in S3_VARIABLES]
+            assert len(env) == len(container["env"]) - len(S3_VARIABLES), container["env"]
+            container["env"] = env + [{"name": name, "value": value} for name, value in variables.items()]
+    return documents
+
+
+def test_a_cronjob_run_backs_up_to_each_other_store_exactly_the_keys(
+    other_store: tuple[SandboxStore, str], backups: Backups, clusters: Clusters, tmp_path: Path,
+) -> None:
+    store, bucket = other_store
+    ns = clusters.namespace
+    clusters.create(etcd_cluster("example-etcd-cluster", 1))
+    clusters.wait_running("example-etcd-cluster", 1, timeout=180)
+    written = {f"cron/{index}": f"value-{index}" for index in range(10)}
+    for key, value in written.items():
+        clusters.put("example-etcd-cluster", key, value)
+    documents = example_for_store(ns, store, f"{bucket}/cron/example.backup")
+    backups.sandbox.kubectl("-n", ns, "apply", "-f", "-", input=yaml.safe_dump_all(documents))
+    backups.sandbox.kubectl("-n", ns, "create", "job", f"--from=cronjob/{CRONJOB}", "run-once")
+    batch = k8s.BatchV1Api(backups.sandbox.api_client())
+
+    def finished() -> Any:
+        status = batch.read_namespaced_job_status("run-once", ns).status
+        return status if (status.succeeded or 0) + (status.failed or 0) >= 1 else None
+    status = wait_for(finished, timeout=180, what=f"the CronJob's backup job on {store.storage_type} finished")
+    assert not status.failed, f"the backup job failed on {store.storage_type}: " + backups.sandbox.kubectl(
+        "-n", ns, "logs", "job/run-once", check=False).stdout[-2000:]
+    clusters.put("example-etcd-cluster", "cron/after-backup", "not in the backup")
+
+    output = json.loads(backups.sandbox.kubectl("-n", ns, "logs", "job/run-once").stdout.strip().splitlines()[-1])
+    assert output["result"] == "succeeded", output
+    scheme = SCHEMES[store.storage_type]
+    keys = [info.key for info in store.storage().list(bucket, "cron/")]
+    assert len(keys) == 1 and keys[0].startswith(f"cron/example.backup_v{output['etcdRevision']}_"), (keys, output)
+    assert output["object"] == f"{scheme}://{bucket}/{keys[0]}", output
+    snapshot = download(store, bucket, keys[0], tmp_path / "download")
+    assert keys_in_snapshot(snapshot, tmp_path / "scratch") == written

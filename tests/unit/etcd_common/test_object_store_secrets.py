@@ -102,6 +102,20 @@ def test_gcs_endpoint(endpoint: str, expected: str) -> None:
     assert gcs.normalize_endpoint(endpoint) == expected
 
 
+def test_gcs_secret_may_name_the_server_and_the_spec_wins() -> None:
+    secrets = {"token": data(access_token="t", endpoint="http://127.0.0.1:4443/"),
+               "bad": data(access_token="t", endpoint="ftp://x")}
+
+    def secret(namespace: str, name: str) -> dict[str, Any]:
+        return secrets[name]
+    assert gcs.storage_for_location(OtherLocation("b/k", secret="token"), "ns", secret).endpoint == "http://127.0.0.1:4443"
+    spec_wins = OtherLocation("b/k", secret="token", endpoint="http://127.0.0.1:5555")
+    assert gcs.storage_for_location(spec_wins, "ns", secret).endpoint == "http://127.0.0.1:5555"
+    with pytest.raises(objects.SecretInvalid) as refused:
+        gcs.storage_for_location(OtherLocation("b/k", secret="bad"), "ns", secret)
+    assert refused.value.reason == "GCSSecretInvalid" and "key 'endpoint'" in refused.value.message
+
+
 def test_gcs_endpoint_that_is_no_url() -> None:
     with pytest.raises(objects.LocationInvalid) as refused:
         gcs.normalize_endpoint("ftp://x")

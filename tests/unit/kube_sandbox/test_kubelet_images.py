@@ -97,6 +97,16 @@ def test_operator_image_runs_this_checkouts_entry_points(catalog: ImageCatalog, 
     assert Rewriter(paths=runtime.rewrites).apply("/usr/local/bin/etcd-operator") == f"{VENV}/etcd-operator"
 
 
+def test_operator_image_imports_the_checkouts_packages_first(etcd_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """The venv's install may be another checkout's (an editable install shared between git
+    worktrees): the image's programs import the sandbox's own checkout first."""
+    checkout = tmp_path / "checkout"
+    catalog = ImageCatalog(etcd_dirs, VENV, tmp_path / "images", checkout)
+    assert dict(catalog.resolve("etcd-operator-py:0.1.0").env) == {"PYTHONPATH": str(checkout)}
+    assert catalog.resolve("quay.io/coreos/etcd:v3.6.16").env == ()
+    assert ImageCatalog(etcd_dirs, VENV, tmp_path / "images").resolve("etcd-operator-py:0.1.0").env == ()
+
+
 def test_generic_images(catalog: ImageCatalog) -> None:
     busybox = catalog.resolve("busybox:1.28.0-glibc")
     assert [path.name for path, _ in busybox.scripts] == ["nslookup"]  # the CoreOS check-dns init container

@@ -1,0 +1,29 @@
+"""The other stores' backup figure: a figure of its own (smaller with --quick), and the EtcdBackup
+it times names the store as an EtcdBackup in CoreOS's shape does."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.__main__ import parse_args, plan
+from benchmarks.store_backup_figures import BenchStore
+from etcd_common.api.etcd_backup import parse_backup_spec
+
+
+def test_backup_stores_is_a_figure_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("BENCH_QUICK", "BENCH_REPEAT"):
+        monkeypatch.delenv(name, raising=False)
+    assert [name for name, _ in plan(parse_args(["--only", "backup-stores"]))] == ["backup-stores"]
+    assert "backup-stores" in [name for name, _ in plan(parse_args([]))]
+
+
+@pytest.mark.parametrize(("storage_type", "secret_field", "endpoint"), [
+    ("ABS", "absSecret", ""), ("GCS", "gcpSecret", "http://127.0.0.1:4443"), ("OSS", "ossSecret", "http://127.0.0.1:8333"),
+])
+def test_the_timed_backup_names_its_store(storage_type: str, secret_field: str, endpoint: str) -> None:
+    store = BenchStore(storage_type, {}, endpoint, lambda path, bucket, key: None)
+    fields = store.fields("bench", "run-0")
+    spec = parse_backup_spec({"etcdEndpoints": ["http://e.ns.svc:2379"], **fields})
+    section = storage_type.lower()
+    assert spec.storage.storage_type == storage_type and spec.storage.path == "bench/run-0.backup"
+    assert fields[section][secret_field] == spec.storage.secret == f"store-credentials-{section}"
+    assert spec.storage.endpoint == endpoint
