@@ -143,8 +143,9 @@ class ActionExecutor:
 
     def _create_existing_member_pod(self, action: a.CreateMemberPod, observed: ObservedCluster) -> None:
         cluster = observed.cluster
-        if action.tls_bridge:
-            cluster = dataclasses.replace(cluster, spec=dataclasses.replace(cluster.require_spec(), tls_bridge=True))
+        if action.tls_bridge is not None:
+            cluster = dataclasses.replace(cluster, spec=dataclasses.replace(cluster.require_spec(),
+                                                                            tls_bridge=action.tls_bridge))
         learner = any(m.member_name == action.member_name for m in observed.learners)
         self._create_member_pod(cluster, action.member_name, "existing", action.initial_cluster, observed,
                                 serving=not learner)

@@ -273,9 +273,10 @@ class CreateMemberPod(_Action):
     member_name: str
     initial_cluster: InitialCluster
     reason: str
-    # A move to TLS (tls_transition.py): a bridge pod, for a member whose peer URL is still
-    # http (its pod went in step 1 when no plain pod was left, so the pass sees step 2).
-    tls_bridge: bool = False
+    # A move to or off TLS (tls_transition.py `restart_bridge`): True, a bridge pod, for a member
+    # whose peer URL is still http in step 2 to TLS; False, a TLS pod, for one whose peer URL is
+    # still https in step 1 off TLS; None: the pod the step builds.
+    tls_bridge: bool | None = None
 
     KIND: ClassVar[str] = "recreate"
     event_reason: ClassVar[str | None] = "MemberPodCreated"
@@ -413,8 +414,8 @@ class UpgradeMember(_Action):
     etcd_version: str = ""
     container_index: int = 0
     restart_count: int = 0  # in place: the etcd container's restart count before the change
-    # On its volume, moving to TLS (tls_transition.py): the peer URL `member update` gives the
-    # member right before its pod is deleted ("": unchanged).
+    # On its volume, moving to or off TLS (tls_transition.py): the peer URL `member update` gives
+    # the member right before its pod is deleted ("": unchanged).
     member_id: int = 0
     peer_url: str = ""
 

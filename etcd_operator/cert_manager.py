@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from etcd_common.api import cert_manager_tls as cm
-from etcd_common.api import constants as c
 from etcd_common.api.cert_manager_tls import CertManagerTLS, cert_manager_secret_names
 from etcd_operator.actions import Action, ApplyCertManagerCertificates, ReportCertificateProblem, Wait
 from etcd_operator.certificates import LEAF_ROLES, OPERATOR_COMMON_NAME, Identity, Role, identity_of, required_names
+from etcd_operator.manifests import cluster_labels
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.ownership import is_owned_by
 
@@ -67,7 +67,7 @@ def certificate_manifest(identity: Identity, role: Role, tls: CertManagerTLS,
         "metadata": {
             "name": certificate_name(identity.cluster, role),
             "namespace": identity.namespace,
-            "labels": {c.LABEL_APP: c.LABEL_APP_VALUE, c.LABEL_CLUSTER: identity.cluster},
+            "labels": cluster_labels(identity.cluster),
             "ownerReferences": [dict(owner)],
         },
         "spec": spec,

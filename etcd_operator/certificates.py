@@ -50,6 +50,7 @@ from etcd_common.api.issued_tls import (
 )
 from etcd_common.etcd.endpoints import client_service_url
 from etcd_operator.actions import Action, AdoptCA, IssueCertificates, PublishCATrust, RefuseNames, RejectSpec
+from etcd_operator.manifests import cluster_labels
 from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.ownership import is_owned_by
 
@@ -688,7 +689,7 @@ def kept_ca(observed: ObservedCluster) -> str | None:
         return None
     metadata = secret.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    ours = {c.LABEL_APP: c.LABEL_APP_VALUE, c.LABEL_CLUSTER: observed.cluster.name}
+    ours = cluster_labels(observed.cluster.name)
     if metadata.get("ownerReferences") or any(labels.get(key) != value for key, value in ours.items()):
         return None
     if isinstance(ca_problem(secret, observed.observed_at), str):

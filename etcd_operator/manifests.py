@@ -19,6 +19,7 @@ from etcd_common.api import constants as c
 from etcd_common.api.cert_manager_tls import CERT_MANAGER_KEY
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
 from etcd_common.api.restore_source import RestoreSource
+from etcd_common.etcd.endpoints import client_service_url  # noqa: F401 (re-exported: what clients connect to)
 from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
 from etcd_common.seed.security import (  # noqa: F401 (re-exported: callers import them from here)
     default_pod_security_context,
@@ -88,18 +89,17 @@ def member_peer_url(cluster: EtcdCluster, member: str) -> str:
 
 def member_client_url(cluster: EtcdCluster, member: str) -> str:
     """Where the operator reaches a member: http while a move to TLS bridges (tls_transition.py),
-    every member then still serves http clients."""
-    spec = cluster.require_spec()
-    scheme = "https" if spec.tls.client_tls and not spec.tls_bridge else "http"
+    every member then still serves http clients; https while a move off TLS bridges."""
+    scheme = "https" if cluster.require_spec().reaches_members_over_https else "http"
     return f"{scheme}://{member_host(cluster, member)}:{c.CLIENT_PORT}"
 
 
-def client_service_url(cluster: EtcdCluster) -> str:
-    """What clients (and the backup operator) connect to."""
+def advertised_client_url(cluster: EtcdCluster, member: str) -> str:
+    """The client URL a member's etcd advertises (the member list's clientURLs): http for a bridge
+    pod, which serves both schemes, so the URL stays right whichever way the move goes."""
     spec = cluster.require_spec()
-    scheme = "https" if spec.tls.client_tls else "http"
-    host = f"{client_service_name(cluster.name)}.{cluster.namespace}.svc{spec.pod.cluster_domain}"
-    return f"{scheme}://{host}:{c.CLIENT_PORT}"
+    scheme = "https" if spec.tls.client_tls and not spec.tls_bridge else "http"
+    return f"{scheme}://{member_host(cluster, member)}:{c.CLIENT_PORT}"
 
 
 def cluster_labels(cluster_name: str) -> dict[str, str]:
@@ -476,7 +476,7 @@ def etcd_command(
         f"--data-dir={c.DATA_DIR}",
         f"--listen-client-urls={listen_client}",
         f"--listen-peer-urls={peer_scheme}://{pod_ip}:{c.PEER_PORT}",
-        f"--advertise-client-urls={member_client_url(cluster, member)}",
+        f"--advertise-client-urls={advertised_client_url(cluster, member)}",
         f"--initial-advertise-peer-urls={member_peer_url(cluster, member)}",
         "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
         f"--initial-cluster-state={state}",

@@ -218,8 +218,6 @@ def observe_cluster(
     looked up, so no name problem, mount failure or client endpoint is seen) and etcd."""
     kube = _kubernetes_side(cluster, pods=pods, services=services, pvcs=pvcs, budgets=budgets, lookups=lookups,
                             now=now or datetime.now(UTC))
-    # Step 1 of a move to TLS reaches members (and builds pods) as the pods say, not the spec.
-    kube = replace(kube, cluster=with_tls_step(kube.cluster, kube.pods))
     if cluster.spec is None or cluster.paused:
         return kube
     observed = _etcd_side(kube, etcd, connectable)
@@ -250,6 +248,9 @@ def _kubernetes_side(
 ) -> ObservedCluster:
     observed_pods = tuple(sorted((parse_pod(p) for p in pods), key=lambda p: p.name))
     live = tuple(pod for pod in observed_pods if not pod.deleting)
+    # A move to or off TLS reaches members, reads Secrets and builds pods as the pods say, not the
+    # spec (tls_transition.py).
+    cluster = with_tls_step(cluster, live)
     budget = parse_disruption_budget(budgets[0]) if budgets else None
     return ObservedCluster(
         cluster=cluster,

@@ -214,6 +214,7 @@ from etcd_operator.manifests import (
 )
 from etcd_operator.observed import (
     STOP_MARGIN_SECONDS,
+    TLS_MODE_PLAIN,
     ObservedCluster,
     ObservedPod,
     as_utc,
@@ -227,9 +228,11 @@ from etcd_operator.quorum_recovery import plan_recovery_start, plan_recovery_ste
 from etcd_operator.tls_transition import (
     interrupted_peer_change,
     moves_to_tls,
-    needs_bridge_pod,
+    off_tls_problem,
     peer_url_change,
+    restart_bridge,
     tls_outdated,
+    without_tls,
 )
 
 ORPHAN_POD_GRACE_SECONDS = 10.0
@@ -439,9 +442,9 @@ def running_member_versions(observed: ObservedCluster) -> list[EtcdVersion]:
 
 def tls_change_problem(observed: ObservedCluster) -> str | None:
     """Switching a running cluster between http and https is not a rolling change, but for a move
-    to TLS for peers and clients (tls_transition.py)."""
+    to or off TLS for peers and clients (tls_transition.py)."""
     spec = observed.cluster.require_spec()
-    if moves_to_tls(spec):
+    if moves_to_tls(spec) or spec.tls_off:
         return None
     for member in observed.members or ():
         if not member.started:
@@ -449,16 +452,28 @@ def tls_change_problem(observed: ObservedCluster) -> str | None:
         if any(url.startswith("https://") != spec.tls.peer_tls for url in member.peer_urls):
             return (
                 "spec.TLS.static.member.peerSecret cannot be added or removed on a running "
-                "cluster (a move to TLS needs peer and client TLS, etcd 3.5 or later; TLS cannot be turned off) "
+                f"cluster{_tls_move_hint(observed)} "
                 f"(member {member.member_name} has peer URLs {', '.join(member.peer_urls)})"
             )
         if any(url.startswith("https://") != spec.tls.client_tls for url in member.client_urls):
+            pod = observed.pod(member.member_name)
+            if without_tls(spec) and (pod is None or pod.tls_mode != TLS_MODE_PLAIN):
+                # Moving off TLS: its pod is a bridge, or gone to be restarted plain; etcd
+                # publishes the member's client URLs again when its new pod starts.
+                continue
             return (
                 "spec.TLS.static.member.serverSecret/operatorSecret cannot be added or removed on a "
-                "running cluster (a move to TLS needs peer and client TLS, etcd 3.5 or later; TLS cannot be turned off) "
+                f"running cluster{_tls_move_hint(observed)} "
                 f"(member {member.member_name} has client URLs {', '.join(member.client_urls)})"
             )
     return None
+
+
+def _tls_move_hint(observed: ObservedCluster) -> str:
+    spec = observed.cluster.require_spec()
+    if without_tls(spec):
+        return f": TLS cannot be turned off here, {off_tls_problem(observed.cluster)}; put spec.TLS back"
+    return " (a move to or off TLS needs peer and client TLS together, etcd 3.5 or later)"
 
 
 def outdated_reason(observed: ObservedCluster, member: Member) -> str | None:
@@ -646,7 +661,7 @@ def _rule_6_members_without_pods(
                 member.member_name,
                 _rejoin_on_data(cluster, member),
                 "its pod is gone; restarting the member on its volume",
-                tls_bridge=needs_bridge_pod(cluster.require_spec(), member),
+                tls_bridge=restart_bridge(cluster.require_spec(), member),
             )
         dead.append(member)  # its data is gone, or it was stopped to be removed (StopMember)
     return _MembersWithoutPods(tuple(dead), tuple(terminating), tuple(unstarted), tuple(stuck))
@@ -895,8 +910,9 @@ def _rule_13_unhealthy_voters(observed: ObservedCluster, spec: ClusterSpec, outd
         if pod is not None and observed.volume(member.member_name) is not None and \
                 interrupted_peer_change(spec, pod, member):
             return UpgradeMember(member.member_name, pod.name,
-                                 "moving to TLS: its peer URL is https already, its pod still listens on http "
-                                 "(an interrupted restart); restarting it on its volume", pod.uid)
+                                 f"moving {'off' if spec.tls_off else 'to'} TLS: its peer URL has the new scheme "
+                                 "already, its pod still listens on the old one (an interrupted restart); "
+                                 "restarting it on its volume", pod.uid)
     details = "; ".join(_unhealthy_detail(observed, member) for member in unhealthy)
     return Wait(f"waiting for unhealthy member(s) to recover before changing membership: {details}")
 

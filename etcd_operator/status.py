@@ -44,7 +44,7 @@ from etcd_operator.planning import (
     version_change_problem,
 )
 from etcd_operator.quorum_recovery import recorded_source, recovery_record
-from etcd_operator.tls_transition import transition_step
+from etcd_operator.tls_transition import moving_off_tls, transition_step
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"
@@ -53,8 +53,10 @@ PHASE_FAILED = "Failed"
 REASON_QUORUM_RECOVERING = "QuorumRecovering"
 
 CONDITION_AVAILABLE = "Available"
-# Upgrading's reason while a running plaintext cluster moves to TLS (tls_transition.py).
+# Upgrading's reason while a running plaintext cluster moves to TLS, or a TLS one off it
+# (tls_transition.py).
 REASON_MOVING_TO_TLS = "MovingToTLS"
+REASON_MOVING_OFF_TLS = "MovingOffTLS"
 CONDITION_SCALING = "Scaling"
 CONDITION_UPGRADING = "Upgrading"
 CONDITION_RECOVERING = "Recovering"
@@ -424,9 +426,10 @@ def _upgrading(observed: ObservedCluster) -> Verdict:
         name, reason = sorted(outdated)[0]
         step = transition_step(observed)
         if step is not None:
-            moving = sorted(name for name, reason in outdated if reason.startswith("moving to TLS"))
-            return ("True", REASON_MOVING_TO_TLS,
-                    f"moving to TLS, step {step}: {len(moving)} of {len(observed.members)} members to roll "
+            way = "off" if moving_off_tls(observed) else "to"
+            moving = sorted(name for name, reason in outdated if reason.startswith(f"moving {way} TLS"))
+            return ("True", REASON_MOVING_OFF_TLS if way == "off" else REASON_MOVING_TO_TLS,
+                    f"moving {way} TLS, step {step}: {len(moving)} of {len(observed.members)} members to roll "
                     f"({', '.join(moving)})")
         return (
             "True", "RollingUpdate",

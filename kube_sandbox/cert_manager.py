@@ -2,7 +2,8 @@
 its Go module by scripts/install-tool-binaries.sh, scripts/tool-build/cert-manager/) run out of
 cluster against the sandbox's apiserver with the admin kubeconfig. No webhook and no cainjector:
 the CA and self-signed issuers need neither. A controller acts in one namespace only, so tests
-running at the same time each start their own and never act on each other's objects."""
+running at the same time each start their own and never act on each other's objects; one acting in
+every namespace (ClusterIssuers too) is for a test that runs alone."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,12 +32,19 @@ def crd_directory() -> Path:
     return directory
 
 
-def controller_argv(config: SandboxConfig, namespace: str) -> list[str]:
-    return [str(controller_binary()), f"--kubeconfig={config.kubeconfig}", f"--namespace={namespace}", "--v=2"]
+def controller_argv(config: SandboxConfig, namespace: str, cluster_resource_namespace: str = "") -> list[str]:
+    argv = [str(controller_binary()), f"--kubeconfig={config.kubeconfig}", f"--namespace={namespace}", "--v=2"]
+    if cluster_resource_namespace:
+        argv.append(f"--cluster-resource-namespace={cluster_resource_namespace}")
+    return argv
 
 
-def start_controller(config: SandboxConfig, namespace: str, log_file: Path) -> ManagedProcess:
-    """The controller acting in `namespace`, its log in `log_file`; stop it with `.stop()`."""
-    process = ManagedProcess(f"{CONTROLLER} ({namespace})", controller_argv(config, namespace), log_file)
+def start_controller(config: SandboxConfig, namespace: str, log_file: Path, *,
+                     cluster_resource_namespace: str = "") -> ManagedProcess:
+    """The controller acting in `namespace` ("": every namespace, and ClusterIssuers, whose
+    secrets it reads in `cluster_resource_namespace`), its log in `log_file`; stop it with `.stop()`."""
+    label = namespace or "every namespace"
+    process = ManagedProcess(f"{CONTROLLER} ({label})",
+                             controller_argv(config, namespace, cluster_resource_namespace), log_file)
     process.start()
     return process

@@ -107,9 +107,20 @@ class ClusterSpec:
     quorum_loss: str = c.QUORUM_LOSS_REPORT
     # Not an API field: set by the etcd operator's observation while a running plaintext cluster
     # moves to TLS and some member pod still serves plaintext (step 1 of etcd_operator/
-    # tls_transition.py): new pods bridge (TLS files, peers on http, clients on http and https),
-    # and the operator speaks http to every member.
+    # tls_transition.py), and while a TLS cluster moves off TLS and some member pod still serves
+    # TLS only (step 1 off): new pods bridge (TLS files, peers on http, clients on http and https).
     tls_bridge: bool = False
+    # Not an API field: set by the etcd operator's observation while a running TLS cluster moves off
+    # TLS (spec.TLS removed) and some member pod still serves TLS only: `tls` then holds the Secrets
+    # the members run with, as the last status recorded them (`RecordedStatus.tls_secrets`), and the
+    # operator keeps speaking https to every member (bridge pods serve it too).
+    tls_off: bool = False
+
+    @property
+    def reaches_members_over_https(self) -> bool:
+        """The operator dials members with its client certificate: client TLS, but while a move to
+        TLS bridges (every member still serves http then); moving off TLS it still does."""
+        return self.tls.client_tls and (not self.tls_bridge or self.tls_off)
 
     @property
     def effective_quota_bytes(self) -> int:
@@ -201,6 +212,9 @@ class RecordedStatus:
     bootstrapped: bool = False
     conditions: tuple[Condition, ...] = ()
     recovery: RecordedRecovery | None = None
+    # `status.tls.<role>.secret` for peer, server and operator: the Secrets the members ran with,
+    # which a move off TLS needs once spec.TLS is gone (etcd_operator/tls_transition.py).
+    tls_secrets: Mapping[str, str] = field(default_factory=dict)
 
     def condition(self, condition_type: str) -> Condition | None:
         for condition in self.conditions:
@@ -380,7 +394,16 @@ def parse_recorded_status(status: Any) -> RecordedStatus:
         # member ever ran, so this is only for statuses we did not write.)
         bootstrapped = phase == "Running" or (isinstance(size, int) and size > 0)
     return RecordedStatus(phase=phase, bootstrapped=bootstrapped, conditions=conditions,
-                          recovery=_parse_recorded_recovery(status.get("recovery")))
+                          recovery=_parse_recorded_recovery(status.get("recovery")),
+                          tls_secrets=_parse_recorded_tls_secrets(status.get("tls")))
+
+
+def _parse_recorded_tls_secrets(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, Mapping):
+        return {}
+    found = {role: (raw.get(role) or {}).get("secret") for role in ("peer", "server", "operator")
+             if isinstance(raw.get(role), Mapping)}
+    return {role: str(secret) for role, secret in found.items() if isinstance(secret, str) and secret}
 
 
 def _parse_recorded_recovery(raw: Any) -> RecordedRecovery | None:

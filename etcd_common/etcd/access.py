@@ -74,7 +74,7 @@ class EtcdAccess:
         spec = cluster.require_spec()
         return self.client_with_secret(
             cluster.namespace, cluster.name, endpoints,
-            spec.tls.operator_secret if spec.tls.client_tls and not spec.tls_bridge else None,
+            spec.tls.operator_secret if spec.reaches_members_over_https else None,
             secret_field="spec.TLS.static.operatorSecret", command_timeout_seconds=command_timeout_seconds,
         )
 
@@ -89,7 +89,7 @@ class EtcdAccess:
 
     def _cluster_tls(self, cluster: EtcdCluster) -> ClientTLS | None:
         spec = cluster.require_spec()
-        if not spec.tls.client_tls or spec.tls_bridge:  # bridging to TLS: members are reached on http
+        if not spec.reaches_members_over_https:  # bridging to TLS: members are reached on http
             return None
         return self._client_tls(cluster.namespace, cluster.name, spec.tls.operator_secret,
                                 "spec.TLS.static.operatorSecret")

@@ -209,3 +209,47 @@ def test_a_new_cluster_naming_a_missing_issuer_is_reported_once_and_not_started(
     assert clusters.pods(name) == []
     certificates = clusters.custom.list_namespaced_custom_object(GROUP, VERSION, clusters.namespace, "certificates")
     assert certificates["items"] == [], [c["metadata"]["name"] for c in certificates["items"]]
+
+
+@pytest.mark.alone  # its cert-manager acts in every namespace (ClusterIssuers are cluster-scoped)
+def test_a_cluster_runs_on_a_cluster_issuers_certificates(clusters: Clusters, cert_manager_crds: Sandbox,
+                                                          tmp_path: Path) -> None:
+    """issuerRef kind ClusterIssuer: the Certificates name it, cert-manager issues them from the CA
+    in its cluster-resource namespace, and the cluster serves TLS clients on them."""
+    ns = clusters.namespace
+    issuer = f"etcd-ca-{ns}"[:63]
+    ca = CertificateAuthority.create(tmp_path / "ca", "cert-manager-cluster-issuer-test-ca")
+    clusters.core.create_namespaced_secret(ns, {
+        "metadata": {"name": "etcd-ca-key-pair"}, "type": "kubernetes.io/tls",
+        "data": {"tls.crt": base64.b64encode(ca.cert_pem).decode(),
+                 "tls.key": base64.b64encode(ca.pair.key_pem).decode()}})
+    clusters.custom.create_cluster_custom_object(GROUP, VERSION, "clusterissuers", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterIssuer", "metadata": {"name": issuer},
+        "spec": {"ca": {"secretName": "etcd-ca-key-pair"}}})
+    log = cert_manager_crds.config.state_dir / "logs" / f"cert-manager-cluster-{ns}.log"
+    controller = cert_manager.start_controller(cert_manager_crds.config, "", log, cluster_resource_namespace=ns)
+    name = "cmcluster"
+    try:
+        wait_for(lambda: _ready(clusters.custom.get_cluster_custom_object(GROUP, VERSION, "clusterissuers", issuer))
+                 or not controller.running(), timeout=60, what="the CA ClusterIssuer Ready")
+        assert controller.running(), f"cert-manager's controller exited; its log:\n{controller.tail()}"
+        clusters.create(etcd_cluster(name, size=1, TLS={"certManager": {
+            "issuerRef": {"name": issuer, "kind": "ClusterIssuer"}}}))
+        clusters.wait_running(name, ready=1, timeout=240)
+        for role, certificate in _certificate_names(name).items():
+            found = _custom_get(clusters, "certificates", certificate)
+            assert found["spec"]["issuerRef"]["kind"] == "ClusterIssuer", (role, found["spec"])
+            assert found["spec"]["issuerRef"]["name"] == issuer, (role, found["spec"])
+            leaf = x509.load_pem_x509_certificate(secret_files(clusters, certificate)["tls.crt"])
+            assert leaf.issuer == x509.load_pem_x509_certificate(ca.cert_pem).subject, role
+        client = IssuedClient(clusters, name, tmp_path / "client", secret=_certificate_names(name)["operator"])
+        url = f"https://{name}-client.{ns}.svc:2379"
+        put = clusters.sandbox.etcdctl([url], *client.flags(), "put", f"{PREFIX}cluster-issuer", "1")
+        assert put.returncode == 0, put.stderr
+        assert read_prefix(clusters.sandbox, [url], PREFIX, flags=client.flags()) == {f"{PREFIX}cluster-issuer": "1"}
+        plain = clusters.sandbox.etcdctl([f"http://{name}-client.{ns}.svc:2379"], "get", PREFIX, "--prefix")
+        assert plain.returncode != 0, "the member serves TLS clients only"
+    finally:
+        clusters.delete(name)
+        controller.stop()
+        clusters.custom.delete_cluster_custom_object(GROUP, VERSION, "clusterissuers", issuer)

@@ -8,7 +8,7 @@ import pytest
 from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, Clusters, etcd_cluster
-from tests.integration.etcd_operator.tls_certs import IssuedClient, coreos_static_tls, secret_files
+from tests.integration.etcd_operator.tls_certs import IssuedClient, coreos_static_tls, etcdctl, secret_files
 from tests.integration.restore_operator.conftest import Restores
 from tests.integration.restore_operator.restore_deployment import DEPLOYMENT, NAMESPACE, POD_SELECTOR
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
@@ -27,17 +27,13 @@ def test_tls_cluster_restores_with_its_tls_secrets(clusters: Clusters, restores:
     clusters.wait_running(name, 3, timeout=240)
     client_url = f"https://{name}-client.{ns}.svc:2379"
 
-    def etcdctl(*args: str) -> str:
-        result = clusters.sandbox.etcdctl([client_url], *tls.client_flags(), *args)
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
-    etcdctl("put", "secret/a", "1")
-    etcdctl("put", "secret/b", "2")
+    flags = tls.client_flags()
+    etcdctl(clusters, [client_url], flags, "put", "secret/a", "1")
+    etcdctl(clusters, [client_url], flags, "put", "secret/b", "2")
     member = f"https://{clusters.live_pods(name)[0].metadata.name}.{name}.{ns}.svc:2379"
     key = unique_key("tls")
     snapshot_to_s3(clusters, name, key, member=member, flags=tls.client_flags())
-    etcdctl("put", "secret/c", "after backup")
+    etcdctl(clusters, [client_url], flags, "put", "secret/c", "after backup")
     old_uid = clusters.get(name)["metadata"]["uid"]
 
     aws = create_aws_secret(clusters.sandbox, ns)
@@ -47,7 +43,7 @@ def test_tls_cluster_restores_with_its_tls_secrets(clusters: Clusters, restores:
     restored = clusters.get(name)
     assert restored["metadata"]["uid"] != old_uid
     assert restored["spec"]["TLS"] == tls.spec()
-    lines = etcdctl("get", "secret/", "--prefix").splitlines()
+    lines = etcdctl(clusters, [client_url], flags, "get", "secret/", "--prefix").splitlines()
     assert dict(zip(lines[0::2], lines[1::2])) == {"secret/a": "1", "secret/b": "2"}
     # Plain http is refused: the restored members serve TLS only.
     plain = clusters.sandbox.etcdctl([f"http://{name}-client.{ns}.svc:2379"], "get", "secret/a")
@@ -65,23 +61,18 @@ def test_issued_tls_cluster_upgrades_and_restores_over_tls(clusters: Clusters, r
     clusters.wait_running(name, 3, timeout=240)
     client_url = f"https://{name}-client.{ns}.svc:2379"
 
-    def etcdctl(client: IssuedClient, *args: str) -> str:
-        result = clusters.sandbox.etcdctl([client_url], *client.flags(), *args)
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
     before = IssuedClient(clusters, name, tmp_path / "before")
     ca_before = secret_files(clusters, f"{name}-tls-ca")["ca.crt"]
-    etcdctl(before, "put", "issued/a", "1")
+    etcdctl(clusters, [client_url], before.flags(), "put", "issued/a", "1")
     clusters.patch_spec(name, {"version": DEFAULT_VERSION})
     clusters.wait_status(name, lambda s: s.get("phase") == "Running" and s.get("readyCount") == 3
                          and s.get("currentVersion") == DEFAULT_VERSION, f"upgraded to {DEFAULT_VERSION}",
                          timeout=300)
-    etcdctl(before, "put", "issued/b", "2")
+    etcdctl(clusters, [client_url], before.flags(), "put", "issued/b", "2")
     member = f"https://{clusters.live_pods(name)[0].metadata.name}.{name}.{ns}.svc:2379"
     key = unique_key("issued")
     snapshot_to_s3(clusters, name, key, member=member, flags=before.flags())
-    etcdctl(before, "put", "issued/c", "after backup")
+    etcdctl(clusters, [client_url], before.flags(), "put", "issued/c", "after backup")
 
     aws = create_aws_secret(clusters.sandbox, ns)
     restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", aws, clusters.sandbox.config.s3_endpoint))
@@ -91,7 +82,7 @@ def test_issued_tls_cluster_upgrades_and_restores_over_tls(clusters: Clusters, r
     assert restored["spec"]["TLS"] == {"issued": {}}
     # The CA was kept: a client configured before the restore (the CA, a certificate it signed)
     # reads the restored cluster; and the CA Secret belongs to the restored cluster now.
-    lines = etcdctl(before, "get", "issued/", "--prefix").splitlines()
+    lines = etcdctl(clusters, [client_url], before.flags(), "get", "issued/", "--prefix").splitlines()
     assert dict(zip(lines[0::2], lines[1::2])) == {"issued/a": "1", "issued/b": "2"}
     assert secret_files(clusters, f"{name}-tls-ca")["ca.crt"] == ca_before
     owners = clusters.core.read_namespaced_secret(f"{name}-tls-ca", ns).metadata.owner_references or []

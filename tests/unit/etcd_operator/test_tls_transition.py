@@ -220,7 +220,7 @@ def test_a_member_already_on_https_peers_restarts_on_a_tls_pod() -> None:
                     for m in observed.members or ())
     gone = dataclasses.replace(observed, members=members, pods=observed.pods[1:])
     action = plan_next_action(gone)
-    assert isinstance(action, a.CreateMemberPod) and action.tls_bridge is False, action
+    assert isinstance(action, a.CreateMemberPod) and action.tls_bridge is None, "the step's own (TLS) pod"
 
 
 def test_a_restart_interrupted_after_member_update_is_finished_though_the_member_is_unhealthy() -> None:
@@ -232,3 +232,151 @@ def test_a_restart_interrupted_after_member_update_is_finished_though_the_member
         **observed.health, name(2): dataclasses.replace(observed.health[name(2)], healthy=False)})
     action = plan_through_drain(observed)
     assert isinstance(action, a.UpgradeMember) and action.member_name == name(2) and not action.peer_url, action
+
+
+# --- Moving off TLS (spec.TLS removed from a running TLS cluster)
+
+def _on_tls(*modes: str, pvc: bool = False, remembered: bool = True, gone: str = "",
+            peer_http: bool = False) -> ObservedCluster:
+    """A healthy 3-member issued-TLS cluster whose pods run `modes` (members on https peer and
+    client URLs where their pod is a TLS pod; every peer URL http with `peer_http`), its spec.TLS
+    now removed; the last status named the Secrets (`remembered`); the pod of member `gone` is
+    gone; the cluster as observing.py hands it on (with_tls_step)."""
+    on_tls = _moving(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, pvc=pvc)
+    secrets = {role: {"secret": name} for role, name in (
+        ("peer", on_tls.cluster.require_spec().tls.member_peer_secret),
+        ("server", on_tls.cluster.require_spec().tls.member_server_secret),
+        ("operator", on_tls.cluster.require_spec().tls.operator_secret))}
+
+    def urls(scheme: str, found: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(f"{scheme}://{u.split('://', 1)[1]}" for u in found)
+
+    members = tuple(dataclasses.replace(m, peer_urls=urls("https" if mode == TLS_MODE_TLS and not peer_http else "http",
+                                                          m.peer_urls),
+                                        client_urls=urls("https" if mode == TLS_MODE_TLS else "http", m.client_urls))
+                    for m, mode in zip(on_tls.members or (), modes, strict=True))
+    plain = with_spec(dataclasses.replace(on_tls, members=members))
+    if remembered:
+        recorded = dataclasses.replace(plain.cluster.recorded, tls_secrets={r: s["secret"] for r, s in secrets.items()})
+        plain = dataclasses.replace(plain, cluster=dataclasses.replace(plain.cluster, recorded=recorded))
+    plain_hash = pod_policy_hash(plain.cluster.require_spec())  # plain pods were built from this spec
+    pods = tuple(dataclasses.replace(pod, tls_mode=mode, pod_policy_hash=plain_hash if mode == TLS_MODE_PLAIN
+                                     else pod.pod_policy_hash)
+                 for pod, mode in zip(on_tls.pods, modes, strict=True) if pod.member_name != gone)
+    return dataclasses.replace(plain, pods=pods, cluster=with_tls_step(plain.cluster, pods))
+
+
+def test_the_secrets_a_move_off_tls_needs_are_read_back_from_the_last_status() -> None:
+    raw = {"tls": {"peer": {"secret": "p", "notAfter": "x"}, "server": {"secret": "s"}, "operator": {"secret": "o"},
+                   "ca": {"secret": "c"}}}
+    from etcd_common.api.etcd_cluster import parse_recorded_status
+    assert parse_recorded_status(raw).tls_secrets == {"peer": "p", "server": "s", "operator": "o"}
+
+
+def test_off_tls_step_1_bridges_on_the_remembered_secrets_and_keeps_speaking_https() -> None:
+    observed = _on_tls(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS)
+    spec = observed.cluster.require_spec()
+    assert spec.tls_off and spec.tls_bridge and spec.tls.operator_secret.endswith("-tls-operator"), spec
+    assert member_client_url(observed.cluster, name(1)).startswith("https://"), "TLS pods serve https only"
+    assert member_peer_url(observed.cluster, name(1)).startswith("http://"), "new members join on http peers"
+    assert _mode_of_pod_built_for(observed.cluster) == TLS_MODE_BRIDGE
+    assert "--advertise-client-urls=http://" in " ".join(_command(observed.cluster)), \
+        "a bridge pod advertises http: it serves both, and http is where the move goes"
+
+
+def test_without_remembered_secrets_turning_tls_off_stays_refused_with_the_reason() -> None:
+    observed = _on_tls(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, remembered=False)
+    assert not observed.cluster.require_spec().tls_off
+    action = plan_next_action(observed)
+    assert isinstance(action, a.RejectSpec) and "status no longer names" in action.reason, action
+
+
+def test_off_tls_step_1_on_volumes_moves_the_peer_url_to_http_with_the_restart() -> None:
+    observed = _on_tls(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, pvc=True)
+    action = plan_through_drain(observed)
+    assert isinstance(action, a.UpgradeMember) and not action.in_place, action
+    assert action.member_name != name(1), "the leader goes last"
+    assert action.peer_url == member_peer_url(observed.cluster, action.member_name), action
+    assert action.peer_url.startswith("http://") and "moving off TLS, step 1 of 2" in action.reason, action
+
+
+def test_off_tls_step_1_on_emptydir_adds_a_bridge_member_on_http_peers() -> None:
+    action = plan_through_drain(_on_tls(TLS_MODE_TLS, TLS_MODE_BRIDGE, TLS_MODE_TLS))
+    assert isinstance(action, a.AddMember) and action.purpose == "upgrade", action
+    assert action.peer_url.startswith("http://"), action
+
+
+def test_off_tls_step_2_rolls_bridge_pods_to_plain_ones_speaking_http() -> None:
+    observed = _on_tls(TLS_MODE_BRIDGE, TLS_MODE_BRIDGE, TLS_MODE_BRIDGE, pvc=True)
+    spec = observed.cluster.require_spec()
+    assert not spec.tls_off and not spec.tls.client_tls, "no TLS-only pod left: step 2, the user's spec"
+    assert member_client_url(observed.cluster, name(1)).startswith("http://")
+    action = plan_through_drain(observed)
+    assert isinstance(action, a.UpgradeMember) and action.peer_url == "", action
+    assert "moving off TLS, step 2 of 2" in action.reason, action
+    assert _mode_of_pod_built_for(observed.cluster) == TLS_MODE_PLAIN
+
+
+def test_nothing_rolls_once_every_pod_is_plain_again() -> None:
+    action = plan_next_action(_on_tls(TLS_MODE_PLAIN, TLS_MODE_PLAIN, TLS_MODE_PLAIN))
+    assert not isinstance(action, (a.AddMember, a.UpgradeMember, a.RemoveMember, a.StopMember, a.RejectSpec)), action
+
+
+def test_a_tls_member_whose_pod_went_off_step_restarts_on_a_tls_pod() -> None:
+    """Step 1 off TLS, on volumes: a member still on https peers that lost its pod (not by the
+    step) must listen on https again, not as a bridge, or its peers could not reach it."""
+    gone = _on_tls(TLS_MODE_BRIDGE, TLS_MODE_TLS, TLS_MODE_TLS, pvc=True, gone=name(2))
+    assert gone.cluster.require_spec().tls_off, "member 3's TLS pod still runs: step 1"
+    action = plan_next_action(gone)
+    assert isinstance(action, a.CreateMemberPod) and action.member_name == name(2), action
+    assert action.tls_bridge is False, action
+
+
+def test_an_off_tls_restart_interrupted_after_member_update_is_finished() -> None:
+    observed = _on_tls(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, pvc=True)
+    http = member_peer_url(observed.cluster, name(2))
+    members = tuple(dataclasses.replace(m, peer_urls=(http,)) if m.member_name == name(2) else m
+                    for m in observed.members or ())
+    observed = dataclasses.replace(observed, members=members, health={
+        **observed.health, name(2): dataclasses.replace(observed.health[name(2)], healthy=False)})
+    action = plan_through_drain(observed)
+    assert isinstance(action, a.UpgradeMember) and action.member_name == name(2) and not action.peer_url, action
+
+
+def test_status_says_the_cluster_moves_off_tls() -> None:
+    from etcd_operator.status import REASON_MOVING_OFF_TLS
+    observed = _on_tls(TLS_MODE_BRIDGE, TLS_MODE_TLS, TLS_MODE_TLS)
+    status = compute_status(observed, plan_next_action(observed), now=datetime(2026, 1, 1, tzinfo=UTC))
+    upgrading = next(cond for cond in status["conditions"] if cond["type"] == "Upgrading")
+    assert upgrading["reason"] == REASON_MOVING_OFF_TLS, upgrading
+    assert "step 1 of 2" in upgrading["message"] and "2 of 3" in upgrading["message"], upgrading
+
+
+def test_the_last_tls_member_restarting_after_its_peer_url_change_gets_a_plain_pod() -> None:
+    """Off TLS on volumes: the last TLS pod is deleted right after `member update` gave its member
+    an http peer URL; no TLS pod is left (step 2), and the member list still has the https client
+    URL its old pod published. Its new pod is a plain one, not a refusal."""
+    gone = _on_tls(TLS_MODE_BRIDGE, TLS_MODE_BRIDGE, TLS_MODE_TLS, pvc=True, gone=name(3), peer_http=True)
+    assert not gone.cluster.require_spec().tls_off
+    assert any(u.startswith("https://") for u in (gone.members or ())[2].client_urls)
+    action = plan_next_action(gone)
+    assert isinstance(action, a.CreateMemberPod) and action.member_name == name(3), action
+    assert action.tls_bridge is None, action
+
+
+def test_removing_client_tls_alone_from_running_members_stays_refused() -> None:
+    """Client-only static TLS (no peer certificate): its pods read as plain; removing spec.TLS
+    would cut every https client at once, so it is refused as before."""
+    observed = with_spec(healthy_cluster(), TLS={"static": {"member": {"serverSecret": "server"},
+                                                           "operatorSecret": "operator"}})
+    members = tuple(dataclasses.replace(m, client_urls=tuple(u.replace("http://", "https://") for u in m.client_urls))
+                    for m in observed.members or ())
+    plain = with_spec(dataclasses.replace(observed, members=members))
+    action = plan_next_action(with_tls_step_observed(plain))
+    assert isinstance(action, a.RejectSpec), action
+
+
+def test_stepping_a_stepped_cluster_again_changes_nothing() -> None:
+    for observed in (_on_tls(TLS_MODE_TLS, TLS_MODE_BRIDGE, TLS_MODE_TLS), _moving(TLS_MODE_PLAIN, TLS_MODE_BRIDGE,
+                                                                                  TLS_MODE_PLAIN)):
+        assert with_tls_step(observed.cluster, observed.pods) == observed.cluster
