@@ -54,3 +54,18 @@ def local_image_reference() -> tuple[str, str]:
 def _checkout_key() -> str:
     """Worktrees of one machine build the same tag from different sources: one stamp each."""
     return hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+
+
+def runc_evidence(pid: int) -> list[str]:
+    """What says that process `pid` is not a real container's first process: [] when it is runc's
+    child, pid 1 of a PID namespace of its own, on a root filesystem that is not the host's."""
+    proc = Path(f"/proc/{pid}")
+    fields = dict(line.split(":\t", 1) for line in (proc / "status").read_text().splitlines() if ":\t" in line)
+    problems = []
+    if Path(f"/proc/{fields['PPid'].strip()}/comm").read_text().strip() != "runc":
+        problems.append(f"its parent is not runc: {fields['PPid'].strip()}")
+    if fields["NSpid"].split()[1:] != ["1"]:
+        problems.append(f"not pid 1 of its own PID namespace: NSpid {fields['NSpid'].strip()}")
+    if os.stat(proc / "root").st_dev == os.stat("/").st_dev:
+        problems.append("its root is the host's")
+    return problems
