@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: sandbox up, CRDs installed, the three operators deployed as pods, the example cluster
-# Running and backed up once to the sandbox S3.
+# Running and backed up once to the sandbox S3. The operators run from the image `make image` builds
+# (localhost/etcd-operator-py:<version>, which the sandbox runs in runc); DEMO_IMAGE=venv runs them
+# from this checkout's virtualenv instead (the manifests' etcd-operator-py:<version>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
@@ -8,11 +10,28 @@ sandbox() { "$VENV/bin/python" -m kube_sandbox "$@"; }
 kubectl() { sandbox kubectl "$@"; }
 TIMEOUT_SECONDS="${DEMO_TIMEOUT_SECONDS:-300}"
 
+DEMO_IMAGE="${DEMO_IMAGE:-built}"
+case $DEMO_IMAGE in
+  built) IMAGE="localhost/$(bash scripts/build-image.sh)" ;;
+  venv) IMAGE="" ;;
+  *) echo "DEMO_IMAGE must be built or venv, not $DEMO_IMAGE" >&2; exit 2 ;;
+esac
+# deploy/*.yaml, naming the built image where they name the operators' (also the seed images they pass on).
+manifests() {
+  local file
+  for file; do echo "---"; cat "$file"; done | if [ -n "$IMAGE" ]; then
+    sed -E "s#([ \"])etcd-operator-py:[0-9A-Za-z._-]+#\1$IMAGE#g"
+  else
+    cat
+  fi
+}
+
 sandbox up
 kubectl apply -f crds/
 kubectl wait --for=condition=Established --timeout=60s crd --all
 kubectl api-resources --api-group=etcd.database.coreos.com >/dev/null  # refresh kubectl's discovery cache
-kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml -f deploy/operator.yaml
+kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml
+manifests deploy/operator.yaml | kubectl apply -f -
 kubectl -n etcd-operator rollout status deployment/etcd-operator --timeout=120s
 kubectl apply -n default -f examples/example-etcd-cluster.yaml
 
@@ -34,9 +53,10 @@ kubectl -n default get etcd
 kubectl -n default get pods,services -l etcd_cluster=example-etcd-cluster
 
 # The backup and restore operators, and one backup of the example cluster into the sandbox's S3.
-kubectl apply -f deploy/backup-operator.yaml -f deploy/restore-operator.yaml
+manifests deploy/backup-operator.yaml deploy/restore-operator.yaml | kubectl apply -f -
 kubectl -n etcd-operator rollout status deployment/etcd-backup-operator --timeout=120s
 kubectl -n etcd-operator rollout status deployment/etcd-restore-operator --timeout=120s
+kubectl -n etcd-operator get pods -o custom-columns='POD:.metadata.name,IMAGE:.spec.containers[0].image,CONTAINER:.status.containerStatuses[0].containerID'
 S3_ENDPOINT=$("$VENV/bin/python" -c 'from kube_sandbox.config import SandboxConfig; print(SandboxConfig.from_env().s3_endpoint)')
 "$VENV/bin/python" - "$S3_ENDPOINT" <<'PY'
 import sys

@@ -50,6 +50,13 @@ class CgroupLayout:
     cpu: Path
     blkio: Path
     group: str = SANDBOX_GROUP  # the group under each root holding this sandbox's pods
+    # The other v1 hierarchies (pids, freezer, devices, ...): runc puts the containers of local
+    # images there too (runc.py); their groups go with the pod as the others do.
+    others: tuple[Path, ...] = ()
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return (self.unified, self.blkio, self.memory, self.cpu, *self.others)
 
 
 def detect_layout(mounts_text: str, writable: bool) -> CgroupLayout | None:
@@ -57,6 +64,7 @@ def detect_layout(mounts_text: str, writable: bool) -> CgroupLayout | None:
     memory, cpu and blkio controllers. None when one is missing or the kubelet cannot write them."""
     unified: Path | None = None
     v1: dict[str, Path] = {}
+    others: list[Path] = []
     for line in mounts_text.splitlines():
         fields = line.split()
         if len(fields) < 4:
@@ -65,12 +73,15 @@ def detect_layout(mounts_text: str, writable: bool) -> CgroupLayout | None:
         if fs_type == "cgroup2" and unified is None:
             unified = mount_point
         elif fs_type == "cgroup":
-            for controller in ("memory", "cpu", "blkio"):
-                if controller in options and controller not in v1:
-                    v1[controller] = mount_point
+            used = [c for c in ("memory", "cpu", "blkio") if c in options and c not in v1]
+            for controller in used:
+                v1[controller] = mount_point
+            if not used and mount_point not in others:
+                others.append(mount_point)
     if unified is None or set(v1) != {"memory", "cpu", "blkio"} or not writable:
         return None
-    return CgroupLayout(unified=unified, memory=v1["memory"], cpu=v1["cpu"], blkio=v1["blkio"])
+    return CgroupLayout(unified=unified, memory=v1["memory"], cpu=v1["cpu"], blkio=v1["blkio"],
+                        others=tuple(p for p in others if p not in v1.values()))
 
 
 def machine_layout() -> CgroupLayout | None:
@@ -202,14 +213,14 @@ class PodCgroups:
         _write(blkio / "blkio.throttle.write_bps_device", f"{device} {write_bytes_per_second or 0}")
 
     def remove(self) -> None:
-        for root in (self.layout.unified, self.layout.blkio, self.layout.memory, self.layout.cpu):
+        for root in self.layout.roots:
             _remove_tree(self._pod_dir(root))
 
 
 def remove_leftovers(layout: CgroupLayout) -> None:
     """At kubelet start: remove the groups an earlier kubelet left (its processes were reaped
     already; the pods it ran get new groups when their containers start again)."""
-    for root in (layout.unified, layout.blkio, layout.memory, layout.cpu):
+    for root in layout.roots:
         _remove_tree(root / layout.group)
 
 

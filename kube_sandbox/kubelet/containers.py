@@ -110,11 +110,15 @@ class ContainerProcess:
             self.spec.pid_file.unlink()
         except FileNotFoundError:
             pass
+        self._after_exit()
         self.exited.set()
         try:
             self.on_exit()
         except Exception:
             log.exception("exit callback for pid %s failed", self._popen.pid)
+
+    def _after_exit(self) -> None:
+        """What a kind of container cleans up once its process has ended (before `exited` is set)."""
 
     def running(self) -> bool:
         return self._popen is not None and not self.exited.is_set()

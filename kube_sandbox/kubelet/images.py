@@ -1,9 +1,11 @@
-"""Which local programs stand in for a container image, since there is no container runtime.
+"""Which local programs stand in for a container image (or, for an image built here, `runc.py`).
 
 An image resolves to an `ImageRuntime`: directories put first on PATH and a table of absolute
 in-image paths (e.g. `/usr/local/bin/etcd`) rewritten to host paths wherever they appear in the
 command, args or env. Images we cannot stand in for raise `ImageNotAvailable`, which the pod
-worker reports as `ErrImagePull`, like a real kubelet failing to pull.
+worker reports as `ErrImagePull`, like a real kubelet failing to pull. Images of buildah's local
+storage (`localhost/<repository>:<tag>`) are the exception: they resolve to their own image config
+and run in a real container (`runc.py`).
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kube_sandbox.kubelet.runc import LocalImage, LocalImageError, LocalImages, is_local_image
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,7 @@ class ImageRuntime:
     links: tuple[tuple[Path, Path], ...] = ()  # symlinks (link, target) that path_dirs rely on
     env: tuple[tuple[str, str], ...] = ()  # variables the image sets (ENV), before the container's own
     scripts: tuple[tuple[Path, str], ...] = ()  # executable files (path, content) in path_dirs
+    local: LocalImage | None = None  # an image of the local store: runs in runc (runc.py), not as a process
 
     @property
     def path(self) -> str:
@@ -110,14 +115,17 @@ class ImageCatalog:
     """Maps image names to local programs; pure apart from `materialize`, which makes symlinks."""
 
     def __init__(self, etcd_binaries: Mapping[str, Path], venv_bin_dir: Path, images_dir: Path,
-                 source_dir: Path | None = None) -> None:
+                 source_dir: Path | None = None, local_images: LocalImages | None = None) -> None:
         self.etcd_binaries = dict(etcd_binaries)
+        self.local_images = local_images
         self.venv_bin_dir = venv_bin_dir
         self.images_dir = images_dir
         self.source_dir = source_dir
 
     def resolve(self, image: str) -> ImageRuntime:
         reference = parse_image_reference(image)
+        if is_local_image(image):
+            return self._local(image)
         if reference.name == "etcd":
             return self._etcd(image, reference)
         if reference.name == OPERATOR_REPOSITORY:
@@ -152,6 +160,22 @@ class ImageCatalog:
             f'image "{image}" is not available in the sandbox: only etcd images '
             f"(versions {', '.join(sorted(self.etcd_binaries)) or 'none'}), "
             f"*/{OPERATOR_REPOSITORY} and {', '.join(GENERIC_REPOSITORIES)} can run here"
+        )
+
+    def _local(self, image: str) -> ImageRuntime:
+        """An image of buildah's local storage (`localhost/...`), run by runc from its own files."""
+        if self.local_images is None:
+            raise ImageNotAvailable(f'image "{image}": this kubelet runs no local images (no runc, or not root)')
+        try:
+            found = self.local_images.find(image)
+        except LocalImageError as e:
+            raise ImageNotAvailable(f'image "{image}" is not in the local image store (`make image` builds '
+                                    f"localhost/etcd-operator-py:<version>): {e}") from e
+        config = found.config
+        return ImageRuntime(
+            image=image, image_id=f"{parse_image_reference(image).repository}@sha256:{found.image_id}", path_dirs=(), rewrites=(),
+            entrypoint=tuple(config.get("Entrypoint") or ()), cmd=tuple(config.get("Cmd") or ()), env=found.env,
+            local=found,
         )
 
     def _etcd(self, image: str, reference: ImageReference) -> ImageRuntime:

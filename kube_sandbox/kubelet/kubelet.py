@@ -11,6 +11,7 @@ cluster DNS server, an event sender and the optional log server; all share one s
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -33,6 +34,7 @@ from kube_sandbox.kubelet.node import INSTANCE_TYPE_LABEL, SANDBOX_INSTANCE_TYPE
 from kube_sandbox.kubelet.partitions import Partitions, PodAddress
 from kube_sandbox.kubelet.pods import TERMINAL_PHASES, PodServices, PodWorker
 from kube_sandbox.kubelet.provisioner import ClaimBinder
+from kube_sandbox.kubelet.runc import LocalImages, delete_all
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import VolumeManager
 from kube_sandbox.kubelet.watching import list_and_watch
@@ -81,8 +83,11 @@ class ProcessKubelet:
         self._first_node_list = True
         self.events = EventRecorder(self.api, self._stop)
         self.hosts = HostsFile(settings.hosts_file, settings.cluster_domain)
+        # Local images (`localhost/...`, what `make image` builds) run in runc, which needs root.
+        self.local_images = (LocalImages(prefix=f"ksb-{settings.instance}-")
+                             if os.geteuid() == 0 and shutil.which("runc") and shutil.which("buildah") else None)
         images = ImageCatalog(settings.etcd_binaries, settings.venv_bin_dir, settings.images_dir,
-                              settings.source_dir)
+                              settings.source_dir, self.local_images)
         volumes = VolumeManager(self.api, settings)
         layout = machine_layout() if settings.use_cgroups else None
         self.cgroups = replace(layout, group=f"kube-sandbox-{settings.instance}") if layout else None
@@ -95,6 +100,7 @@ class ProcessKubelet:
                 ipam=IpAllocator(settings.pod_ip_prefix, node_blocks(index)), images=images, volumes=volumes,
                 events=self.events, stop=self._stop, node_down=down, on_worker_done=self._worker_done,
                 on_address_assigned=self._address_assigned, cgroups=self.cgroups, partitions=self.partitions,
+                local_images=self.local_images,
             )
             agent = NodeAgent(self.api, settings, name, index, self._stop, down)
             self.nodes[name] = LocalNode(name, agent, down, services)
@@ -116,6 +122,7 @@ class ProcessKubelet:
         for directory in (s.pods_dir, s.pvc_dir, s.logs_dir, s.images_dir, s.pids_dir):
             directory.mkdir(parents=True, exist_ok=True)
         reap_orphans(s.pids_dir)
+        self._remove_local_containers()
         if self.cgroups is not None:
             self.partitions.reset()  # first: no rule may name a cgroup removed next
             remove_leftovers(self.cgroups)
@@ -173,6 +180,7 @@ class ProcessKubelet:
             self._log_server.stop()
         if self._dns_server is not None:
             self._dns_server.stop()
+        self._remove_local_containers()
         if self.cgroups is not None:
             self.partitions.remove()
             remove_leftovers(self.cgroups)  # the processes are gone; a later kubelet makes new groups
@@ -181,6 +189,12 @@ class ProcessKubelet:
             if thread.is_alive():
                 thread.join(JOIN_SECONDS)
         log.info("process kubelet stopped")
+
+    def _remove_local_containers(self) -> None:
+        """runc containers and their root filesystems not (or no longer) in use by a worker."""
+        if self.local_images is not None:
+            delete_all(self.settings.runc_root)
+            self.local_images.remove_leftovers()
 
     # ----------------------------------------------------------------- nodes
 

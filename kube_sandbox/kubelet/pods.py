@@ -39,6 +39,17 @@ from kube_sandbox.kubelet.probes import (
     run_check,
 )
 from kube_sandbox.kubelet.rewrites import Rewriter
+from kube_sandbox.kubelet.runc import (
+    DEFAULT_CAPABILITIES,
+    ContainerConfig,
+    LocalImageError,
+    LocalImages,
+    Mount,
+    RuncProcess,
+    parse_user,
+    runc_argv,
+    write_bundle,
+)
 from kube_sandbox.kubelet.settings import KubeletSettings
 from kube_sandbox.kubelet.volumes import (
     SERVICE_ACCOUNT_MOUNT_PATH,
@@ -94,6 +105,7 @@ class PodServices:
     on_address_assigned: Callable[[str, str], None]  # (uid, ip); before any container starts
     cgroups: CgroupLayout | None = None  # None: pods run without cgroups (cgroups.py)
     partitions: Partitions | None = None  # the cuts in force, whose rules name pods' cgroups
+    local_images: LocalImages | None = None  # root filesystems of local images' containers (runc.py)
 
 
 @dataclass(frozen=True)
@@ -501,11 +513,19 @@ class PodWorker:
         st.replace_pending = False
         oom_kills = 0
         try:
-            if self.cgroups is not None:
-                require_executable(spec)  # the wrapper shell would only exit 127
-                spec = replace(spec, argv=join_argv(self.cgroups.prepare(st.name, container_limits(st.spec)), spec.argv))
-                oom_kills = self.cgroups.oom_kills(st.name)
-            process = ContainerProcess(spec, on_exit=self.wake)
+            process: ContainerProcess
+            if st.runtime.local is not None:
+                if self.cgroups is not None:  # runc joins the container's groups (cgroupsPath), limits set here
+                    self.cgroups.prepare(st.name, container_limits(st.spec))
+                    oom_kills = self.cgroups.oom_kills(st.name)
+                process = RuncProcess(spec, self.wake, self.services.settings.runc_root, self._runc_name(st))
+            else:
+                if self.cgroups is not None:
+                    require_executable(spec)  # the wrapper shell would only exit 127
+                    spec = replace(spec, argv=join_argv(self.cgroups.prepare(st.name, container_limits(st.spec)),
+                                                        spec.argv))
+                    oom_kills = self.cgroups.oom_kills(st.name)
+                process = ContainerProcess(spec, on_exit=self.wake)
             pid = process.start()
         except OSError as e:
             self.log.warning("container %s: cannot start %s: %s", st.name, spec.argv[:1], e)
@@ -634,6 +654,7 @@ class PodWorker:
             config_map=lambda name: self._lookup("configmaps", namespace, name),
         )
         mounts: list[tuple[str, str]] = []
+        read_only: set[str] = set()  # mountPaths
         extra_env: dict[str, str] = {}
         for index, mount in enumerate(container.get("volumeMounts") or []):
             directory = self.volumes.directories.get(mount["name"])
@@ -649,10 +670,14 @@ class PodWorker:
             elif sub_path and directory.is_dir() and not host.exists():
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((mount["mountPath"], str(host)))
+            if mount.get("readOnly"):
+                read_only.add(mount["mountPath"])
             extra_env[VOLUME_ENV_PREFIX + _env_suffix(mount["name"])] = str(directory)
             if mount["mountPath"].rstrip("/") == SERVICE_ACCOUNT_MOUNT_PATH:
                 extra_env[SERVICE_ACCOUNT_DIR_ENV] = str(host)
         host_network = bool((self.pod.get("spec") or {}).get("hostNetwork"))
+        if st.runtime.local is not None:
+            return self._runc_spec(st, user_env, service_env, mounts, read_only, host_network)
         rewriter = Rewriter(paths=(*mounts, *st.runtime.rewrites), pod_ip="" if host_network else self.ip)
         argv = container_argv(st.runtime, [str(c) for c in container.get("command") or []],
                               [str(a) for a in container.get("args") or []])
@@ -680,6 +705,82 @@ class PodWorker:
         inside_pod = Rewriter(paths=rewriter.paths, pod_ip=rewriter.pod_ip, loopback=True)
         target = ProbeTarget(pod_ip=self.ip, ports=ports, env=env, cwd=cwd, rewrite=inside_pod.apply)
         return ProcessSpec(argv=argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file), target
+
+    def _runc_name(self, st: ContainerState) -> str:
+        """The container's name for runc and its root filesystem's for buildah (per pod container)."""
+        return f"{self.uid}-{st.name}"
+
+    def _runc_spec(self, st: ContainerState, user_env: dict[str, str], service_env: dict[str, str],
+                   mounts: list[tuple[str, str]], read_only: set[str],
+                   host_network: bool) -> tuple[ProcessSpec, ProbeTarget]:
+        """`runc run` of a local image's container (runc.py): the volumes bind-mounted at their
+        mountPaths (no path rewriting), the image's or the securityContext's user, its own root."""
+        assert st.runtime is not None and st.runtime.local is not None and self.ip is not None
+        settings = self.services.settings
+        if self.services.local_images is None:
+            raise ContainerConfigError("this kubelet runs no local images")
+        name = self._runc_name(st)
+        try:
+            rootfs = self.services.local_images.mount(st.runtime.local, name)
+            image_uid, image_gid = parse_user(str(st.runtime.local.config.get("User") or ""),
+                                              _read(rootfs / "etc" / "passwd"), _read(rootfs / "etc" / "group"))
+        except LocalImageError as e:
+            raise ContainerConfigError(str(e)) from e
+        pod_security = (self.pod.get("spec") or {}).get("securityContext") or {}
+        security = st.spec.get("securityContext") or {}
+        uid = int(security.get("runAsUser", pod_security.get("runAsUser", image_uid)))
+        gid = int(security.get("runAsGroup", pod_security.get("runAsGroup", image_gid)))
+        groups = tuple(int(g) for g in [pod_security.get("fsGroup"), *(pod_security.get("supplementalGroups") or [])]
+                       if g is not None)
+        if uid == 0 and (security.get("runAsNonRoot") or pod_security.get("runAsNonRoot")):
+            raise ContainerConfigError("container has runAsNonRoot and image will run as root")
+        # Like the real kubelet: emptyDirs are world-writable, whichever user the container runs as.
+        for volume in (self.pod.get("spec") or {}).get("volumes") or []:
+            directory = self.volumes.directories.get(volume["name"]) if self.volumes else None
+            if "emptyDir" in volume and directory is not None and directory.is_dir():
+                directory.chmod(0o777)
+        rewriter = Rewriter(paths=(), pod_ip="" if host_network else self.ip)
+        argv = container_argv(st.runtime, [str(c) for c in st.spec.get("command") or []],
+                              [str(a) for a in st.spec.get("args") or []])
+        argv = [rewriter.apply(expand(a, user_env)) for a in argv]
+        if not argv:
+            raise ContainerConfigError("no command specified")
+        hostname = ((self.pod.get("spec") or {}).get("hostname") or self.name)[:63]
+        env = {**dict(st.runtime.env), "HOSTNAME": hostname, POD_IP_ENV: self.ip, **service_env}
+        env.update({k: rewriter.apply(v) for k, v in user_env.items()})
+        for mount in st.spec.get("volumeMounts") or []:
+            env.setdefault(VOLUME_ENV_PREFIX + _env_suffix(mount["name"]), mount["mountPath"])
+            if mount["mountPath"].rstrip("/") == SERVICE_ACCOUNT_MOUNT_PATH:
+                env[SERVICE_ACCOUNT_DIR_ENV] = SERVICE_ACCOUNT_MOUNT_PATH
+        own = {path for path, _ in mounts}
+        name_mounts = [Mount(path, str(host), read_only=True) for path, host in
+                       (("/etc/hosts", str(settings.hosts_file)), ("/etc/resolv.conf", "/etc/resolv.conf"))
+                       if path not in own and Path(host).exists()]
+        dropped = {str(c).upper() for c in (security.get("capabilities") or {}).get("drop") or []}
+        added = {f"CAP_{str(c).upper()}" for c in (security.get("capabilities") or {}).get("add") or []}
+        capabilities = tuple(c for c in DEFAULT_CAPABILITIES if "ALL" not in dropped and c[4:] not in dropped)
+        config = ContainerConfig(
+            args=argv, env=env,
+            cwd=str(st.spec.get("workingDir") or st.runtime.local.config.get("WorkingDir") or "/"),
+            rootfs=rootfs, uid=uid, gid=gid, additional_gids=groups,
+            read_only_root=bool(security.get("readOnlyRootFilesystem")),
+            mounts=(*name_mounts, *(Mount(path, host, read_only=path in read_only) for path, host in mounts)),
+            hostname=hostname, capabilities=(*capabilities, *sorted(added - set(capabilities))),
+            no_new_privileges=security.get("allowPrivilegeEscalation") is False,
+            cgroups_path=f"{self.cgroups.net_path}/{st.name}" if self.cgroups is not None else "",
+        )
+        container_dir = pod_directory(settings, self.uid) / "containers" / st.name
+        bundle = write_bundle(container_dir / "bundle", config)
+        log_path = (settings.logs_dir / f"{self.namespace}_{self.name}_{self.uid}" / st.name
+                    / f"{st.restart_count + (1 if st.has_run else 0)}.log")
+        pid_file = settings.pids_dir / f"{self.uid}_{st.name}.pid"
+        argv = RuncProcess.command(settings.runc_root, bundle, name, container_dir / "container.pid")
+        ports = {p["name"]: int(p["containerPort"]) for p in st.spec.get("ports") or [] if p.get("name")}
+        inside_pod = Rewriter(paths=(), pod_ip=rewriter.pod_ip, loopback=True)
+        target = ProbeTarget(pod_ip=self.ip, ports=ports, env=dict(os.environ), cwd=container_dir,
+                             rewrite=inside_pod.apply, exec_prefix=tuple(runc_argv(settings.runc_root, "exec", name)))
+        return ProcessSpec(argv=argv, env=dict(os.environ), cwd=container_dir, log_path=log_path,
+                           pid_file=pid_file), target
 
     def _lookup(self, plural: str, namespace: str, name: str) -> dict[str, str] | None:
         try:
@@ -869,6 +970,10 @@ class PodWorker:
             if self.services.partitions is not None:
                 self.services.partitions.forget_pod(self.uid)  # no rule may name a removed cgroup
             self.cgroups.remove()
+        if self.services.local_images is not None:
+            for st in [*self.init_states, *self.states]:
+                if st.runtime is not None and st.runtime.local is not None:
+                    self.services.local_images.remove(self._runc_name(st))
         self.services.volumes.cleanup(self.uid)
         self.services.ipam.release(self.uid)
         for st in [*self.init_states, *self.states]:
@@ -906,6 +1011,13 @@ class PodWorker:
     @staticmethod
     def _field_path(st: ContainerState) -> str:
         return f"spec.{'initContainers' if st.init else 'containers'}{{{st.name}}}"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _env_suffix(name: str) -> str:

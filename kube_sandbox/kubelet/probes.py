@@ -119,6 +119,7 @@ class ProbeTarget:
     env: Mapping[str, str]
     cwd: Path
     rewrite: Callable[[str], str] = field(default=lambda text: text)
+    exec_prefix: tuple[str, ...] = ()  # runs exec checks inside a real container (`runc exec <id>`)
 
     def resolve_port(self, port: int | str) -> int:
         if isinstance(port, int):
@@ -146,7 +147,7 @@ def run_check(check: Check, target: ProbeTarget, timeout: float) -> CheckResult:
 
 
 def _exec(check: ExecCheck, target: ProbeTarget, timeout: float) -> CheckResult:
-    argv = [target.rewrite(a) for a in check.command]
+    argv = [*target.exec_prefix, *check.command] if target.exec_prefix else [target.rewrite(a) for a in check.command]
     try:
         process = subprocess.Popen(argv, env=dict(target.env), cwd=target.cwd, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

@@ -21,7 +21,8 @@ class KubeletSettings:
     pod_ip_prefix    first two octets of pod IPs: pods get `<prefix>.x.y` (loopback)
     state_dir        root of everything the kubelet writes: pods/ (per-pod volumes and working
                      dirs), pvc/ (claim directories that outlive pods), logs/ (container logs),
-                     images/ (per-image bin dirs), pids/ (for reaping orphans after a crash)
+                     images/ (per-image bin dirs), pids/ (for reaping orphans after a crash),
+                     runc/ (runc's state of local images' containers)
     hosts_file       the hosts file bind-mounted over /etc/hosts; rewritten in place
     apiserver_host   what pods get as KUBERNETES_SERVICE_HOST (loopback, never a service IP)
     apiserver_port   what pods get as KUBERNETES_SERVICE_PORT
@@ -76,6 +77,11 @@ class KubeletSettings:
     @property
     def images_dir(self) -> Path:
         return self.state_dir / "images"
+
+    @property
+    def runc_root(self) -> Path:
+        """runc's state of the containers of local images (runc.py)."""
+        return self.state_dir / "runc"
 
     @property
     def pids_dir(self) -> Path:

@@ -1,6 +1,8 @@
 """The Helm chart against the sandbox's API server: its rendered output passes a server-side dry
 run, `helm install` runs the three operators, the CoreOS example cluster reaches Running through it, and
-`helm uninstall` leaves nothing of the release behind but the CRDs (which Helm never deletes)."""
+`helm uninstall` leaves nothing of the release behind but the CRDs (which Helm never deletes). The
+operators run from the image `make image` builds (image.repository/tag at localhost/etcd-operator-py,
+which the sandbox runs in runc): what is tested is what ships."""
 from __future__ import annotations
 
 import secrets
@@ -16,6 +18,7 @@ from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters
 from tests.integration.etcd_operator.operator_deployment import forbidden_lines, operator_stopped
+from tests.integration.packaging.built_image import local_image_reference, runc_evidence
 
 CHART = CHECKOUT_DIR / "charts" / "etcd-operator"
 EXAMPLE = CHECKOUT_DIR / "examples" / "example-etcd-cluster.yaml"
@@ -27,6 +30,28 @@ def helm(sandbox: Sandbox, *args: str, timeout: float = 300) -> str:
                             capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"helm {' '.join(args)}: {result.stderr}"
     return result.stdout
+
+
+def built_image_values() -> list[str]:
+    """The chart's image values naming the built image (built once per run)."""
+    repository, tag = local_image_reference()
+    return [f"--set=image.repository={repository}", f"--set=image.tag={tag}"]
+
+
+def assert_operators_run_in_runc(sandbox: Sandbox, release: str, namespace: str) -> None:
+    """Each operator's pod runs the built image in a real container (runc), not the checkout."""
+    core = k8s.CoreV1Api(sandbox.api_client())
+    repository, tag = local_image_reference()
+    for base in OPERATORS:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"app.kubernetes.io/name={base}").items
+        assert pods, f"no pod of {release}-{base}"
+        for pod in pods:
+            container = pod.spec.containers[0]
+            status = (pod.status.container_statuses or [None])[0]
+            assert container.image == f"{repository}:{tag}", container.image
+            assert status is not None and status.container_id.startswith("runc://"), status
+            pid = sandbox.faults.pod_pid(namespace, pod.metadata.name, container.name)
+            assert pid is not None and runc_evidence(pid) == [], (pod.metadata.name, pid and runc_evidence(pid))
 
 
 def release_objects(sandbox: Sandbox, release: str, namespace: str) -> list[str]:
@@ -71,7 +96,9 @@ def test_helm_install_runs_the_example_cluster_and_uninstall_leaves_only_the_crd
         core.create_namespace({"metadata": {"name": release_ns, "labels": {
             "pod-security.kubernetes.io/enforce": "restricted", "sandbox-test": "true"}}})
         try:
-            helm(operator, "install", release, str(CHART), f"--namespace={release_ns}", "--wait", "--timeout=3m")
+            helm(operator, "install", release, str(CHART), f"--namespace={release_ns}", *built_image_values(), "--wait",
+                 "--timeout=3m")
+            assert_operators_run_in_runc(operator, release, release_ns)
             deployments = {f"deployment/{release}-{base}" for base in OPERATORS}
             assert deployments <= set(release_objects(operator, release, release_ns))
             operator.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
@@ -112,7 +139,8 @@ def test_namespaced_rbac_runs_the_example_cluster_and_leaves_other_namespaces_al
             "pod-security.kubernetes.io/enforce": "restricted", "sandbox-test": "true"}}})
         try:
             helm(operator, "install", release, str(CHART), f"--namespace={release_ns}", "--set=rbac.scope=namespace",
-                 f"--set=watchNamespace={namespace}", "--wait", "--timeout=3m")
+                 f"--set=watchNamespace={namespace}", *built_image_values(), "--wait", "--timeout=3m")
+            assert_operators_run_in_runc(operator, release, release_ns)
             assert not [r.metadata.name for r in rbac.list_cluster_role().items if r.metadata.name.startswith(f"{release}-")]
             # A cluster outside the watched namespace, created first: never touched.
             unwatched = Clusters(operator, release_ns)

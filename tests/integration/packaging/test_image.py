@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import configparser
 import errno
-import fcntl
 import json
 import os
 import re
@@ -20,10 +19,10 @@ from typing import Any
 import pytest
 
 from etcd_common.api.constants import DEFAULT_VERSION
-from kube_sandbox.binaries import cache_dir
+from kube_sandbox.kubelet.runc import ContainerConfig, Mount, write_bundle
+from tests.integration.packaging.built_image import build_image
 
 ROOT = Path(__file__).resolve().parents[3]
-BUILD_SCRIPT = ROOT / "scripts" / "build-image.sh"
 IMAGE_UID = 10001  # deploy/*.yaml runAsUser / runAsGroup
 # Far above today's (about 380 MB); a jump past it means something that does not belong got in.
 SIZE_BUDGET_BYTES = 600 * 1000 * 1000
@@ -91,40 +90,16 @@ class Image:
         deploy/ mounts), host network, no capabilities."""
         process_args = list(args) if args else [*(self.config.get("Entrypoint") or []), *(self.config.get("Cmd") or [])]
         uid, gid = self.user
-        bundle = self.work_dir / f"bundle-{uuid.uuid4().hex[:8]}"
-        bundle.mkdir()
-        spec = {
-            "ociVersion": "1.0.2",
-            "process": {
-                "terminal": False, "user": {"uid": uid, "gid": gid}, "args": process_args,
-                "env": list(self.config.get("Env") or []),
-                "cwd": str(self.config.get("WorkingDir") or "/"),
-                "capabilities": {kind: [] for kind in ("bounding", "effective", "permitted", "ambient")},
-                "noNewPrivileges": True,
-                "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
-            },
-            "root": {"path": str(self.rootfs), "readonly": True},
-            "hostname": "image-test",
-            "mounts": [
-                {"destination": "/proc", "type": "proc", "source": "proc"},
-                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-                {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-                 "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-                {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-                {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+        bundle = write_bundle(self.work_dir / f"bundle-{uuid.uuid4().hex[:8]}", ContainerConfig(
+            args=process_args, env=dict(entry.partition("=")[::2] for entry in self.config.get("Env") or []),
+            cwd=str(self.config.get("WorkingDir") or "/"), rootfs=self.rootfs, uid=uid, gid=gid,
+            read_only_root=True, capabilities=(), no_new_privileges=True, hostname="image-test",
+            mounts=(
                 # the in-memory emptyDir every manifest of deploy/ and examples/ mounts there
-                {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777", "size=16m"]},
+                Mount("/tmp", tmpfs_options=("mode=1777", "size=16m")),
                 # the host's resolver, as a kubelet gives a hostNetwork pod
-                {"destination": "/etc/resolv.conf", "type": "bind", "source": "/etc/resolv.conf", "options": ["rbind", "ro"]},
-            ],
-            # No network namespace: the host network, as the sandbox runs pods.
-            "linux": {
-                "namespaces": [{"type": kind} for kind in ("pid", "ipc", "uts", "mount")],
-                "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"],
-                "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"],
-            },
-        }
-        (bundle / "config.json").write_text(json.dumps(spec))
+                Mount("/etc/resolv.conf", "/etc/resolv.conf", read_only=True),
+            )))
         try:
             result = subprocess.run(
                 ["runc", "--root", str(self.work_dir / "runc-state"), "run", "--bundle", str(bundle), f"image-test-{uuid.uuid4().hex[:12]}"],
@@ -136,19 +111,6 @@ class Image:
 
 def _buildah(*args: str) -> str:
     return subprocess.run(["buildah", *args], capture_output=True, text=True, check=True, timeout=300).stdout.strip()
-
-
-def build_image() -> str:
-    """scripts/build-image.sh, one build at a time on this machine (parallel test workers wait for
-    the first; theirs then finds every layer cached). Returns the image's name."""
-    lock_path = cache_dir() / "image-build.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        result = subprocess.run(["bash", str(BUILD_SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=1800,
-                                check=False)
-    assert result.returncode == 0, f"scripts/build-image.sh failed (exit {result.returncode}):\n{result.stderr[-6000:]}"
-    return result.stdout.strip().splitlines()[-1]
 
 
 def _remove_containers_of_ended_sessions() -> None:

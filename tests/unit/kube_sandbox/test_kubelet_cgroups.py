@@ -29,7 +29,8 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
 def test_the_hybrid_layout_is_found_from_the_mounts() -> None:
     layout = detect_layout(HYBRID_MOUNTS, writable=True)
     assert layout == CgroupLayout(unified=Path("/sys/fs/cgroup/unified"), memory=Path("/sys/fs/cgroup/memory"),
-                                  cpu=Path("/sys/fs/cgroup/cpu"), blkio=Path("/sys/fs/cgroup/blkio"))
+                                  cpu=Path("/sys/fs/cgroup/cpu"), blkio=Path("/sys/fs/cgroup/blkio"),
+                                  others=(Path("/sys/fs/cgroup/cpuacct"),))
 
 
 @pytest.mark.parametrize("mounts, writable", [
