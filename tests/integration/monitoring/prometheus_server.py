@@ -28,10 +28,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def prometheus_config(sandbox: Sandbox, token_file: Path, *, interval: str) -> dict[str, Any]:
+def prometheus_config(sandbox: Sandbox, token_file: Path, *, interval: str,
+                      rule_files: list[Path] | None = None) -> dict[str, Any]:
     """deploy/prometheus/scrape-config.yaml (both jobs: the operators and the etcd members) and every
-    rule file, plus what an in-cluster Prometheus finds by itself: the API server's address, its CA
-    and a token of the ServiceAccount `prometheus`."""
+    rule file (or `rule_files`), plus what an in-cluster Prometheus finds by itself: the API server's
+    address, its CA and a token of the ServiceAccount `prometheus`."""
     shipped = yaml.safe_load((PROMETHEUS_DIR / "scrape-config.yaml").read_text())
     for job in shipped["scrape_configs"]:
         for sd in job["kubernetes_sd_configs"]:
@@ -40,9 +41,13 @@ def prometheus_config(sandbox: Sandbox, token_file: Path, *, interval: str) -> d
             sd["authorization"] = {"credentials_file": str(token_file)}
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "rule_files": [str(p) for p in sorted(PROMETHEUS_DIR.glob("*-rules.yaml"))],
+        "rule_files": [str(p) for p in (rule_files if rule_files is not None else shipped_rule_files())],
         "scrape_configs": shipped["scrape_configs"],
     }
+
+
+def shipped_rule_files() -> list[Path]:
+    return sorted(PROMETHEUS_DIR.glob("*-rules.yaml"))
 
 
 @dataclass
@@ -84,8 +89,10 @@ class Prometheus:
             self.process.wait(10)
 
 
-def start_prometheus(sandbox: Sandbox, directory: Path, *, interval: str = "2s") -> Prometheus:
-    """Apply the shipped discovery RBAC, get the ServiceAccount a token, start Prometheus."""
+def start_prometheus(sandbox: Sandbox, directory: Path, *, interval: str = "2s",
+                     rule_files: list[Path] | None = None) -> Prometheus:
+    """Apply the shipped discovery RBAC, get the ServiceAccount a token, start Prometheus (with the
+    shipped rule files, or `rule_files`)."""
     binary = str(go_tool("prometheus"))
     sandbox.kubectl("create", "namespace", MONITORING_NAMESPACE, check=False)
     sandbox.kubectl("apply", "-f", str(PROMETHEUS_DIR / "prometheus-rbac.yaml"))
@@ -93,7 +100,8 @@ def start_prometheus(sandbox: Sandbox, directory: Path, *, interval: str = "2s")
     token_file = directory / "token"
     token_file.write_text(token)
     config_file = directory / "prometheus.yml"
-    config_file.write_text(yaml.safe_dump(prometheus_config(sandbox, token_file, interval=interval)))
+    config_file.write_text(yaml.safe_dump(prometheus_config(sandbox, token_file, interval=interval,
+                                                            rule_files=rule_files)))
     check = subprocess.run([str(go_tool("promtool")), "check", "config", str(config_file)],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

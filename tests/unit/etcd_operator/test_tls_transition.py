@@ -36,9 +36,9 @@ def _with_modes(observed: ObservedCluster, *modes: str) -> ObservedCluster:
     return dataclasses.replace(observed, pods=pods, cluster=with_tls_step(observed.cluster, pods))
 
 
-def _moving(*modes: str, pvc: bool = False) -> ObservedCluster:
+def _moving(*modes: str, pvc: bool = False, version: str = "3.6.16") -> ObservedCluster:
     """A healthy 3-member cluster whose pods run `modes`, its spec now asking for issued TLS."""
-    plain = healthy_cluster(3, pvc=pvc)
+    plain = healthy_cluster(3, pvc=pvc, version=version)
     return _with_modes(with_issued_certificates(plain), *modes)
 
 
@@ -237,16 +237,15 @@ def test_a_restart_interrupted_after_member_update_is_finished_though_the_member
 # --- Moving off TLS (spec.TLS removed from a running TLS cluster)
 
 def _on_tls(*modes: str, pvc: bool = False, remembered: bool = True, gone: str = "",
-            peer_http: bool = False) -> ObservedCluster:
+            peer_http: bool = False, version: str = "3.6.16", secrets: dict[str, str] | None = None) -> ObservedCluster:
     """A healthy 3-member issued-TLS cluster whose pods run `modes` (members on https peer and
     client URLs where their pod is a TLS pod; every peer URL http with `peer_http`), its spec.TLS
     now removed; the last status named the Secrets (`remembered`); the pod of member `gone` is
     gone; the cluster as observing.py hands it on (with_tls_step)."""
-    on_tls = _moving(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, pvc=pvc)
-    secrets = {role: {"secret": name} for role, name in (
-        ("peer", on_tls.cluster.require_spec().tls.member_peer_secret),
-        ("server", on_tls.cluster.require_spec().tls.member_server_secret),
-        ("operator", on_tls.cluster.require_spec().tls.operator_secret))}
+    on_tls = _moving(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, pvc=pvc, version=version)
+    tls = on_tls.cluster.require_spec().tls
+    secrets = secrets or {"peer": tls.member_peer_secret, "server": tls.member_server_secret,
+                          "operator": tls.operator_secret}
 
     def urls(scheme: str, found: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(f"{scheme}://{u.split('://', 1)[1]}" for u in found)
@@ -257,7 +256,7 @@ def _on_tls(*modes: str, pvc: bool = False, remembered: bool = True, gone: str =
                     for m, mode in zip(on_tls.members or (), modes, strict=True))
     plain = with_spec(dataclasses.replace(on_tls, members=members))
     if remembered:
-        recorded = dataclasses.replace(plain.cluster.recorded, tls_secrets={r: s["secret"] for r, s in secrets.items()})
+        recorded = dataclasses.replace(plain.cluster.recorded, tls_secrets=secrets)
         plain = dataclasses.replace(plain, cluster=dataclasses.replace(plain.cluster, recorded=recorded))
     plain_hash = pod_policy_hash(plain.cluster.require_spec())  # plain pods were built from this spec
     pods = tuple(dataclasses.replace(pod, tls_mode=mode, pod_policy_hash=plain_hash if mode == TLS_MODE_PLAIN
@@ -380,3 +379,16 @@ def test_stepping_a_stepped_cluster_again_changes_nothing() -> None:
     for observed in (_on_tls(TLS_MODE_TLS, TLS_MODE_BRIDGE, TLS_MODE_TLS), _moving(TLS_MODE_PLAIN, TLS_MODE_BRIDGE,
                                                                                   TLS_MODE_PLAIN)):
         assert with_tls_step(observed.cluster, observed.pods) == observed.cluster
+
+
+@pytest.mark.parametrize(("version", "secrets", "reason"), [
+    ("3.6.16", {"peer": "example-certmanager-peer", "server": "example-certmanager-server",
+                "operator": "example-certmanager-operator"}, "spec.TLS.certManager cannot be moved off TLS yet"),
+    ("3.4.23", None, "etcd 3.4.23 cannot be moved off TLS"),
+])
+def test_moves_off_tls_it_cannot_make_are_refused_with_why(version: str, secrets: dict[str, str] | None,
+                                                           reason: str) -> None:
+    observed = _on_tls(TLS_MODE_TLS, TLS_MODE_TLS, TLS_MODE_TLS, version=version, secrets=secrets)
+    assert not observed.cluster.require_spec().tls_off
+    action = plan_next_action(observed)
+    assert isinstance(action, a.RejectSpec) and reason in action.reason, action
