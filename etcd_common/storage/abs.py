@@ -177,6 +177,7 @@ class AbsStorage:
     """One storage account's blob service; safe to share between threads."""
 
     backend: str = BACKEND
+    sets_metadata_last: bool = True
 
     def __init__(self, credentials: AbsCredentials, *, endpoint: str = "",
                  block_size_bytes: int = BLOCK_SIZE_BYTES, max_concurrency: int = MAX_CONCURRENCY,
@@ -229,14 +230,19 @@ class AbsStorage:
             return self._upload(bucket, key, stream, metadata=metadata, progress=progress)
 
     def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
-                      metadata: Mapping[str, str] | None = None) -> UploadResult:
-        return self._upload(bucket, key, stream, metadata=metadata, progress=None)
+                      metadata: Mapping[str, str] | None = None,
+                      late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
+        """The block list (and with it the metadata, `late_metadata` too) is committed once the
+        stream has ended."""
+        return self._upload(bucket, key, stream, metadata=metadata, progress=None, late_metadata=late_metadata)
 
     def _upload(self, bucket: str, key: str, stream: IO[bytes], *, metadata: Mapping[str, str] | None,
-                progress: Callable[[int], None] | None) -> UploadResult:
+                progress: Callable[[int], None] | None,
+                late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         blob = self.client.get_blob_client(bucket, key)
         prefix = uuid.uuid4().hex  # block ids of this upload only; uncommitted ones expire
         block_ids: list[str] = []
+        size = 0
         in_flight: set[Future[None]] = set()
         lock = threading.Lock()
 
@@ -252,6 +258,7 @@ class AbsStorage:
                     for index, data in enumerate(_blocks(stream, self.block_size_bytes)):
                         block_id = base64.b64encode(f"{prefix}-{index:08d}".encode()).decode()
                         block_ids.append(block_id)
+                        size += len(data)
                         in_flight.add(pool.submit(stage, block_id, data))
                         if len(in_flight) >= self.max_concurrency:  # at most so many blocks in memory
                             done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -263,16 +270,18 @@ class AbsStorage:
                     for future in in_flight:
                         future.cancel()
                     raise
-            blob.commit_block_list([BlobBlock(block_id=block_id) for block_id in block_ids],
-                                   metadata=_to_abs_metadata(metadata))
+            if late_metadata is not None:
+                metadata = {**(metadata or {}), **late_metadata()}
+            committed = blob.commit_block_list([BlobBlock(block_id=block_id) for block_id in block_ids],
+                                               metadata=_to_abs_metadata(metadata))
         except (AzureError, OSError) as error:
             raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
         except StorageError:
             raise
         except Exception as error:  # the progress callback refused: no blob was committed
             raise StorageError(f"upload to abs://{bucket}/{key} stopped: {error}", backend=BACKEND) from error
-        info = self.head(bucket, key)
-        return UploadResult(bucket, key, info.size, info.etag)
+        # The committed blob is the blocks listed: their bytes; no HEAD round trip needed.
+        return UploadResult(bucket, key, size, str(committed.get("etag") or "").strip('"'))
 
     def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         partial = f"{path}.part"
