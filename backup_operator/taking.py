@@ -242,18 +242,16 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
     failures: list[str] = []
     reason = reasons.SNAPSHOT_FAILED
     for endpoint in candidates:
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot-stream") as pool:
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot-stream") as pool:
             saved = pool.submit(client.snapshot_save, path, endpoint=endpoint, timeout_seconds=remaining())
-            fingerprint_call: list[Future[SnapshotFingerprint]] = []
+            status_call, fingerprint_call = _checks_once_saved(pool, request, env, endpoint, tls_secret, path, saved,
+                                                               remaining, log)
 
-            def complete(sha256: str, endpoint: str = endpoint) -> None:
-                status = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
-                                     timeout_seconds=min(remaining(), 600.0))
-                _snapshot_readable(status, endpoint)
+            def complete(sha256: str, endpoint: str = endpoint, status_call: Future[ctl.SnapshotStatus] = status_call,
+                         ) -> None:
+                _snapshot_readable(status_call, endpoint)
                 log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; the upload to %s ends now",
-                         endpoint, status.result().revision, os.path.getsize(path), sha256, where)
-                fingerprint_call.append(pool.submit(_fingerprint, request, env, endpoint, tls_secret,
-                                                    status.result().revision, log))
+                         endpoint, status_call.result().revision, os.path.getsize(path), sha256, where)
 
             snapshot = GrowingSnapshot(f"{path}.part", path, saved, complete, remaining)
             log.info("streaming the snapshot from %s to %s as it arrives", endpoint, where)
@@ -261,7 +259,7 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
                 # The SDKs read, tell and seek: all an upload asks of a stream.
                 upload = storage.upload_stream(bucket, key, cast(IO[bytes], snapshot), metadata=metadata,
                                                late_metadata=lambda: {"sha256": snapshot.sha256})
-                return endpoint, snapshot.sha256, upload, _fingerprint_result(fingerprint_call[0])
+                return endpoint, snapshot.sha256, upload, _fingerprint_result(fingerprint_call)
             except StorageError as error:
                 failure = snapshot.failure
                 if isinstance(failure, BackupFailed):
@@ -285,6 +283,23 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
             if os.path.exists(leftover):
                 os.remove(leftover)
     raise BackupFailed(reason, "no member delivered a whole snapshot: " + "; ".join(failures))
+
+
+def _checks_once_saved(pool: ThreadPoolExecutor, request: BackupRequest, env: BackupEnvironment, endpoint: str,
+                       tls_secret: str, path: str, saved: Future[None], remaining: Callable[[], float],
+                       log: Logger) -> tuple[Future[ctl.SnapshotStatus], Future[SnapshotFingerprint]]:
+    """`etcdutl snapshot status` on the file, then the member's fingerprint at its revision, each
+    started as soon as what it needs is there (etcdctl done; the revision): while the upload
+    sends what it has not sent yet, not after it."""
+    def saved_status() -> ctl.SnapshotStatus:
+        saved.result()
+        return ctl.snapshot_status(path, binary=env.etcdutl_binary, timeout_seconds=min(remaining(), 600.0))
+
+    status_call = pool.submit(saved_status)
+
+    def fingerprint() -> SnapshotFingerprint:
+        return _fingerprint(request, env, endpoint, tls_secret, status_call.result().revision, log)
+    return status_call, pool.submit(fingerprint)
 
 
 def _fingerprint_result(call: Future[SnapshotFingerprint]) -> SnapshotFingerprint:
