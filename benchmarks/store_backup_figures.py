@@ -1,8 +1,9 @@
-"""Backup throughput on the other stores: one one-shot EtcdBackup to ABS (Azurite), GCS
-(fake-gcs-server) and OSS (SeaweedFS's S3 API) each, against a floor measured in the same run on
-the same member and server: `etcdctl snapshot save` to a file, then that store's SDK uploading
-the file as the operator does (azure-storage-blob `upload_blob` in 8 MiB blocks, 4 at once;
-google-cloud-storage `upload_from_filename`, resumable in 8 MiB chunks; boto3 `upload_file`).
+"""Backup throughput per store: one one-shot EtcdBackup to S3 and OSS (SeaweedFS's S3 API), ABS
+(Azurite) and GCS (fake-gcs-server) each, against a floor measured in the same run on the same
+member and server, with the operator's CPU share (`cpu_share`): `etcdctl snapshot save` to a
+file, then that store's SDK uploading the file as the operator does (azure-storage-blob
+`upload_blob` in 8 MiB blocks, 4 at once; google-cloud-storage `upload_from_filename`, resumable
+in 8 MiB chunks; boto3 `upload_file`).
 Then the cluster grows to `rss_snapshot_mib` and one more backup per store (S3 too) measures
 the backup operator's peak RSS growth, against its growth backing up the small warm-up database:
 memory must stay flat in the snapshot's size."""
@@ -30,6 +31,7 @@ from benchmarks.backup_figures import (
     one_member_cluster,
     operator_backup,
 )
+from benchmarks.cpu_share import cpu_cgroup_of, cpu_shares, run_in_cpu_cgroup
 from benchmarks.environment import bench_namespace
 from benchmarks.results import Result, describe_samples, median
 from etcd_common.api.storage_locations import OtherLocation, S3Location, StorageLocation
@@ -47,6 +49,7 @@ AZURE_HTTP_LOGGER = "azure.core.pipeline.policies.http_logging_policy"
 SECRET = "store-credentials"
 STORAGE_TYPES = ("ABS", "GCS", "OSS")
 RSS_STORAGE_TYPES = ("S3", *STORAGE_TYPES)
+THROUGHPUT_STORAGE_TYPES = RSS_STORAGE_TYPES  # S3 too: every backend's ratio from one run
 # Throughput at least this share of the floor's (issue 23's done-when).
 THROUGHPUT_TARGET = 0.95
 
@@ -146,7 +149,7 @@ def measure_store_backups(sandbox: Sandbox, repeat: int, database_mib: int = DAT
         fill(client_url, database_mib, start=SMALL_DATABASE_MIB)
         try:
             for store in stores:
-                if store.storage_type in STORAGE_TYPES:
+                if store.storage_type in THROUGHPUT_STORAGE_TYPES:
                     results.append(_measure_one(sandbox, namespace, cluster, client_url, pid, store, bucket, repeat))
             if rss_snapshot_mib > database_mib + SMALL_DATABASE_MIB:
                 log.info("writing up to %d MiB into %s", rss_snapshot_mib, cluster)
@@ -180,12 +183,18 @@ def _measure_rss(sandbox: Sandbox, namespace: str, cluster: str, pid: int, store
 
 def _measure_one(sandbox: Sandbox, namespace: str, cluster: str, client_url: str, pid: int, store: BenchStore,
                  bucket: str, repeat: int) -> Result:
+    """The floor runs in a process of its own with the operator's CPU share (`cpu_share`), its
+    SDK client made there (a forked process must not share the parent's connections)."""
     kind = store.storage_type.lower()
+    cpu_cgroup = cpu_cgroup_of(pid)
+    shares = cpu_shares(cpu_cgroup)
     floors, runs = [], []
     size = 0
     status: dict[str, Any] = {}
     for run in range(repeat):  # floor and operator interleaved; medians reported
-        floor, size = floor_seconds(client_url, lambda path: store.floor_upload(path, bucket, f"floor-{run}.backup"))
+        key = f"floor-{run}.backup"
+        floor, size = run_in_cpu_cgroup(cpu_cgroup, lambda: floor_seconds(
+            client_url, lambda path: bench_store(sandbox, store.storage_type).floor_upload(path, bucket, key)))
         name = f"bench-{kind}-{run}"
         seconds, status, _, _ = operator_backup(sandbox, namespace, cluster, bucket, pid, name,
                                                 store.fields(bucket, name))
@@ -200,7 +209,9 @@ def _measure_one(sandbox: Sandbox, namespace: str, cluster: str, client_url: str
         target=1 / THROUGHPUT_TARGET,
         note=f"throughput {mib / seconds:.1f} MiB/s vs floor {size / (1024 * 1024) / floor:.1f} MiB/s "
              f"(etcdctl snapshot save + the {store.storage_type} SDK's upload): ratio {floor / seconds:.2f}, "
-             f"target >= {THROUGHPUT_TARGET}; {describe_samples(runs)} (floor {describe_samples(floors)})")
+             f"target >= {THROUGHPUT_TARGET}; {describe_samples(runs)} (floor {describe_samples(floors)}); floor "
+             + (f"run with the operator container's CPU share ({shares} cpu.shares)" if shares
+                else "run at this process's CPU share (no operator cgroup to join)"))
 
 
 def _remove_bucket(storage: ObjectStorage, bucket: str) -> None:
