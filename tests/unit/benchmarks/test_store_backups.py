@@ -37,3 +37,21 @@ def test_the_peak_rss_backups_default_to_a_1_gib_snapshot_and_the_size_is_a_para
     assert parse_args(["--rss-snapshot-mib", "512"]).rss_snapshot_mib == 512
     monkeypatch.setenv("BENCH_RSS_SNAPSHOT_MIB", "300")
     assert parse_args([]).rss_snapshot_mib == 300
+
+
+def test_a_bucket_another_store_already_removed_is_left_alone() -> None:
+    """S3 and OSS share SeaweedFS and the bench's bucket name: the second removal finds it gone."""
+    from benchmarks.store_backup_figures import _remove_bucket
+    from etcd_common.storage.objects import BucketNotFound
+
+    class Gone:
+        deleted: list[str] = []
+
+        def list(self, bucket: str) -> list[object]:
+            raise BucketNotFound(f"bucket {bucket!r} does not exist", backend="OSS")
+
+        def delete_bucket(self, bucket: str) -> None:
+            self.deleted.append(bucket)
+    store = Gone()
+    _remove_bucket(store, "bench")  # type: ignore[arg-type]
+    assert store.deleted == []
