@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force-path-style", action="store_true", default=env_bool("S3_FORCE_PATH_STYLE", False),
                         help="path-style bucket addressing [S3_FORCE_PATH_STYLE]")
     for section, secret_flag, secret_help in (
-        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint); required"),
+        ("abs", "abs-secret", "secret with storage-account and storage-key (optional cloud, endpoint), or use-workload-identity "
+                                "instead of the key; unset: this pod's Azure workload identity at --abs-endpoint"),
         ("gcs", "gcp-secret", "secret with access-token or credentials.json (optional endpoint); unset: default credentials"),
         ("oss", "oss-secret", "secret with accessKeyID and accessKeySecret; unset: the AWS_* environment"),
     ):

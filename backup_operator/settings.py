@@ -80,9 +80,10 @@ def add_endpoint_policy_flags(parser: argparse.ArgumentParser) -> None:
                              "endpoint_url) may name besides AWS's own (*.amazonaws.com); empty: any host "
                              "[BACKUP_ALLOWED_S3_ENDPOINT_HOSTS]")
     parser.add_argument(POD_IDENTITY_FLAG, action="store_true", default=env_bool("BACKUP_ALLOW_POD_IDENTITY", False),
-                        help="let an EtcdBackup without awsSecret/gcpSecret/ossSecret use this pod's own identity "
-                             "(the SDK's default chain: IRSA, GKE workload identity, the AWS_* environment; ABS "
-                             "always needs its absSecret); off: such a backup fails with CredentialsRequired "
+                        help="let an EtcdBackup without awsSecret/gcpSecret/ossSecret/absSecret (or with an "
+                             "absSecret saying use-workload-identity) use this pod's own identity (the SDK's "
+                             "default chain: IRSA, GKE or Azure workload identity, the AWS_* environment); off: "
+                             "such a backup fails with CredentialsRequired "
                              "[BACKUP_ALLOW_POD_IDENTITY]")
     parser.add_argument("--cluster-domain", default=env_str("CLUSTER_DOMAIN", DEFAULT_CLUSTER_DOMAIN),
                         help="the cluster's DNS domain, accepted after .svc in etcdEndpoints "

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any, cast
 
 from backup_operator import reasons
 from backup_operator.endpoint_policy import EndpointPolicy, location_endpoint_refusal
@@ -37,11 +37,11 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
-from etcd_common.etcd.snapshot_integrity import SnapshotDigest, follow_snapshot
+from etcd_common.etcd.snapshot_integrity import GrowingSnapshot, SnapshotDigest, follow_snapshot
 from etcd_common.storage import codec, s3
 from etcd_common.storage.encryption_keys import read_encryption_key
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
-from etcd_common.storage.objects import LocationInvalid, ObjectStorage, StorageError
+from etcd_common.storage.objects import LocationInvalid, ObjectStorage, StorageError, UploadResult
 from kube_adapter.errors import KubeError, NotFound
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -165,30 +165,18 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     candidates, version, member_revision, db_size = _members_by_revision(request, env, endpoints, tls_secret, log)
     with _work_directory(request, env, work_bytes_needed(db_size, encoding.identity)) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
-        endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
         # The key and status carry the revision the member reported just before the snapshot (as
-        # CoreOS did); etcdutl's reading of the file runs during the upload, which cannot complete
-        # before it has passed.
+        # CoreOS did).
         key = periodic_key(base_key, member_revision, started) if request.periodic else base_key
-        upload_path, size = _to_upload(path, encoding, sha256, where=object_url(request.location, bucket, key))
-        log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s", endpoint, member_revision,
-                 os.path.getsize(path), sha256, _describe(encoding, size), object_url(request.location, bucket, key))
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-status") as pool:
-            status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
-                                      timeout_seconds=min(remaining(), 600.0))
-            gate = _CompletionGate(size, lambda: _snapshot_readable(status_call, endpoint), remaining)
-            if size < s3.MULTIPART_THRESHOLD_BYTES:
-                gate.wait_for_check()  # one request: checked before it is sent
-            metadata = {"sha256": sha256, "etcd-revision": str(member_revision), "etcd-version": version,
-                        **encoding.metadata()}
-            try:
-                upload = storage.upload_file(bucket, key, upload_path, metadata=metadata, progress=gate)
-            except StorageError as error:
-                if isinstance(error.__cause__, BackupFailed):
-                    raise error.__cause__ from None
-                raise BackupFailed(error.reason, error.message) from error
-            gate.wait_for_check()
-            fingerprint = _fingerprint(request, env, endpoint, tls_secret, status_call.result().revision, log)
+        metadata = {"etcd-revision": str(member_revision), "etcd-version": version, **encoding.metadata()}
+        if encoding.identity and storage.sets_metadata_last:
+            endpoint, sha256, upload, fingerprint = _streamed_backup(
+                request, env, storage, candidates, tls_secret, path, (bucket, key), metadata, remaining, log)
+            size = os.path.getsize(path)
+        else:
+            endpoint, sha256, upload, size, fingerprint = _saved_backup(
+                request, env, storage, candidates, tls_secret, path, (bucket, key), metadata, encoding, member_revision,
+                remaining, log)
         if upload.size != size:
             raise BackupFailed(StorageError("", backend=request.location.storage_type).reason,
                                f"{object_url(request.location, bucket, key)} has {upload.size} bytes, uploaded {size}")
@@ -202,6 +190,125 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         retained=retained, retention_error=retention_error, fingerprint=fingerprint,
         **_encoding_facts(encoding),
     )
+
+
+def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: ObjectStorage, candidates: list[str],
+                  tls_secret: str, path: str, target: tuple[str, str], metadata: dict[str, str],
+                  encoding: codec.Encoding, member_revision: int, remaining: Callable[[], float],
+                  log: Logger) -> tuple[str, str, UploadResult, int, SnapshotFingerprint]:
+    """The snapshot saved to `path` whole (its digest taken as etcdctl writes it), encoded when
+    the spec says so, then uploaded (S3 and OSS send metadata, with the snapshot's SHA-256, before
+    the first part; and an encoded upload needs the whole snapshot first). `etcdutl snapshot
+    status` and then the member's fingerprint run during the upload, whose completion waits for
+    the first. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
+    bucket, key = target
+    endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
+    upload_path, size = _to_upload(path, encoding, sha256, where=object_url(request.location, bucket, key))
+    log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s", endpoint, member_revision,
+             os.path.getsize(path), sha256, _describe(encoding, size), object_url(request.location, bucket, key))
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot-status") as pool:
+        status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
+                                  timeout_seconds=min(remaining(), 600.0))
+        # The member's key count and hash at the snapshot's revision, read during the upload.
+        fingerprint_call = pool.submit(lambda: _fingerprint(request, env, endpoint, tls_secret,
+                                                            status_call.result().revision, log))
+        gate = _CompletionGate(size, lambda: _snapshot_readable(status_call, endpoint), remaining)
+        if size < s3.MULTIPART_THRESHOLD_BYTES:
+            gate.wait_for_check()  # one request: checked before it is sent
+        try:
+            upload = storage.upload_file(bucket, key, upload_path, metadata={"sha256": sha256, **metadata},
+                                         progress=gate)
+        except StorageError as error:
+            if isinstance(error.__cause__, BackupFailed):
+                raise error.__cause__ from None
+            raise BackupFailed(error.reason, error.message) from error
+        gate.wait_for_check()
+        fingerprint = _fingerprint_result(fingerprint_call)
+    return endpoint, sha256, upload, size, fingerprint
+
+
+def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: ObjectStorage, candidates: list[str],
+                     tls_secret: str, path: str, target: tuple[str, str], metadata: dict[str, str],
+                     remaining: Callable[[], float], log: Logger) -> tuple[str, str, UploadResult, SnapshotFingerprint]:
+    """Upload the snapshot while etcdctl writes it (ABS and GCS take the metadata, with the
+    SHA-256 known only at the end, after the bytes): the transfer from etcd and the upload
+    overlap. The upload's end waits for the whole file, its SHA-256 trailer and `etcdutl snapshot
+    status` on it; a member whose snapshot fails stops that upload before its object is complete,
+    and the next member is tried with a new one. Returns the endpoint, the SHA-256, the upload
+    and the fingerprint (read while the upload finishes)."""
+    bucket, key = target
+    where = object_url(request.location, bucket, key)
+    client = _client(request, env, tuple(candidates), tls_secret)
+    failures: list[str] = []
+    reason = reasons.SNAPSHOT_FAILED
+    for endpoint in candidates:
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot-stream") as pool:
+            saved = pool.submit(client.snapshot_save, path, endpoint=endpoint, timeout_seconds=remaining())
+            status_call, fingerprint_call = _checks_once_saved(pool, request, env, endpoint, tls_secret, path, saved,
+                                                               remaining, log)
+
+            def complete(sha256: str, endpoint: str = endpoint, status_call: Future[ctl.SnapshotStatus] = status_call,
+                         ) -> None:
+                _snapshot_readable(status_call, endpoint)
+                log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; the upload to %s ends now",
+                         endpoint, status_call.result().revision, os.path.getsize(path), sha256, where)
+
+            snapshot = GrowingSnapshot(f"{path}.part", path, saved, complete, remaining)
+            log.info("streaming the snapshot from %s to %s as it arrives", endpoint, where)
+            try:
+                # The SDKs read, tell and seek: all an upload asks of a stream.
+                upload = storage.upload_stream(bucket, key, cast(IO[bytes], snapshot), metadata=metadata,
+                                               late_metadata=lambda: {"sha256": snapshot.sha256})
+                return endpoint, snapshot.sha256, upload, _fingerprint_result(fingerprint_call)
+            except StorageError as error:
+                failure = snapshot.failure
+                if isinstance(failure, BackupFailed):
+                    raise failure from None
+                if failure is None:
+                    raise BackupFailed(error.reason, error.message) from error
+                if isinstance(failure, ctl.SnapshotInvalid):
+                    reason = reasons.SNAPSHOT_INVALID
+                    log.warning("snapshot from %s is not whole, its upload stopped: %s; trying the next member",
+                                endpoint, failure.message)
+                elif isinstance(failure, ctl.EtcdctlError):
+                    reason = reasons.SNAPSHOT_FAILED
+                    log.warning("snapshot from %s failed: %s; trying the next member", endpoint, failure.message)
+                else:
+                    raise BackupFailed(error.reason, error.message) from error
+                failures.append(f"{endpoint}: {failure.message}")
+            finally:
+                snapshot.close()
+                saved.exception()  # etcdctl is done with the file before it is removed
+        for leftover in (path, f"{path}.part"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    raise BackupFailed(reason, "no member delivered a whole snapshot: " + "; ".join(failures))
+
+
+def _checks_once_saved(pool: ThreadPoolExecutor, request: BackupRequest, env: BackupEnvironment, endpoint: str,
+                       tls_secret: str, path: str, saved: Future[None], remaining: Callable[[], float],
+                       log: Logger) -> tuple[Future[ctl.SnapshotStatus], Future[SnapshotFingerprint]]:
+    """`etcdutl snapshot status` on the file, then the member's fingerprint at its revision, each
+    started as soon as what it needs is there (etcdctl done; the revision): while the upload
+    sends what it has not sent yet, not after it."""
+    def saved_status() -> ctl.SnapshotStatus:
+        saved.result()
+        return ctl.snapshot_status(path, binary=env.etcdutl_binary, timeout_seconds=min(remaining(), 600.0))
+
+    status_call = pool.submit(saved_status)
+
+    def fingerprint() -> SnapshotFingerprint:
+        return _fingerprint(request, env, endpoint, tls_secret, status_call.result().revision, log)
+    return status_call, pool.submit(fingerprint)
+
+
+def _fingerprint_result(call: Future[SnapshotFingerprint]) -> SnapshotFingerprint:
+    try:
+        return call.result()
+    except BackupFailed:
+        raise
+    except Exception as error:  # the snapshot status it waited for failed: reported by the gate
+        raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot's revision: {error}") from error
 
 
 def _fingerprint(request: BackupRequest, env: BackupEnvironment, endpoint: str, tls_secret: str, revision: int,

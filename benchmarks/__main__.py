@@ -31,6 +31,8 @@ FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resourc
            "fleet", "maintenance", "client-view", "pod-cgroups")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_STORE_DATABASE_MIB = 64  # the other stores' backup figure with --quick
+RSS_SNAPSHOT_MIB = 1024  # the database each store's peak-RSS row backs up (issue 23: 1 GiB)
+QUICK_RSS_SNAPSHOT_MIB = 256
 QUICK_BRING_UP_SIZES = (1, 3)
 IDLE_CLUSTERS = 10
 RESOURCE_CLUSTER_COUNTS = (10, 30)
@@ -86,6 +88,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "created at once and deleted before the next "
                              f"[BENCH_FLEET_COUNTS, {','.join(map(str, FLEET_COUNTS))}; "
                              f"{','.join(map(str, QUICK_FLEET_COUNTS))} with --quick]")
+    parser.add_argument("--rss-snapshot-mib", type=int, default=_optional_env("BENCH_RSS_SNAPSHOT_MIB", int),
+                        help="MiB of data the backup-stores figure grows its cluster to before each store's "
+                             "peak-RSS backup (S3, ABS, GCS, OSS), compared with the same backup of its small "
+                             f"warm-up database [BENCH_RSS_SNAPSHOT_MIB, {RSS_SNAPSHOT_MIB}; "
+                             f"{QUICK_RSS_SNAPSHOT_MIB} with --quick]")
     parser.add_argument("--restart-operator", action="store_true",
                         default=_env("BENCH_RESTART_OPERATOR", "") == "1",
                         help="rollout-restart the operator first so it runs this checkout's code "
@@ -101,6 +108,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.fleet_counts = QUICK_FLEET_COUNTS if args.quick else FLEET_COUNTS
     if args.idle_window is None:
         args.idle_window = QUICK_IDLE_WINDOW_SECONDS if args.quick else DEFAULT_IDLE_WINDOW_SECONDS
+    if args.rss_snapshot_mib is None:
+        args.rss_snapshot_mib = QUICK_RSS_SNAPSHOT_MIB if args.quick else RSS_SNAPSHOT_MIB
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if args.idle_window <= 0:
@@ -132,7 +141,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
         steps.append(("backup", lambda s, o: measure_backup(s, args.repeat)))
     if "backup-stores" in selected:
         store_mib = QUICK_STORE_DATABASE_MIB if args.quick else DATABASE_MIB
-        steps.append(("backup-stores", lambda s, o: measure_store_backups(s, args.repeat, store_mib)))
+        steps.append(("backup-stores", lambda s, o: measure_store_backups(s, args.repeat, store_mib,
+                                                                                 args.rss_snapshot_mib)))
     if "fleet" in selected:
         steps.append(("fleet", lambda s, o: measure_fleet(s, o, args.fleet_counts, args.idle_window)))
     if "maintenance" in selected:

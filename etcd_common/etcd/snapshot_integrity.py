@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Final
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import BinaryIO, Final
 
 from etcd_common.etcd.etcdctl import SnapshotInvalid
 
@@ -103,3 +105,117 @@ def follow_snapshot(partial_path: str, final_path: str, written: threading.Event
             else:
                 written.wait(FOLLOW_POLL_SECONDS)
     return digest.finish(final_path)
+
+
+class GrowingSnapshot:
+    """A readable stream of a snapshot etcdctl is still writing to `partial_path` (renamed to
+    `final_path` when complete): an upload reads it while etcd sends it, so the transfer from etcd
+    and the upload to the store overlap instead of following each other. Each `read(n)` returns n
+    bytes, fewer only at the end (what chunked uploads expect); the bytes are digested in order.
+    The end is returned only once `saved` (etcdctl's run) has succeeded, the whole file has been
+    read, its SHA-256 trailer matches, and `on_complete(sha256)` has returned: until then an
+    upload cannot finish, and anything raised (etcdctl's failure, SnapshotInvalid, the check's own
+    error) stops it before its object is complete; `failure` keeps what was raised. `check_time`
+    is called while waiting for more (it raises when the backup's time is up). `seek` may go back
+    to what was already read (an upload retrying a chunk): those bytes are not digested twice."""
+
+    def __init__(self, partial_path: str, final_path: str, saved: Future[None],
+                 on_complete: Callable[[str], None], check_time: Callable[[], object]) -> None:
+        self._paths = (partial_path, final_path)
+        self._saved = saved
+        self._on_complete = on_complete
+        self._check_time = check_time
+        self._file: BinaryIO | None = None
+        self._position = 0
+        self._digest = SnapshotDigest()
+        self._ended = False
+        self.sha256 = ""
+        self.failure: BaseException | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self._position + offset if whence == 1 else -1
+        if not 0 <= target <= self._digest.size:
+            raise OSError(f"a snapshot being written can only be re-read from what was read (asked {target})")
+        self._position = target
+        if self._file is not None:
+            self._file.seek(target)
+        return target
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._read(READ_BYTES if size is None or size < 0 else size)
+        except BaseException as error:
+            if self.failure is None:
+                self.failure = error
+            raise
+
+    def _read(self, size: int) -> bytes:
+        if self.failure is not None:
+            raise self.failure
+        pieces: list[bytes] = []
+        wanted = size
+        while wanted > 0:
+            snapshot = self._open()
+            chunk = snapshot.read(wanted) if snapshot is not None else b""
+            if chunk:
+                self._take(chunk)
+                pieces.append(chunk)
+                wanted -= len(chunk)
+                continue
+            if self._saved.done():
+                self._saved.result()  # etcdctl's failure stops the upload here
+                snapshot = self._open()
+                chunk = snapshot.read(wanted) if snapshot is not None else b""
+                if chunk:  # written before etcdctl exited: drained first
+                    self._take(chunk)
+                    pieces.append(chunk)
+                    wanted -= len(chunk)
+                    continue
+                if snapshot is None:
+                    raise SnapshotInvalid("etcdctl reported success but wrote no snapshot file")
+                self._end()
+                break
+            self._check_time()
+            try:
+                self._saved.exception(timeout=FOLLOW_POLL_SECONDS)  # more bytes, or etcdctl's exit
+            except TimeoutError:
+                pass
+        return b"".join(pieces)
+
+    def _take(self, chunk: bytes) -> None:
+        """Digest what was not digested yet (a re-read after `seek` back is not)."""
+        start = self._position
+        self._position += len(chunk)
+        if self._position > self._digest.size:
+            self._digest.feed(chunk[self._digest.size - start:] if start < self._digest.size else chunk)
+
+    def _end(self) -> None:
+        if not self._ended and self._position == self._digest.size:
+            self.sha256 = self._digest.finish(self._paths[1])
+            self._on_complete(self.sha256)
+            self._ended = True
+
+    def _open(self) -> BinaryIO | None:
+        if self._file is None:
+            for candidate in self._paths:
+                try:
+                    self._file = open(candidate, "rb")
+                    self._file.seek(self._position)
+                    break
+                except FileNotFoundError:
+                    continue
+        return self._file

@@ -19,6 +19,7 @@ import base64
 import binascii
 import os
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -36,6 +37,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
+from azure.identity import WorkloadIdentityCredential
 from azure.storage.blob import BlobBlock, BlobServiceClient
 
 from etcd_common.api.storage_locations import OtherLocation
@@ -44,6 +46,7 @@ from etcd_common.storage.endpoints import endpoint_url
 from etcd_common.storage.objects import (
     AccessDenied,
     BucketNotFound,
+    CredentialsRequired,
     LocationInvalid,
     ObjectChanged,
     ObjectInfo,
@@ -65,6 +68,16 @@ SECRET_STORAGE_ACCOUNT: Final = "storage-account"
 SECRET_STORAGE_KEY: Final = "storage-key"
 SECRET_CLOUD: Final = "cloud"
 SECRET_ENDPOINT: Final = "endpoint"
+# An addition: "true" = no storage-key; the operator's Azure workload identity writes to the
+# account (only where its administrator allowed it: `locations.storage_for_location`).
+SECRET_USE_WORKLOAD_IDENTITY: Final = "use-workload-identity"
+# What the Azure workload identity webhook sets in a pod of a ServiceAccount labelled for it
+# (`azure.workload.identity/use: "true"`, annotated with the identity's client id).
+WORKLOAD_IDENTITY_ENV: Final = ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE")
+# Microsoft Entra's own authority hosts; another AZURE_AUTHORITY_HOST (Azure Stack, a test's
+# stand-in) is used as it is, without asking Microsoft's instance discovery about it.
+PUBLIC_AUTHORITY_HOSTS: Final = frozenset({"login.microsoftonline.com", "login.microsoftonline.us",
+                                           "login.chinacloudapi.cn", "login.microsoftonline.de"})
 # go-autorest environment names (upper-cased, as it compares them) -> storage endpoint suffix.
 CLOUD_SUFFIXES: Final[Mapping[str, str]] = {
     "AZUREPUBLICCLOUD": "core.windows.net",
@@ -87,9 +100,12 @@ class AbsCredentials:
     key: str = ""
     cloud: str = ""
     endpoint: str = ""
+    # No shared key: the pod's Azure workload identity (WorkloadIdentityCredential) signs in.
+    workload_identity: bool = False
 
     def __repr__(self) -> str:  # never log a secret
-        return f"AbsCredentials(account={self.account!r}, cloud={self.cloud!r}, endpoint={self.endpoint!r})"
+        return (f"AbsCredentials(account={self.account!r}, cloud={self.cloud!r}, endpoint={self.endpoint!r}, "
+                f"workload_identity={self.workload_identity})")
 
     @property
     def account_url(self) -> str:
@@ -103,12 +119,22 @@ class AbsCredentials:
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "absSecret") -> AbsCredentials:
     """The credentials in an absSecret (API dict); SecretInvalid naming the key that is wrong."""
     values = secret_values(secret, where=where, backend=BACKEND)
-    require_keys(values, (SECRET_STORAGE_ACCOUNT, SECRET_STORAGE_KEY), where=where, backend=BACKEND)
-    try:
-        base64.b64decode(values[SECRET_STORAGE_KEY], validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise SecretInvalid(f"{where}: key {SECRET_STORAGE_KEY!r} is not an account key (base64 text)",
-                            backend=BACKEND) from error
+    use_identity = values.get(SECRET_USE_WORKLOAD_IDENTITY, "").strip().lower()
+    if use_identity not in ("", "true", "false"):
+        raise SecretInvalid(f"{where}: key {SECRET_USE_WORKLOAD_IDENTITY!r} must be \"true\" or \"false\"",
+                            backend=BACKEND)
+    if use_identity == "true":
+        require_keys(values, (SECRET_STORAGE_ACCOUNT,), where=where, backend=BACKEND)
+        if SECRET_STORAGE_KEY in values:
+            raise SecretInvalid(f"{where}: {SECRET_USE_WORKLOAD_IDENTITY!r} is \"true\" and {SECRET_STORAGE_KEY!r} is "
+                                "given: say one way to sign in (remove one of them)", backend=BACKEND)
+    else:
+        require_keys(values, (SECRET_STORAGE_ACCOUNT, SECRET_STORAGE_KEY), where=where, backend=BACKEND)
+        try:
+            base64.b64decode(values[SECRET_STORAGE_KEY], validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise SecretInvalid(f"{where}: key {SECRET_STORAGE_KEY!r} is not an account key (base64 text)",
+                                backend=BACKEND) from error
     cloud = values.get(SECRET_CLOUD, "")
     if cloud and cloud.upper() not in CLOUD_SUFFIXES:
         raise SecretInvalid(f"{where}: key {SECRET_CLOUD!r} = {cloud!r} is not one of "
@@ -117,7 +143,8 @@ def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "absSecre
     endpoint = values.get(SECRET_ENDPOINT, "")
     if endpoint:
         endpoint = normalize_endpoint(endpoint, where=f"{where}: key {SECRET_ENDPOINT!r}", error=SecretInvalid)
-    return AbsCredentials(values[SECRET_STORAGE_ACCOUNT], values[SECRET_STORAGE_KEY], cloud, endpoint)
+    return AbsCredentials(values[SECRET_STORAGE_ACCOUNT], values.get(SECRET_STORAGE_KEY, ""), cloud, endpoint,
+                          workload_identity=use_identity == "true")
 
 
 def read_abs_credentials(read_secret: SecretReader, namespace: str, secret_name: str,
@@ -177,6 +204,7 @@ class AbsStorage:
     """One storage account's blob service; safe to share between threads."""
 
     backend: str = BACKEND
+    sets_metadata_last: bool = True
 
     def __init__(self, credentials: AbsCredentials, *, endpoint: str = "",
                  block_size_bytes: int = BLOCK_SIZE_BYTES, max_concurrency: int = MAX_CONCURRENCY,
@@ -185,8 +213,10 @@ class AbsStorage:
         self.endpoint = normalize_endpoint(endpoint) if endpoint else credentials.account_url
         self.block_size_bytes = block_size_bytes
         self.max_concurrency = max(1, max_concurrency)
+        credential: Any = (workload_identity_credential() if credentials.workload_identity
+                           else {"account_name": credentials.account, "account_key": credentials.key})
         self.client = BlobServiceClient(
-            self.endpoint, credential={"account_name": credentials.account, "account_key": credentials.key},
+            self.endpoint, credential=credential,
             connection_timeout=connect_timeout_seconds, read_timeout=read_timeout_seconds,
             retry_total=max(0, max_attempts - 1), retry_connect=max(0, max_attempts - 1),
             max_chunk_get_size=DOWNLOAD_CHUNK_BYTES, max_single_get_size=DOWNLOAD_CHUNK_BYTES,
@@ -229,14 +259,19 @@ class AbsStorage:
             return self._upload(bucket, key, stream, metadata=metadata, progress=progress)
 
     def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
-                      metadata: Mapping[str, str] | None = None) -> UploadResult:
-        return self._upload(bucket, key, stream, metadata=metadata, progress=None)
+                      metadata: Mapping[str, str] | None = None,
+                      late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
+        """The block list (and with it the metadata, `late_metadata` too) is committed once the
+        stream has ended."""
+        return self._upload(bucket, key, stream, metadata=metadata, progress=None, late_metadata=late_metadata)
 
     def _upload(self, bucket: str, key: str, stream: IO[bytes], *, metadata: Mapping[str, str] | None,
-                progress: Callable[[int], None] | None) -> UploadResult:
+                progress: Callable[[int], None] | None,
+                late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         blob = self.client.get_blob_client(bucket, key)
         prefix = uuid.uuid4().hex  # block ids of this upload only; uncommitted ones expire
         block_ids: list[str] = []
+        size = 0
         in_flight: set[Future[None]] = set()
         lock = threading.Lock()
 
@@ -252,6 +287,7 @@ class AbsStorage:
                     for index, data in enumerate(_blocks(stream, self.block_size_bytes)):
                         block_id = base64.b64encode(f"{prefix}-{index:08d}".encode()).decode()
                         block_ids.append(block_id)
+                        size += len(data)
                         in_flight.add(pool.submit(stage, block_id, data))
                         if len(in_flight) >= self.max_concurrency:  # at most so many blocks in memory
                             done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -263,16 +299,18 @@ class AbsStorage:
                     for future in in_flight:
                         future.cancel()
                     raise
-            blob.commit_block_list([BlobBlock(block_id=block_id) for block_id in block_ids],
-                                   metadata=_to_abs_metadata(metadata))
+            if late_metadata is not None:
+                metadata = {**(metadata or {}), **late_metadata()}
+            committed = blob.commit_block_list([BlobBlock(block_id=block_id) for block_id in block_ids],
+                                               metadata=_to_abs_metadata(metadata))
         except (AzureError, OSError) as error:
             raise translate_error(error, bucket=bucket, key=key, operation="upload to") from error
         except StorageError:
             raise
         except Exception as error:  # the progress callback refused: no blob was committed
             raise StorageError(f"upload to abs://{bucket}/{key} stopped: {error}", backend=BACKEND) from error
-        info = self.head(bucket, key)
-        return UploadResult(bucket, key, info.size, info.etag)
+        # The committed blob is the blocks listed: their bytes; no HEAD round trip needed.
+        return UploadResult(bucket, key, size, str(committed.get("etag") or "").strip('"'))
 
     def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         partial = f"{path}.part"
@@ -338,16 +376,34 @@ class AbsStorage:
         return translated
 
 
-def storage_for_location(location: OtherLocation, namespace: str, read_secret: SecretReader,
-                         **options: Any) -> AbsStorage:
-    """The AbsStorage for a spec's `abs` section with its absSecret's credentials (required: ABS
-    has no ambient credentials here; Azure workload identity would need azure-identity's
-    DefaultAzureCredential, which is not a dependency)."""
-    if not location.secret:
-        raise SecretInvalid("spec.abs.absSecret is required (a secret with storage-account and storage-key)",
-                            backend=BACKEND)
-    credentials = read_abs_credentials(read_secret, namespace, location.secret)
-    return AbsStorage(credentials, endpoint=location.endpoint, **options)
+def location_credentials(location: OtherLocation, namespace: str, read_secret: SecretReader) -> AbsCredentials:
+    """The absSecret's credentials; without absSecret, the pod's workload identity for the blob
+    service spec.abs.endpoint names (it must: no secret names the account). Whether the pod's
+    identity may be used at all is `locations.storage_for_location`'s decision."""
+    if location.secret:
+        return read_abs_credentials(read_secret, namespace, location.secret)
+    if not location.endpoint:
+        raise LocationInvalid("spec.abs.endpoint is required without spec.abs.absSecret: the storage account's "
+                              "blob service URL (https://ACCOUNT.blob.core.windows.net), which the operator's "
+                              "workload identity writes to", backend=BACKEND)
+    return AbsCredentials("", endpoint=normalize_endpoint(location.endpoint), workload_identity=True)
+
+
+def workload_identity_credential() -> Any:
+    """azure-identity's WorkloadIdentityCredential from the environment the workload identity
+    webhook sets (CredentialsRequired naming what is missing: the pod has no identity then)."""
+    missing = [name for name in WORKLOAD_IDENTITY_ENV if not os.environ.get(name)]
+    if missing:
+        raise CredentialsRequired(
+            f"Azure workload identity is not set up for this pod: {', '.join(missing)} not set (the workload "
+            "identity webhook sets them in pods of a ServiceAccount labelled azure.workload.identity/use: \"true\" "
+            "and annotated azure.workload.identity/client-id)", backend=BACKEND)
+    authority_host = urllib.parse.urlparse(os.environ.get("AZURE_AUTHORITY_HOST", "")).hostname
+    try:
+        return WorkloadIdentityCredential(
+            disable_instance_discovery=bool(authority_host) and authority_host not in PUBLIC_AUTHORITY_HOSTS)
+    except ValueError as error:
+        raise CredentialsRequired(f"Azure workload identity is not usable: {error}", backend=BACKEND) from error
 
 
 def _blocks(stream: IO[bytes], size: int) -> Iterator[bytes]:

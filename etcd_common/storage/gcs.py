@@ -205,6 +205,7 @@ class GcsStorage:
     """One GCS (or GCS JSON API) endpoint with one set of credentials; safe to share between threads."""
 
     backend: str = BACKEND
+    sets_metadata_last: bool = True
 
     def __init__(self, credentials: GcsCredentials | None, *, endpoint: str = "", anonymous: bool = False,
                  chunk_size_bytes: int = CHUNK_SIZE_BYTES, timeout_seconds: float = TIMEOUT_SECONDS,
@@ -265,16 +266,23 @@ class GcsStorage:
             return self._upload(bucket, key, source, metadata)
 
     def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
-                      metadata: Mapping[str, str] | None = None) -> UploadResult:
-        return self._upload(bucket, key, stream, metadata)
+                      metadata: Mapping[str, str] | None = None,
+                      late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
+        """A resumable upload's metadata is sent when it starts: `late_metadata` is patched onto
+        the object (its metageneration, not its generation, changes) right after it finalized."""
+        return self._upload(bucket, key, stream, metadata, late_metadata)
 
-    def _upload(self, bucket: str, key: str, stream: Any, metadata: Mapping[str, str] | None) -> UploadResult:
+    def _upload(self, bucket: str, key: str, stream: Any, metadata: Mapping[str, str] | None,
+                late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         blob = self.client.bucket(bucket).blob(key, chunk_size=self.chunk_size_bytes)
         if metadata:
             blob.metadata = dict(metadata)
         try:
             # size=None: always a resumable upload, read chunk by chunk (never the whole stream).
             blob.upload_from_file(stream, size=None, timeout=self.timeout_seconds, retry=self.retry)
+            if late_metadata is not None:
+                blob.metadata = {**(blob.metadata or {}), **late_metadata()}
+                blob.patch(timeout=self.timeout_seconds, retry=self.retry)
         except Exception as error:
             raise self._with_bucket_check(error, bucket, key, "upload to") from error
         return UploadResult(bucket, key, int(blob.size or 0), str(blob.etag or ""))

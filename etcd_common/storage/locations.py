@@ -2,7 +2,8 @@
 `ObjectStorage` that reaches it, with the credentials of the section's secret: the one place the
 backup and restore operators choose a backend, and the one place that decides whether a location
 without a secret may use the pod's own identity (the SDK's default credential chain: IRSA's web
-identity token, GKE workload identity, an instance role, AWS_* environment variables). That is
+identity token, GKE workload identity, an instance role, AWS_* environment variables; Azure
+workload identity, also for an absSecret that says `use-workload-identity`). That is
 refused unless the caller was allowed it (`allow_pod_identity`: the backup operator's
 `--allow-pod-identity`, off by default), before any secret is read or any request is sent: a
 tenant who names no secret must not get the operator's identity."""
@@ -47,8 +48,12 @@ def storage_for_location(location: StorageLocation, namespace: str, read_secret:
     if other is None:
         raise LocationInvalid(f"storage type {location.storage_type} names no location")
     if location.storage_type == STORAGE_TYPE_ABS:
-        return abs_storage.storage_for_location(other, namespace, read_secret,
-                                                **_known(abs_storage.AbsStorage, options))
+        credentials = abs_storage.location_credentials(other, namespace, read_secret)
+        if credentials.workload_identity and location.secret:  # the absSecret asks for the pod's identity
+            refusal = pod_identity_refusal(location, allow_pod_identity, by_secret=True)
+            if refusal is not None:
+                raise refusal
+        return abs_storage.AbsStorage(credentials, endpoint=other.endpoint, **_known(abs_storage.AbsStorage, options))
     if location.storage_type == STORAGE_TYPE_GCS:
         return gcs.storage_for_location(other, namespace, read_secret, **_known(gcs.GcsStorage, options))
     if location.storage_type == STORAGE_TYPE_OSS:
@@ -73,18 +78,19 @@ def _known(cls: type, options: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in options.items() if name in accepted}
 
 
-def pod_identity_refusal(location: StorageLocation, allowed: bool) -> CredentialsRequired | None:
-    """Why `location`, which names no secret, may not use the pod's own identity; None when it may
-    (`allowed`, and the store's SDK here has a default credential chain)."""
+def pod_identity_refusal(location: StorageLocation, allowed: bool, *, by_secret: bool = False) -> CredentialsRequired | None:
+    """Why `location`, which names no secret (or, `by_secret`, an absSecret saying
+    use-workload-identity), may not use the pod's own identity; None when it may (`allowed`)."""
     field = f"spec.{location.section}.{location.secret_field}"
-    if not allowed:
+    if allowed:
+        return None
+    if by_secret:
         return CredentialsRequired(
-            f"{field} is empty and this operator does not lend its own identity ({POD_IDENTITY_FLAG} is off): "
-            f"name a Secret with the {location.storage_type} credentials in {field}, or have the administrator "
-            f"enable {POD_IDENTITY_FLAG} for a workload identity meant for it", backend=location.storage_type)
-    if location.storage_type == STORAGE_TYPE_ABS:
-        return CredentialsRequired(
-            f"{field} is empty and Azure workload identity is not available: it needs the azure-identity "
-            "package (DefaultAzureCredential), which this image does not include; name a Secret with "
-            f"storage-account and storage-key in {field}", backend=location.storage_type)
-    return None
+            f"secret {location.secret} ({field}) says {abs_storage.SECRET_USE_WORKLOAD_IDENTITY}, and this operator "
+            f"does not lend its own identity ({POD_IDENTITY_FLAG} is off): give the secret storage-key instead, "
+            f"or have the administrator enable {POD_IDENTITY_FLAG} for a workload identity meant for it",
+            backend=location.storage_type)
+    return CredentialsRequired(
+        f"{field} is empty and this operator does not lend its own identity ({POD_IDENTITY_FLAG} is off): "
+        f"name a Secret with the {location.storage_type} credentials in {field}, or have the administrator "
+        f"enable {POD_IDENTITY_FLAG} for a workload identity meant for it", backend=location.storage_type)

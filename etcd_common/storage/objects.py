@@ -113,6 +113,9 @@ class ObjectStorage(Protocol):
     downloads stream: memory does not grow with the object's size."""
 
     endpoint: str
+    # The object's metadata can be given after its bytes (ABS: with the block list; GCS: patched
+    # right after the upload); S3's is sent before the first part.
+    sets_metadata_last: bool
 
     def check_bucket(self, bucket: str) -> None: ...
 
@@ -127,7 +130,12 @@ class ObjectStorage(Protocol):
         ...
 
     def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
-                      metadata: Mapping[str, str] | None = None) -> UploadResult: ...
+                      metadata: Mapping[str, str] | None = None,
+                      late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
+        """Upload what `stream` returns up to its end (need not be seekable; memory flat). With
+        `late_metadata` (only where `sets_metadata_last`), metadata known only once the stream
+        ended (a digest of it) is added to the object's."""
+        ...
 
     def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         """Download to `path` (a failed download leaves nothing there); returns the size. With

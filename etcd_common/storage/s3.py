@@ -369,6 +369,7 @@ class S3Storage:
 
     # The reasons' prefix (`OSS` for the OSS storage, which is this class on OSS's S3 API).
     backend: str = "S3"
+    sets_metadata_last: bool = False
 
     def __init__(
         self,
@@ -484,9 +485,13 @@ class S3Storage:
         return UploadResult(bucket, key, info.size, info.etag)
 
     def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
-                      metadata: Mapping[str, str] | None = None) -> UploadResult:
+                      metadata: Mapping[str, str] | None = None,
+                      late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         """Upload from a readable binary stream (need not be seekable); at most
-        max_concurrency parts are held in memory at once."""
+        max_concurrency parts are held in memory at once. S3 takes metadata only before the
+        first part (`sets_metadata_last` is False): `late_metadata` is refused."""
+        if late_metadata is not None:
+            raise ValueError("S3 sets an object's metadata before its bytes: late_metadata is not supported")
         extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
         try:
             self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config)

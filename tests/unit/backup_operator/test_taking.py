@@ -8,11 +8,12 @@ import hashlib
 import io
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from etcd_common.api.etcd_backup import SnapshotFingerprint
 from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.storage import codec, s3
+from etcd_common.storage.objects import StorageError
 from kube_adapter.errors import NotFound
 
 LOG = logging.getLogger("test_taking")
@@ -47,6 +49,7 @@ class Member:
     cluster_id: int = 0  # the cluster its status answers for (0: CLUSTER_ID, the member list's)
     snapshot: bytes = b""
     snapshot_error: str = ""
+    snapshot_error_midway: str = ""  # etcdctl fails after writing half of the snapshot
     db_size: int = 0  # what its endpoint status reports
 
 
@@ -59,6 +62,7 @@ class FakeEtcd:
         self.member_list_fails = member_list_fails
         self.snapshots_from: list[str] = []
         self.during_snapshot: Callable[[], None] = lambda: None
+        self.mid_snapshot: Callable[[], None] = lambda: None  # with half of the file written
         self.fingerprint_error: ctl.EtcdctlError | None = None
         self.fingerprints_asked: list[tuple[tuple[str, ...], int]] = []
 
@@ -101,7 +105,13 @@ class FakeEtcd:
             if m.snapshot_error:
                 raise ctl.Unreachable(m.snapshot_error)
             with open(f"{path}.part", "wb") as out:  # as etcdctl: written beside, renamed once complete
-                out.write(m.snapshot)
+                half = len(m.snapshot) // 2
+                out.write(m.snapshot[:half])
+                out.flush()
+                self.etcd.mid_snapshot()
+                if m.snapshot_error_midway:
+                    raise ctl.Unreachable(m.snapshot_error_midway)
+                out.write(m.snapshot[half:])
             os.replace(f"{path}.part", path)
 
         def hash_kv(self, revision: int) -> ctl.HashKV:
@@ -119,6 +129,9 @@ class FakeStorage:
     endpoint: str = ""  # AWS
     uploads: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, dict[str, str]] = field(default_factory=dict)
+    sets_metadata_last: bool = False  # S3's way; True: ABS's and GCS's (the snapshot streamed)
+    block_bytes: int = 4
+    first_bytes: threading.Event = field(default_factory=threading.Event)  # the upload has bytes
 
     def check_bucket(self, bucket: str) -> None:
         assert bucket == "bucket"
@@ -130,6 +143,26 @@ class FakeStorage:
             progress(len(data))
         self.uploads[key] = data
         self.metadata[key] = dict(metadata or {})
+        return s3.UploadResult(bucket, key, len(data), "etag")
+
+    def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *, metadata: dict[str, str] | None = None,
+                      late_metadata: Callable[[], dict[str, str]] | None = None) -> s3.UploadResult:
+        """As ABS's: blocks read until a short one, the object committed (with the late metadata)
+        only after the stream ended; what the stream raises stops it, wrapped as the SDKs do."""
+        assert self.sets_metadata_last
+        data = b""
+        try:
+            while True:
+                block = stream.read(self.block_bytes)
+                data += block
+                if data:
+                    self.first_bytes.set()
+                if len(block) < self.block_bytes:
+                    break
+        except Exception as error:
+            raise StorageError(f"upload stopped: {error}", backend="ABS") from error
+        self.uploads[key] = data
+        self.metadata[key] = {**(metadata or {}), **(late_metadata() if late_metadata else {})}
         return s3.UploadResult(bucket, key, len(data), "etag")
 
     def list(self, bucket: str, prefix: str) -> list[s3.ObjectInfo]:
@@ -507,3 +540,69 @@ def test_each_backup_writes_in_a_directory_of_its_own_removed_after_it(
     with pytest.raises(BackupFailed):
         take_backup(request((A, B)), env, LOG, now=lambda: STARTED)
     assert os.listdir(env.work_dir) == []
+
+
+# --- ABS and GCS: the snapshot uploaded while etcdctl writes it
+
+
+@pytest.fixture
+def streaming(storage: FakeStorage) -> FakeStorage:
+    storage.sets_metadata_last = True
+    return storage
+
+
+def test_the_upload_to_a_store_taking_metadata_last_starts_before_the_snapshot_is_saved(
+        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    """etcdctl is held with half of the file written until the upload has bytes of it: a
+    save-then-upload backup never gets them (and fails the wait)."""
+    body = b"0123456789abcdef" * 8
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(body))])
+    overlapped: list[bool] = []
+    etcd.mid_snapshot = lambda: overlapped.append(streaming.first_bytes.wait(timeout=10))
+    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    assert overlapped == [True]
+    assert streaming.uploads == {"etcd.backup": whole_snapshot(body)}
+    sha256 = hashlib.sha256(whole_snapshot(body)).hexdigest()
+    assert result.sha256 == sha256 and result.size == len(whole_snapshot(body))
+    assert streaming.metadata["etcd.backup"] == {"sha256": sha256, "etcd-revision": "5", "etcd-version": "3.6.16"}
+    assert etcdutl_reads == [whole_snapshot(body).decode(errors="replace")]  # checked before the commit
+    assert result.fingerprint == SnapshotFingerprint(1, key_count=42, hash_kv=77, compact_revision=2)
+    assert os.listdir(tmp_path / "work") == []
+
+
+def test_a_streamed_snapshot_that_is_not_whole_or_breaks_off_is_never_committed_and_the_next_member_is_asked(
+        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    truncated = whole_snapshot(b"x" * 100)[:-5]
+    etcd = FakeEtcd([Member(A, revision=50, snapshot=truncated),
+                     Member(B, revision=49, snapshot=whole_snapshot(b"b" * 64), snapshot_error_midway="connection reset"),
+                     Member(C, revision=48, snapshot=whole_snapshot(b"c" * 64))])
+    result = take_backup(request((A, B, C)), environment(etcd, tmp_path), LOG)
+    assert etcd.snapshots_from == [A, B, C]
+    assert result.endpoint == C and streaming.uploads == {"etcd.backup": whole_snapshot(b"c" * 64)}
+    assert os.listdir(tmp_path / "work") == []
+
+
+def test_a_streamed_snapshot_etcdutl_cannot_read_fails_the_backup_before_the_commit(
+        streaming: FakeStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(path: str, **kwargs: Any) -> ctl.SnapshotStatus:
+        raise ctl.SnapshotInvalid("snapshot file integrity check failed")
+    monkeypatch.setattr(ctl, "snapshot_status", unreadable)
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64))])
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    assert failure.value.reason == reasons.SNAPSHOT_INVALID
+    assert streaming.uploads == {} and os.listdir(tmp_path / "work") == []
+
+
+def test_the_deadline_passing_while_a_snapshot_streams_fails_the_backup_as_timed_out(
+        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    clock = FakeMonotonic()
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64))])
+
+    def slow_snapshot() -> None:
+        clock.now += 61.0
+    etcd.mid_snapshot = slow_snapshot
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
+    assert failure.value.reason == reasons.TIMED_OUT
+    assert streaming.uploads == {} and os.listdir(tmp_path / "work") == []

@@ -53,13 +53,32 @@ def test_abs_secret_problems_name_the_key(secret: dict[str, Any], fragment: str)
     assert fragment in refused.value.message and "secret ns/azure" in refused.value.message
 
 
-def test_abs_needs_its_secret() -> None:
+def test_abs_needs_its_secret_or_the_blob_service_its_identity_writes_to() -> None:
     def no_secret(namespace: str, name: str) -> dict[str, Any]:
         raise NotFound(f"secrets {name}")
-    with pytest.raises(objects.SecretInvalid, match="spec.abs.absSecret is required"):
-        abs_storage.storage_for_location(OtherLocation("c/k"), "ns", no_secret)
+    with pytest.raises(objects.LocationInvalid, match="spec.abs.endpoint is required without spec.abs.absSecret"):
+        abs_storage.location_credentials(OtherLocation("c/k"), "ns", no_secret)
     with pytest.raises(objects.SecretInvalid, match="secret ns/azure .spec.abs.absSecret. does not exist"):
-        abs_storage.storage_for_location(OtherLocation("c/k", secret="azure"), "ns", no_secret)
+        abs_storage.location_credentials(OtherLocation("c/k", secret="azure"), "ns", no_secret)
+
+
+@pytest.mark.parametrize(("values", "fragment"), [
+    ({"storage-account": "acct", "use-workload-identity": "true", "storage-key": ACCOUNT_KEY}, "say one way"),
+    ({"storage-account": "acct", "use-workload-identity": "yes"}, "must be \"true\" or \"false\""),
+    ({"use-workload-identity": "true"}, "lacks 'storage-account'"),
+    ({"storage-account": "acct", "use-workload-identity": "false"}, "lacks 'storage-key'"),
+])
+def test_an_abs_secret_asking_for_workload_identity_says_it_one_way(values: dict[str, str], fragment: str) -> None:
+    with pytest.raises(objects.SecretInvalid) as refused:
+        abs_storage.credentials_from_secret({"stringData": values}, where="secret ns/azure")
+    assert fragment in refused.value.message
+
+
+def test_an_abs_secret_asking_for_workload_identity_names_its_account() -> None:
+    credentials = abs_storage.credentials_from_secret(
+        {"stringData": {"storage-account": "acct", "use-workload-identity": "True", "cloud": "AzureChinaCloud"}})
+    assert credentials.workload_identity and not credentials.key
+    assert credentials.account_url == "https://acct.blob.core.chinacloudapi.cn"
 
 
 def test_abs_metadata_names_round_trip() -> None:

@@ -1,7 +1,8 @@
 """A location without a storage secret: refused (CredentialsRequired, before any secret is read or
 any SDK client built) unless the caller lends the pod's own identity; then the SDK's default
 credential chain (boto3's default session for S3 and OSS, google.auth.default for GCS) with no
-key of ours in it. ABS has no default chain here and is refused either way. The seed pod never
+key of ours in it. ABS: azure-identity's WorkloadIdentityCredential (also asked for by an absSecret saying
+use-workload-identity, which needs the same permission). The seed pod never
 fetches without a mounted secret."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import boto3.session
 import google.auth
 import pytest
+from azure.identity import WorkloadIdentityCredential
 from google.auth.credentials import AnonymousCredentials
 
 from etcd_common.api.storage_locations import OtherLocation, S3Location, StorageLocation
@@ -70,10 +72,62 @@ def test_no_secret_and_no_permission_is_refused_not_the_operators_identity(stora
     assert SECRET_FIELDS[storage_type] in message and "--allow-pod-identity is off" in message
 
 
-def test_abs_is_refused_even_where_pod_identity_is_allowed(no_sdk_clients: None) -> None:
+ABS_ENDPOINT = "https://acct.blob.core.windows.net"
+WORKLOAD_ENV = {"AZURE_CLIENT_ID": "client", "AZURE_TENANT_ID": "tenant-id", "AZURE_FEDERATED_TOKEN_FILE": "/var/run/t"}
+
+
+@pytest.fixture
+def workload_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the Azure workload identity webhook sets in a pod."""
+    for name, value in WORKLOAD_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AZURE_AUTHORITY_HOST", raising=False)
+
+
+def abs_secret(**values: str) -> Any:
+    def read(namespace: str, name: str) -> dict[str, Any]:
+        return {"stringData": {key.replace("_", "-"): value for key, value in values.items()}}
+    return read
+
+
+def test_allowed_abs_without_a_secret_uses_the_pods_workload_identity(workload_env: None) -> None:
+    location = StorageLocation("ABS", other=OtherLocation("container/blob", endpoint=ABS_ENDPOINT))
+    storage = locations.storage_for_location(location, "tenant", no_api, allow_pod_identity=True)
+    assert isinstance(storage, abs_storage.AbsStorage) and storage.endpoint == ABS_ENDPOINT
+    credential = storage.client.credential
+    assert isinstance(credential, WorkloadIdentityCredential)
+
+
+def test_an_abs_secret_saying_use_workload_identity_is_the_pods_identity_so_it_needs_the_permission(
+        workload_env: None, no_sdk_clients: None) -> None:
+    location = StorageLocation("ABS", other=OtherLocation("container/blob", secret="azure"))
     with pytest.raises(objects.CredentialsRequired) as refused:
+        locations.storage_for_location(location, "tenant", abs_secret(storage_account="acct",
+                                                                      use_workload_identity="true"))
+    assert "use-workload-identity" in refused.value.message and "--allow-pod-identity is off" in refused.value.message
+
+
+def test_an_allowed_abs_secret_saying_use_workload_identity_names_the_account(workload_env: None) -> None:
+    location = StorageLocation("ABS", other=OtherLocation("container/blob", secret="azure"))
+    storage = locations.storage_for_location(location, "tenant", abs_secret(storage_account="acct",
+                                                                            use_workload_identity="true"),
+                                             allow_pod_identity=True)
+    assert isinstance(storage, abs_storage.AbsStorage) and storage.endpoint == ABS_ENDPOINT
+    assert isinstance(storage.client.credential, WorkloadIdentityCredential)
+
+
+def test_allowed_abs_without_the_webhooks_environment_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in WORKLOAD_ENV:
+        monkeypatch.delenv(name, raising=False)
+    location = StorageLocation("ABS", other=OtherLocation("container/blob", endpoint=ABS_ENDPOINT))
+    with pytest.raises(objects.CredentialsRequired) as refused:
+        locations.storage_for_location(location, "tenant", no_api, allow_pod_identity=True)
+    assert "AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE not set" in refused.value.message
+
+
+def test_allowed_abs_without_a_secret_needs_the_blob_service_url(workload_env: None) -> None:
+    with pytest.raises(objects.LocationInvalid, match="spec.abs.endpoint is required without spec.abs.absSecret"):
         locations.storage_for_location(NO_SECRET["ABS"], "tenant", no_api, allow_pod_identity=True)
-    assert "azure-identity" in refused.value.message and "spec.abs.absSecret" in refused.value.message
 
 
 @pytest.mark.parametrize("storage_type, storage_class", [("S3", s3.S3Storage), ("OSS", oss.OssStorage)])

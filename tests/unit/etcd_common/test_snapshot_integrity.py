@@ -124,3 +124,24 @@ def test_a_problem_names_the_snapshot_as_the_caller_knows_it(tmp_path: Path) -> 
     path.write_bytes(path.read_bytes()[:5_000])
     with pytest.raises(SnapshotInvalid, match="s3://bucket/key"):
         verify_snapshot_file(str(path), where="s3://bucket/key")
+
+
+def test_a_growing_snapshot_re_read_after_a_seek_back_is_digested_once(tmp_path: Path) -> None:
+    """An upload retrying a chunk seeks back and reads it again: the SHA-256 stays the file's."""
+    from concurrent.futures import Future
+
+    from etcd_common.etcd.snapshot_integrity import GrowingSnapshot
+    path = snapshot(tmp_path, b"0123456789" * 10)
+    saved: Future[None] = Future()
+    saved.set_result(None)
+    completed: list[str] = []
+    stream = GrowingSnapshot(f"{path}.part", str(path), saved, completed.append, lambda: None)
+    first = stream.read(40)
+    stream.seek(10)
+    assert stream.read(30) == first[10:] and stream.tell() == 40
+    rest = stream.read(1000)
+    assert first + rest == path.read_bytes() and stream.read(10) == b""
+    assert completed == [hashlib.sha256(path.read_bytes()).hexdigest()] == [stream.sha256]
+    with pytest.raises(OSError):
+        stream.seek(len(first + rest) + 1)
+    stream.close()
