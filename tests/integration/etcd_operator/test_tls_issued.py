@@ -34,6 +34,18 @@ def _issued_secrets(clusters: Clusters, name: str) -> list[Any]:
             if s.metadata.name in {f"{name}-tls-{role}" for role in ROLES}]
 
 
+def _wait_holding(clusters: Clusters, endpoint: str, written: dict[str, str], flags: list[str]) -> None:
+    """The member at `endpoint` holds exactly `written` in its own copy (a serializable read): a
+    follower applies the last write a moment after the quorum acknowledged it."""
+    seen: list[dict[str, str]] = []
+    try:
+        wait_for(lambda: seen.append(read_prefix(clusters.sandbox, [endpoint], "issued/", serializable=True,
+                                                 flags=flags)) or seen[-1] == written,
+                 timeout=15, interval=0.2, what=f"{endpoint} holding every write")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; it has {seen[-1] if seen else None}") from None
+
+
 def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clusters, tmp_path: Path) -> None:
     name = "issued"
     ns = clusters.namespace
@@ -84,8 +96,7 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
     for key, value in written.items():
         etcdctl(clusters, service, client.flags(), "put", key, value)
     for endpoint in member_endpoints:
-        local = read_prefix(clusters.sandbox, [endpoint], "issued/", serializable=True, flags=client.flags())
-        assert local == written, f"{endpoint} has {local}"
+        _wait_holding(clusters, endpoint, written, client.flags())
 
     # No client certificate: refused.
     refused = clusters.sandbox.etcdctl(service, f"--cacert={client.ca}", "put", "issued/intruder", "x")
@@ -99,9 +110,7 @@ def test_issued_tls_cluster_bootstraps_serves_over_tls_and_scales(clusters: Clus
     members = member_list(clusters, [member_url(name, ns, member, 2379) for member in live], client.flags())
     assert len(members) == 5 and not any(m.get("isLearner") for m in members), describe_members(members)
     for member in live:
-        local = read_prefix(clusters.sandbox, [member_url(name, ns, member, 2379)], "issued/", serializable=True,
-                            flags=client.flags())
-        assert local == written, f"{member} has {local}"
+        _wait_holding(clusters, member_url(name, ns, member, 2379), written, client.flags())
     clusters.patch_spec(name, {"size": 3})
     clusters.wait_running(name, ready=3, timeout=240)
     wait_for(lambda: len(clusters.live_pods(name)) == 3, timeout=60, what="surplus pods deleted")

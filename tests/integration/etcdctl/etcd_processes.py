@@ -239,6 +239,14 @@ def _retrying(expected: type[Exception], action: Callable[[], T]) -> T | None:
         return None
 
 
+def cluster_version_decided(url: str) -> bool:
+    """The member's /version names a cluster version: etcd has made its last start-up write (the
+    leader proposes the cluster version some time after it starts serving; "not_decided" before)."""
+    with urllib.request.urlopen(url + "/version", timeout=5) as response:
+        version = json.loads(response.read()).get("etcdcluster")
+    return bool(version) and version != "not_decided"
+
+
 def post_json(url: str, path: str, body: dict[str, object]) -> dict[str, object]:
     """POST `body` to a member's gRPC gateway (`url` + `path`); its JSON answer."""
     request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",

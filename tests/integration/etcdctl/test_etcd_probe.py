@@ -12,7 +12,7 @@ from etcd_common.etcd.alarms import NOSPACE, Alarm
 from etcd_common.etcd.etcdctl import Unreachable
 from etcd_common.etcd.peer_metrics import PeerView
 from etcd_common.etcd.probe import EtcdProbe
-from tests.integration.etcdctl.etcd_processes import EtcdCluster, post_json, wait_for
+from tests.integration.etcdctl.etcd_processes import EtcdCluster, cluster_version_decided, post_json, wait_for
 
 DEAD_ENDPOINT = "http://127.0.49.251:23790"  # nothing listens there (same block as the etcdctl tests')
 
@@ -80,6 +80,9 @@ def test_health_checks_write_nothing_to_the_raft_log(etcd_cluster: EtcdCluster) 
     # Each alarm-API call is a raft proposal (even a list): a health check per pass through it
     # would grow the log until new members get a snapshot, which costs a new 3.6 member 7 s.
     seed = etcd_cluster.start_seed()
+    # etcd's own start-up writes (its attributes, then the cluster version) are not ours to count.
+    wait_for(lambda: cluster_version_decided(seed.client_url), timeout=30,
+             what="the cluster version decided (etcd's last start-up write)", describe=etcd_cluster.describe)
     probe = EtcdProbe([seed.client_url])
     [before] = probe.endpoint_status()
     for _ in range(20):
