@@ -87,10 +87,14 @@ def remembered_tls(cluster: EtcdCluster, live: Iterable[ObservedPod]) -> StaticT
                            operator_secret=names.get("operator", ""))
     if not moves_to_tls(replace(spec, tls=remembered)) or not remembered.member_server_secret:
         return None
-    managed = cert_manager_secret_names(cluster.name)
-    if remembered.member_peer_secret == managed.peer:
+    if _ran_on_cert_manager(cluster):
         return None
     return remembered
+
+
+def _ran_on_cert_manager(cluster: EtcdCluster) -> bool:
+    """The Secrets the last status names are cert-manager's (their key names are not CoreOS's)."""
+    return cluster.recorded.tls_secrets.get("peer") == cert_manager_secret_names(cluster.name).peer
 
 
 def off_tls_problem(cluster: EtcdCluster) -> str:
@@ -99,8 +103,7 @@ def off_tls_problem(cluster: EtcdCluster) -> str:
     spec = cluster.require_spec()
     if spec.version.minor_version in c.UPGRADE_SOURCE_MINOR_VERSIONS:
         return f"etcd {spec.version} cannot be moved off TLS (etcd 3.5 or later can)"
-    names = cluster.recorded.tls_secrets
-    if names.get("peer") == cert_manager_secret_names(cluster.name).peer:
+    if _ran_on_cert_manager(cluster):
         return "a cluster on spec.TLS.certManager cannot be moved off TLS yet"
     return ("the status no longer names the peer, server and operator Secrets its members run with "
             "(status.tls), which the move off TLS needs")
@@ -119,7 +122,8 @@ def target_mode(spec: ClusterSpec) -> str | None:
     return None
 
 
-def _moving_off(spec: ClusterSpec) -> bool:
+def _spec_moves_off_tls(spec: ClusterSpec) -> bool:
+    """Step 1 off TLS (`tls_off`, set by `with_tls_step`) or step 2 (a spec without TLS)."""
     return spec.tls_off or without_tls(spec)
 
 
@@ -129,7 +133,7 @@ def tls_outdated(observed: ObservedCluster, pod: ObservedPod) -> str | None:
     target = target_mode(spec)
     if target is None:
         return None
-    if _moving_off(spec):
+    if _spec_moves_off_tls(spec):
         if _ORDER[pod.tls_mode] <= _ORDER[target]:
             return None
         if target == TLS_MODE_PLAIN and any(p.tls_mode == TLS_MODE_TLS for p in observed.live_pods):
@@ -147,14 +151,14 @@ def transition_step(observed: ObservedCluster) -> str | None:
     spec = observed.cluster.require_spec()
     if target_mode(spec) is None or not any(tls_outdated(observed, pod) for pod in observed.live_pods):
         return None
-    if _moving_off(spec):
+    if _spec_moves_off_tls(spec):
         return STEP_OFF_BRIDGE if spec.tls_off else STEP_OFF_PLAIN
     return STEP_BRIDGE if spec.tls_bridge else STEP_TLS
 
 
 def moving_off_tls(observed: ObservedCluster) -> bool:
     """The step under way moves off TLS (status says so)."""
-    return _moving_off(observed.cluster.require_spec())
+    return _spec_moves_off_tls(observed.cluster.require_spec())
 
 
 def restart_bridge(spec: ClusterSpec, member: Member) -> bool | None:

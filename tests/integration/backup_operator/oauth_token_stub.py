@@ -8,17 +8,17 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tests.integration.loopback_json import Answer, json_endpoint
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLIENT_EMAIL = "etcd-backup@sandbox-project.iam.gserviceaccount.com"
@@ -59,41 +59,19 @@ def _unpad(part: str) -> bytes:
 @contextmanager
 def oauth_token_stub() -> Iterator[TokenStub]:
     """The stub serving on 127.0.0.1 (a free port) until the block ends."""
-    stub_holder: list[TokenStub] = []
+    stub = TokenStub("", rsa.generate_private_key(public_exponent=65537, key_size=2048))
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            stub = stub_holder[0]
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
-            try:
-                scope = stub.check(urllib.parse.parse_qs(body))
-            except (ValueError, InvalidSignature) as error:
-                stub.refused.append(repr(error))
-                self._answer(400, {"error": "invalid_grant", "error_description": repr(error)})
-                return
-            stub.issued.append(scope)
-            self._answer(200, {"access_token": f"stub-{secrets.token_hex(8)}", "expires_in": 3600,
-                               "token_type": "Bearer"})
+    def respond(method: str, path: str, body: str) -> Answer:
+        if method != "POST":
+            return 404, {"error": "not_found"}
+        try:
+            scope = stub.check(urllib.parse.parse_qs(body))
+        except (ValueError, InvalidSignature) as error:
+            stub.refused.append(repr(error))
+            return 400, {"error": "invalid_grant", "error_description": repr(error)}
+        stub.issued.append(scope)
+        return 200, {"access_token": f"stub-{secrets.token_hex(8)}", "expires_in": 3600, "token_type": "Bearer"}
 
-        def _answer(self, code: int, document: dict[str, Any]) -> None:
-            data = json.dumps(document).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    stub_holder.append(TokenStub(f"http://127.0.0.1:{server.server_address[1]}",
-                                 rsa.generate_private_key(public_exponent=65537, key_size=2048)))
-    thread = threading.Thread(target=server.serve_forever, name="oauth-token-stub", daemon=True)
-    thread.start()
-    try:
-        yield stub_holder[0]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with json_endpoint("oauth-token-stub", respond) as url:
+        stub.url = url
+        yield stub

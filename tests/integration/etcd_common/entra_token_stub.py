@@ -11,14 +11,11 @@ import datetime
 import ipaddress
 import json
 import secrets
-import ssl
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tests.integration.loopback_json import Answer, json_endpoint
 
 TENANT_ID = "72f988bf-0000-4000-8000-000000000001"
 CLIENT_ID = "etcd-backup-operator-client"
@@ -102,54 +101,27 @@ def storage_token() -> str:
 @contextmanager
 def entra_token_stub(tls: LoopbackTls, federated_token: str) -> Iterator[EntraStub]:
     """The stub serving HTTPS on 127.0.0.1 (a free port) until the block ends."""
-    holder: list[EntraStub] = []
+    stub = EntraStub("", federated_token)
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            base = f"{holder[0].url}/{TENANT_ID}"
-            if self.path.endswith("/.well-known/openid-configuration"):
-                self._answer(200, {"issuer": f"{base}/v2.0", "token_endpoint": f"{base}/oauth2/v2.0/token",
-                                   "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
-                                   "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode"})
-            else:
-                self._answer(404, {"error": "not_found"})
+    def respond(method: str, path: str, body: str) -> Answer:
+        base = f"{stub.url}/{TENANT_ID}"
+        if method == "GET" and path.endswith("/.well-known/openid-configuration"):
+            return 200, {"issuer": f"{base}/v2.0", "token_endpoint": f"{base}/oauth2/v2.0/token",
+                         "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                         "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode"}
+        if method != "POST":
+            return 404, {"error": "not_found"}
+        try:
+            if not path.endswith(f"/{TENANT_ID}/oauth2/v2.0/token"):
+                raise ValueError(f"token request to {path}")
+            scope = stub.check(urllib.parse.parse_qs(body))
+        except ValueError as error:
+            stub.refused.append(str(error))
+            return 401, {"error": "invalid_client", "error_description": str(error)}
+        stub.issued.append(scope)
+        return 200, {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
+                     "access_token": storage_token()}
 
-        def do_POST(self) -> None:  # noqa: N802
-            stub = holder[0]
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
-            try:
-                if not self.path.endswith(f"/{TENANT_ID}/oauth2/v2.0/token"):
-                    raise ValueError(f"token request to {self.path}")
-                scope = stub.check(urllib.parse.parse_qs(body))
-            except ValueError as error:
-                stub.refused.append(str(error))
-                self._answer(401, {"error": "invalid_client", "error_description": str(error)})
-                return
-            stub.issued.append(scope)
-            self._answer(200, {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
-                               "access_token": storage_token()})
-
-        def _answer(self, code: int, document: dict[str, Any]) -> None:
-            data = json.dumps(document).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tls.cert, tls.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    holder.append(EntraStub(f"https://127.0.0.1:{server.server_address[1]}", federated_token))
-    thread = threading.Thread(target=server.serve_forever, name="entra-token-stub", daemon=True)
-    thread.start()
-    try:
-        yield holder[0]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with json_endpoint("entra-token-stub", respond, tls=(tls.cert, tls.key)) as url:
+        stub.url = url
+        yield stub
