@@ -22,6 +22,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     unhealthy,
     with_spec,
 )
+from tests.unit.etcd_operator.recording_etcd import EtcdCall, RecordingEtcd
 
 
 class RecordingApi:
@@ -56,24 +57,6 @@ def test_a_created_seed_pod_is_seen_by_the_next_pass_before_any_watch_event() ->
     assert not isinstance(second, a.CreateSeedMember), second
 
 
-class RecordingEtcd:
-    """Stands in for EtcdAccess: records which endpoints each membership call went to."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[str], int]] = []
-
-    def client(self, cluster: Any, endpoints: Any, **options: Any) -> Any:
-        etcd = self
-
-        class Client:
-            def member_remove(self, member_id: int) -> None:
-                etcd.calls.append(("member remove", list(endpoints), member_id))
-
-            def move_leader(self, member_id: int) -> None:
-                etcd.calls.append(("move-leader", list(endpoints), member_id))
-        return Client()
-
-
 class DeletingApi(RecordingApi):
     def __init__(self) -> None:
         super().__init__()
@@ -92,8 +75,8 @@ def test_removing_a_member_asks_the_healthy_others_then_deletes_its_pod() -> Non
     api, etcd = DeletingApi(), RecordingEtcd()
     _executor(api, etcd).execute(a.RemoveMember(name(4), member_id(4), "scale", "over size"), observed)
     cluster = observed.cluster
-    assert etcd.calls == [("member remove", [member_client_url(cluster, name(1)), member_client_url(cluster, name(3))],
-                           member_id(4))], "neither the removed member nor the unhealthy one is asked"
+    assert etcd.calls == [EtcdCall("member_remove", [member_client_url(cluster, name(1)), member_client_url(cluster, name(3))],
+                                   (member_id(4),))], "neither the removed member nor the unhealthy one is asked"
     assert api.deleted == [name(4)], "a removed etcd exits: its pod goes with the same action"
 
 
@@ -101,7 +84,7 @@ def test_removing_a_member_whose_pod_is_already_terminating_deletes_nothing() ->
     observed = replace_pod(healthy_cluster(3), name(2), deleting=True)
     api, etcd = DeletingApi(), RecordingEtcd()
     _executor(api, etcd).execute(a.RemoveMember(name(2), member_id(2), "replace", "pod deleted"), observed)
-    assert [call[2] for call in etcd.calls] == [member_id(2)] and api.deleted == []
+    assert [call.args for call in etcd.calls] == [(member_id(2),)] and api.deleted == []
 
 
 def test_moving_leadership_off_an_unhealthy_leader_asks_the_leader_too() -> None:
@@ -111,8 +94,8 @@ def test_moving_leadership_off_an_unhealthy_leader_asks_the_leader_too() -> None
     api, etcd = DeletingApi(), RecordingEtcd()
     _executor(api, etcd).execute(a.MoveLeader(name(1), member_id(1), name(2), member_id(2), "stuck"), observed)
     cluster = observed.cluster
-    assert etcd.calls == [("move-leader", [member_client_url(cluster, name(2)), member_client_url(cluster, name(3)),
-                                           member_client_url(cluster, name(1))], member_id(2))], etcd.calls
+    assert etcd.calls == [EtcdCall("move_leader", [member_client_url(cluster, name(2)), member_client_url(cluster, name(3)),
+                                                   member_client_url(cluster, name(1))], (member_id(2),))], etcd.calls
     assert api.deleted == []
 
 
@@ -147,8 +130,8 @@ def test_stopping_a_member_deletes_its_pod_then_removes_it_once_the_pod_is_gone(
     [(kind, (pvc, patch))] = api.patches
     assert kind == "merge" and pvc == name(4) and "etcd.database.coreos.com/leaving-at" in patch["metadata"]["annotations"]
     assert api.deleted == [name(4)]
-    assert [(call[0], call[2]) for call in etcd.calls] == [("member remove", member_id(4))]
-    assert member_client_url(observed.cluster, name(4)) not in etcd.calls[0][1], "the stopped member is not asked"
+    assert [str(call) for call in etcd.calls] == [f"member_remove {member_id(4):x}"]
+    assert member_client_url(observed.cluster, name(4)) not in etcd.calls[0].endpoints, "the stopped member is not asked"
 
 
 def test_a_stopped_member_whose_pod_does_not_go_is_left_to_a_later_pass(monkeypatch: Any) -> None:

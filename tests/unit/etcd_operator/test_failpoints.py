@@ -12,6 +12,7 @@ from etcd_operator import failpoints as fp
 from etcd_operator.acting import ActionExecutor
 from operator_runtime.cached_client import CachedClient
 from tests.unit.etcd_operator.etcd_cluster_builders import healthy_cluster, member_id, name
+from tests.unit.etcd_operator.recording_etcd import RecordingEtcd
 
 
 class Died(Exception):
@@ -116,28 +117,6 @@ class RecordingApi:
         return {"metadata": {"name": pod, "namespace": namespace, "uid": "u"}}
 
 
-class RecordingEtcd:
-    def __init__(self, calls: list[str]) -> None:
-        self.calls = calls
-
-    def client(self, cluster: Any, endpoints: Any, **options: Any) -> Any:
-        calls = self.calls
-
-        class Client:
-            def member_add(self, member: str, urls: list[str], learner: bool) -> None:
-                calls.append(f"member add {member}")
-
-            def member_promote(self, member: int) -> None:
-                calls.append(f"promote {member:x}")
-
-            def member_remove(self, member: int) -> None:
-                calls.append(f"member remove {member:x}")
-
-            def move_leader(self, member: int) -> None:
-                calls.append(f"move leader {member:x}")
-        return Client()
-
-
 def _run(action: a.Action, armed: str) -> tuple[list[str], int | None]:
     """The calls the executor made before it died (and its exit code), with `armed` armed."""
     observed = healthy_cluster(4, size=3)
@@ -164,17 +143,17 @@ UNDRAIN = a.SetServing(name(4), True, "stays", "uid-4")
 
 @pytest.mark.parametrize("action, armed, calls_before_death", [
     (ADD, "before:member-add", []),
-    (ADD, "after:member-add", [f"member add {NEW}"]),
-    (ADD, "before:pod-create", [f"member add {NEW}"]),
-    (ADD, "after:pod-create", [f"member add {NEW}", f"create {NEW}"]),
+    (ADD, "after:member-add", [f"member_add {NEW}"]),
+    (ADD, "before:pod-create", [f"member_add {NEW}"]),
+    (ADD, "after:pod-create", [f"member_add {NEW}", f"create {NEW}"]),
     (PROMOTE, "before:promote", []),
-    (PROMOTE, "after:promote", [f"promote {member_id(4):x}"]),
+    (PROMOTE, "after:promote", [f"member_promote {member_id(4):x}"]),
     (MOVE, "before:move-leader", []),
-    (MOVE, "after:move-leader", [f"move leader {member_id(2):x}"]),
+    (MOVE, "after:move-leader", [f"move_leader {member_id(2):x}"]),
     (REMOVE, "before:member-remove", []),
-    (REMOVE, "after:member-remove", [f"member remove {member_id(4):x}"]),
-    (REMOVE, "before:pod-delete", [f"member remove {member_id(4):x}"]),
-    (REMOVE, "after:pod-delete", [f"member remove {member_id(4):x}", f"delete {name(4)}"]),
+    (REMOVE, "after:member-remove", [f"member_remove {member_id(4):x}"]),
+    (REMOVE, "before:pod-delete", [f"member_remove {member_id(4):x}"]),
+    (REMOVE, "after:pod-delete", [f"member_remove {member_id(4):x}", f"delete {name(4)}"]),
     (DELETE, "before:pod-delete", []),
     (DELETE, "after:pod-delete", [f"delete {name(4)}"]),
     (DRAIN, "before:drain", []),

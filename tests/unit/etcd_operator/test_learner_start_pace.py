@@ -33,6 +33,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     replace_pod,
     unhealthy,
 )
+from tests.unit.etcd_operator.recording_etcd import RecordingEtcd
 from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
 from tests.unit.etcd_operator.test_action_executor import DeletingApi, _executor
 
@@ -120,25 +121,13 @@ def test_fast_passes_start_again_only_after_something_else_happened(monkeypatch:
     assert delays[-1] == IMMINENT_POLL_SECONDS  # a new episode (another wait came between)
 
 
-class RecordingEtcd:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[str]]] = []
-
-    def client(self, cluster: Any, endpoints: Any, **options: Any) -> Any:
-        etcd = self
-
-        class Client:
-            def member_add(self, member: str, peer_urls: list[str], *, learner: bool) -> None:
-                etcd.calls.append((f"member add {member}", list(endpoints)))
-        return Client()
-
-
 def _add(observed: ObservedCluster) -> list[str]:
     etcd = RecordingEtcd()
     action = plan_next_action(observed)
     assert isinstance(action, a.AddMember), action
     _executor(DeletingApi(), etcd).execute(action, observed)  # type: ignore[arg-type]
-    [(_, endpoints)] = etcd.calls
+    [call] = etcd.calls
+    endpoints = call.endpoints
     return endpoints
 
 
