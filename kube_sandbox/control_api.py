@@ -142,6 +142,13 @@ class ControlClient:
         return str(self.call("slow-disk", namespace=namespace, pod=pod, writeIops=write_iops,
                              writeBytesPerSecond=write_bytes_per_second))
 
+    def fill_volume(self, namespace: str, claim: str, leave_bytes: int | None = 0) -> str:
+        """No space on a sized claim (StorageClass `kube-sandbox-sized`): its volume keeps only
+        `leave_bytes` free (rounded up to a page), at once if the claim is bound, else from its
+        binding on, before any pod can use it. None lifts it. Refused for any other claim.
+        Returns what was done ("filled: ...", "armed: ...", "lifted: ...", "disarmed")."""
+        return str(self.call("fill-volume", namespace=namespace, claim=claim, leaveBytes=leave_bytes))
+
     def cap_memory(self, namespace: str, pod: str, container: str, limit_bytes: int | None) -> None:
         """From the container's next start on, its memory limit is at most `limit_bytes` (None
         lifts the cap): a program that needs more is OOMKilled at each start."""

@@ -140,6 +140,8 @@ def _actions(kubelet: ProcessKubelet, control_plane: ControlPlane) -> dict[str, 
         "isolate-pod": lambda b: kubelet.isolate(body_field(b, "namespace"), body_field(b, "pod")),
         "heal": lambda b: kubelet.heal(b.get("id")),
         "cap-memory": lambda b: kubelet.cap_memory(*container_args(b), b.get("limitBytes")),
+        "fill-volume": lambda b: kubelet.fill_volume(body_field(b, "namespace"), body_field(b, "claim"),
+                                                     b.get("leaveBytes")),
         "slow-disk": lambda b: kubelet.slow_disk(body_field(b, "namespace"), body_field(b, "pod"),
                                                  b.get("writeIops"), b.get("writeBytesPerSecond")),
     }

@@ -37,9 +37,10 @@ The staging step (`staging.py`), between the preflight and any delete or create:
 pod fetches the verified object exactly as the seed would and checks it with the target version's
 etcdutl, onto the staging claim. Its pod or claim taken by another object -> Fail
 (StagingNameTaken); being deleted -> Wait; failed, or waiting for something waiting does not cure
-(an image not pulled) -> Fail(StagingFailed) with the pod's own words; no pod -> Stage; running ->
-Wait (Staging); Succeeded with its claim there (or status says it did: status.staging.staged) ->
-on to the delete or create. A staged claim gone before the create -> Fail(StagedClaimLost).
+(an image not pulled) -> Fail(StagingFailed) with the pod's own words (for ENOSPC, with what the
+claim asked for); no pod -> Stage; running -> Wait (Staging); Succeeded with its claim there (or
+status says it did: status.staging.staged) -> on to the delete or create. A staged claim gone
+before the create -> Fail(StagedClaimLost).
 
 Over all of them: a VerifySnapshot or Wait in a phase that has lasted past its time bound
 (`status.py`: Verifying, Staging, Replacing, Restoring) -> Fail(RestoreTimedOut) with the reason the Wait
@@ -72,7 +73,7 @@ from restore_operator.preflight import (
     preflight,
     seed_credentials_problem,
 )
-from restore_operator.staging import staging_name
+from restore_operator.staging import no_space_hint, staging_name
 from restore_operator.status import (
     PHASE_COMPLETED,
     PHASE_FAILED,
@@ -243,9 +244,11 @@ def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | N
                     f"the claim {name} the snapshot was staged on was deleted before the restore used it; "
                     f"{consequence}; apply a new EtcdRestore")
     if pod is not None and pod.problem:
+        facts = recorded.snapshot
+        hint = no_space_hint(pod.problem, None if facts is None else facts.largest_size)
         return Fail(REASON_STAGING_FAILED,
                     f"the staging pod {name} could not fetch and check the snapshot as the seed would: {pod.problem}; "
-                    f"{consequence}; see `kubectl describe pod {name}` (removed shortly)")
+                    f"{f'{hint}; ' if hint else ''}{consequence}; see `kubectl describe pod {name}` (removed shortly)")
     if pod is None:
         return Stage(spec)
     return Wait(f"staging the verified snapshot on claim {name}: {pod.progress}", PHASE_STAGING)

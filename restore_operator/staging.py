@@ -26,6 +26,8 @@ FAILING_WAIT_REASONS: Final = frozenset({
     "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
 })
 TERMINATION_MESSAGE_CHARS: Final = 600
+# strerror(ENOSPC), as the fetch step (Python) and etcdutl (Go) both print it.
+NO_SPACE_WORDS: Final = "no space left on device"
 
 
 def staging_name(restore_name: str) -> str:
@@ -37,6 +39,17 @@ def staging_claim_bytes(snapshot_bytes: int) -> int:
     """The claim's size: the seed's rule (`etcd_common.seed.space`), rounded up to MiB."""
     needed = seed_space_needed_bytes(snapshot_bytes)
     return -(-needed // c.MIB) * c.MIB
+
+
+def no_space_hint(problem: str, snapshot_bytes: int | None) -> str:
+    """For a staging pod that ran out of space (its `problem` says ENOSPC): what the claim asked
+    for and what that means; "" for any other problem."""
+    if NO_SPACE_WORDS not in problem.lower():
+        return ""
+    asked = "" if snapshot_bytes is None else \
+        f", which asked for {format_bytes(staging_claim_bytes(snapshot_bytes))} (the seed's rule for this snapshot)"
+    return (f"no space left on the staging claim{asked}: its volume holds less than the claim asked for, or "
+            "something else fills it, and a seed's volume of the same storage class may too")
 
 
 def _metadata(restore: EtcdRestore) -> dict[str, Any]:

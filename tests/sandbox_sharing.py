@@ -93,6 +93,10 @@ class AloneOnlyFaults(ControlClient):
             self._check_namespace(namespace, f"cutting {namespace}/{pod} off")
         return super().partition(sources, targets, one_way)
 
+    def fill_volume(self, namespace: str, claim: str, leave_bytes: int | None = 0) -> str:
+        self._check_namespace(namespace, f"filling the volume of {namespace}/{claim}")
+        return super().fill_volume(namespace, claim, leave_bytes)
+
     def cap_memory(self, namespace: str, pod: str, container: str, limit_bytes: int | None) -> None:
         self._check_namespace(namespace, f"capping the memory of {namespace}/{pod}")
         super().cap_memory(namespace, pod, container, limit_bytes)

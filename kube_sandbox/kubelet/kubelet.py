@@ -104,6 +104,7 @@ class ProcessKubelet:
             )
             agent = NodeAgent(self.api, settings, name, index, self._stop, down)
             self.nodes[name] = LocalNode(name, agent, down, services)
+        self.claims = ClaimBinder(self.api, settings, self._stop)
         self._threads: list[threading.Thread] = []
         self._log_server: Any = None
         self._dns_server: DnsServer | None = None
@@ -133,7 +134,7 @@ class ProcessKubelet:
             self.api, object_path("", "v1", "nodes"), self._stop, self._on_node_list, self._on_node_event, "nodes"))
         self._spawn("kubelet-pods", lambda: list_and_watch(
             self.api, object_path("", "v1", "pods"), self._stop, self._on_pod_list, self._on_pod_event, "pods"))
-        self._spawn("kubelet-claims", ClaimBinder(self.api, s, self._stop).run)
+        self._spawn("kubelet-claims", self.claims.run)
         self._spawn("kubelet-services", lambda: list_and_watch(
             self.api, object_path("", "v1", "services"), self._stop, self._on_service_list, self._on_service_event,
             "services"))
@@ -181,6 +182,7 @@ class ProcessKubelet:
         if self._dns_server is not None:
             self._dns_server.stop()
         self._remove_local_containers()
+        self.claims.unmount_all()
         if self.cgroups is not None:
             self.partitions.remove()
             remove_leftovers(self.cgroups)  # the processes are gone; a later kubelet makes new groups
@@ -416,6 +418,10 @@ class ProcessKubelet:
         worker.cgroups.cap_memory(container, limit_bytes)
         log.warning("%s/%s: fault: container %s memory capped at %s from its next start", namespace, pod, container,
                     limit_bytes or "its own limit")
+
+    def fill_volume(self, namespace: str, claim: str, leave_bytes: int | None) -> str:
+        """The no-space fault of a sized claim (provisioner.ClaimBinder.fill); None lifts it."""
+        return self.claims.fill(namespace, claim, leave_bytes)
 
     def _node(self, name: str) -> LocalNode:
         node = self.nodes.get(name)

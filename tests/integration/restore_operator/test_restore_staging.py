@@ -1,14 +1,17 @@
 """Issue 22 item 1: nothing is deleted before the replacement is proven. The restore operator
 stages the verified snapshot on a claim with the seed's own fetch step and the target version's
 etcdutl before it deletes anything; each failure injected after verification (an image that
-cannot be pulled, the object replaced, the credentials Secret deleted) leaves the original
-cluster serving every key, the EtcdRestore Failed with why, and no staging object behind. A
-normal restore goes through staging and its seed copies the staged snapshot with no credentials.
+cannot be pulled, the object replaced, the credentials Secret deleted, no space on the staging
+volume) leaves the original cluster serving every key, the EtcdRestore Failed with why, and no
+staging object behind. A normal restore goes through staging and its seed copies the staged
+snapshot with no credentials.
 
 The tests that inject a failure "after verification" stop the (shared) restore operator, record
 the verification in the EtcdRestore's status themselves (what the operator would have written:
 the object's sha256, size and ETag), break something, and start the operator again: it resumes
-from status alone (issue 22 item 1.3) and meets the failure at the staging step, every time."""
+from status alone (issue 22 item 1.3) and meets the failure at the staging step, every time.
+No space needs no stopped operator: the staging volume only exists after verification, and the
+sandbox's fault takes its space as it is bound."""
 from __future__ import annotations
 
 import hashlib
@@ -18,6 +21,7 @@ from contextlib import contextmanager
 import pytest
 from kubernetes import client as k8s
 
+from kube_sandbox.kubelet.sized_volumes import SIZED_STORAGE_CLASS
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import GROUP, PLURAL, VERSION, Restores
@@ -219,3 +223,51 @@ def test_the_credentials_secret_deleted_after_verification_fails_before_any_dele
     assert secret in status["message"] and "nothing was deleted" in status["message"], status
     assert_serving_all_its_keys(clusters, name, uid)
     assert_staging_removed(clusters.sandbox, clusters.namespace, name)
+
+
+def test_no_space_on_the_staging_volume_after_verification_leaves_the_cluster_serving(
+        clusters: Clusters, restores: Restores) -> None:
+    """The cluster's members use sized claims (the sandbox's StorageClass `kube-sandbox-sized`: a
+    tmpfs of the claim's size), so the staging claim, of the members' class, is one too. The
+    verification passes (the object, and the staging claim's size by the seed's rule); then the
+    staging volume has no space: the fault, armed for the staging claim's name, takes effect when
+    the claim is bound, which is after verification and before the staging pod can start."""
+    name = "kept"
+    claim_spec = {"storageClassName": SIZED_STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "256Mi"}}}
+    clusters.create(etcd_cluster(name, 1, pod={"persistentVolumeClaimSpec": claim_spec}))
+    clusters.wait_running(name, 1, timeout=120)
+    for key, value in KEYS.items():
+        clusters.put(name, key, value)
+    key = unique_key(name)
+    content = snapshot_to_s3(clusters, name, key)
+    uid = clusters.get(name)["metadata"]["uid"]
+    members = {pod.metadata.name: pod.metadata.uid for pod in clusters.pods(name)}
+    core = k8s.CoreV1Api(clusters.sandbox.api_client())
+    member_claims = {c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(
+        clusters.namespace).items}
+    assert member_claims and all(c.spec.storage_class_name == SIZED_STORAGE_CLASS for c in
+                                 core.list_namespaced_persistent_volume_claim(clusters.namespace).items)
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
+    staging = f"{name}-staging"
+    armed = clusters.sandbox.faults.fill_volume(clusters.namespace, staging, leave_bytes=0)
+    assert armed.startswith("armed"), armed
+    try:
+        restores.create(coreos_restore_cr(name, f"{BUCKET}/{key}", secret))
+
+        status = assert_failed_with(restores, name, "StagingFailed")
+    finally:
+        clusters.sandbox.faults.fill_volume(clusters.namespace, staging, leave_bytes=None)
+
+    # Verified first (the object's sha256 recorded, its event sent), then no space while staging.
+    assert status["snapshot"]["sha256"] == hashlib.sha256(content).hexdigest(), status
+    restores.events_once_recorded(name, {"SnapshotVerified", "Staging", "RestoreFailed"})
+    assert "No space left on device" in status["message"], status
+    assert "no space left on the staging claim, which asked for" in status["message"], status
+    assert "nothing was deleted" in status["message"], status
+    assert_serving_all_its_keys(clusters, name, uid)
+    assert {pod.metadata.name: pod.metadata.uid for pod in clusters.pods(name)} == members
+    assert_staging_removed(clusters.sandbox, clusters.namespace, name)
+    left = {c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(
+        clusters.namespace).items if c.metadata.deletion_timestamp is None}
+    assert left == member_claims, left

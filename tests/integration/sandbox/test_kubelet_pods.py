@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kube_sandbox.config import HOST_IP, NODE_NAMES
+from kube_sandbox.kubelet.sized_volumes import SIZED_STORAGE_CLASS
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.sandbox.sandbox_objects import (
     Obj,
@@ -221,6 +222,40 @@ def test_persistent_volume_claim_outlives_the_pod(sandbox: Sandbox, namespace: s
     sandbox.kubectl("delete", "-n", namespace, "pod", "reader", "--grace-period=1")
     sandbox.kubectl("delete", "-n", namespace, "pvc", "data", "--wait=false")
     wait_for(lambda: get(sandbox, "", "pv", volume) is None, timeout=30, what=f"volume {volume} of the deleted claim gone")
+
+
+def test_a_sized_claim_has_no_space_beyond_its_request_and_the_fault_takes_the_rest(sandbox: Sandbox,
+                                                                                   namespace: str) -> None:
+    """A claim of the StorageClass kube-sandbox-sized is a tmpfs of its request: writes beyond it
+    fail with ENOSPC; fill_volume leaves it no room and keeps what it holds; None gives it back."""
+    assert get(sandbox, "", "storageclass", SIZED_STORAGE_CLASS) is not None
+    apply(sandbox, namespace, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "sized"},
+                               "spec": {"storageClassName": SIZED_STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
+                                        "resources": {"requests": {"storage": "1Mi"}}}})
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "sized"}}]
+    mounts = [{"name": "data", "mountPath": "/data"}]
+    apply(sandbox, namespace, busybox_pod(
+        "writer", "head -c 524288 /dev/zero > /data/half && echo wrote-half; "
+                  "head -c 1048576 /dev/zero > /data/more || echo refused-more; rm -f /data/more; exec sleep 3600",
+        volumes=volumes, mounts=mounts))
+    said = wait_for(lambda: "refused-more" in (out := logs(sandbox, namespace, "writer")) and out, timeout=30,
+                    what="the writer's second write refused")
+    assert "wrote-half" in said and "No space left on device" in said, said
+    sandbox.kubectl("delete", "-n", namespace, "pod", "writer", "--grace-period=1")
+
+    assert sandbox.faults.fill_volume(namespace, "sized", leave_bytes=0).startswith("filled")
+    apply(sandbox, namespace, busybox_pod(
+        "filled", "wc -c < /data/half; head -c 1 /dev/zero > /data/one || echo refused-one; exec sleep 3600",
+        volumes=volumes, mounts=mounts))
+    said = wait_for(lambda: "refused-one" in (out := logs(sandbox, namespace, "filled")) and out, timeout=30,
+                    what="a byte refused on the filled volume")
+    assert "524288" in said and "No space left on device" in said, said
+    sandbox.kubectl("delete", "-n", namespace, "pod", "filled", "--grace-period=1")
+
+    assert sandbox.faults.fill_volume(namespace, "sized", leave_bytes=None).startswith("lifted")
+    apply(sandbox, namespace, busybox_pod("lifted", "echo x > /data/one && echo wrote-one; exec sleep 3600",
+                                          volumes=volumes, mounts=mounts))
+    wait_for(lambda: "wrote-one" in logs(sandbox, namespace, "lifted"), timeout=30, what="a byte written once lifted")
 
 
 def test_cronjob_spawns_a_job_whose_pod_succeeds(sandbox: Sandbox, namespace: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from etcd_common.api.etcd_cluster import parse_cluster_spec
+from etcd_common.api.maintenance import format_bytes
 from etcd_common.seed.space import seed_space_needed_bytes
 from restore_operator import actions as a
 from restore_operator import planning as p
@@ -103,6 +104,20 @@ def test_a_failure_says_why_in_the_pods_words_and_that_nothing_was_deleted() -> 
     assert isinstance(action, a.Fail)
     assert "s3://b/k changed" in action.message and "nothing was deleted" in action.message
     assert "r-staging" in action.message
+
+
+def test_no_space_on_the_staging_volume_says_what_the_claim_asked_for() -> None:
+    """The pod's words (ENOSPC from the fetch step) and what they mean here: the claim was sized
+    by the seed's rule, so the volume holds less than asked. Broken by a message without either."""
+    full = pod("Failed", problem="restore-fetch exited 1 (Error): etcd-restore-seed fetch: download s3://b/k to "
+                                 "/var/etcd/restore/snapshot.db.object: [Errno 28] No space left on device")
+    action = p.plan_next_action(seen(staging_pod=full, staging_claim=CLAIM))
+    assert isinstance(action, a.Fail) and action.reason == "StagingFailed"
+    assert "[Errno 28] No space left on device" in action.message and "nothing was deleted" in action.message
+    asked = format_bytes(staging_claim_bytes(FACTS.largest_size))
+    assert f"no space left on the staging claim, which asked for {asked}" in action.message, action.message
+    other = p.plan_next_action(seen(staging_pod=FAILED_POD, staging_claim=CLAIM))
+    assert isinstance(other, a.Fail) and "no space" not in other.message
 
 
 def test_the_created_cluster_seeds_from_the_staged_claim() -> None:
