@@ -17,6 +17,11 @@ which have only `path` and `awsSecret`, reach an S3-compatible server named in t
 
 Memory does not grow with the object size: uploads and downloads go part by part (PART_SIZE_BYTES,
 at most MAX_CONCURRENCY parts in flight), from and to files on disk.
+
+S3 takes an object's metadata before its first part. Metadata known only once a stream ended (a
+backup's SHA-256) is set after the upload by copying the object onto itself with the metadata
+replaced (`upload_stream(late_metadata=...)`): S3-compatible servers such as SeaweedFS only
+rewrite the metadata; AWS copies the object server-side.
 """
 from __future__ import annotations
 
@@ -83,6 +88,10 @@ CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 # botocore's own retries of throttling, 5xx and connection errors, per request.
 MAX_ATTEMPTS: Final = 3
+# The largest object one CopyObject copies (S3's limit): a larger one's self-copy (late metadata)
+# goes part by part (UploadPartCopy) with boto3's managed copy, LATE_METADATA_COPY_PART_BYTES a part.
+SINGLE_COPY_LIMIT_BYTES: Final = 5 * 1024 ** 3
+LATE_METADATA_COPY_PART_BYTES: Final = 512 * 1024 ** 2
 
 # Status reasons (CamelCase, as Kubernetes condition reasons are).
 REASON_SECRET_INVALID: Final = "S3SecretInvalid"
@@ -369,7 +378,10 @@ class S3Storage:
 
     # The reasons' prefix (`OSS` for the OSS storage, which is this class on OSS's S3 API).
     backend: str = "S3"
-    sets_metadata_last: bool = False
+    # Late metadata is set by a copy of the object onto itself after the upload (`upload_stream`).
+    sets_metadata_last: bool = True
+    # Above this size the self-copy goes part by part; None: one CopyObject at any size.
+    single_copy_limit_bytes: int | None = SINGLE_COPY_LIMIT_BYTES
 
     def __init__(
         self,
@@ -411,6 +423,7 @@ class S3Storage:
                 kwargs["aws_session_token"] = credentials.session_token
         # A session of its own: boto3's default session is not thread-safe to create clients from.
         self.client: Any = boto3.session.Session().client("s3", **kwargs)
+        self.max_concurrency = max_concurrency
         self.transfer_config = TransferConfig(
             multipart_threshold=MULTIPART_THRESHOLD_BYTES,
             multipart_chunksize=part_size_bytes,
@@ -488,17 +501,70 @@ class S3Storage:
                       metadata: Mapping[str, str] | None = None,
                       late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         """Upload from a readable binary stream (need not be seekable); at most
-        max_concurrency parts are held in memory at once. S3 takes metadata only before the
-        first part (`sets_metadata_last` is False): `late_metadata` is refused."""
-        if late_metadata is not None:
-            raise ValueError("S3 sets an object's metadata before its bytes: late_metadata is not supported")
+        max_concurrency parts are held in memory at once. S3 takes metadata before the first
+        part: `late_metadata` (called once the upload is complete) is set by copying the object
+        onto itself with every metadata item, `metadata`'s too, replaced (`_add_late_metadata`)."""
         extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
         try:
             self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config)
         except Exception as error:
             raise self._translate(error, bucket=bucket, key=key, operation="upload to") from error
+        if late_metadata is not None:
+            return self._add_late_metadata(bucket, key, dict(metadata or {}), late_metadata)
         info = self.head(bucket, key)
         return UploadResult(bucket, key, info.size, info.etag)
+
+    def _add_late_metadata(self, bucket: str, key: str, metadata: dict[str, str],
+                           late_metadata: Callable[[], Mapping[str, str]]) -> UploadResult:
+        """Copy the object just uploaded onto itself (MetadataDirective REPLACE; only that very
+        object: its ETag, and its version in a versioned bucket, which gets a second version),
+        then read back that it carries every item. On any failure the object is deleted (in a
+        versioned bucket only the version uploaded, so the key's previous version is current
+        again): no object lacking its late metadata stays behind. The S3Error raised says
+        whether that deletion failed too."""
+        uploaded: ObjectInfo | None = None
+        try:
+            uploaded = self.head(bucket, key)
+            wanted = {**metadata, **late_metadata()}
+            self._copy_onto_itself(bucket, key, uploaded, wanted)
+            info = self.head(bucket, key)
+            kept = info.metadata or {}
+            missing = sorted(name for name, value in wanted.items() if kept.get(name) != value)
+            if missing:
+                raise S3Error(f"set metadata on s3://{bucket}/{key}: the copy onto itself succeeded, but the "
+                              f"object lacks {', '.join(missing)} (the server did not replace its metadata)",
+                              backend=self.backend)
+        except Exception as error:
+            failed = self._translate(error, bucket=bucket, key=key, operation="set metadata (a copy onto itself) on")
+            raise type(failed)(f"{failed.message}; {self._remove_uploaded(bucket, key, uploaded)}",
+                               backend=self.backend) from error
+        return UploadResult(bucket, key, info.size, info.etag)
+
+    def _copy_onto_itself(self, bucket: str, key: str, uploaded: ObjectInfo, metadata: Mapping[str, str]) -> None:
+        source: dict[str, str] = {"Bucket": bucket, "Key": key}
+        if uploaded.version_id:
+            source["VersionId"] = uploaded.version_id
+        args: dict[str, Any] = {"MetadataDirective": "REPLACE", "Metadata": dict(metadata),
+                                "CopySourceIfMatch": f'"{uploaded.etag}"'}
+        if self.single_copy_limit_bytes is None or uploaded.size <= self.single_copy_limit_bytes:
+            self.client.copy_object(Bucket=bucket, Key=key, CopySource=source, **args)
+            return
+        # boto3's managed copy: UploadPartCopy of every part, the metadata on the new upload.
+        config = TransferConfig(multipart_threshold=self.single_copy_limit_bytes,
+                                multipart_chunksize=LATE_METADATA_COPY_PART_BYTES,
+                                max_concurrency=self.max_concurrency, use_threads=self.max_concurrency > 1)
+        self.client.copy(source, bucket, key, ExtraArgs=args, Config=config)
+
+    def _remove_uploaded(self, bucket: str, key: str, uploaded: ObjectInfo | None) -> str:
+        """Delete the object an upload left without its late metadata; says how that went."""
+        version = {"VersionId": uploaded.version_id} if uploaded is not None and uploaded.version_id else {}
+        try:
+            self.client.delete_object(Bucket=bucket, Key=key, **version)
+        except Exception as error:
+            removal = self._translate(error, bucket=bucket, key=key, operation="delete")
+            return (f"deleting the uploaded object failed too ({removal.message}): it stays, without that "
+                    "metadata, and is not a backup")
+        return "the uploaded object was deleted"
 
     def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         """Download an object to `path` (written beside it and renamed once complete: a failed
