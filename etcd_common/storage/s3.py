@@ -518,14 +518,14 @@ class S3Storage:
                            late_metadata: Callable[[], Mapping[str, str]]) -> UploadResult:
         """Copy the object just uploaded onto itself (MetadataDirective REPLACE; only that very
         object: its ETag, and its version in a versioned bucket, which gets a second version),
-        then read back that it carries every item. On any failure the object is deleted (in a
-        versioned bucket only the version uploaded, so the key's previous version is current
-        again): no object lacking its late metadata stays behind. The S3Error raised says
-        whether that deletion failed too."""
-        uploaded: ObjectInfo | None = None
+        then read back that it carries every item. On any failure an S3Error saying that the
+        object stays without its late metadata: its bytes are complete (a backup's snapshot was
+        checked before the upload completed), so it is kept, never reported as uploaded."""
+        late: Mapping[str, str] = {}
         try:
             uploaded = self.head(bucket, key)
-            wanted = {**metadata, **late_metadata()}
+            late = late_metadata()
+            wanted = {**metadata, **late}
             self._copy_onto_itself(bucket, key, uploaded, wanted)
             info = self.head(bucket, key)
             kept = info.metadata or {}
@@ -536,7 +536,8 @@ class S3Storage:
                               backend=self.backend)
         except Exception as error:
             failed = self._translate(error, bucket=bucket, key=key, operation="set metadata (a copy onto itself) on")
-            raise type(failed)(f"{failed.message}; {self._remove_uploaded(bucket, key, uploaded)}",
+            raise type(failed)(f"{failed.message}; the uploaded object stays, without "
+                               f"{', '.join(sorted(late)) or 'its late metadata'}",
                                backend=self.backend) from error
         return UploadResult(bucket, key, info.size, info.etag)
 
@@ -554,17 +555,6 @@ class S3Storage:
                                 multipart_chunksize=LATE_METADATA_COPY_PART_BYTES,
                                 max_concurrency=self.max_concurrency, use_threads=self.max_concurrency > 1)
         self.client.copy(source, bucket, key, ExtraArgs=args, Config=config)
-
-    def _remove_uploaded(self, bucket: str, key: str, uploaded: ObjectInfo | None) -> str:
-        """Delete the object an upload left without its late metadata; says how that went."""
-        version = {"VersionId": uploaded.version_id} if uploaded is not None and uploaded.version_id else {}
-        try:
-            self.client.delete_object(Bucket=bucket, Key=key, **version)
-        except Exception as error:
-            removal = self._translate(error, bucket=bucket, key=key, operation="delete")
-            return (f"deleting the uploaded object failed too ({removal.message}): it stays, without that "
-                    "metadata, and is not a backup")
-        return "the uploaded object was deleted"
 
     def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         """Download an object to `path` (written beside it and renamed once complete: a failed

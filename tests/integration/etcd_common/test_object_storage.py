@@ -309,22 +309,28 @@ def test_a_stream_that_breaks_off_never_becomes_an_object(store: Store) -> None:
 
 
 @pytest.mark.parametrize("s3_store_name", ["OSS", pytest.param("S3", marks=pytest.mark.sandbox)])
-def test_late_metadata_that_cannot_be_set_leaves_no_object(s3_store_name: str, request: pytest.FixtureRequest) -> None:
-    """S3 and OSS: the object is complete before its late metadata is set; when that fails the
-    object is deleted and the failure says so (never an object without its sha256)."""
+def test_late_metadata_the_server_refuses_fails_the_upload_and_copies_nothing_else(
+        s3_store_name: str, request: pytest.FixtureRequest) -> None:
+    """S3 and OSS: the object is complete before its late metadata is set, and the copy onto itself
+    copies only that object (its ETag). Here another writer replaces it in between: the server
+    refuses the copy, the upload fails as ObjectChanged (never reported done), saying what stays,
+    and the other writer's object is left as it wrote it."""
     server_fixture, build = STORES[s3_store_name]
     client = build(request.getfixturevalue(server_fixture)).client
-    bucket = f"{s3_store_name.lower()}-storage-unset-{os.getpid()}"
+    bucket = f"{s3_store_name.lower()}-storage-refused-{os.getpid()}"
     client.create_bucket(bucket)
 
-    def late() -> dict[str, str]:
-        raise RuntimeError("no digest")
-    with pytest.raises(objects.StorageError) as failed:
-        client.upload_stream(bucket, "unset", io.BytesIO(b"x" * 1000), metadata={"etcd-revision": "7"},
-                             late_metadata=late)
-    assert failed.value.reason == f"{s3_store_name}Failed"
-    assert "no digest" in failed.value.message and "the uploaded object was deleted" in failed.value.message
-    assert not client.exists(bucket, "unset")
+    def replaced_meanwhile() -> dict[str, str]:
+        client.upload_stream(bucket, "k", io.BytesIO(b"another writer's"), metadata={"writer": "other"})
+        return {"sha256": "a" * 64}
+    with pytest.raises(objects.ObjectChanged) as refused:
+        client.upload_stream(bucket, "k", io.BytesIO(os.urandom(1000)), metadata={"etcd-revision": "7"},
+                             late_metadata=replaced_meanwhile)
+    assert refused.value.reason == f"{s3_store_name}ObjectChanged"
+    assert refused.value.message.startswith(f"set metadata (a copy onto itself) on s3://{bucket}/k: ")
+    assert refused.value.message.endswith("; the uploaded object stays, without sha256")
+    info = client.head(bucket, "k")
+    assert info.metadata == {"writer": "other"} and info.size == len(b"another writer's")
     client.delete_bucket(bucket)
 
 

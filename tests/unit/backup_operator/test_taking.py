@@ -132,7 +132,7 @@ class FakeStorage:
     sets_metadata_last: bool = False  # True: every real store's (the snapshot streamed); False: saved first
     block_bytes: int = 4
     first_bytes: threading.Event = field(default_factory=threading.Event)  # the upload has bytes
-    # Raised once the stream ended, as S3's copy onto itself does when it fails (its object deleted).
+    # Raised once the stream ended, as S3's copy onto itself does when it fails (its object kept).
     late_metadata_error: StorageError | None = None
 
     def check_bucket(self, bucket: str) -> None:
@@ -163,9 +163,10 @@ class FakeStorage:
                     break
         except Exception as error:
             raise StorageError(f"upload stopped: {error}", backend="ABS") from error
-        if self.late_metadata_error is not None:
-            raise self.late_metadata_error
         self.uploads[key] = data
+        if self.late_metadata_error is not None:
+            self.metadata[key] = dict(metadata or {})
+            raise self.late_metadata_error
         self.metadata[key] = {**(metadata or {}), **(late_metadata() if late_metadata else {})}
         return s3.UploadResult(bucket, key, len(data), "etag")
 
@@ -617,11 +618,12 @@ def test_a_streamed_backup_whose_late_metadata_cannot_be_set_fails_with_the_stor
     """S3's copy onto itself refused: the store's reason and message, no other member asked (the
     snapshot was whole), never a success without the sha256 metadata."""
     streaming.late_metadata_error = s3.S3AccessDenied("set metadata (a copy onto itself) on s3://bucket/etcd.backup: "
-                                                      "access denied; the uploaded object was deleted")
+                                                      "access denied; the uploaded object stays, without sha256")
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64)),
                      Member(B, revision=4, snapshot=whole_snapshot(b"b" * 64))])
     with pytest.raises(BackupFailed) as failure:
         take_backup(request((A, B)), environment(etcd, tmp_path), LOG)
     assert failure.value.reason == s3.REASON_ACCESS_DENIED
-    assert "the uploaded object was deleted" in failure.value.message
-    assert etcd.snapshots_from == [A] and streaming.uploads == {} and os.listdir(tmp_path / "work") == []
+    assert "the uploaded object stays, without sha256" in failure.value.message
+    assert etcd.snapshots_from == [A] and os.listdir(tmp_path / "work") == []
+    assert "sha256" not in streaming.metadata["etcd.backup"]  # what stays: the object, as completed
