@@ -16,7 +16,8 @@ that to the secret); with neither, AWS and boto3's automatic addressing. So the 
 which have only `path` and `awsSecret`, reach an S3-compatible server named in the secret.
 
 Memory does not grow with the object size: uploads and downloads go part by part (PART_SIZE_BYTES,
-at most MAX_CONCURRENCY parts in flight), from and to files on disk.
+at most MAX_CONCURRENCY parts in flight), from and to files on disk; a stream's parts are held in
+memory, at most STREAM_PARTS_IN_MEMORY of them.
 
 S3 takes an object's metadata before its first part. Metadata known only once a stream ended (a
 backup's SHA-256) is set after the upload by copying the object onto itself with the metadata
@@ -78,12 +79,15 @@ ADDRESSING_STYLES: Final[tuple[AddressingStyle, ...]] = ("path", "virtual", "aut
 DEFAULT_REGION: Final = "us-east-1"
 
 # Parts of files are read from disk as they are sent, so more parts in flight cost little memory
-# (a stream's parts are buffered: at most MAX_CONCURRENCY of them).
+# (a stream's parts are buffered: at most STREAM_PARTS_IN_MEMORY of them).
 PART_SIZE_BYTES: Final = 8 * 1024 * 1024
 MULTIPART_THRESHOLD_BYTES: Final = 8 * 1024 * 1024
 # A pinned download (If-Match / VersionId) streams one GetObject to disk in pieces of this size.
 DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
 MAX_CONCURRENCY: Final = 10  # boto3's own default
+# A stream's parts are read into memory (a file's are read from disk as they are sent): at most
+# this many held at once (boto3's default, 10, costs 80 MiB).
+STREAM_PARTS_IN_MEMORY: Final = 4
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 # botocore's own retries of throttling, 5xx and connection errors, per request.
@@ -430,6 +434,14 @@ class S3Storage:
             max_concurrency=max_concurrency,
             use_threads=max_concurrency > 1,
         )
+        self.stream_transfer_config = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD_BYTES,
+            multipart_chunksize=part_size_bytes,
+            max_concurrency=max_concurrency,
+            use_threads=max_concurrency > 1,
+        )
+        # Not among boto3's TransferConfig arguments; s3transfer's, which it extends, reads it.
+        self.stream_transfer_config.max_in_memory_upload_chunks = STREAM_PARTS_IN_MEMORY
 
     def _translate(self, error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> S3Error:
         return translate_error(error, bucket=bucket, key=key, operation=operation, backend=self.backend)
@@ -501,12 +513,12 @@ class S3Storage:
                       metadata: Mapping[str, str] | None = None,
                       late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         """Upload from a readable binary stream (need not be seekable); at most
-        max_concurrency parts are held in memory at once. S3 takes metadata before the first
+        STREAM_PARTS_IN_MEMORY parts are held in memory at once. S3 takes metadata before the first
         part: `late_metadata` (called once the upload is complete) is set by copying the object
         onto itself with every metadata item, `metadata`'s too, replaced (`_add_late_metadata`)."""
         extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
         try:
-            self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config)
+            self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.stream_transfer_config)
         except Exception as error:
             raise self._translate(error, bucket=bucket, key=key, operation="upload to") from error
         if late_metadata is not None:
