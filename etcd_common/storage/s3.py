@@ -529,7 +529,7 @@ class S3Storage:
     def _add_late_metadata(self, bucket: str, key: str, metadata: dict[str, str],
                            late_metadata: Callable[[], Mapping[str, str]]) -> UploadResult:
         """Copy the object just uploaded onto itself (MetadataDirective REPLACE; only that very
-        object: its ETag, and its version in a versioned bucket, which gets a second version),
+        object: its ETag; a versioned bucket gets a second version),
         then read back that it carries every item. On any failure an S3Error saying that the
         object stays without its late metadata: its bytes are complete (a backup's snapshot was
         checked before the upload completed), so it is kept, never reported as uploaded."""
@@ -554,9 +554,8 @@ class S3Storage:
         return UploadResult(bucket, key, info.size, info.etag)
 
     def _copy_onto_itself(self, bucket: str, key: str, uploaded: ObjectInfo, metadata: Mapping[str, str]) -> None:
-        source: dict[str, str] = {"Bucket": bucket, "Key": key}
-        if uploaded.version_id:
-            source["VersionId"] = uploaded.version_id
+        # Pinned by ETag, not by version id: copying a version needs s3:GetObjectVersion as well.
+        source = {"Bucket": bucket, "Key": key}
         args: dict[str, Any] = {"MetadataDirective": "REPLACE", "Metadata": dict(metadata),
                                 "CopySourceIfMatch": f'"{uploaded.etag}"'}
         if self.single_copy_limit_bytes is None or uploaded.size <= self.single_copy_limit_bytes:
