@@ -197,8 +197,8 @@ def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: Objec
                   encoding: codec.Encoding, member_revision: int, remaining: Callable[[], float],
                   log: Logger) -> tuple[str, str, UploadResult, int, SnapshotFingerprint]:
     """The snapshot saved to `path` whole (its digest taken as etcdctl writes it), encoded when
-    the spec says so, then uploaded (S3 and OSS send metadata, with the snapshot's SHA-256, before
-    the first part; and an encoded upload needs the whole snapshot first). `etcdutl snapshot
+    the spec says so, then uploaded (an encoded upload needs the whole snapshot first; a store
+    that cannot take metadata after the bytes needs its SHA-256 first). `etcdutl snapshot
     status` and then the member's fingerprint run during the upload, whose completion waits for
     the first. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
     bucket, key = target
@@ -230,12 +230,13 @@ def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: Objec
 def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: ObjectStorage, candidates: list[str],
                      tls_secret: str, path: str, target: tuple[str, str], metadata: dict[str, str],
                      remaining: Callable[[], float], log: Logger) -> tuple[str, str, UploadResult, SnapshotFingerprint]:
-    """Upload the snapshot while etcdctl writes it (ABS and GCS take the metadata, with the
-    SHA-256 known only at the end, after the bytes): the transfer from etcd and the upload
-    overlap. The upload's end waits for the whole file, its SHA-256 trailer and `etcdutl snapshot
-    status` on it; a member whose snapshot fails stops that upload before its object is complete,
-    and the next member is tried with a new one. Returns the endpoint, the SHA-256, the upload
-    and the fingerprint (read while the upload finishes)."""
+    """Upload the snapshot while etcdctl writes it (every store takes the metadata's SHA-256,
+    known only at the end, after the bytes: ABS with the block list, GCS patched, S3 and OSS by a
+    copy of the object onto itself): the transfer from etcd and the upload overlap. The upload's
+    end waits for the whole file, its SHA-256 trailer and `etcdutl snapshot status` on it; a
+    member whose snapshot fails stops that upload before its object is complete, and the next
+    member is tried with a new one. Returns the endpoint, the SHA-256, the upload and the
+    fingerprint (read while the upload finishes)."""
     bucket, key = target
     where = object_url(request.location, bucket, key)
     client = _client(request, env, tuple(candidates), tls_secret)

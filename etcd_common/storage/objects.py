@@ -114,7 +114,7 @@ class ObjectStorage(Protocol):
 
     endpoint: str
     # The object's metadata can be given after its bytes (ABS: with the block list; GCS: patched
-    # right after the upload); S3's is sent before the first part.
+    # right after the upload; S3 and OSS: the object copied onto itself with it right after).
     sets_metadata_last: bool
 
     def check_bucket(self, bucket: str) -> None: ...

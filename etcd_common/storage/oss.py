@@ -6,8 +6,8 @@ mapping and a dependency tree for the same requests. What differs is here: the C
 (keys `accessKeyID` and `accessKeySecret`), the spec's `endpoint` (CoreOS's default
 http://oss-cn-hangzhou.aliyuncs.com), the region OSS signs with (from the endpoint's host:
 `oss-<region>[-internal].aliyuncs.com`), virtual-hosted addressing (OSS refuses path-style
-requests) except on an IP or localhost endpoint (an S3-compatible test server), and reasons
-`OSS<kind>`.
+requests) except on an IP or localhost endpoint (an S3-compatible test server), reasons
+`OSS<kind>`, and late metadata set by one CopyObject whatever the object's size.
 """
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class OssStorage(S3Storage):
     """S3Storage on an OSS endpoint; errors carry reasons `OSS<kind>`."""
 
     backend = BACKEND
+    # OSS copies an object onto itself (late metadata) in one CopyObject at any size (the same
+    # bucket, the same storage class); a part-by-part copy would rewrite it.
+    single_copy_limit_bytes = None
 
 
 def credentials_from_secret(secret: Mapping[str, Any], *, where: str = "ossSecret") -> AwsCredentials:

@@ -16,7 +16,13 @@ that to the secret); with neither, AWS and boto3's automatic addressing. So the 
 which have only `path` and `awsSecret`, reach an S3-compatible server named in the secret.
 
 Memory does not grow with the object size: uploads and downloads go part by part (PART_SIZE_BYTES,
-at most MAX_CONCURRENCY parts in flight), from and to files on disk.
+at most MAX_CONCURRENCY parts in flight), from and to files on disk; a stream's parts are held in
+memory, at most STREAM_PARTS_IN_MEMORY of them.
+
+S3 takes an object's metadata before its first part. Metadata known only once a stream ended (a
+backup's SHA-256) is set after the upload by copying the object onto itself with the metadata
+replaced (`upload_stream(late_metadata=...)`): S3-compatible servers such as SeaweedFS only
+rewrite the metadata; AWS copies the object server-side.
 """
 from __future__ import annotations
 
@@ -73,16 +79,23 @@ ADDRESSING_STYLES: Final[tuple[AddressingStyle, ...]] = ("path", "virtual", "aut
 DEFAULT_REGION: Final = "us-east-1"
 
 # Parts of files are read from disk as they are sent, so more parts in flight cost little memory
-# (a stream's parts are buffered: at most MAX_CONCURRENCY of them).
+# (a stream's parts are buffered: at most STREAM_PARTS_IN_MEMORY of them).
 PART_SIZE_BYTES: Final = 8 * 1024 * 1024
 MULTIPART_THRESHOLD_BYTES: Final = 8 * 1024 * 1024
 # A pinned download (If-Match / VersionId) streams one GetObject to disk in pieces of this size.
 DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
 MAX_CONCURRENCY: Final = 10  # boto3's own default
+# A stream's parts are read into memory (a file's are read from disk as they are sent): at most
+# this many held at once (boto3's default, 10, costs 80 MiB).
+STREAM_PARTS_IN_MEMORY: Final = 4
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 READ_TIMEOUT_SECONDS: Final = 60.0
 # botocore's own retries of throttling, 5xx and connection errors, per request.
 MAX_ATTEMPTS: Final = 3
+# The largest object one CopyObject copies (S3's limit): a larger one's self-copy (late metadata)
+# goes part by part (UploadPartCopy) with boto3's managed copy, LATE_METADATA_COPY_PART_BYTES a part.
+SINGLE_COPY_LIMIT_BYTES: Final = 5 * 1024 ** 3
+LATE_METADATA_COPY_PART_BYTES: Final = 512 * 1024 ** 2
 
 # Status reasons (CamelCase, as Kubernetes condition reasons are).
 REASON_SECRET_INVALID: Final = "S3SecretInvalid"
@@ -369,7 +382,10 @@ class S3Storage:
 
     # The reasons' prefix (`OSS` for the OSS storage, which is this class on OSS's S3 API).
     backend: str = "S3"
-    sets_metadata_last: bool = False
+    # Late metadata is set by a copy of the object onto itself after the upload (`upload_stream`).
+    sets_metadata_last: bool = True
+    # Above this size the self-copy goes part by part; None: one CopyObject at any size.
+    single_copy_limit_bytes: int | None = SINGLE_COPY_LIMIT_BYTES
 
     def __init__(
         self,
@@ -411,12 +427,21 @@ class S3Storage:
                 kwargs["aws_session_token"] = credentials.session_token
         # A session of its own: boto3's default session is not thread-safe to create clients from.
         self.client: Any = boto3.session.Session().client("s3", **kwargs)
+        self.max_concurrency = max_concurrency
         self.transfer_config = TransferConfig(
             multipart_threshold=MULTIPART_THRESHOLD_BYTES,
             multipart_chunksize=part_size_bytes,
             max_concurrency=max_concurrency,
             use_threads=max_concurrency > 1,
         )
+        self.stream_transfer_config = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD_BYTES,
+            multipart_chunksize=part_size_bytes,
+            max_concurrency=max_concurrency,
+            use_threads=max_concurrency > 1,
+        )
+        # Not among boto3's TransferConfig arguments; s3transfer's, which it extends, reads it.
+        self.stream_transfer_config.max_in_memory_upload_chunks = STREAM_PARTS_IN_MEMORY
 
     def _translate(self, error: BaseException, *, bucket: str, key: str = "", operation: str = "") -> S3Error:
         return translate_error(error, bucket=bucket, key=key, operation=operation, backend=self.backend)
@@ -488,17 +513,59 @@ class S3Storage:
                       metadata: Mapping[str, str] | None = None,
                       late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
         """Upload from a readable binary stream (need not be seekable); at most
-        max_concurrency parts are held in memory at once. S3 takes metadata only before the
-        first part (`sets_metadata_last` is False): `late_metadata` is refused."""
-        if late_metadata is not None:
-            raise ValueError("S3 sets an object's metadata before its bytes: late_metadata is not supported")
+        STREAM_PARTS_IN_MEMORY parts are held in memory at once. S3 takes metadata before the first
+        part: `late_metadata` (called once the upload is complete) is set by copying the object
+        onto itself with every metadata item, `metadata`'s too, replaced (`_add_late_metadata`)."""
         extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
         try:
-            self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.transfer_config)
+            self.client.upload_fileobj(stream, bucket, key, ExtraArgs=extra or None, Config=self.stream_transfer_config)
         except Exception as error:
             raise self._translate(error, bucket=bucket, key=key, operation="upload to") from error
+        if late_metadata is not None:
+            return self._add_late_metadata(bucket, key, dict(metadata or {}), late_metadata)
         info = self.head(bucket, key)
         return UploadResult(bucket, key, info.size, info.etag)
+
+    def _add_late_metadata(self, bucket: str, key: str, metadata: dict[str, str],
+                           late_metadata: Callable[[], Mapping[str, str]]) -> UploadResult:
+        """Copy the object just uploaded onto itself (MetadataDirective REPLACE; only that very
+        object: its ETag; a versioned bucket gets a second version),
+        then read back that it carries every item. On any failure an S3Error saying that the
+        object stays without its late metadata: its bytes are complete (a backup's snapshot was
+        checked before the upload completed), so it is kept, never reported as uploaded."""
+        late: Mapping[str, str] = {}
+        try:
+            uploaded = self.head(bucket, key)
+            late = late_metadata()
+            wanted = {**metadata, **late}
+            self._copy_onto_itself(bucket, key, uploaded, wanted)
+            info = self.head(bucket, key)
+            kept = info.metadata or {}
+            missing = sorted(name for name, value in wanted.items() if kept.get(name) != value)
+            if missing:
+                raise S3Error(f"set metadata on s3://{bucket}/{key}: the copy onto itself succeeded, but the "
+                              f"object lacks {', '.join(missing)} (the server did not replace its metadata)",
+                              backend=self.backend)
+        except Exception as error:
+            failed = self._translate(error, bucket=bucket, key=key, operation="set metadata (a copy onto itself) on")
+            raise type(failed)(f"{failed.message}; the uploaded object stays, without "
+                               f"{', '.join(sorted(late)) or 'its late metadata'}",
+                               backend=self.backend) from error
+        return UploadResult(bucket, key, info.size, info.etag)
+
+    def _copy_onto_itself(self, bucket: str, key: str, uploaded: ObjectInfo, metadata: Mapping[str, str]) -> None:
+        # Pinned by ETag, not by version id: copying a version needs s3:GetObjectVersion as well.
+        source = {"Bucket": bucket, "Key": key}
+        args: dict[str, Any] = {"MetadataDirective": "REPLACE", "Metadata": dict(metadata),
+                                "CopySourceIfMatch": f'"{uploaded.etag}"'}
+        if self.single_copy_limit_bytes is None or uploaded.size <= self.single_copy_limit_bytes:
+            self.client.copy_object(Bucket=bucket, Key=key, CopySource=source, **args)
+            return
+        # boto3's managed copy: UploadPartCopy of every part, the metadata on the new upload.
+        config = TransferConfig(multipart_threshold=self.single_copy_limit_bytes,
+                                multipart_chunksize=LATE_METADATA_COPY_PART_BYTES,
+                                max_concurrency=self.max_concurrency, use_threads=self.max_concurrency > 1)
+        self.client.copy(source, bucket, key, ExtraArgs=args, Config=config)
 
     def download_file(self, bucket: str, key: str, path: str, *, if_match: str = "", version_id: str = "") -> int:
         """Download an object to `path` (written beside it and renamed once complete: a failed

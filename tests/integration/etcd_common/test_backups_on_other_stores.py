@@ -1,8 +1,9 @@
 """A backup taken from a real etcd onto Azure Blob Storage (Azurite), Google Cloud Storage
-(fake-gcs-server) and OSS (through its S3 API: a standalone SeaweedFS), as the backup operator
-takes it from an EtcdBackup spec: periodic keys, retention (maxBackups 1) and the status reasons;
-then the restore operator's verification of what was written (also compressed and encrypted, and
-decoded as the restore's verification and the seed's fetch do). No Kubernetes sandbox: secrets
+(fake-gcs-server), OSS (through its S3 API: a standalone SeaweedFS) and S3 (the same server;
+periodic backups only), as the backup operator takes it from an EtcdBackup spec: periodic keys,
+retention (maxBackups 1) and the status reasons; then the restore operator's verification of
+what was written (also compressed and encrypted, and decoded as the restore's verification and
+the seed's fetch do). No Kubernetes sandbox: secrets
 come from a dict, etcd is a local process."""
 from __future__ import annotations
 
@@ -60,11 +61,17 @@ def store(name: str, request: pytest.FixtureRequest) -> tuple[dict[str, Any], di
                                                "endpoint": fake_gcs.endpoint}},
                 {"gcp": {"stringData": {"access-token": "any-token"}}})
     s3: StandaloneS3 = request.getfixturevalue("standalone_s3")
+    if name == "S3":
+        credentials = f"[default]\naws_access_key_id = {s3.access_key}\naws_secret_access_key = {s3.secret_key}\n"
+        return ({"storageType": "S3", "s3": {"path": "backups/etcd.backup", "awsSecret": "aws", "endpoint": s3.endpoint,
+                                             "forcePathStyle": True}},
+                {"aws": {"stringData": {"credentials": credentials}}})
     return ({"storageType": "OSS", "oss": {"path": "backups/etcd.backup", "ossSecret": "ali", "endpoint": s3.endpoint}},
             {"ali": {"stringData": {"accessKeyID": s3.access_key, "accessKeySecret": s3.secret_key}}})
 
 
-@pytest.mark.parametrize("name", ["ABS", "GCS", "OSS"])
+# S3 here too: a standalone SeaweedFS, like OSS's (the sandbox's S3 is the operator tests' store).
+@pytest.mark.parametrize("name", ["ABS", "GCS", "OSS", "S3"])
 def test_periodic_backups_with_retention_then_verified(name: str, etcd: str, tmp_path: Path,
                                                        request: pytest.FixtureRequest) -> None:
     storage_fields, secrets = store(name, request)

@@ -2,8 +2,9 @@
 ABS (Azurite), GCS (fake-gcs-server), OSS (its S3-compatible API on a standalone SeaweedFS) and
 S3 (the sandbox's SeaweedFS: those cases need the sandbox). A multi-part upload from a file and
 from a stream, download (pinned by ETag or generation too), metadata, list, delete, each failure
-as its class with the backend's reason, and the completion gate an upload's progress callback
-holds, and the restore seed's fetch with a mounted secret. Each backend's own parts (its secret's
+as its class with the backend's reason, the completion gate an upload's progress callback
+holds, a streamed upload's late metadata (and a stream that breaks off), and the restore seed's
+fetch with a mounted secret. Each backend's own parts (its secret's
 keys, endpoints, paths, errors) are unit-tested in tests/unit/etcd_common."""
 from __future__ import annotations
 
@@ -228,6 +229,118 @@ def test_an_upload_whose_progress_callback_refuses_leaves_no_object(store: Store
     assert isinstance(refused.value.__cause__, RuntimeError)
     assert not client.exists(bucket, "gated")
     client.delete_bucket(bucket)
+
+
+class BreakingStream:
+    """A stream of `data` shaped as a backup's snapshot stream (`GrowingSnapshot`: not seekable
+    for the SDKs, though `tell` and a `seek` back work) that raises once `break_at` bytes were read
+    (if given), as it does when etcdctl fails mid-transfer; `ended` once the end was read."""
+
+    def __init__(self, data: bytes, break_at: int | None = None) -> None:
+        self._data = io.BytesIO(data)
+        self._break_at = break_at
+        self.ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._data.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._data.seek(offset, whence)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._break_at is not None and self._data.tell() >= self._break_at:
+            raise RuntimeError("the snapshot broke off")
+        chunk = self._data.read(size)
+        self.ended = not chunk or self._data.tell() == len(self._data.getvalue())
+        return chunk
+
+
+def test_a_streamed_upload_gets_the_metadata_known_only_at_its_end(store: Store, tmp_path: Path) -> None:
+    """What a streamed backup relies on: the `sha256` is asked for only once the stream ended, and
+    the object carries it beside the metadata given up front, its bytes intact (S3 and OSS: set
+    by copying the object onto itself)."""
+    client, size = store.client, store.size
+    assert client.sets_metadata_last
+    bucket = f"{store.backend.lower()}-storage-late-{os.getpid()}"
+    client.create_bucket(bucket)
+    payload = os.urandom(size)
+    digest = hashlib.sha256(payload).hexdigest()
+    stream = BreakingStream(payload)
+
+    def late() -> dict[str, str]:
+        assert stream.ended, "late metadata asked for before the stream ended"
+        return {"sha256": digest}
+    up_front = {"etcd-revision": "7", "etcd-version": "3.6.16"}
+    uploaded = client.upload_stream(bucket, "late", stream, metadata=up_front,  # type: ignore[arg-type]
+                                    late_metadata=late)
+    info = client.head(bucket, "late")
+    assert info.metadata == {**up_front, "sha256": digest}
+    assert uploaded.size == info.size == size and uploaded.etag == info.etag
+    target = tmp_path / "downloaded"
+    assert client.download_file(bucket, "late", str(target), if_match=info.etag) == size
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == digest
+    client.delete_bucket(bucket)
+
+
+def test_a_stream_that_breaks_off_never_becomes_an_object(store: Store) -> None:
+    """A snapshot that breaks off mid-upload: the upload fails with what the stream raised, its
+    late metadata is never asked for, no object appears (and on S3 and OSS no multipart upload
+    is left behind)."""
+    client, size = store.client, store.size
+    bucket = f"{store.backend.lower()}-storage-broken-{os.getpid()}"
+    client.create_bucket(bucket)
+
+    def late() -> dict[str, str]:
+        raise AssertionError("late metadata asked for a stream that broke off")
+    with pytest.raises(objects.StorageError) as stopped:
+        client.upload_stream(bucket, "broken", BreakingStream(os.urandom(size), break_at=size // 2),  # type: ignore[arg-type]
+                             metadata={"etcd-revision": "7"}, late_metadata=late)
+    assert "the snapshot broke off" in repr(list(_causes(stopped.value)))
+    assert not client.exists(bucket, "broken")
+    if isinstance(client, s3.S3Storage):
+        assert client.client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    client.delete_bucket(bucket)
+
+
+@pytest.mark.parametrize("s3_store_name", ["OSS", pytest.param("S3", marks=pytest.mark.sandbox)])
+def test_late_metadata_the_server_refuses_fails_the_upload_and_copies_nothing_else(
+        s3_store_name: str, request: pytest.FixtureRequest) -> None:
+    """S3 and OSS: the object is complete before its late metadata is set, and the copy onto itself
+    copies only that object (its ETag). Here another writer replaces it in between: the server
+    refuses the copy, the upload fails as ObjectChanged (never reported done), saying what stays,
+    and the other writer's object is left as it wrote it."""
+    server_fixture, build = STORES[s3_store_name]
+    client = build(request.getfixturevalue(server_fixture)).client
+    bucket = f"{s3_store_name.lower()}-storage-refused-{os.getpid()}"
+    client.create_bucket(bucket)
+
+    def replaced_meanwhile() -> dict[str, str]:
+        client.upload_stream(bucket, "k", io.BytesIO(b"another writer's"), metadata={"writer": "other"})
+        return {"sha256": "a" * 64}
+    with pytest.raises(objects.ObjectChanged) as refused:
+        client.upload_stream(bucket, "k", io.BytesIO(os.urandom(1000)), metadata={"etcd-revision": "7"},
+                             late_metadata=replaced_meanwhile)
+    assert refused.value.reason == f"{s3_store_name}ObjectChanged"
+    assert refused.value.message.startswith(f"set metadata (a copy onto itself) on s3://{bucket}/k: ")
+    assert refused.value.message.endswith("; the uploaded object stays, without sha256")
+    info = client.head(bucket, "k")
+    assert info.metadata == {"writer": "other"} and info.size == len(b"another writer's")
+    client.delete_bucket(bucket)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 def test_the_seed_fetches_with_the_mounted_secret(secret_dir_store: Store, tmp_path: Path) -> None:

@@ -129,9 +129,11 @@ class FakeStorage:
     endpoint: str = ""  # AWS
     uploads: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, dict[str, str]] = field(default_factory=dict)
-    sets_metadata_last: bool = False  # S3's way; True: ABS's and GCS's (the snapshot streamed)
+    sets_metadata_last: bool = False  # True: every real store's (the snapshot streamed); False: saved first
     block_bytes: int = 4
     first_bytes: threading.Event = field(default_factory=threading.Event)  # the upload has bytes
+    # Raised once the stream ended, as S3's copy onto itself does when it fails (its object kept).
+    late_metadata_error: StorageError | None = None
 
     def check_bucket(self, bucket: str) -> None:
         assert bucket == "bucket"
@@ -162,6 +164,9 @@ class FakeStorage:
         except Exception as error:
             raise StorageError(f"upload stopped: {error}", backend="ABS") from error
         self.uploads[key] = data
+        if self.late_metadata_error is not None:
+            self.metadata[key] = dict(metadata or {})
+            raise self.late_metadata_error
         self.metadata[key] = {**(metadata or {}), **(late_metadata() if late_metadata else {})}
         return s3.UploadResult(bucket, key, len(data), "etag")
 
@@ -542,7 +547,7 @@ def test_each_backup_writes_in_a_directory_of_its_own_removed_after_it(
     assert os.listdir(env.work_dir) == []
 
 
-# --- ABS and GCS: the snapshot uploaded while etcdctl writes it
+# --- Every store (S3, OSS, ABS, GCS): the snapshot uploaded while etcdctl writes it
 
 
 @pytest.fixture
@@ -606,3 +611,19 @@ def test_the_deadline_passing_while_a_snapshot_streams_fails_the_backup_as_timed
         take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
     assert failure.value.reason == reasons.TIMED_OUT
     assert streaming.uploads == {} and os.listdir(tmp_path / "work") == []
+
+
+def test_a_streamed_backup_whose_late_metadata_cannot_be_set_fails_with_the_store_reason(
+        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+    """S3's copy onto itself refused: the store's reason and message, no other member asked (the
+    snapshot was whole), never a success without the sha256 metadata."""
+    streaming.late_metadata_error = s3.S3AccessDenied("set metadata (a copy onto itself) on s3://bucket/etcd.backup: "
+                                                      "access denied; the uploaded object stays, without sha256")
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64)),
+                     Member(B, revision=4, snapshot=whole_snapshot(b"b" * 64))])
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A, B)), environment(etcd, tmp_path), LOG)
+    assert failure.value.reason == s3.REASON_ACCESS_DENIED
+    assert "the uploaded object stays, without sha256" in failure.value.message
+    assert etcd.snapshots_from == [A] and os.listdir(tmp_path / "work") == []
+    assert "sha256" not in streaming.metadata["etcd.backup"]  # what stays: the object, as completed

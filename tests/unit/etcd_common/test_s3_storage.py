@@ -1,6 +1,7 @@
 """The pure parts of etcd_common.storage.s3: the awsSecret's files (credentials and the S3 server
 they name), paths, endpoints, which server and addressing a client ends up with, and boto3's
-failures mapped to error classes (a real S3 server is exercised by the integration tests)."""
+failures mapped to error classes, and the requests that set a streamed upload's late metadata
+(against botocore's Stubber; a real S3 server is exercised by the integration tests)."""
 from __future__ import annotations
 
 import base64
@@ -14,11 +15,11 @@ import boto3.exceptions
 import botocore.exceptions
 import pytest
 from botocore.response import StreamingBody
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 from etcd_common.api.storage_locations import S3Location
 from etcd_common.seed import program as seed_program
-from etcd_common.storage import s3
+from etcd_common.storage import oss, s3
 
 CREDENTIALS = "[default]\naws_access_key_id = AKID\naws_secret_access_key = SECRET\n"
 
@@ -324,3 +325,122 @@ def test_seed_fetch_passes_the_pins_and_refuses_a_replaced_object(tmp_path: Path
                               f"--staging-dir={tmp_path / 'staging'}", f"--snapshot={tmp_path / 'staging' / 's.db'}",
                               "--etag=etag-1", f"--aws-dir={aws_dir}"])
     assert code == 1
+
+
+# --- late metadata (a streamed backup's sha256): set by copying the object onto itself
+
+
+class EndingStream:
+    """A non-seekable stream; `ended` once its last byte was read."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+        self.ended = False
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._data.read(size)
+        self.ended = self._data.tell() == len(self._data.getvalue())
+        return chunk
+
+
+UP_FRONT = {"etcd-revision": "7", "etcd-version": "3.6.16"}
+LATE = {"sha256": "a" * 64}
+
+
+def late_storage(storage_class: type[s3.S3Storage] = s3.S3Storage) -> tuple[s3.S3Storage, Stubber]:
+    # One request at a time, in this thread: the stubbed answers come in order.
+    storage = storage_class(endpoint="http://127.0.0.1:9", credentials=s3.AwsCredentials("id", "secret"),
+                            max_concurrency=1)
+    return storage, Stubber(storage.client)
+
+
+def head_answer(size: int, etag: str, metadata: dict[str, str], version_id: str = "") -> dict[str, Any]:
+    return {"ContentLength": size, "ETag": f'"{etag}"', "Metadata": metadata,
+            "LastModified": datetime(2026, 1, 1, tzinfo=UTC), **({"VersionId": version_id} if version_id else {})}
+
+
+def expect_upload(stub: Stubber, data: bytes, uploaded: dict[str, Any]) -> None:
+    """The upload (one PutObject: below the multipart threshold) with the up-front metadata only,
+    then the HEAD that names the object the copy must copy."""
+    stub.add_response("put_object", {"ETag": '"e1"'},
+                      {"Bucket": "b", "Key": "k", "Body": ANY, "Metadata": UP_FRONT})
+    stub.add_response("head_object", uploaded, {"Bucket": "b", "Key": "k"})
+
+
+def ending_late_metadata(stream: EndingStream) -> Any:
+    def late() -> dict[str, str]:
+        assert stream.ended, "late metadata asked for before the stream ended"
+        return LATE
+    return late
+
+
+@pytest.mark.parametrize("storage_class, size", [
+    (s3.S3Storage, 1000),
+    # OSS copies an object onto itself in one CopyObject at any size (same bucket).
+    (oss.OssStorage, s3.SINGLE_COPY_LIMIT_BYTES + 1),
+])
+def test_late_metadata_is_set_by_copying_the_uploaded_object_onto_itself(storage_class: type[s3.S3Storage],
+                                                                        size: int) -> None:
+    storage, stub = late_storage(storage_class)
+    data = b"x" * 1000
+    stream = EndingStream(data)
+    expect_upload(stub, data, head_answer(size, "e1", UP_FRONT, "v1"))
+    stub.add_response("copy_object", {"CopyObjectResult": {"ETag": '"e2"'}}, {
+        "Bucket": "b", "Key": "k", "CopySource": {"Bucket": "b", "Key": "k"},
+        "MetadataDirective": "REPLACE", "Metadata": {**UP_FRONT, **LATE}, "CopySourceIfMatch": '"e1"'})
+    stub.add_response("head_object", head_answer(size, "e2", {**UP_FRONT, **LATE}, "v2"), {"Bucket": "b", "Key": "k"})
+    with stub:
+        uploaded = storage.upload_stream("b", "k", stream, metadata=UP_FRONT,  # type: ignore[arg-type]
+                                         late_metadata=ending_late_metadata(stream))
+    stub.assert_no_pending_responses()
+    assert storage.sets_metadata_last and uploaded == s3.UploadResult("b", "k", size, "e2")
+
+
+def test_above_the_copy_limit_late_metadata_goes_on_a_part_by_part_copy() -> None:
+    """boto3's managed copy: a new multipart upload with every metadata item, the object's bytes
+    copied into it (UploadPartCopy), only from the object uploaded (its ETag)."""
+    storage, stub = late_storage()
+    storage.single_copy_limit_bytes = 100
+    data = b"x" * 1000
+    stream = EndingStream(data)
+    expect_upload(stub, data, head_answer(len(data), "e1", UP_FRONT))
+    stub.add_response("head_object", head_answer(len(data), "e1", UP_FRONT), {"Bucket": "b", "Key": "k", "IfMatch": '"e1"'})
+    stub.add_response("create_multipart_upload", {"UploadId": "u1"},
+                      {"Bucket": "b", "Key": "k", "Metadata": {**UP_FRONT, **LATE}})
+    stub.add_response("upload_part_copy", {"CopyPartResult": {"ETag": '"p1"'}}, {
+        "Bucket": "b", "Key": "k", "UploadId": "u1", "PartNumber": 1, "CopySource": {"Bucket": "b", "Key": "k"},
+        "CopySourceRange": "bytes=0-999", "CopySourceIfMatch": ANY})
+    stub.add_response("complete_multipart_upload", {"ETag": '"e2-1"'}, {
+        "Bucket": "b", "Key": "k", "UploadId": "u1", "MultipartUpload": {"Parts": [{"ETag": '"p1"', "PartNumber": 1}]}})
+    stub.add_response("head_object", head_answer(len(data), "e2-1", {**UP_FRONT, **LATE}), {"Bucket": "b", "Key": "k"})
+    with stub:
+        uploaded = storage.upload_stream("b", "k", stream, metadata=UP_FRONT,  # type: ignore[arg-type]
+                                         late_metadata=ending_late_metadata(stream))
+    stub.assert_no_pending_responses()
+    assert uploaded.etag == "e2-1"
+
+
+def test_a_failed_copy_fails_the_upload_with_the_store_reason_saying_what_stays() -> None:
+    storage, stub = late_storage()
+    data = b"x" * 1000
+    expect_upload(stub, data, head_answer(len(data), "e1", UP_FRONT, "v1"))
+    stub.add_client_error("copy_object", service_error_code="AccessDenied", http_status_code=403)
+    with stub, pytest.raises(s3.S3AccessDenied) as refused:
+        storage.upload_stream("b", "k", io.BytesIO(data), metadata=UP_FRONT, late_metadata=lambda: LATE)
+    stub.assert_no_pending_responses()  # nothing else asked: the complete object is kept
+    assert refused.value.reason == s3.REASON_ACCESS_DENIED
+    assert refused.value.message.startswith("set metadata (a copy onto itself) on s3://b/k: access denied")
+    assert refused.value.message.endswith("; the uploaded object stays, without sha256")
+
+
+def test_a_server_that_keeps_the_old_metadata_fails_the_upload() -> None:
+    """Never an object reported uploaded without its late metadata: it is read back."""
+    storage, stub = late_storage()
+    data = b"x" * 1000
+    expect_upload(stub, data, head_answer(len(data), "e1", UP_FRONT))
+    stub.add_response("copy_object", {"CopyObjectResult": {"ETag": '"e1"'}})
+    stub.add_response("head_object", head_answer(len(data), "e1", UP_FRONT), {"Bucket": "b", "Key": "k"})
+    with stub, pytest.raises(s3.S3Error) as failed:
+        storage.upload_stream("b", "k", io.BytesIO(data), metadata=UP_FRONT, late_metadata=lambda: LATE)
+    stub.assert_no_pending_responses()
+    assert failed.value.reason == s3.REASON_FAILED and "lacks sha256" in failed.value.message
