@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The whole suite (`make test`, CI): the image (scripts/build-image.sh), then unit and integration
-# tests against one sandbox, in two phases.
+# tests against one sandbox, in three phases.
 #   1. every test that can run beside others, spread over $TEST_WORKERS pytest-xdist workers
 #      (each integration test in its own namespace, with its own names);
 #   2. the tests marked `alone` (they restart the apiserver, stop a node or S3, or stop, restart or
 #      reconfigure an operator), one at a time per sandbox, on $TEST_ALONE_SANDBOXES sandboxes at
-#      once: the first, and extra ones started while phase 1 runs (tests/sandbox_sharing.py).
-# Each phase prints its 25 slowest tests. Arguments are passed to both pytest runs.
+#      once: the first, and extra ones started while phase 1 runs (tests/sandbox_sharing.py);
+#   3. the tests marked `latency` (etcd's own latency thresholds judge them: tests/check_perf.py),
+#      one at a time on the first sandbox, the extra ones stopped, so that no other test's load
+#      decides them.
+# Each phase prints its 25 slowest tests. Arguments are passed to every pytest run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${VENV:-.venv}/bin/python"
@@ -23,8 +26,8 @@ else
   echo "=== image build failed after $(( SECONDS - image_start )) s (the image tests say why)"
 fi
 
-stop_sandboxes=()
-trap 'for stop in "${stop_sandboxes[@]}"; do eval "$stop" >/dev/null; done' EXIT
+stop_sandboxes=() stop_extras=()
+trap 'for stop in "${stop_extras[@]}" "${stop_sandboxes[@]}"; do eval "$stop" >/dev/null; done' EXIT
 if ! "$PYTHON" -m kube_sandbox status >/dev/null 2>&1; then
   "$PYTHON" -m kube_sandbox up || exit 1
   stop_sandboxes+=('"$PYTHON" -m kube_sandbox down')
@@ -41,7 +44,7 @@ for (( index = 1; index < ALONE_SANDBOXES; index++ )); do
   fi
   env $extra_env "$PYTHON" -m kube_sandbox up >"${extra_logs[index - 1]}" 2>&1 &
   extra_pids+=("$!")
-  stop_sandboxes+=("env $extra_env '$PYTHON' -m kube_sandbox down")
+  stop_extras+=("env $extra_env '$PYTHON' -m kube_sandbox down")
 done
 
 run_phase() {
@@ -74,10 +77,16 @@ for (( index = 1; index < ALONE_SANDBOXES; index++ )); do
 done
 if [ "$ALONE_SANDBOXES" -gt 1 ] && [ "$ready" = 1 ]; then
   run_phase "tests that run alone, on $ALONE_SANDBOXES sandboxes" -n "$ALONE_SANDBOXES" --dist worksteal \
-    --sandbox-per-worker -m alone "$@"
+    --sandbox-per-worker -m "alone and not latency" "$@"
 else
-  run_phase "tests that run alone" -p no:xdist -m alone "$@"
+  run_phase "tests that run alone" -p no:xdist -m "alone and not latency" "$@"
 fi
 alone=$?
-echo "=== suite: $(( (SECONDS - suite_start) / 60 )) min $(( (SECONDS - suite_start) % 60 )) s (shared phase exit $shared, alone phase exit $alone)"
-[ "$shared" = 0 ] && [ "$alone" = 0 ]
+# The extra sandboxes this script started stop now: the latency tests run with nothing beside them.
+for stop in "${stop_extras[@]}"; do eval "$stop" >/dev/null 2>&1; done
+stop_extras=()
+run_phase "latency tests, one at a time, nothing else running" -p no:xdist -m latency "$@"
+latency=$?
+echo "=== suite: $(( (SECONDS - suite_start) / 60 )) min $(( (SECONDS - suite_start) % 60 )) s" \
+  "(shared phase exit $shared, alone phase exit $alone, latency phase exit $latency)"
+[ "$shared" = 0 ] && [ "$alone" = 0 ] && [ "$latency" = 0 ]

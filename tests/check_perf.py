@@ -98,6 +98,8 @@ class CheckPerfRun:
     result: CheckPerfResult | None = None
     term_before: int = 0
     term_after: int = 0
+    writing_since: float = 0.0  # time.monotonic() when its first keys were seen (at most that late)
+    exited_at: float | None = None
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -108,9 +110,17 @@ class CheckPerfRun:
         # Under way once its first keys are written (it first clears its prefix).
         wait_for(lambda: self.result is not None or self._written() > 0, timeout=30,
                  what=f"check perf writing under {self.prefix}")
+        self.writing_since = time.monotonic()
 
     def remaining(self) -> float:
         return self.started + RUN_SECONDS - time.monotonic()
+
+    @property
+    def writing_until(self) -> float:
+        """When its writes end (at least that late): its fixed duration after it was started, or
+        when etcdctl exited if that was earlier."""
+        end = self.started + RUN_SECONDS
+        return end if self.exited_at is None else min(end, self.exited_at)
 
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -152,6 +162,8 @@ class CheckPerfRun:
             self.result = CheckPerfResult.parse(done.returncode, done.stdout, done.stderr)
         except Exception as e:  # a hung etcdctl is a failed run
             self.result = CheckPerfResult(False, None, None, None, {repr(e): 1}, repr(e))
+        finally:
+            self.exited_at = time.monotonic()
 
     def _written(self) -> int:
         done = self.sandbox.etcdctl(self.endpoints, "get", self.prefix, "--prefix", "--count-only", "-w", "fields")

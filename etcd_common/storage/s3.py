@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import configparser
+import copy
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -434,12 +435,7 @@ class S3Storage:
             max_concurrency=max_concurrency,
             use_threads=max_concurrency > 1,
         )
-        self.stream_transfer_config = TransferConfig(
-            multipart_threshold=MULTIPART_THRESHOLD_BYTES,
-            multipart_chunksize=part_size_bytes,
-            max_concurrency=max_concurrency,
-            use_threads=max_concurrency > 1,
-        )
+        self.stream_transfer_config = copy.copy(self.transfer_config)
         # Not among boto3's TransferConfig arguments; s3transfer's, which it extends, reads it.
         self.stream_transfer_config.max_in_memory_upload_chunks = STREAM_PARTS_IN_MEMORY
 

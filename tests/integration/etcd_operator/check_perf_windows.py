@@ -1,28 +1,38 @@
 """`LoadWindows`: etcd's `check perf` (tests/check_perf.py) kept running under a sequence of
-changes, starting the next run when the current one has too little time left for the next change,
-and recording which run covered which change."""
+changes, recording which runs covered which change.
+
+A change is begun in a run with at least the time it usually takes left (else a new run is started
+first, after the current one ended). A change that outlasts its run is still under load from its
+first to its last moment: while it is applied, a relay starts the next run OVERLAP_SECONDS before
+the current one ends (check perf's runs last a fixed 60 s), and each change checks that the runs
+it records leave no gap."""
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from kube_sandbox.testing import Sandbox
 from tests.check_perf import RUN_SECONDS, CheckPerfResult, CheckPerfRun
+
+# How long before a run ends the relay starts the next (a run writes within 1-3 s of its start).
+OVERLAP_SECONDS = 8.0
 
 
 @dataclass
 class Change:
     label: str
     seconds: float
-    run: int  # index of the CheckPerfRun that covered it
+    runs: tuple[int, ...]  # indices of the CheckPerfRuns that covered it
 
 
 @dataclass
 class LoadWindows:
     """Consecutive `check perf` runs through `endpoints` covering a sequence of changes: call
-    `change(label, apply, longest)` for each; a change is begun only in a run with `longest`
-    seconds left, and must end within that run."""
+    `change(label, apply, usual)` for each; a change is begun only in a run with `usual` seconds
+    left, and is relayed into the next run when it takes longer."""
 
     sandbox: Sandbox
     endpoints: list[str]
@@ -34,23 +44,22 @@ class LoadWindows:
         """End the current run (waiting for it) and start the next."""
         if self.runs:
             self.runs[-1].finish()
-        run = CheckPerfRun(self.sandbox, self.endpoints, f"{self.prefix}{len(self.runs)}/")
-        self.runs.append(run)
-        run.start()
-        return run
+        return self._start_run()
 
-    def change(self, label: str, apply: Any, longest: float) -> None:
-        assert longest < RUN_SECONDS - 5, f"{label}: no run is long enough for {longest:.0f}s"
+    def change(self, label: str, apply: Callable[[], None], usual: float) -> None:
+        assert usual < RUN_SECONDS - 5, f"{label}: no run is long enough for {usual:.0f}s"
         current = self.runs[-1] if self.runs else None
-        if current is None or not current.running() or current.remaining() < longest:
+        if current is None or not current.running() or current.remaining() < usual:
             current = self.next_run()
+        first = len(self.runs) - 1
         began = time.monotonic()
-        apply()
+        with self._relayed():
+            apply()
         ended = time.monotonic()
-        self.changes.append(Change(label, ended - began, len(self.runs) - 1))
-        assert current.running() and current.remaining() > 0, (
-            f"{label} took {ended - began:.1f}s, longer than the {longest:.0f}s it was given: check perf "
-            f"#{len(self.runs) - 1} ended before it did")
+        covering = self.runs[first:]
+        self.changes.append(Change(label, ended - began, tuple(range(first, len(self.runs)))))
+        gaps = _gaps(covering, began, ended)
+        assert not gaps, f"{label} ({ended - began:.1f}s) was not under load for {gaps}"
 
     def finish(self) -> list[CheckPerfResult]:
         return [run.finish() for run in self.runs]
@@ -58,6 +67,48 @@ class LoadWindows:
     def report(self) -> str:
         lines = []
         for index, run in enumerate(self.runs):
-            covered = ", ".join(f"{c.label} ({c.seconds:.1f}s)" for c in self.changes if c.run == index)
+            covered = ", ".join(f"{c.label} ({c.seconds:.1f}s)" for c in self.changes if index in c.runs)
             lines.append(f"check perf #{index} [{covered}]: {run.verdict()}")
         return "\n".join(lines)
+
+    def labels_in_run(self, index: int) -> list[str]:
+        return [c.label for c in self.changes if index in c.runs]
+
+    def _start_run(self) -> CheckPerfRun:
+        run = CheckPerfRun(self.sandbox, self.endpoints, f"{self.prefix}{len(self.runs)}/")
+        self.runs.append(run)
+        run.start()
+        return run
+
+    @contextmanager
+    def _relayed(self) -> Iterator[None]:
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def relay() -> None:
+            try:
+                while not stop.wait(max(self.runs[-1].remaining() - OVERLAP_SECONDS, 0.0)):
+                    self._start_run()
+            except BaseException as e:  # reported by the change, not lost in the thread
+                failures.append(e)
+
+        thread = threading.Thread(target=relay, name=f"check-perf relay {self.prefix}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(RUN_SECONDS)
+        assert not failures, f"the next check perf run did not start: {failures[0]!r}"
+
+
+def _gaps(runs: list[CheckPerfRun], began: float, ended: float) -> list[str]:
+    """The stretches of [began, ended] during which none of `runs` was writing."""
+    gaps, covered_until = [], began
+    for run in sorted(runs, key=lambda r: r.writing_since):
+        if run.writing_since > covered_until:
+            gaps.append(f"{covered_until - began:.1f}-{run.writing_since - began:.1f}s")
+        covered_until = max(covered_until, run.writing_until)
+    if covered_until < ended:
+        gaps.append(f"{covered_until - began:.1f}-{ended - began:.1f}s")
+    return gaps

@@ -444,3 +444,12 @@ def test_a_server_that_keeps_the_old_metadata_fails_the_upload() -> None:
         storage.upload_stream("b", "k", io.BytesIO(data), metadata=UP_FRONT, late_metadata=lambda: LATE)
     stub.assert_no_pending_responses()
     assert failed.value.reason == s3.REASON_FAILED and "lacks sha256" in failed.value.message
+
+
+def test_a_stream_keeps_at_most_its_part_bound_in_memory_a_file_upload_its_concurrency() -> None:
+    storage = s3.S3Storage(endpoint="http://127.0.0.1:9", part_size_bytes=16 * 2**20, max_concurrency=6)
+    stream, file = storage.stream_transfer_config, storage.transfer_config
+    assert stream.max_in_memory_upload_chunks == s3.STREAM_PARTS_IN_MEMORY
+    assert file.max_in_memory_upload_chunks != s3.STREAM_PARTS_IN_MEMORY
+    assert (stream.multipart_chunksize, stream.max_request_concurrency) == (16 * 2**20, 6)
+    assert (file.multipart_chunksize, file.max_request_concurrency) == (16 * 2**20, 6)
