@@ -37,8 +37,11 @@ LEADER_CHANGE_ERRORS = ("raft proposal dropped", "etcdserver: request timed out"
 
 
 def raft_term(sandbox: Sandbox, endpoints: list[str]) -> int:
-    """The highest raft term a member of the cluster reports (each leader change raises it by one)."""
-    done = sandbox.etcdctl(endpoints, "endpoint", "status", "--cluster", "-w", "json")
+    """The highest raft term the members behind `endpoints` report (each leader change raises it by
+    one; every member hears the term from the leader's next heartbeat). Not `--cluster`: asking a
+    member that is being stopped or removed takes seconds, and a run relayed into the next
+    (check_perf_windows.py) must start writing at once."""
+    done = sandbox.etcdctl(endpoints, "endpoint", "status", "-w", "json")
     return max((int(t) for t in _TERM.findall(done.stdout)), default=0)
 
 
@@ -164,6 +167,11 @@ class CheckPerfRun:
             self.result = CheckPerfResult(False, None, None, None, {repr(e): 1}, repr(e))
         finally:
             self.exited_at = time.monotonic()
+            # Right away: a run another has relayed may be finished (joined) much later.
+            try:
+                self.term_after = self._term()
+            except Exception:  # measured again by finish()
+                pass
 
     def _written(self) -> int:
         done = self.sandbox.etcdctl(self.endpoints, "get", self.prefix, "--prefix", "--count-only", "-w", "fields")

@@ -1,5 +1,6 @@
 """`LoadWindows`: etcd's `check perf` (tests/check_perf.py) kept running under a sequence of
-changes, recording which runs covered which change.
+changes, recording when each change happened, so that each run is reported with the changes it
+overlapped.
 
 A change is begun in a run with at least the time it usually takes left (else a new run is started
 first, after the current one ended). A change that outlasts its run is still under load from its
@@ -17,15 +18,25 @@ from dataclasses import dataclass, field
 from kube_sandbox.testing import Sandbox
 from tests.check_perf import RUN_SECONDS, CheckPerfResult, CheckPerfRun
 
-# How long before a run ends the relay starts the next (a run writes within 1-3 s of its start).
-OVERLAP_SECONDS = 8.0
+# How long before a run ends the relay starts the next (a run writes within 1-3 s of its start:
+# the raft term read, etcdctl's 50 clients, its first keys seen).
+OVERLAP_SECONDS = 10.0
 
 
 @dataclass
 class Change:
     label: str
-    seconds: float
-    runs: tuple[int, ...]  # indices of the CheckPerfRuns that covered it
+    began: float  # time.monotonic()
+    ended: float
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.began
+
+    def overlaps(self, run: CheckPerfRun) -> bool:
+        """Whether it happened, in part, while `run` ran (from its start until etcdctl exited: the
+        span of the run's raft terms, tests/check_perf.py)."""
+        return run.started <= self.ended and (run.exited_at is None or run.exited_at >= self.began)
 
 
 @dataclass
@@ -46,19 +57,23 @@ class LoadWindows:
             self.runs[-1].finish()
         return self._start_run()
 
-    def change(self, label: str, apply: Callable[[], None], usual: float) -> None:
-        assert usual < RUN_SECONDS - 5, f"{label}: no run is long enough for {usual:.0f}s"
+    def ensure_time_for(self, usual: float) -> CheckPerfRun:
+        """The current run if it has `usual` seconds left, else the next (started after it ended)."""
         current = self.runs[-1] if self.runs else None
         if current is None or not current.running() or current.remaining() < usual:
             current = self.next_run()
+        return current
+
+    def change(self, label: str, apply: Callable[[], None], usual: float) -> None:
+        assert usual < RUN_SECONDS - 5, f"{label}: no run is long enough for {usual:.0f}s"
+        self.ensure_time_for(usual)
         first = len(self.runs) - 1
         began = time.monotonic()
         with self._relayed():
             apply()
         ended = time.monotonic()
-        covering = self.runs[first:]
-        self.changes.append(Change(label, ended - began, tuple(range(first, len(self.runs)))))
-        gaps = _gaps(covering, began, ended)
+        self.changes.append(Change(label, began, ended))
+        gaps = _gaps(self.runs[first:], began, ended)
         assert not gaps, f"{label} ({ended - began:.1f}s) was not under load for {gaps}"
 
     def finish(self) -> list[CheckPerfResult]:
@@ -67,12 +82,14 @@ class LoadWindows:
     def report(self) -> str:
         lines = []
         for index, run in enumerate(self.runs):
-            covered = ", ".join(f"{c.label} ({c.seconds:.1f}s)" for c in self.changes if index in c.runs)
+            covered = ", ".join(f"{c.label} ({c.seconds:.1f}s)" for c in self.changes if c.overlaps(run))
             lines.append(f"check perf #{index} [{covered}]: {run.verdict()}")
         return "\n".join(lines)
 
     def labels_in_run(self, index: int) -> list[str]:
-        return [c.label for c in self.changes if index in c.runs]
+        """The changes run `index` was writing through, in part or whole (runs overlap when one is
+        relayed into the next)."""
+        return [c.label for c in self.changes if c.overlaps(self.runs[index])]
 
     def _start_run(self) -> CheckPerfRun:
         run = CheckPerfRun(self.sandbox, self.endpoints, f"{self.prefix}{len(self.runs)}/")

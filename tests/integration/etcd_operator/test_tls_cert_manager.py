@@ -172,7 +172,10 @@ def test_a_cluster_runs_on_cert_manager_certificates_and_survives_their_renewal(
             writer.finish()
         print(f"\nwrites: {len(writer.acknowledged)} acknowledged, {len(writer.failures)} failed; {served.describe()}")
 
-        assert not served.errors, f"handshakes failed during renewals: {served.errors[:5]}"
+        # etcd's own race between reading a renewed certificate and its key is allowed (logged by
+        # etcd, docs/tls.md); any other failed handshake is not.
+        unexplained = served.errors_but_etcds_reload_race()
+        assert not unexplained, f"handshakes failed during renewals: {unexplained[:5]}"
         assert not writer.failures, \
             f"{len(writer.failures)} writes failed during renewals, e.g. {[e for _, e in writer.failures[:3]]}"
         for (member, role), history in served.served.items():

