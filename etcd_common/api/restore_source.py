@@ -7,6 +7,7 @@ with `etcdutl snapshot restore`. Once the cluster has bootstrapped, the field ha
 no further effect."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -59,6 +60,16 @@ class RestoreSource:
     # (`etcd_common.seed.pod.staging_pod`): the seed copies it from there (mounted read-only)
     # instead of downloading it, with no credentials. "": the seed downloads the object.
     staged_claim: str = ""
+    # One staged claim per member of a restored cluster that bootstraps all at once (each holds
+    # the same checked snapshot; the first is `staged_claim`): the etcd operator starts that many
+    # members together, each restoring its own copy with all of them in `--initial-cluster`, as
+    # etcd's disaster-recovery guide does, so none joins by a raft snapshot. Empty: the seed alone
+    # restores, the others join it one at a time.
+    staged_claims: tuple[str, ...] = ()
+
+    def for_member(self, index: int) -> RestoreSource:
+        """The source member `index` of an all-at-once bootstrap restores from: its own staged claim."""
+        return dataclasses.replace(self, staged_claim=self.staged_claims[index], staged_claims=())
 
     @property
     def location(self) -> StorageLocation:
@@ -94,7 +105,18 @@ def parse_restore_source(raw: Any, error: type[SpecError] = SpecError) -> Restor
         version_id=restore.string("versionId"),
         encryption=parse_encryption(restore),
         staged_claim=restore.string("stagedClaim"),
+        staged_claims=_staged_claims(restore, error),
     )
+
+
+def _staged_claims(restore: FieldReader, error: type[SpecError]) -> tuple[str, ...]:
+    claims = restore.strings("stagedClaims")
+    if not all(claims) or len(set(claims)) != len(claims):
+        raise error(f"spec.restore.stagedClaims {list(claims)!r} must name distinct claims")
+    first = restore.string("stagedClaim")
+    if claims and claims[0] != first:
+        raise error(f"spec.restore.stagedClaims must start with spec.restore.stagedClaim {first!r}")
+    return claims
 
 
 def restore_source_to_api(source: RestoreSource) -> dict[str, Any]:
@@ -125,4 +147,6 @@ def restore_source_to_api(source: RestoreSource) -> dict[str, Any]:
         result["encryption"] = encryption_to_api(source.encryption)
     if source.staged_claim:
         result["stagedClaim"] = source.staged_claim
+    if source.staged_claims:
+        result["stagedClaims"] = list(source.staged_claims)
     return result
