@@ -130,6 +130,17 @@ class ActionExecutor:
     def _create_seed_member(self, action: a.CreateSeedMember, observed: ObservedCluster) -> None:
         self._create_member_pod(observed.cluster, action.member_name, "new", action.initial_cluster, observed)
 
+    def _create_restored_members(self, action: a.CreateRestoredMembers, observed: ObservedCluster) -> None:
+        cluster = observed.cluster
+        spec = cluster.require_spec()
+        assert spec.restore is not None, "CreateRestoredMembers for a cluster without spec.restore"
+        for index, (member, _) in enumerate(action.initial_cluster):
+            if member not in action.create:
+                continue
+            own_copy = dataclasses.replace(spec, restore=spec.restore.for_member(index))
+            self._create_member_pod(dataclasses.replace(cluster, spec=own_copy), member, "new",
+                                    action.initial_cluster, observed)
+
     def _create_recovery_seed(self, action: a.CreateRecoverySeed, observed: ObservedCluster) -> None:
         cluster = observed.cluster
         if cluster.require_spec().uses_persistent_volumes:
@@ -505,6 +516,7 @@ _EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]
     a.SetServing: ActionExecutor._set_serving,
     a.SetDisruptionBudget: ActionExecutor._set_disruption_budget,
     a.CreateSeedMember: ActionExecutor._create_seed_member,
+    a.CreateRestoredMembers: ActionExecutor._create_restored_members,
     a.CreateRecoverySeed: ActionExecutor._create_recovery_seed,
     a.CreateMemberPod: ActionExecutor._create_existing_member_pod,
     a.DeletePod: ActionExecutor._delete_pod,

@@ -266,6 +266,28 @@ class CreateSeedMember(_SeedMemberAction):
 
 
 @dataclass(frozen=True)
+class CreateRestoredMembers(_Action):
+    """Bootstrap from `spec.restore.stagedClaims` (etcd's disaster-recovery procedure): the pods
+    of the members in `create`, `--initial-cluster-state=new` with every member of
+    `initial_cluster` in `--initial-cluster`; member i restores the copy staged on claim i. They
+    start together and elect a leader among themselves: none joins by a raft snapshot (a learner
+    of a restored seed waits etcd's publish retry, 7 s, for that)."""
+
+    initial_cluster: InitialCluster
+    create: tuple[str, ...]
+
+    KIND: ClassVar[str] = "seed"
+    event_reason: ClassVar[str | None] = "RestoredMembersCreated"
+
+    def describe(self) -> str:
+        members = ", ".join(name for name, _ in self.initial_cluster)
+        if len(self.create) == len(self.initial_cluster):
+            return f"bootstrap the restored cluster with all {len(self.create)} members at once ({members})"
+        return (f"create the pods of restored member(s) {', '.join(self.create)}: the bootstrap of "
+                f"{members} was interrupted before they were created")
+
+
+@dataclass(frozen=True)
 class CreateMemberPod(_Action):
     """(PVC and) pod for a member etcd already lists, `--initial-cluster-state=existing`: finishes
     an add interrupted after `member add`, or restarts a member on its persistent volume."""
@@ -778,6 +800,7 @@ Action = Union[
     SetServing,
     SetDisruptionBudget,
     CreateSeedMember,
+    CreateRestoredMembers,
     CreateMemberPod,
     DeletePod,
     DeletePVC,

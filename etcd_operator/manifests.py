@@ -76,6 +76,17 @@ def member_name(cluster_name: str, suffix: str) -> str:
     return f"{cluster_name}-{suffix}"
 
 
+def derived_name_suffix(suffix: str, index: int) -> str:
+    """The `index`-th name suffix drawn from `suffix` (index 0: `suffix` itself), for members
+    named together (a restored cluster bootstrapping all at once): as random as `suffix`, and the
+    planner stays a pure function of its observation."""
+    if index == 0:
+        return suffix
+    digest = hashlib.sha256(f"{suffix}/{index}".encode()).digest()
+    alphabet = c.NAME_SUFFIX_ALPHABET
+    return "".join(alphabet[byte % len(alphabet)] for byte in digest[:c.NAME_SUFFIX_LENGTH])
+
+
 def member_host(cluster: EtcdCluster, member: str) -> str:
     domain = cluster.require_spec().pod.cluster_domain
     return f"{member}.{peer_service_name(cluster.name)}.{cluster.namespace}.svc{domain}"

@@ -123,6 +123,9 @@ class ObservedPod:
     node_name: str | None = None
     # How its etcd was started (tls_transition.py): TLS_MODE_PLAIN, TLS_MODE_BRIDGE or TLS_MODE_TLS.
     tls_mode: str = TLS_MODE_PLAIN
+    # Its `--initial-cluster` as (name, peer URL) pairs, in the order given (a restored cluster
+    # bootstrapping all at once: member i restores staged claim i; planning.py, rule 5).
+    initial_cluster: tuple[tuple[str, str], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -246,6 +249,7 @@ def parse_pod(pod: JsonDict) -> ObservedPod:
         finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
         node_name=str(spec.get("nodeName")) if spec.get("nodeName") else None,
         tls_mode=_tls_mode(container),
+        initial_cluster=_initial_cluster(container),
     )
 
 
@@ -262,11 +266,16 @@ def _tls_mode(container: JsonDict) -> str:
 
 def _initial_cluster_names(container: JsonDict) -> list[str]:
     """The member names in the container's `--initial-cluster=` argument (one per peer URL)."""
+    return sorted({name for name, _ in _initial_cluster(container)})
+
+
+def _initial_cluster(container: JsonDict) -> tuple[tuple[str, str], ...]:
+    """The container's `--initial-cluster=` argument as (name, peer URL) pairs, in order."""
     for argument in [*(container.get("command") or ()), *(container.get("args") or ())]:
         if isinstance(argument, str) and argument.startswith("--initial-cluster="):
             pairs = argument.split("=", 1)[1]
-            return sorted({pair.split("=", 1)[0] for pair in pairs.split(",") if pair})
-    return []
+            return tuple((name, url) for name, _, url in (pair.partition("=") for pair in pairs.split(",") if pair))
+    return ()
 
 
 def parse_pvc(pvc: JsonDict) -> ObservedPVC:

@@ -48,7 +48,12 @@ the spec's image and pod policy. Rules, first match wins (the order is the safet
       members whose data exists cannot make a quorum of the voters the survivor lists locally
       even if all came back, and every one of them answers: StartQuorumRecovery (rule 8b);
     - pods exist -> Wait for them (never a second seed next to one that is starting);
-    - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token);
+    - nothing exists and never bootstrapped -> CreateSeedMember (state new, unique token); a
+      restore with a claim staged per member (spec.restore.stagedClaims) -> CreateRestoredMembers:
+      that many members (at most spec.size) at once, each restoring its own copy with all of them
+      in --initial-cluster (etcd's disaster-recovery procedure: no learner waits for a raft
+      snapshot and etcd's publish retry); pods of such a bootstrap exist but not all of them (the
+      operator stopped between creates) -> CreateRestoredMembers for the missing ones;
     - nothing exists but the cluster was bootstrapped -> ReportMembersLost: its emptyDir data
       is gone; bootstrapping an empty cluster would hide that. Restore from a backup.
  With a member list:
@@ -173,6 +178,7 @@ from etcd_operator.actions import (
     Action,
     AddMember,
     CreateMemberPod,
+    CreateRestoredMembers,
     CreateSeedMember,
     CreateServices,
     Defragment,
@@ -207,6 +213,7 @@ from etcd_operator.certificates import plan_certificates
 from etcd_operator.maintenance import near_quota, plan_alarms, plan_defragmentation
 from etcd_operator.manifests import (
     client_service_name,
+    derived_name_suffix,
     member_name,
     member_peer_url,
     pod_policy_hash,
@@ -550,6 +557,10 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
         local = observed.local_members
         voters = tuple(m for m in local if not m.is_learner) if local is not None else None
         return plan_recovery_start(observed, spec, voters, report)
+    if live and not bootstrapped:
+        interrupted = _interrupted_restored_bootstrap(observed, spec)
+        if interrupted is not None:
+            return interrupted
     if live:
         problems = [f"{pod.name}: {pod.problem}" for pod in live if pod.problem]
         detail = f"; {'; '.join(problems)}" if problems else ""
@@ -569,7 +580,37 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
         name = member_name(cluster.name, observed.name_suffix)
         if any(pvc.member_name == name for pvc in observed.pvcs):
             return Wait(f"generated member name {name} is taken; retrying with another")
+    together = _members_restored_together(spec)
+    if together > 1:
+        names = [name, *(member_name(cluster.name, derived_name_suffix(observed.name_suffix, index))
+                         for index in range(1, together))]
+        if len(set(names)) < together or any(pvc.member_name in names[1:] for pvc in observed.pvcs):
+            return Wait(f"generated member names {', '.join(names)} collide; retrying with others")
+        initial = tuple((member, member_peer_url(cluster, member)) for member in names)
+        return CreateRestoredMembers(initial, tuple(names))
     return CreateSeedMember(name, member_peer_url(cluster, name))
+
+
+def _members_restored_together(spec: ClusterSpec) -> int:
+    """How many members a restored cluster bootstraps with at once: one per staged claim
+    (spec.restore.stagedClaims), at most spec.size; 1 (the seed alone) without them."""
+    claims = spec.restore.staged_claims if spec.restore is not None else ()
+    return min(len(claims), spec.size) if len(claims) > 1 else 1
+
+
+def _interrupted_restored_bootstrap(observed: ObservedCluster, spec: ClusterSpec) -> Action | None:
+    """A restored cluster bootstrapping all at once whose pods were not all created (the operator
+    stopped between them): the missing ones, with the same --initial-cluster, so each restores
+    its own staged copy. Without them the pods created may be too few for a quorum and wait forever."""
+    if _members_restored_together(spec) < 2:
+        return None
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        names = list(dict.fromkeys(name for name, _ in pod.initial_cluster))
+        if pod.initial_cluster_state != c.INITIAL_CLUSTER_STATE_NEW or len(names) < 2:
+            continue
+        missing = tuple(name for name in names if observed.pod(name) is None)
+        return CreateRestoredMembers(pod.initial_cluster, missing) if missing else None
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ SAMPLES: list[actions.Action] = [
     actions.SetServing("example-abcde", False, "removed next"),
     actions.SetDisruptionBudget("example", 2, True, "a quorum of 3 voting members stays available"),
     actions.CreateSeedMember("example-abcde", "http://example-abcde.example.default.svc:2380"),
+    actions.CreateRestoredMembers((("example-a", "http://a:2380"), ("example-b", "http://b:2380")), ("example-b",)),
     actions.CreateMemberPod("example-abcde", (), "interrupted add"),
     actions.DeletePod("example-abcde", "orphan"),
     actions.DeletePVC("example-abcde", "orphan"),
