@@ -4,7 +4,7 @@ idempotent: a delete of an object already gone (or, for the cluster, replaced by
 of that name: uid precondition) is fine, a create that finds ours already there is fine."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from etcd_common.api import constants as c
@@ -45,14 +45,15 @@ def keep_issued_ca(secrets: ResourceClient, namespace: str, name: str, spec: Map
 
 def restored_cluster_body(restore: EtcdRestore, spec: Mapping[str, Any], facts: SnapshotFacts, *,
                           location: StorageLocation | S3Location, fetch_image: str,
-                          bump_revision: int, staged_claim: str = "") -> dict[str, Any]:
+                          bump_revision: int, staged_claim: str = "",
+                          staged_claims: tuple[str, ...] = ()) -> dict[str, Any]:
     assert restore.spec is not None
     if isinstance(location, S3Location):
         location = StorageLocation("S3", s3=location)
     source = RestoreSource.at(location, sha256=facts.sha256, revision=facts.revision, bump_revision=bump_revision,
                            fetch_image=fetch_image, restore_uid=restore.uid, etag=facts.etag,
                            version_id=facts.version_id, encryption=restore.spec.encryption,
-                           staged_claim=staged_claim)
+                           staged_claim=staged_claim, staged_claims=staged_claims)
     return {
         "apiVersion": c.API_GROUP_VERSION,
         "kind": c.KIND,
@@ -74,22 +75,23 @@ def staging_source(restore: EtcdRestore, facts: SnapshotFacts, *, fetch_image: s
                             version_id=facts.version_id, encryption=restore.spec.encryption)
 
 
-def create_staging(claims: ResourceClient, pods: ResourceClient, claim: dict[str, Any],
+def create_staging(claims: ResourceClient, pods: ResourceClient, claim_bodies: Sequence[dict[str, Any]],
                    pod: dict[str, Any]) -> None:
-    """The claim first (the pod mounts it), then the pod; either already there is fine (a pod
-    already there is waited for, never recreated)."""
-    for client, body in ((claims, claim), (pods, pod)):
+    """The claims first (the pod mounts them), then the pod; any already there is fine (the planner
+    saw it is ours; a pod already there is waited for, never recreated)."""
+    for client, body in [*((claims, claim) for claim in claim_bodies), (pods, pod)]:
         try:
             client.create(str(body["metadata"]["namespace"]), body)
         except AlreadyExists:
             pass
 
 
-def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str, name: str, *, pod: bool,
-                   claim: bool) -> None:
+def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str, pod: str,
+                   claim_names: Sequence[str]) -> None:
+    """The staging pod `pod` ("": none to delete) first, then the claims it mounted."""
     if pod:
-        pods.delete(namespace, name)
-    if claim:
+        pods.delete(namespace, pod)
+    for name in claim_names:
         claims.delete(namespace, name)
 
 

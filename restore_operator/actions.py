@@ -51,26 +51,30 @@ class VerifySnapshot(Action):
 
 @dataclass(frozen=True)
 class Stage(Action):
-    """Create the staging claim (if absent) and pod (`staging.py`) for the EtcdCluster spec
-    `cluster_spec` (its etcd image, version, pod security and storage class)."""
+    """Create the staging claims `claims` (those absent; one per member of the restored cluster)
+    and pod (`staging.py`) for the EtcdCluster spec `cluster_spec` (its etcd image, version, pod
+    security and storage class)."""
 
     cluster_spec: Mapping[str, Any]
+    claims: tuple[str, ...]
     phase: ClassVar[str] = PHASE_STAGING
 
     def describe(self) -> str:
-        return "stage the verified snapshot on a claim with the seed's own fetch and check steps"
+        return (f"stage the verified snapshot on {len(self.claims)} claim(s) with the seed's own fetch, copy and "
+                "check steps")
 
 
 @dataclass(frozen=True)
 class RemoveStaging(Action):
-    """Delete the staging pod and claim (the restore finished, or failed)."""
+    """Delete the staging pod (when `pod`) and the staging claims `claims` (the restore finished,
+    or failed)."""
 
     pod: bool
-    claim: bool
+    claims: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        what = " and ".join(kind for kind, present in (("pod", self.pod), ("claim", self.claim)) if present)
-        return f"remove the staging {what}"
+        what = [*(["pod"] if self.pod else []), *([f"claim(s) {', '.join(self.claims)}"] if self.claims else [])]
+        return f"remove the staging {' and '.join(what)}"
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,10 @@ class CreateCluster(Action):
     # What the seed bumps the restored revisions by (0 when the version's tool cannot, see `warning`).
     bump_revision: int = 0
     warning: str = ""
-    # The claim the snapshot is staged on (spec.restore.stagedClaim).
+    # The claim the snapshot is staged on (spec.restore.stagedClaim), and, for a cluster of two or
+    # more members, one claim per member, the first being `staged_claim` (spec.restore.stagedClaims).
     staged_claim: str = ""
+    staged_claims: tuple[str, ...] = ()
     phase: ClassVar[str] = PHASE_RESTORING
 
     def describe(self) -> str:

@@ -52,8 +52,8 @@ class RecordedRestore:
     restored_cluster_uid: str = ""
     # When the recorded phase began (status.phaseStartTime): what the phase's time bound counts from.
     phase_started: datetime | None = None
-    # status.staging: the claim the snapshot is staged on ("" before staging began), and whether
-    # its staging pod was seen Succeeded (recorded before anything is deleted).
+    # status.staging: the (first) claim the snapshot is staged on ("" before staging began), and
+    # whether its staging pod was seen Succeeded (recorded before anything is deleted).
     staged_claim: str = ""
     staged: bool = False
 
@@ -95,8 +95,9 @@ class ObservedRestore:
     other_restore_in_progress: str = ""
     # Why the restored cluster's seed pod does not get going (a failing init container), if so.
     seed_problem: str = ""
-    # The staging claim and pod of this restore (None: absent, or not looked for).
-    staging_claim: StagingClaim | None = None
+    # The staging claims of this restore found, by name (those it expects, and any others labelled
+    # with its name; absent: not there, or not looked for), and its staging pod (None: the same).
+    staging_claims: Mapping[str, StagingClaim] = field(default_factory=dict)
     staging_pod: StagingPod | None = None
     # When this pass observed (None: unknown; then no phase's time bound is applied).
     now: datetime | None = None

@@ -1,9 +1,9 @@
 """One pass's observation of an EtcdRestore: its recorded status, the EtcdCluster it names (read
-from the API, not a cache: it decides what is deleted), leftover pods, and, once the restored
-cluster reports all members ready, the revision its client service serves."""
+from the API, not a cache: it decides what is deleted), leftover pods, its staging claims and pod,
+and, once the restored cluster reports all members ready, the revision its client service serves."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +17,7 @@ from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.worker import short_error
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
+from restore_operator.planning import expected_staging_claims
 from restore_operator.staging import (
     StagingClaim,
     StagingPod,
@@ -37,27 +38,33 @@ def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: R
     now = now or datetime.now(UTC)
     if restore.spec is None or recorded.snapshot is None:
         return ObservedRestore(restore, recorded, now=now)
-    staging_claim, staging_pod = observe_staging(restore, pods, claims)
     observed = _observe_cluster(restore, recorded, clusters=clusters, pods=pods, etcd=etcd,
                                 find_restore=find_restore, now=now)
-    return replace(observed, staging_claim=staging_claim, staging_pod=staging_pod)
+    staging_claims, staging_pod = observe_staging(restore, pods, claims, expected_staging_claims(observed))
+    return replace(observed, staging_claims=staging_claims, staging_pod=staging_pod)
 
 
-def observe_staging(restore: EtcdRestore, pods: ResourceClient,
-                    claims: ResourceClient | None) -> tuple[StagingClaim | None, StagingPod | None]:
-    """The restore's staging claim and pod, as they are (None: absent)."""
+def observe_staging(restore: EtcdRestore, pods: ResourceClient, claims: ResourceClient | None,
+                    expected: Sequence[str]) -> tuple[dict[str, StagingClaim], StagingPod | None]:
+    """The restore's staging claims, by name, and pod, as they are (absent, None: not there). The
+    claims: those labelled with the restore's name (all it made, whatever the cluster's size was),
+    and each of `expected` not among them got by name (another object may hold the name)."""
     if claims is None:
-        return None, None
-    name = staging_name(restore.name)
+        return {}, None
+    found = {str(raw["metadata"]["name"]): parse_staging_claim(raw, restore.uid)
+             for raw in claims.list(restore.namespace, label_selector=f"{c.LABEL_RESTORE}={restore.name}")}
+    for name in expected:
+        if name not in found:
+            try:
+                found[name] = parse_staging_claim(claims.get(restore.namespace, name), restore.uid)
+            except NotFound:
+                pass
     try:
-        claim: StagingClaim | None = parse_staging_claim(claims.get(restore.namespace, name), restore.uid)
-    except NotFound:
-        claim = None
-    try:
-        pod: StagingPod | None = parse_staging_pod(pods.get(restore.namespace, name), restore.uid)
+        pod: StagingPod | None = parse_staging_pod(pods.get(restore.namespace, staging_name(restore.name)),
+                                                   restore.uid)
     except NotFound:
         pod = None
-    return claim, pod
+    return found, pod
 
 
 def _observe_cluster(restore: EtcdRestore, recorded: RecordedRestore, *, clusters: ResourceClient,

@@ -5,7 +5,8 @@ Rules, first match wins (the order is the safety argument: nothing touches the c
 snapshot is verified, and a cluster carrying this restore's uid is never deleted):
 
  1. A finished restore (Completed, or Failed for this generation) -> RemoveStaging while its
-    staging pod or claim is there (not being deleted already), else Done. A restore runs once.
+    staging pod or any staging claim it owns is there (not being deleted already), else Done. A
+    restore runs once.
  2. Spec unreadable, or a storage type other than S3 -> Fail (nothing touched).
  3. No awsSecret -> Fail: the seed pod could not fetch the snapshot (`preflight.py`).
     No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
@@ -31,16 +32,20 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
     `clusterSpec` (a restore names a cluster that exists, or says how to make a new one); else
     the preflight, the staging step, then CreateCluster from the recorded spec (the replaced
     cluster's), else the template; with `spec.restore` (the revision bump the version's tool can
-    take, the staged claim) and this restore's uid.
+    take, the staged claim and, for two or more members, all the staged claims: every member
+    restores its own copy and they bootstrap at once) and this restore's uid.
 
-The staging step (`staging.py`), between the preflight and any delete or create: the staging
-pod fetches the verified object exactly as the seed would and checks it with the target version's
-etcdutl, onto the staging claim. Its pod or claim taken by another object -> Fail
-(StagingNameTaken); being deleted -> Wait; failed, or waiting for something waiting does not cure
-(an image not pulled) -> Fail(StagingFailed) with the pod's own words (for ENOSPC, with what the
-claim asked for); no pod -> Stage; running -> Wait (Staging); Succeeded with its claim there (or
-status says it did: status.staging.staged) -> on to the delete or create. A staged claim gone
-before the create -> Fail(StagedClaimLost).
+The staging step (`staging.py`), between the preflight and any delete or create, for the cluster
+to be created (`new_cluster_spec`): one staging claim per member of it (`staging_claims_for`), and
+one staging pod that fetches the verified object onto the first exactly as the seed would, copies
+it onto the others (sha256 checked) and checks it with the target version's etcdutl. Its pod or
+any of its claims taken by another object -> Fail (StagingNameTaken, naming them); any being
+deleted -> Wait; failed, or waiting for something waiting does not cure (an image not pulled) ->
+Fail(StagingFailed) with the pod's own words (for ENOSPC, with what the claim asked for); no pod,
+or a claim missing while nothing was staged yet -> Stage (the missing claims, the pod if absent);
+running -> Wait (Staging); Succeeded with all its claims there (or status says it did:
+status.staging.staged) -> on to the delete or create. A staged claim gone before the create ->
+Fail(StagedClaimLost).
 
 Over all of them: a VerifySnapshot or Wait in a phase that has lasted past its time bound
 (`status.py`: Verifying, Staging, Replacing, Restoring) -> Fail(RestoreTimedOut) with the reason the Wait
@@ -73,7 +78,7 @@ from restore_operator.preflight import (
     preflight,
     seed_credentials_problem,
 )
-from restore_operator.staging import no_space_hint, staging_name
+from restore_operator.staging import no_space_hint, staging_claim_names, staging_name
 from restore_operator.status import (
     PHASE_COMPLETED,
     PHASE_FAILED,
@@ -86,6 +91,7 @@ from restore_operator.status import (
 )
 
 DEFAULT_CLUSTER_SIZE = 3
+MAX_CLUSTER_SIZE = 7  # spec.size's maximum (crds/etcdclusters.yaml)
 
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_UNSUPPORTED_STORAGE = "UnsupportedStorageType"
@@ -203,10 +209,10 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
             return Wait(f"EtcdRestore {observed.other_restore_in_progress} is restoring this cluster; "
                         "waiting for it to finish before replacing it", PHASE_REPLACING)
         spec = recorded.cluster_spec or cluster.spec
-        checked = preflight(restore, without_restore(spec), policy, recorded.snapshot)
+        checked = preflight(restore, new_cluster_spec(observed), policy, recorded.snapshot)
         if isinstance(checked, Fail):
             return checked
-        return _staging_step(observed, without_restore(spec)) or ReplaceCluster(cluster.uid, spec)
+        return _staging_step(observed, new_cluster_spec(observed)) or ReplaceCluster(cluster.uid, spec)
     if recorded.cluster_spec is None and restore.spec.cluster_spec is None:
         return cluster_not_found(restore)
     if observed.cluster_pods:
@@ -215,59 +221,84 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
     checked = preflight(restore, new_spec, policy, recorded.snapshot)
     if isinstance(checked, Fail):
         return checked
+    claims = staging_claims_for(restore.name, new_spec)
     return _staging_step(observed, new_spec) or CreateCluster(
         new_spec, bump_revision=checked.bump_revision, warning=checked.warning,
-        staged_claim=staging_name(restore.name))
+        staged_claim=claims[0], staged_claims=claims if len(claims) >= 2 else ())
 
 
 def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | None:
-    """The staging step (module docstring): None once the snapshot is staged, else what to do."""
-    pod, claim, recorded = observed.staging_pod, observed.staging_claim, observed.recorded
+    """The staging step (module docstring) for a restored cluster of spec `spec`: None once the
+    snapshot is staged on all its claims, else what to do."""
+    pod, recorded = observed.staging_pod, observed.recorded
     name = staging_name(observed.restore.name)
+    expected = staging_claims_for(observed.restore.name, spec)
+    claims = {claim: observed.staging_claims.get(claim) for claim in expected}
     # Staged for this generation: a failed restore retried after a spec edit (its staging objects
     # removed when it failed) stages again.
     staged = recorded.staged and recorded.observed_generation == observed.restore.generation
     consequence = ("the replaced cluster was deleted already (its spec is in status.clusterSpec)"
                    if recorded.cluster_spec is not None and observed.cluster is None else NOTHING_TOUCHED)
-    taken = [kind for kind, found in (("Pod", pod), ("PersistentVolumeClaim", claim))
-             if found is not None and not found.owned]
+    taken = [*([f"Pod {name}"] if pod is not None and not pod.owned else []),
+             *(f"PersistentVolumeClaim {claim}" for claim, found in claims.items()
+               if found is not None and not found.owned)]
     if taken:
+        verbs = "exists and is" if len(taken) == 1 else "exist and are"
         return Fail(REASON_STAGING_NAME_TAKEN,
-                    f"{' and '.join(taken)} {name} exists and is not this restore's: it cannot stage the snapshot "
-                    f"there; {consequence}; delete or rename it, then apply this EtcdRestore again")
-    if (pod is not None and pod.deleting) or (claim is not None and claim.deleting):
-        return Wait(f"the staging objects {name} are being deleted", PHASE_STAGING)
-    if claim is not None and ((pod is not None and pod.succeeded) or staged):
+                    f"{' and '.join(taken)} {verbs} not this restore's: it cannot stage the snapshot there; "
+                    f"{consequence}; delete or rename {'it' if len(taken) == 1 else 'them'}, then apply this "
+                    "EtcdRestore again")
+    if (pod is not None and pod.deleting) or any(found is not None and found.deleting for found in claims.values()):
+        return Wait(f"the staging objects of {name} are being deleted", PHASE_STAGING)
+    missing = [claim for claim, found in claims.items() if found is None]
+    if not missing and ((pod is not None and pod.succeeded) or staged):
         return None
     if staged or (pod is not None and pod.succeeded):
         return Fail(REASON_STAGED_CLAIM_LOST,
-                    f"the claim {name} the snapshot was staged on was deleted before the restore used it; "
-                    f"{consequence}; apply a new EtcdRestore")
+                    f"the claim(s) {', '.join(missing)} the snapshot was staged on were deleted before the restore "
+                    f"used them; {consequence}; apply a new EtcdRestore")
     if pod is not None and pod.problem:
         facts = recorded.snapshot
         hint = no_space_hint(pod.problem, None if facts is None else facts.largest_size)
         return Fail(REASON_STAGING_FAILED,
                     f"the staging pod {name} could not fetch and check the snapshot as the seed would: {pod.problem}; "
                     f"{f'{hint}; ' if hint else ''}{consequence}; see `kubectl describe pod {name}` (removed shortly)")
-    if pod is None:
-        return Stage(spec)
-    return Wait(f"staging the verified snapshot on claim {name}: {pod.progress}", PHASE_STAGING)
+    if pod is None or missing:
+        return Stage(spec, claims=expected)
+    return Wait(f"staging the verified snapshot on claim(s) {', '.join(expected)}: {pod.progress}", PHASE_STAGING)
+
+
+def staging_claims_for(restore_name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The staging claims of a restored cluster of spec `spec` (as `without_restore` gives it): one
+    per member (a size the preflight would refuse counts as one)."""
+    size = spec.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_CLUSTER_SIZE:
+        size = 1
+    return staging_claim_names(restore_name, size)
 
 
 def _remove_staging(observed: ObservedRestore) -> Action:
-    """A finished restore's staging objects go (a claim the seed still mounts stays Terminating
-    until the seed pod goes)."""
+    """A finished restore's staging objects go, all it owns (a claim the seed still mounts stays
+    Terminating until the seed pod goes)."""
     pod = observed.staging_pod is not None and observed.staging_pod.owned and not observed.staging_pod.deleting
-    claim = (observed.staging_claim is not None and observed.staging_claim.owned
-             and not observed.staging_claim.deleting)
-    return RemoveStaging(pod=pod, claim=claim) if pod or claim else Done()
+    claims = tuple(sorted(name for name, claim in observed.staging_claims.items()
+                          if claim.owned and not claim.deleting))
+    return RemoveStaging(pod=pod, claims=claims) if pod or claims else Done()
 
 
 def new_cluster_spec(observed: ObservedRestore) -> dict[str, Any]:
-    """The spec to create: the replaced cluster's, else the template, else the defaults (without
-    any earlier `restore`, which the executor sets)."""
+    """The spec to create (and to stage for): the replaced cluster's (as recorded, else the
+    existing cluster to be replaced), else the template, else the defaults (without any earlier
+    `restore`, which the executor sets)."""
     spec = observed.restore.spec
-    return without_restore(observed.recorded.cluster_spec or (spec.cluster_spec if spec is not None else None) or {})
+    existing = observed.cluster.spec if observed.cluster is not None and not observed.cluster_is_ours() else None
+    return without_restore(observed.recorded.cluster_spec or existing
+                           or (spec.cluster_spec if spec is not None else None) or {})
+
+
+def expected_staging_claims(observed: ObservedRestore) -> tuple[str, ...]:
+    """The staging claims the planner expects for `observed` (what `observing.py` looks for by name)."""
+    return staging_claims_for(observed.restore.name, new_cluster_spec(observed))
 
 
 def without_restore(spec: Mapping[str, Any]) -> dict[str, Any]:

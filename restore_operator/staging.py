@@ -1,11 +1,14 @@
 """The staging step (pure): before anything of a cluster is deleted, a pod of the EtcdRestore runs
-the seed's own fetch step and `etcdutl snapshot status` (`etcd_common.seed.pod.staging_pod`) onto
-a claim of the EtcdRestore, sized by the seed's space rule; the seed of the restored cluster then
-copies the snapshot from that claim (`spec.restore.stagedClaim`). Here: the claim's and the pod's
-manifests, and what the pod's status says (done, failing and why, or still going)."""
+the seed's own fetch step, a copy onto each further claim and `etcdutl snapshot status`
+(`etcd_common.seed.pod.staging_pod`): one claim of the EtcdRestore per member of the restored
+cluster, each sized by the seed's space rule and holding the same checked snapshot. Each member
+of the restored cluster then copies the snapshot from its own claim and all of them bootstrap at
+once (`spec.restore.stagedClaim`, the first, and `spec.restore.stagedClaims`, all). Here: the
+claims' names and manifests, the pod's, and what the pod's status says (done, failing and why, or
+still going)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -14,7 +17,7 @@ from etcd_common.api.etcd_cluster import ClusterSpec
 from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.api.maintenance import format_bytes
 from etcd_common.api.restore_source import RestoreSource
-from etcd_common.seed.pod import CHECK_CONTAINER, FETCH_CONTAINER, staging_pod
+from etcd_common.seed.pod import CHECK_CONTAINER, COPY_PREFIX, FETCH_CONTAINER, staging_pod
 from etcd_common.seed.security import etcd_container_security_context, member_pod_security_context
 from etcd_common.seed.space import seed_space_needed_bytes
 
@@ -31,8 +34,15 @@ NO_SPACE_WORDS: Final = "no space left on device"
 
 
 def staging_name(restore_name: str) -> str:
-    """The staging claim's and pod's name."""
+    """The staging pod's and first claim's name."""
     return f"{restore_name}{STAGING_SUFFIX}"
+
+
+def staging_claim_names(restore_name: str, members: int) -> tuple[str, ...]:
+    """The staging claims for a restored cluster of `members` members (at least one): the first is
+    `staging_name`, claim i >= 1 `<restore>-staging-<i>`."""
+    first = staging_name(restore_name)
+    return (first, *(f"{first}-{i}" for i in range(1, members)))
 
 
 def staging_claim_bytes(snapshot_bytes: int) -> int:
@@ -52,9 +62,9 @@ def no_space_hint(problem: str, snapshot_bytes: int | None) -> str:
             "something else fills it, and a seed's volume of the same storage class may too")
 
 
-def _metadata(restore: EtcdRestore) -> dict[str, Any]:
+def _metadata(restore: EtcdRestore, name: str) -> dict[str, Any]:
     return {
-        "name": staging_name(restore.name),
+        "name": name,
         "namespace": restore.namespace,
         # Not the cluster's labels: a staging pod is no member (nor a leftover one).
         "labels": {c.LABEL_RESTORE: restore.name, "app.kubernetes.io/component": "restore-staging"},
@@ -63,9 +73,10 @@ def _metadata(restore: EtcdRestore) -> dict[str, Any]:
     }
 
 
-def build_staging_claim(restore: EtcdRestore, spec: ClusterSpec, snapshot_bytes: int) -> dict[str, Any]:
-    """ReadWriteOnce, of the target cluster's storage class when its members use claims (else the
-    default class), big enough for the seed's rule."""
+def build_staging_claim(restore: EtcdRestore, spec: ClusterSpec, snapshot_bytes: int, *,
+                        name: str) -> dict[str, Any]:
+    """Staging claim `name`: ReadWriteOnce, of the target cluster's storage class when its members
+    use claims (else the default class), big enough for the seed's rule (all claims alike)."""
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": format_bytes(staging_claim_bytes(snapshot_bytes))}},
@@ -73,15 +84,17 @@ def build_staging_claim(restore: EtcdRestore, spec: ClusterSpec, snapshot_bytes:
     members = spec.pod.persistent_volume_claim_spec or {}
     if members.get("storageClassName"):
         claim["storageClassName"] = members["storageClassName"]
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _metadata(restore), "spec": claim}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _metadata(restore, name),
+            "spec": claim}
 
 
-def build_staging_pod(restore: EtcdRestore, spec: ClusterSpec, source: RestoreSource, *,
+def build_staging_pod(restore: EtcdRestore, spec: ClusterSpec, source: RestoreSource, *, claims: Sequence[str],
                       deadline_seconds: float) -> dict[str, Any]:
-    """The pod that fetches and checks `source` (the verified object, pinned) as the seed would,
-    with the seed's image choices and the target cluster's pod security context."""
+    """The pod that fetches and checks `source` (the verified object, pinned) as the seed would
+    onto `claims[0]` and copies it onto the others, with the seed's image choices and the target
+    cluster's pod security context."""
     return staging_pod(
-        source, metadata=_metadata(restore), claim=staging_name(restore.name), etcd_image=spec.image,
+        source, metadata=_metadata(restore, staging_name(restore.name)), claims=claims, etcd_image=spec.image,
         etcd_version=spec.version, pod_security_context=member_pod_security_context(spec),
         security_context=etcd_container_security_context(), deadline_seconds=int(deadline_seconds) + 1,
     )
@@ -127,7 +140,19 @@ def parse_staging_pod(raw: Mapping[str, Any], restore_uid: str) -> StagingPod:
     phase = str(status.get("phase") or "")
     return StagingPod(phase=phase, owned=owned_by(raw, restore_uid),
                       deleting=bool((raw.get("metadata") or {}).get("deletionTimestamp")),
-                      problem=staging_pod_problem(status), progress=staging_pod_progress(status))
+                      problem=staging_pod_problem(status),
+                      progress=staging_pod_progress(status, copy_targets(raw.get("spec") or {})))
+
+
+def copy_targets(pod_spec: Mapping[str, Any]) -> dict[str, str]:
+    """The claim each copy container of a staging pod writes (the one it mounts where a seed's data
+    volume is), by container name."""
+    claims = {v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName")
+              for v in pod_spec.get("volumes") or []}
+    return {str(container.get("name")): str(claims.get(mount.get("name")) or "")
+            for container in pod_spec.get("initContainers") or []
+            if str(container.get("name")).startswith(COPY_PREFIX)
+            for mount in container.get("volumeMounts") or [] if mount.get("mountPath") == c.DATA_VOLUME_MOUNT_PATH}
 
 
 def _containers(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -161,19 +186,28 @@ def staging_pod_problem(status: Mapping[str, Any]) -> str:
     return ""
 
 
-def staging_pod_progress(status: Mapping[str, Any]) -> str:
-    """Where the staging pod is: unscheduled (and why), a container waiting (and why), running."""
+def staging_pod_progress(status: Mapping[str, Any], targets: Mapping[str, str] | None = None) -> str:
+    """Where the staging pod is: unscheduled (and why), a container waiting (and why), running
+    (a copy container: onto which claim, from `targets`, see `copy_targets`)."""
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             return f"not scheduled ({condition.get('reason')}: {_short(str(condition.get('message') or ''))})"
     for container in _containers(status):
         state = container.get("state") or {}
         if "running" in state:
-            step = "fetching the snapshot" if container.get("name") == FETCH_CONTAINER else \
-                "checking the snapshot" if container.get("name") == CHECK_CONTAINER else "running"
-            return f"{container.get('name')} {step}"
+            return f"{container.get('name')} {_step(str(container.get('name')), targets or {})}"
         waiting = state.get("waiting") or {}
         if waiting:
             message = _short(str(waiting.get("message") or ""))
             return f"{container.get('name')} waiting ({waiting.get('reason')}{f': {message}' if message else ''})"
     return f"pod {status.get('phase') or 'Pending'}"
+
+
+def _step(container: str, targets: Mapping[str, str]) -> str:
+    if container == FETCH_CONTAINER:
+        return "fetching the snapshot"
+    if container == CHECK_CONTAINER:
+        return "checking the snapshot"
+    if container.startswith(COPY_PREFIX):
+        return f"copying the snapshot to claim {targets.get(container) or '(unknown)'}"
+    return "running"

@@ -1,6 +1,6 @@
 """The pass of one EtcdRestore: observe -> plan one action -> act -> write status (run by
 its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status, its
-staging claim and pod, and on the EtcdCluster (the restore's uid), so a restart at any point
+staging claims and pod, and on the EtcdCluster (the restore's uid), so a restart at any point
 continues where it was."""
 from __future__ import annotations
 
@@ -155,8 +155,9 @@ class RestoreSupervisor:
         ctx = self.context
         name = staging_name(restore.name)
         if isinstance(action, a.RemoveStaging):
-            acting.remove_staging(ctx.claims, ctx.pods, restore.namespace, name, pod=action.pod, claim=action.claim)
-            ctx.events.record(raw, "Normal", "StagingRemoved", f"{action.describe()} {name}")
+            acting.remove_staging(ctx.claims, ctx.pods, restore.namespace, name if action.pod else "", action.claims)
+            ctx.events.record(raw, "Normal", "StagingRemoved",
+                              f"{action.describe()}{f' (pod {name})' if action.pod else ''}")
             return ctx.settings.resync_seconds
         assert restore.spec is not None and observed.recorded.snapshot is not None
         facts = observed.recorded.snapshot
@@ -171,13 +172,17 @@ class RestoreSupervisor:
             return ctx.settings.resync_seconds
         spec = parse_cluster_spec(dict(action.cluster_spec))
         acting.create_staging(
-            ctx.claims, ctx.pods, build_staging_claim(restore, spec, facts.largest_size),
-            build_staging_pod(restore, spec, source,
+            ctx.claims, ctx.pods,
+            [build_staging_claim(restore, spec, facts.largest_size, name=claim) for claim in action.claims],
+            build_staging_pod(restore, spec, source, claims=action.claims,
                               deadline_seconds=staging_timeout_seconds(facts.size)))
-        message = f"staging the verified snapshot on claim {name} (pod {name}: the seed's fetch step, then etcdutl)"
+        copies = ", then copies it to the other claims" if len(action.claims) > 1 else ""
+        message = (f"staging the verified snapshot on claim(s) {', '.join(action.claims)}, one per member (pod {name}: "
+                   f"the seed's fetch step{copies}, then etcdutl)")
         ctx.events.record(raw, "Normal", "Staging", message)
-        self._write(raw, restore, current, action.phase, message,
-                    updates={"staging": {"claim": name, "pod": name}, "lastError": None})
+        staging: dict[str, Any] = {"claim": action.claims[0], "pod": name,
+                                   **({"claims": list(action.claims)} if len(action.claims) > 1 else {})}
+        self._write(raw, restore, current, action.phase, message, updates={"staging": staging, "lastError": None})
         return WAIT_POLL_SECONDS
 
     def _missing_secrets(self, namespace: str, source: RestoreSource) -> list[str]:
@@ -216,7 +221,7 @@ class RestoreSupervisor:
         body = acting.restored_cluster_body(
             restore, action.cluster_spec, observed.recorded.snapshot, location=restore.spec.storage,
             fetch_image=ctx.settings.fetch_image, bump_revision=action.bump_revision,
-            staged_claim=action.staged_claim)
+            staged_claim=action.staged_claim, staged_claims=action.staged_claims)
         uid = acting.create_cluster(ctx.clusters, body)
         if action.warning:
             ctx.events.record(raw, "Warning", "RevisionNotBumped", action.warning)

@@ -17,6 +17,7 @@ from etcd_common.seed import program
 from etcd_common.seed.pod import (
     AWS_VOLUME,
     CHECK_CONTAINER,
+    COPY_PREFIX,
     ENCRYPTION_VOLUME,
     FETCH_CONTAINER,
     SNAPSHOT_FILE,
@@ -41,8 +42,9 @@ def source(raw: dict[str, Any]) -> Any:
     return parsed
 
 
-def staged_pod(raw: dict[str, Any] = PINNED, version: str = "3.6.16") -> dict[str, Any]:
-    return staging_pod(source(raw), metadata={"name": "r-staging", "namespace": "ns"}, claim="r-staging",
+def staged_pod(raw: dict[str, Any] = PINNED, version: str = "3.6.16",
+               claims: tuple[str, ...] = ("r-staging",)) -> dict[str, Any]:
+    return staging_pod(source(raw), metadata={"name": "r-staging", "namespace": "ns"}, claims=claims,
                        etcd_image=f"quay.io/coreos/etcd:v{version}", etcd_version=EtcdVersion.parse(version),
                        pod_security_context={"runAsNonRoot": True},
                        security_context=etcd_container_security_context(), deadline_seconds=301)
@@ -80,6 +82,31 @@ def test_the_staging_pod_checks_the_file_with_the_target_versions_tool(version: 
     assert check["command"][:4] == [binary, "snapshot", "status", SNAPSHOT_FILE]
     assert check.get("env") == env
     assert check["volumeMounts"] == [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
+
+
+def test_a_staging_pod_of_three_claims_copies_onto_the_others_as_a_staged_seed_would() -> None:
+    """Claim 0 is fetched onto (as above); each other claim gets the seed's own copy of a staged
+    claim (sha256 checked), from claim 0 mounted read-only, onto claim i where a seed's data volume
+    is; then the check. Broken by a copy that downloads again, writes claim 0, mounts it writable,
+    or by a claim without its copy."""
+    pod = staged_pod(claims=("r-staging", "r-staging-1", "r-staging-2"))
+    fetch, *copies = pod["spec"]["initContainers"]
+    assert fetch == staged_pod()["spec"]["initContainers"][0]
+    assert [copy["name"] for copy in copies] == [f"{COPY_PREFIX}1", f"{COPY_PREFIX}2"]
+    seed_copy = seed_pod(cluster({**PINNED, "stagedClaim": "r-staging"}))["spec"]["initContainers"][0]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes[c.DATA_VOLUME_NAME]["persistentVolumeClaim"] == {"claimName": "r-staging"}
+    for index, copy in enumerate(copies, start=1):
+        assert copy["args"] == seed_copy["args"] and copy["image"] == seed_copy["image"]
+        assert f"--sha256={RESTORE['sha256']}" in copy["args"]
+        assert copy["volumeMounts"] == [
+            {"name": f"{COPY_PREFIX}{index}", "mountPath": c.DATA_VOLUME_MOUNT_PATH},
+            {"name": c.DATA_VOLUME_NAME, "mountPath": STAGED_DIR, "readOnly": True}]
+        assert volumes[f"{COPY_PREFIX}{index}"]["persistentVolumeClaim"] == {"claimName": f"r-staging-{index}"}
+    (check,) = pod["spec"]["containers"]
+    assert check == staged_pod()["spec"]["containers"][0]
+    assert {v["name"] for v in pod["spec"]["volumes"]} == {
+        c.DATA_VOLUME_NAME, f"{COPY_PREFIX}1", f"{COPY_PREFIX}2", AWS_VOLUME, ENCRYPTION_VOLUME}
 
 
 def test_the_staged_snapshot_is_where_the_seed_reads_it() -> None:

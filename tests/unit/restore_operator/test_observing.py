@@ -1,10 +1,12 @@
 """The pure parts of observing: another restore in progress, a failing seed init container, the
-recorded status read back."""
+recorded status read back; the staging claims found (by label, and the expected ones by name)."""
 from __future__ import annotations
 
 from typing import Any
 
-from restore_operator.observing import other_restore_in_progress, parse_recorded, seed_problem
+from restore_operator.observing import observe_staging, other_restore_in_progress, parse_recorded, seed_problem
+from tests.unit.restore_operator.test_planning import UID, restore
+from tests.unit.restore_operator.test_staging_supervisor import FakeClient
 
 CLUSTER = {"metadata": {"name": "c", "namespace": "ns", "labels": {"etcd.database.coreos.com/restore": "first"}}}
 
@@ -57,3 +59,23 @@ def test_a_restore_the_coreos_operator_finished_is_never_run_again() -> None:
     failed = parse_recorded({"succeeded": False, "reason": "failed to restore the seed"}, generation=3)
     assert (failed.phase, failed.observed_generation) == (PHASE_FAILED, 3)
     assert parse_recorded({}, generation=3).phase == ""  # never reconciled: runs
+
+
+def test_staging_claims_are_found_by_label_and_the_expected_ones_by_name() -> None:
+    """Ours (labelled) whatever their number; an expected name held by an unlabelled object of
+    someone else; nothing else. Broken by looking only by label (another's claim would be written)
+    or only by the expected names (a claim of an earlier, larger size would stay behind)."""
+    def claim(name: str, *, labelled: bool, owner: str) -> dict[str, Any]:
+        labels = {"etcd.database.coreos.com/restore": "r"} if labelled else {}
+        return {"metadata": {"name": name, "labels": labels, "ownerReferences": [{"uid": owner}]}}
+
+    claims = FakeClient({
+        "r-staging": claim("r-staging", labelled=True, owner=UID),
+        "r-staging-4": claim("r-staging-4", labelled=True, owner=UID),
+        "r-staging-1": claim("r-staging-1", labelled=False, owner="someone-else"),
+        "other": claim("other", labelled=False, owner="someone-else"),
+    })
+    found, pod = observe_staging(restore(), FakeClient(), claims, ("r-staging", "r-staging-1", "r-staging-2"))
+    assert pod is None
+    assert {name: seen.owned for name, seen in found.items()} == {
+        "r-staging": True, "r-staging-4": True, "r-staging-1": False}

@@ -12,7 +12,7 @@ from etcd_common.api.etcd_restore import parse_etcd_restore
 from restore_operator import actions as a
 from restore_operator import planning as p
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
-from restore_operator.staging import StagingClaim, StagingPod
+from restore_operator.staging import StagingClaim, StagingPod, staging_claim_names
 
 UID = "restore-uid-1"
 FACTS = SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
@@ -36,11 +36,17 @@ STAGED_CLAIM = StagingClaim(owned=True, phase="Bound")
 STAGED_POD = StagingPod(phase="Succeeded", owned=True)
 
 
+def all_claims(claim: StagingClaim | None = STAGED_CLAIM, size: int = 7) -> dict[str, StagingClaim]:
+    """`claim` as each staging claim of restore "r" for a cluster of `size` members (the largest by
+    default: whatever the cluster's size, all its claims are there)."""
+    return {} if claim is None else dict.fromkeys(staging_claim_names("r", size), claim)
+
+
 def observed(*, staged: bool = True, **fields: Any) -> ObservedRestore:
     """`staged`: the staging pod Succeeded and its claim is there (what a delete or create needs)."""
     base = ObservedRestore(restore(), RecordedRestore(snapshot=FACTS))
     if staged:
-        base = replace(base, staging_claim=STAGED_CLAIM, staging_pod=STAGED_POD)
+        base = replace(base, staging_claims=all_claims(), staging_pod=STAGED_POD)
     return replace(base, **fields)
 
 

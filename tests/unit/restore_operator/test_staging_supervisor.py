@@ -35,7 +35,10 @@ class FakeClient:
         return self.objects[name]
 
     def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return []
+        """The objects with every label `k=v` of the selector."""
+        wanted = dict(term.split("=", 1) for term in (label_selector or "").split(",") if term)
+        return [body for body in self.objects.values()
+                if wanted.items() <= ((body.get("metadata") or {}).get("labels") or {}).items()]
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
@@ -215,3 +218,93 @@ def test_the_created_cluster_names_the_staged_claim(monkeypatch: pytest.MonkeyPa
     assert created["spec"]["restore"]["stagedClaim"] == "r-staging"
     assert created["metadata"]["annotations"][c.ANNOTATION_RESTORE_UID] == UID
     assert status["phase"] == "Restoring"
+
+
+THREE = ["r-staging", "r-staging-1", "r-staging-2"]
+EXISTING_3 = {**EXISTING, "spec": {"size": 3, "version": "3.6.16"}}
+
+
+def labelled(name: str, phase: str = "Bound") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {c.LABEL_RESTORE: "r"}, "ownerReferences": [{"uid": UID}]},
+            "status": {"phase": phase}}
+
+
+def test_a_cluster_of_three_is_staged_on_three_claims_by_one_pod() -> None:
+    """Broken by staging one claim for three members, or by a pod that does not write them all."""
+    world = World(dict(VERIFIED), cluster=EXISTING_3)
+
+    status = world.pass_once()
+
+    assert world.claims.calls == [("create", name) for name in THREE]
+    assert world.pods.calls == [("create", "r-staging")] and world.clusters.calls == []
+    sizes = {world.claims.objects[n]["spec"]["resources"]["requests"]["storage"] for n in THREE}
+    assert len(sizes) == 1
+    pod = world.pods.objects["r-staging"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == THREE
+    assert [i["name"] for i in pod["spec"]["initContainers"]] == ["restore-fetch", "restore-copy-1", "restore-copy-2"]
+    assert status["staging"] == {"claim": "r-staging", "pod": "r-staging", "claims": THREE}
+
+
+def test_the_pod_is_not_started_before_every_claim_and_a_lost_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod Succeeded but claim 2 is gone (found neither by label nor by name): nothing is
+    deleted. Broken by replacing the cluster with a member's copy missing."""
+    no_recheck(monkeypatch)
+    world = World({**VERIFIED, "phase": "Staging"}, cluster=EXISTING_3, pods={"r-staging": owned("Succeeded")},
+                  claims={name: labelled(name) for name in THREE[:2]})
+
+    status = world.pass_once()
+
+    assert status["reason"] == "StagedClaimLost" and "r-staging-2" in status["message"]
+    assert world.clusters.calls == []
+
+
+def test_a_claim_name_held_by_another_object_is_found_by_name() -> None:
+    """An unlabelled claim of someone else named like claim 2: the restore fails and stages
+    nothing. Broken by looking claims up by label alone (the pod would write another's volume)."""
+    foreign = {"metadata": {"name": "r-staging-2"}, "status": {"phase": "Bound"}}
+    world = World(dict(VERIFIED), cluster=EXISTING_3, claims={"r-staging-2": foreign})
+
+    status = world.pass_once()
+
+    assert status["reason"] == "StagingNameTaken" and "PersistentVolumeClaim r-staging-2" in status["message"]
+    assert world.claims.calls == [] and world.pods.calls == []
+
+
+def test_the_created_cluster_of_three_names_every_members_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken by creating a 3-member cluster without spec.restore.stagedClaims."""
+    no_recheck(monkeypatch)
+    status = {**VERIFIED, "phase": "Replacing", "clusterSpec": {"size": 3, "version": "3.6.16"},
+              "staging": {"claim": "r-staging", "pod": "r-staging", "claims": THREE, "staged": True}}
+    world = World(status, claims={name: labelled(name) for name in THREE})
+
+    world.pass_once()
+
+    restore = world.clusters.objects["c"]["spec"]["restore"]
+    assert restore["stagedClaim"] == "r-staging" and restore["stagedClaims"] == THREE
+
+
+def test_the_created_cluster_of_one_names_its_claim_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_recheck(monkeypatch)
+    status = {**VERIFIED, "phase": "Replacing", "clusterSpec": {"size": 1, "version": "3.6.16"},
+              "staging": {"claim": "r-staging", "pod": "r-staging", "staged": True}}
+    world = World(status, claims={"r-staging": labelled("r-staging")})
+
+    world.pass_once()
+
+    restore = world.clusters.objects["c"]["spec"]["restore"]
+    assert restore["stagedClaim"] == "r-staging" and "stagedClaims" not in restore
+
+
+def test_a_finished_restore_removes_its_pod_and_every_claim() -> None:
+    """Every claim labelled with the restore's name goes, whatever the cluster's size says now
+    (here 1). Broken by leaving any claim (and its storage) behind."""
+    status = {**VERIFIED, "phase": "Completed", "clusterSpec": {"size": 1},
+              "staging": {"claim": "r-staging", "pod": "r-staging", "staged": True}}
+    world = World(status, pods={"r-staging": owned("Succeeded")}, claims={name: labelled(name) for name in THREE})
+
+    world.pass_once()
+
+    assert world.pods.calls == [("delete", "r-staging")]
+    assert sorted(world.claims.calls) == [("delete", name) for name in THREE]
+    assert world.claims.objects == {}
