@@ -1,6 +1,6 @@
 """Issue 22 item 1: nothing is deleted before the replacement is proven. The restore operator
-stages the verified snapshot on a claim with the seed's own fetch step and the target version's
-etcdutl before it deletes anything; each failure injected after verification (an image that
+stages the verified snapshot on a claim per member of the restored cluster with the seed's own
+fetch step (and copy step) and the target version's etcdutl before it deletes anything; each failure injected after verification (an image that
 cannot be pulled, the object replaced, the credentials Secret deleted, no space on the staging
 volume) leaves the original cluster serving every key, the EtcdRestore Failed with why, and no
 staging object behind. A normal restore goes through staging and its seed copies the staged
@@ -43,6 +43,7 @@ pytestmark = pytest.mark.sandbox
 UNPULLABLE_ETCD_VERSION = "3.5.1"
 UNPULLABLE_FETCH_IMAGE = "quay.io/coreos/etcd:v3.5.999"
 KEYS = {f"kept/{index}": f"value-{index}" for index in range(5)}
+RESTORE_LABEL = "etcd.database.coreos.com/restore"
 
 
 def serving_cluster_with_a_backup(clusters: Clusters, name: str) -> tuple[str, str, bytes]:
@@ -64,7 +65,8 @@ def assert_serving_all_its_keys(clusters: Clusters, name: str, uid: str) -> None
 
 
 def staging_objects(sandbox: Sandbox, namespace: str, restore: str) -> list[str]:
-    """The restore's staging pod and claim that exist and are not being deleted."""
+    """The restore's staging pod and claims (by name, and any labelled with the restore's name)
+    that exist and are not being deleted."""
     core = k8s.CoreV1Api(sandbox.api_client())
     found = []
     for kind, read in (("pod", core.read_namespaced_pod),
@@ -77,6 +79,9 @@ def staging_objects(sandbox: Sandbox, namespace: str, restore: str) -> list[str]
             raise
         if obj.metadata.deletion_timestamp is None:
             found.append(kind)
+    labelled = core.list_namespaced_persistent_volume_claim(namespace, label_selector=f"{RESTORE_LABEL}={restore}")
+    found += [f"claim {claim.metadata.name}" for claim in labelled.items
+              if claim.metadata.deletion_timestamp is None and claim.metadata.name != f"{restore}-staging"]
     return found
 
 
@@ -136,6 +141,27 @@ def test_a_restore_goes_through_staging_and_its_seed_copies_the_staged_snapshot(
                        for volume in pod.spec.volumes or []), pod.metadata.name
     # The claim the seed still mounts stays Terminating until the seed pod goes: removed either way.
     assert_staging_removed(clusters.sandbox, clusters.namespace, name)
+
+
+def test_a_restored_cluster_of_three_is_staged_on_a_claim_per_member(clusters: Clusters, restores: Restores) -> None:
+    """One staging pod fetches onto the first claim and copies onto the two others; the created
+    EtcdCluster names all three (spec.restore.stagedClaims) and serves every key with 3 members;
+    every staging object goes when the restore ends."""
+    _, key, _ = serving_cluster_with_a_backup(clusters, "source3")
+    secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
+    body = coreos_restore_cr("three", f"{BUCKET}/{key}", secret)
+    body["spec"]["clusterSpec"] = {"size": 3}
+    restores.create(body)
+
+    status = restores.wait_phase("three", "Completed", timeout=RESTORE_TIMEOUT)
+
+    claims = ["three-staging", "three-staging-1", "three-staging-2"]
+    assert status["staging"] == {"claim": claims[0], "claims": claims, "pod": "three-staging", "staged": True}, status
+    restored = clusters.get("three")
+    assert restored["spec"]["restore"]["stagedClaim"] == claims[0], restored["spec"]["restore"]
+    assert restored["spec"]["restore"]["stagedClaims"] == claims, restored["spec"]["restore"]
+    assert keys_of(clusters, "three") == KEYS
+    assert_staging_removed(clusters.sandbox, clusters.namespace, "three")
 
 
 def test_an_etcd_image_that_cannot_be_pulled_fails_staging_and_creates_nothing(
