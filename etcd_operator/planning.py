@@ -557,11 +557,10 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
         local = observed.local_members
         voters = tuple(m for m in local if not m.is_learner) if local is not None else None
         return plan_recovery_start(observed, spec, voters, report)
-    if live and not bootstrapped:
-        interrupted = _interrupted_restored_bootstrap(observed, spec)
+    if live:
+        interrupted = None if bootstrapped else _interrupted_restored_bootstrap(observed, spec)
         if interrupted is not None:
             return interrupted
-    if live:
         problems = [f"{pod.name}: {pod.problem}" for pod in live if pod.problem]
         detail = f"; {'; '.join(problems)}" if problems else ""
         why = observed.member_list_error or "no member answered"
@@ -573,6 +572,12 @@ def _plan_without_member_list(observed: ObservedCluster, spec: ClusterSpec) -> A
             f"{MEMBERS_LOST_REASON}: every member pod is gone and with it the data "
             f"(emptyDir); not bootstrapping an empty cluster in its place"
         )
+    return _bootstrap(observed, spec)
+
+
+def _bootstrap(observed: ObservedCluster, spec: ClusterSpec) -> Action:
+    """Nothing exists and the cluster never bootstrapped: its seed, or a restored cluster's members."""
+    cluster = observed.cluster
     leftover = next((pvc for pvc in sorted(observed.pvcs, key=lambda v: v.name) if not pvc.deleting), None)
     if leftover is not None and spec.uses_persistent_volumes:
         name = leftover.member_name  # a bootstrap interrupted after its volume was created
