@@ -76,21 +76,21 @@ def staging_source(restore: EtcdRestore, facts: SnapshotFacts, *, fetch_image: s
 
 
 def create_staging(claims: ResourceClient, pods: ResourceClient, claim_bodies: Sequence[dict[str, Any]],
-                   pod: dict[str, Any]) -> None:
-    """The claims first (the pod mounts them), then the pod; any already there is fine (the planner
-    saw it is ours; a pod already there is waited for, never recreated)."""
-    for client, body in [*((claims, claim) for claim in claim_bodies), (pods, pod)]:
+                   pod_bodies: Sequence[dict[str, Any]]) -> None:
+    """The claims first (each pod mounts one), then the pods; any already there is fine (the
+    planner saw it is ours; a pod already there is waited for, never recreated)."""
+    for client, body in [*((claims, claim) for claim in claim_bodies), *((pods, pod) for pod in pod_bodies)]:
         try:
             client.create(str(body["metadata"]["namespace"]), body)
         except AlreadyExists:
             pass
 
 
-def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str, pod: str,
+def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str, pod_names: Sequence[str],
                    claim_names: Sequence[str]) -> None:
-    """The staging pod `pod` ("": none to delete) first, then the claims it mounted."""
-    if pod:
-        pods.delete(namespace, pod)
+    """The staging pods first, then the claims they mounted."""
+    for name in pod_names:
+        pods.delete(namespace, name)
     for name in claim_names:
         claims.delete(namespace, name)
 

@@ -51,29 +51,30 @@ class VerifySnapshot(Action):
 
 @dataclass(frozen=True)
 class Stage(Action):
-    """Create the staging claims `claims` (those absent; one per member of the restored cluster)
-    and pod (`staging.py`) for the EtcdCluster spec `cluster_spec` (its etcd image, version, pod
-    security and storage class)."""
+    """Create the staging claims `claims` (one per member of the restored cluster) and a staging
+    pod for each, of its name (`staging.py`), those absent, for the EtcdCluster spec
+    `cluster_spec` (its etcd image, version, pod security, placement and storage class)."""
 
     cluster_spec: Mapping[str, Any]
     claims: tuple[str, ...]
     phase: ClassVar[str] = PHASE_STAGING
 
     def describe(self) -> str:
-        return (f"stage the verified snapshot on {len(self.claims)} claim(s) with the seed's own fetch, copy and "
-                "check steps")
+        return (f"stage the verified snapshot on {len(self.claims)} claim(s), a pod for each with the seed's own "
+                "fetch and check steps")
 
 
 @dataclass(frozen=True)
 class RemoveStaging(Action):
-    """Delete the staging pod (when `pod`) and the staging claims `claims` (the restore finished,
-    or failed)."""
+    """Delete the staging pods `pods`, then the staging claims `claims` (the restore finished, or
+    failed)."""
 
-    pod: bool
+    pods: tuple[str, ...] = ()
     claims: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        what = [*(["pod"] if self.pod else []), *([f"claim(s) {', '.join(self.claims)}"] if self.claims else [])]
+        what = [f"{kind} {', '.join(names)}" for kind, names in (("pod(s)", self.pods), ("claim(s)", self.claims))
+                if names]
         return f"remove the staging {' and '.join(what)}"
 
 

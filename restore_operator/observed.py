@@ -53,7 +53,7 @@ class RecordedRestore:
     # When the recorded phase began (status.phaseStartTime): what the phase's time bound counts from.
     phase_started: datetime | None = None
     # status.staging: the (first) claim the snapshot is staged on ("" before staging began), and
-    # whether its staging pod was seen Succeeded (recorded before anything is deleted).
+    # whether its staging pods were all seen Succeeded (recorded before anything is deleted).
     staged_claim: str = ""
     staged: bool = False
 
@@ -95,10 +95,11 @@ class ObservedRestore:
     other_restore_in_progress: str = ""
     # Why the restored cluster's seed pod does not get going (a failing init container), if so.
     seed_problem: str = ""
-    # The staging claims of this restore found, by name (those it expects, and any others labelled
-    # with its name; absent: not there, or not looked for), and its staging pod (None: the same).
+    # The staging claims and pods (one per claim, of the claim's name) of this restore found, by
+    # name (those it expects, and any others labelled with its name; absent: not there, or not
+    # looked for).
     staging_claims: Mapping[str, StagingClaim] = field(default_factory=dict)
-    staging_pod: StagingPod | None = None
+    staging_pods: Mapping[str, StagingPod] = field(default_factory=dict)
     # When this pass observed (None: unknown; then no phase's time bound is applied).
     now: datetime | None = None
 

@@ -1,12 +1,12 @@
 """One pass's observation of an EtcdRestore: its recorded status, the EtcdCluster it names (read
-from the API, not a cache: it decides what is deleted), leftover pods, its staging claims and pod,
+from the API, not a cache: it decides what is deleted), leftover pods, its staging claims and pods,
 and, once the restored cluster reports all members ready, the revision its client service serves."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, parse_etcd_cluster, parse_recorded_status
@@ -23,9 +23,11 @@ from restore_operator.staging import (
     StagingPod,
     parse_staging_claim,
     parse_staging_pod,
-    staging_name,
+    staging_selector,
 )
 from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES, parse_timestamp
+
+T = TypeVar("T")
 
 
 def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: ResourceClient,
@@ -40,31 +42,35 @@ def observe_restore(restore: EtcdRestore, raw: Mapping[str, Any], *, clusters: R
         return ObservedRestore(restore, recorded, now=now)
     observed = _observe_cluster(restore, recorded, clusters=clusters, pods=pods, etcd=etcd,
                                 find_restore=find_restore, now=now)
-    staging_claims, staging_pod = observe_staging(restore, pods, claims, expected_staging_claims(observed))
-    return replace(observed, staging_claims=staging_claims, staging_pod=staging_pod)
+    staging_claims, staging_pods = observe_staging(restore, pods, claims, expected_staging_claims(observed))
+    return replace(observed, staging_claims=staging_claims, staging_pods=staging_pods)
 
 
 def observe_staging(restore: EtcdRestore, pods: ResourceClient, claims: ResourceClient | None,
-                    expected: Sequence[str]) -> tuple[dict[str, StagingClaim], StagingPod | None]:
-    """The restore's staging claims, by name, and pod, as they are (absent, None: not there). The
-    claims: those labelled with the restore's name (all it made, whatever the cluster's size was),
-    and each of `expected` not among them got by name (another object may hold the name)."""
+                    expected: Sequence[str]) -> tuple[dict[str, StagingClaim], dict[str, StagingPod]]:
+    """The restore's staging claims and pods, by name, as they are (absent: not there). Each
+    kind: those labelled as this restore's (all it made, whatever the cluster's size was), and
+    each of `expected` (a pod is named as its claim) not among them got by name (another object
+    may hold the name)."""
     if claims is None:
-        return {}, None
-    found = {str(raw["metadata"]["name"]): parse_staging_claim(raw, restore.uid)
-             for raw in claims.list(restore.namespace, label_selector=f"{c.LABEL_RESTORE}={restore.name}")}
+        return {}, {}
+    found_claims = _labelled_then_named(claims, restore, f"{c.LABEL_RESTORE}={restore.name}", expected,
+                                        parse_staging_claim)
+    found_pods = _labelled_then_named(pods, restore, staging_selector(restore.name), expected, parse_staging_pod)
+    return found_claims, found_pods
+
+
+def _labelled_then_named(client: ResourceClient, restore: EtcdRestore, selector: str, expected: Sequence[str],
+                            parse: Callable[[Mapping[str, Any], str], T]) -> dict[str, T]:
+    found = {str(raw["metadata"]["name"]): parse(raw, restore.uid)
+             for raw in client.list(restore.namespace, label_selector=selector)}
     for name in expected:
         if name not in found:
             try:
-                found[name] = parse_staging_claim(claims.get(restore.namespace, name), restore.uid)
+                found[name] = parse(client.get(restore.namespace, name), restore.uid)
             except NotFound:
                 pass
-    try:
-        pod: StagingPod | None = parse_staging_pod(pods.get(restore.namespace, staging_name(restore.name)),
-                                                   restore.uid)
-    except NotFound:
-        pod = None
-    return found, pod
+    return found
 
 
 def _observe_cluster(restore: EtcdRestore, recorded: RecordedRestore, *, clusters: ResourceClient,

@@ -4,9 +4,9 @@
 Rules, first match wins (the order is the safety argument: nothing touches the cluster before the
 snapshot is verified, and a cluster carrying this restore's uid is never deleted):
 
- 1. A finished restore (Completed, or Failed for this generation) -> RemoveStaging while its
-    staging pod or any staging claim it owns is there (not being deleted already), else Done. A
-    restore runs once.
+ 1. A finished restore (Completed, or Failed for this generation) -> RemoveStaging while any
+    staging pod or claim it owns is there (not being deleted already), else Done. A restore runs
+    once.
  2. Spec unreadable, or a storage type other than S3 -> Fail (nothing touched).
  3. No awsSecret -> Fail: the seed pod could not fetch the snapshot (`preflight.py`).
     No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
@@ -37,15 +37,15 @@ snapshot is verified, and a cluster carrying this restore's uid is never deleted
 
 The staging step (`staging.py`), between the preflight and any delete or create, for the cluster
 to be created (`new_cluster_spec`): one staging claim per member of it (`staging_claims_for`), and
-one staging pod that fetches the verified object onto the first exactly as the seed would, copies
-it onto the others (sha256 checked) and checks it with the target version's etcdutl. Its pod or
-any of its claims taken by another object -> Fail (StagingNameTaken, naming them); any being
-deleted -> Wait; failed, or waiting for something waiting does not cure (an image not pulled) ->
-Fail(StagingFailed) with the pod's own words (for ENOSPC, with what the claim asked for); no pod,
-or a claim missing while nothing was staged yet -> Stage (the missing claims, the pod if absent);
-running -> Wait (Staging); Succeeded with all its claims there (or status says it did:
-status.staging.staged) -> on to the delete or create. A staged claim gone before the create ->
-Fail(StagedClaimLost).
+for each a staging pod of its name, placed like the members, that fetches the verified object
+onto its claim exactly as the seed would and checks it with the target version's etcdutl. Any of
+its pods or claims taken by another object -> Fail (StagingNameTaken, naming them); any being
+deleted -> Wait; a claim gone that a pod staged on (or any, once status.staging.staged) ->
+Fail(StagedClaimLost); a pod failed, or waiting for something waiting does not cure (an image not
+pulled) -> Fail(StagingFailed) naming it, with its own words (for ENOSPC, with what the claim asked
+for); a pod or claim missing -> Stage (the missing ones); pods still going -> Wait (Staging: how
+many are staged, and where each other is, e.g. not scheduled and why); every claim there and
+every pod Succeeded (or status says so: status.staging.staged) -> on to the delete or create.
 
 Over all of them: a VerifySnapshot or Wait in a phase that has lasted past its time bound
 (`status.py`: Verifying, Staging, Replacing, Restoring) -> Fail(RestoreTimedOut) with the reason the Wait
@@ -78,7 +78,7 @@ from restore_operator.preflight import (
     preflight,
     seed_credentials_problem,
 )
-from restore_operator.staging import no_space_hint, staging_claim_names, staging_name
+from restore_operator.staging import no_space_hint, staging_claim_names
 from restore_operator.status import (
     PHASE_COMPLETED,
     PHASE_FAILED,
@@ -154,7 +154,7 @@ def _bounded(observed: ObservedRestore, action: Action) -> Action:
     if isinstance(action, VerifySnapshot):
         phase, last_seen = PHASE_VERIFYING, observed.recorded.message or "the snapshot is not verified yet"
     elif isinstance(action, Stage):
-        phase, last_seen = PHASE_STAGING, observed.recorded.message or "the staging pod is not there"
+        phase, last_seen = PHASE_STAGING, observed.recorded.message or "the staging pods are not there"
     elif isinstance(action, Wait):
         phase, last_seen = action.phase_name, action.message
     else:
@@ -177,13 +177,13 @@ def _after_timeout(observed: ObservedRestore, phase: str) -> str:
     if phase == PHASE_VERIFYING:
         return "Nothing was touched; fix the cause, then delete and apply this EtcdRestore again."
     if phase == PHASE_STAGING and observed.recorded.cluster_spec is None:
-        return ("Nothing was deleted; the staging pod and claim are removed; fix the cause (see the staging pod's "
-                "status), then delete and apply this EtcdRestore again.")
+        return ("Nothing was deleted; the staging pods and claims are removed; fix the cause (see the staging "
+                "pods' status), then delete and apply this EtcdRestore again.")
     kept = (" (the replaced cluster's spec is in this restore's status.clusterSpec: put it in spec.clusterSpec)"
             if observed.recorded.cluster_spec else "")
     if phase == PHASE_STAGING:
-        return (f"The replaced EtcdCluster {name} was deleted already; the staging pod and claim are removed; to "
-                f"retry, fix the cause (see the staging pod's status), then delete and apply this EtcdRestore "
+        return (f"The replaced EtcdCluster {name} was deleted already; the staging pods and claims are removed; "
+                f"to retry, fix the cause (see the staging pods' status), then delete and apply this EtcdRestore "
                 f"again{kept}.")
     if phase == PHASE_REPLACING:
         return (f"Nothing more is deleted; see `kubectl describe etcdcluster {name}` and its pods; to retry, "
@@ -230,42 +230,51 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
 def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | None:
     """The staging step (module docstring) for a restored cluster of spec `spec`: None once the
     snapshot is staged on all its claims, else what to do."""
-    pod, recorded = observed.staging_pod, observed.recorded
-    name = staging_name(observed.restore.name)
+    recorded = observed.recorded
     expected = staging_claims_for(observed.restore.name, spec)
-    claims = {claim: observed.staging_claims.get(claim) for claim in expected}
+    claims = {name: observed.staging_claims.get(name) for name in expected}
+    pods = {name: observed.staging_pods.get(name) for name in expected}  # each claim's pod, of its name
     # Staged for this generation: a failed restore retried after a spec edit (its staging objects
     # removed when it failed) stages again.
     staged = recorded.staged and recorded.observed_generation == observed.restore.generation
     consequence = ("the replaced cluster was deleted already (its spec is in status.clusterSpec)"
                    if recorded.cluster_spec is not None and observed.cluster is None else NOTHING_TOUCHED)
-    taken = [*([f"Pod {name}"] if pod is not None and not pod.owned else []),
-             *(f"PersistentVolumeClaim {claim}" for claim, found in claims.items()
-               if found is not None and not found.owned)]
+    taken = [*(f"Pod {name}" for name, pod in pods.items() if pod is not None and not pod.owned),
+             *(f"PersistentVolumeClaim {name}" for name, claim in claims.items()
+               if claim is not None and not claim.owned)]
     if taken:
         verbs = "exists and is" if len(taken) == 1 else "exist and are"
         return Fail(REASON_STAGING_NAME_TAKEN,
                     f"{' and '.join(taken)} {verbs} not this restore's: it cannot stage the snapshot there; "
                     f"{consequence}; delete or rename {'it' if len(taken) == 1 else 'them'}, then apply this "
                     "EtcdRestore again")
-    if (pod is not None and pod.deleting) or any(found is not None and found.deleting for found in claims.values()):
-        return Wait(f"the staging objects of {name} are being deleted", PHASE_STAGING)
-    missing = [claim for claim, found in claims.items() if found is None]
-    if not missing and ((pod is not None and pod.succeeded) or staged):
+    deleting = [name for name in expected if any(found is not None and found.deleting
+                                                 for found in (pods[name], claims[name]))]
+    if deleting:
+        return Wait(f"the staging objects {', '.join(deleting)} are being deleted", PHASE_STAGING)
+    missing = [name for name, claim in claims.items() if claim is None]
+    done = [name for name, pod in pods.items() if pod is not None and pod.succeeded]
+    if not missing and (staged or len(done) == len(expected)):
         return None
-    if staged or (pod is not None and pod.succeeded):
+    # A claim a pod staged on (or all, once status says so) gone: recreated, it would be empty.
+    lost = [name for name in missing if staged or name in done]
+    if lost:
         return Fail(REASON_STAGED_CLAIM_LOST,
-                    f"the claim(s) {', '.join(missing)} the snapshot was staged on were deleted before the restore "
+                    f"the claim(s) {', '.join(lost)} the snapshot was staged on were deleted before the restore "
                     f"used them; {consequence}; apply a new EtcdRestore")
-    if pod is not None and pod.problem:
+    failing = [(name, pod) for name, pod in pods.items() if pod is not None and pod.problem]
+    if failing:
+        name, pod = failing[0]
         facts = recorded.snapshot
         hint = no_space_hint(pod.problem, None if facts is None else facts.largest_size)
         return Fail(REASON_STAGING_FAILED,
                     f"the staging pod {name} could not fetch and check the snapshot as the seed would: {pod.problem}; "
                     f"{f'{hint}; ' if hint else ''}{consequence}; see `kubectl describe pod {name}` (removed shortly)")
-    if pod is None or missing:
+    if missing or any(pod is None for pod in pods.values()):
         return Stage(spec, claims=expected)
-    return Wait(f"staging the verified snapshot on claim(s) {', '.join(expected)}: {pod.progress}", PHASE_STAGING)
+    going = "; ".join(f"{name}: {pod.progress}" for name, pod in pods.items() if pod is not None and not pod.succeeded)
+    return Wait(f"staging the verified snapshot on claim(s) {', '.join(expected)}, a pod for each: "
+                f"{len(done)} of {len(expected)} staged; {going}", PHASE_STAGING)
 
 
 def staging_claims_for(restore_name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
@@ -278,12 +287,12 @@ def staging_claims_for(restore_name: str, spec: Mapping[str, Any]) -> tuple[str,
 
 
 def _remove_staging(observed: ObservedRestore) -> Action:
-    """A finished restore's staging objects go, all it owns (a claim the seed still mounts stays
-    Terminating until the seed pod goes)."""
-    pod = observed.staging_pod is not None and observed.staging_pod.owned and not observed.staging_pod.deleting
+    """A finished restore's staging objects go, all it owns (a claim a member still mounts stays
+    Terminating until the member's pod goes)."""
+    pods = tuple(sorted(name for name, pod in observed.staging_pods.items() if pod.owned and not pod.deleting))
     claims = tuple(sorted(name for name, claim in observed.staging_claims.items()
                           if claim.owned and not claim.deleting))
-    return RemoveStaging(pod=pod, claims=claims) if pod or claims else Done()
+    return RemoveStaging(pods=pods, claims=claims) if pods or claims else Done()
 
 
 def new_cluster_spec(observed: ObservedRestore) -> dict[str, Any]:

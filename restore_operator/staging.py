@@ -1,14 +1,19 @@
-"""The staging step (pure): before anything of a cluster is deleted, a pod of the EtcdRestore runs
-the seed's own fetch step, a copy onto each further claim and `etcdutl snapshot status`
-(`etcd_common.seed.pod.staging_pod`): one claim of the EtcdRestore per member of the restored
-cluster, each sized by the seed's space rule and holding the same checked snapshot. Each member
-of the restored cluster then copies the snapshot from its own claim and all of them bootstrap at
-once (`spec.restore.stagedClaim`, the first, and `spec.restore.stagedClaims`, all). Here: the
-claims' names and manifests, the pod's, and what the pod's status says (done, failing and why, or
-still going)."""
+"""The staging step (pure): before anything of a cluster is deleted, one pod of the EtcdRestore per
+member of the restored cluster, each with its own claim, runs the seed's own fetch step (each
+downloads the verified object itself) and `etcdutl snapshot status`
+(`etcd_common.seed.pod.staging_pod`); each claim is sized by the seed's space rule and holds the
+same checked snapshot. A staging pod is placed like the members (their nodeSelector, tolerations
+and node affinity) and apart from the other staging pods of its restore (required when the
+members require distinct nodes, `spec.pod.antiAffinity`), so that a claim bound where its first
+consumer runs (WaitForFirstConsumer) binds where a member can run. Each member of the restored
+cluster then copies the snapshot from its own claim and all of them bootstrap at once
+(`spec.restore.stagedClaim`, the first, and `spec.restore.stagedClaims`, all). Here: the claims'
+and pods' names and manifests, and what a pod's status says (done, failing and why, or still
+going)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -17,11 +22,14 @@ from etcd_common.api.etcd_cluster import ClusterSpec
 from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.api.maintenance import format_bytes
 from etcd_common.api.restore_source import RestoreSource
-from etcd_common.seed.pod import CHECK_CONTAINER, COPY_PREFIX, FETCH_CONTAINER, staging_pod
+from etcd_common.seed.pod import CHECK_CONTAINER, FETCH_CONTAINER, staging_pod
 from etcd_common.seed.security import etcd_container_security_context, member_pod_security_context
 from etcd_common.seed.space import seed_space_needed_bytes
 
 STAGING_SUFFIX: Final = "-staging"
+STAGING_COMPONENT: Final = "restore-staging"  # the app.kubernetes.io/component of the staging objects
+HOSTNAME_TOPOLOGY_KEY: Final = "kubernetes.io/hostname"
+PREFERRED_APART_WEIGHT: Final = 100
 # Waiting reasons of a container that will not start by waiting (with restartPolicy Never, an
 # image that cannot be pulled or a container that cannot be configured is as good as failed).
 FAILING_WAIT_REASONS: Final = frozenset({
@@ -34,13 +42,13 @@ NO_SPACE_WORDS: Final = "no space left on device"
 
 
 def staging_name(restore_name: str) -> str:
-    """The staging pod's and first claim's name."""
+    """The first staging claim's and pod's name."""
     return f"{restore_name}{STAGING_SUFFIX}"
 
 
 def staging_claim_names(restore_name: str, members: int) -> tuple[str, ...]:
     """The staging claims for a restored cluster of `members` members (at least one): the first is
-    `staging_name`, claim i >= 1 `<restore>-staging-<i>`."""
+    `staging_name`, claim i >= 1 `<restore>-staging-<i>`; each claim's staging pod has its name."""
     first = staging_name(restore_name)
     return (first, *(f"{first}-{i}" for i in range(1, members)))
 
@@ -62,12 +70,22 @@ def no_space_hint(problem: str, snapshot_bytes: int | None) -> str:
             "something else fills it, and a seed's volume of the same storage class may too")
 
 
+def staging_labels(restore_name: str) -> dict[str, str]:
+    """The labels of a restore's staging claims and pods. Not the cluster's labels: a staging pod
+    is no member (nor a leftover one)."""
+    return {c.LABEL_RESTORE: restore_name, "app.kubernetes.io/component": STAGING_COMPONENT}
+
+
+def staging_selector(restore_name: str) -> str:
+    """A label selector for a restore's staging objects."""
+    return ",".join(f"{key}={value}" for key, value in staging_labels(restore_name).items())
+
+
 def _metadata(restore: EtcdRestore, name: str) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": restore.namespace,
-        # Not the cluster's labels: a staging pod is no member (nor a leftover one).
-        "labels": {c.LABEL_RESTORE: restore.name, "app.kubernetes.io/component": "restore-staging"},
+        "labels": staging_labels(restore.name),
         "ownerReferences": [{"apiVersion": c.API_GROUP_VERSION, "kind": "EtcdRestore", "name": restore.name,
                              "uid": restore.uid, "controller": True}],
     }
@@ -88,16 +106,45 @@ def build_staging_claim(restore: EtcdRestore, spec: ClusterSpec, snapshot_bytes:
             "spec": claim}
 
 
-def build_staging_pod(restore: EtcdRestore, spec: ClusterSpec, source: RestoreSource, *, claims: Sequence[str],
+def build_staging_pod(restore: EtcdRestore, spec: ClusterSpec, source: RestoreSource, *, claim: str,
                       deadline_seconds: float) -> dict[str, Any]:
-    """The pod that fetches and checks `source` (the verified object, pinned) as the seed would
-    onto `claims[0]` and copies it onto the others, with the seed's image choices and the target
-    cluster's pod security context."""
+    """Staging pod `claim` (named as its claim, which it alone mounts): it fetches and checks
+    `source` (the verified object, pinned) as the seed would, with the seed's image choices, the
+    target cluster's pod security context and `staging_placement`."""
     return staging_pod(
-        source, metadata=_metadata(restore, staging_name(restore.name)), claims=claims, etcd_image=spec.image,
+        source, metadata=_metadata(restore, claim), claim=claim, etcd_image=spec.image,
         etcd_version=spec.version, pod_security_context=member_pod_security_context(spec),
         security_context=etcd_container_security_context(), deadline_seconds=int(deadline_seconds) + 1,
+        placement=staging_placement(restore.name, spec),
     )
+
+
+def staging_placement(restore_name: str, spec: ClusterSpec) -> dict[str, Any]:
+    """Where a staging pod may run: where a member of `spec` may (its nodeSelector, tolerations and
+    the nodeAffinity of its affinity; not its pod (anti-)affinity, which selects member pods, while
+    the old members still run and a staging pod is none), on another node than the restore's other
+    staging pods: required when the members require distinct nodes (`spec.pod.antiAffinity`; too
+    few nodes then leave a staging pod unscheduled, before anything is deleted), else preferred."""
+    pod = spec.pod
+    apart = {"labelSelector": {"matchLabels": staging_labels(restore_name)}, "topologyKey": HOSTNAME_TOPOLOGY_KEY}
+    anti_affinity = ({"requiredDuringSchedulingIgnoredDuringExecution": [apart]} if pod.anti_affinity else
+                     {"preferredDuringSchedulingIgnoredDuringExecution": [
+                         {"weight": PREFERRED_APART_WEIGHT, "podAffinityTerm": apart}]})
+    node_affinity = (pod.affinity or {}).get("nodeAffinity")
+    placement: dict[str, Any] = {
+        "affinity": {**({"nodeAffinity": _plain(node_affinity)} if node_affinity else {}),
+                     "podAntiAffinity": anti_affinity},
+    }
+    if pod.node_selector:
+        placement["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        placement["tolerations"] = [_plain(toleration) for toleration in pod.tolerations]
+    return placement
+
+
+def _plain(value: Any) -> Any:
+    """A deep, mutable copy of an API sub-object from the spec (JSON round trip)."""
+    return json.loads(json.dumps(value))
 
 
 @dataclass(frozen=True)
@@ -140,19 +187,7 @@ def parse_staging_pod(raw: Mapping[str, Any], restore_uid: str) -> StagingPod:
     phase = str(status.get("phase") or "")
     return StagingPod(phase=phase, owned=owned_by(raw, restore_uid),
                       deleting=bool((raw.get("metadata") or {}).get("deletionTimestamp")),
-                      problem=staging_pod_problem(status),
-                      progress=staging_pod_progress(status, copy_targets(raw.get("spec") or {})))
-
-
-def copy_targets(pod_spec: Mapping[str, Any]) -> dict[str, str]:
-    """The claim each copy container of a staging pod writes (the one it mounts where a seed's data
-    volume is), by container name."""
-    claims = {v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName")
-              for v in pod_spec.get("volumes") or []}
-    return {str(container.get("name")): str(claims.get(mount.get("name")) or "")
-            for container in pod_spec.get("initContainers") or []
-            if str(container.get("name")).startswith(COPY_PREFIX)
-            for mount in container.get("volumeMounts") or [] if mount.get("mountPath") == c.DATA_VOLUME_MOUNT_PATH}
+                      problem=staging_pod_problem(status), progress=staging_pod_progress(status))
 
 
 def _containers(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -186,16 +221,15 @@ def staging_pod_problem(status: Mapping[str, Any]) -> str:
     return ""
 
 
-def staging_pod_progress(status: Mapping[str, Any], targets: Mapping[str, str] | None = None) -> str:
-    """Where the staging pod is: unscheduled (and why), a container waiting (and why), running
-    (a copy container: onto which claim, from `targets`, see `copy_targets`)."""
+def staging_pod_progress(status: Mapping[str, Any]) -> str:
+    """Where a staging pod is: unscheduled (and why), a container waiting (and why), running."""
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             return f"not scheduled ({condition.get('reason')}: {_short(str(condition.get('message') or ''))})"
     for container in _containers(status):
         state = container.get("state") or {}
         if "running" in state:
-            return f"{container.get('name')} {_step(str(container.get('name')), targets or {})}"
+            return f"{container.get('name')} {_step(str(container.get('name')))}"
         waiting = state.get("waiting") or {}
         if waiting:
             message = _short(str(waiting.get("message") or ""))
@@ -203,11 +237,9 @@ def staging_pod_progress(status: Mapping[str, Any], targets: Mapping[str, str] |
     return f"pod {status.get('phase') or 'Pending'}"
 
 
-def _step(container: str, targets: Mapping[str, str]) -> str:
+def _step(container: str) -> str:
     if container == FETCH_CONTAINER:
         return "fetching the snapshot"
     if container == CHECK_CONTAINER:
         return "checking the snapshot"
-    if container.startswith(COPY_PREFIX):
-        return f"copying the snapshot to claim {targets.get(container) or '(unknown)'}"
     return "running"

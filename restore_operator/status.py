@@ -9,9 +9,9 @@ seen, and deletes or changes nothing):
 - Verifying: S3_UNREACHABLE_TIMEOUT_SECONDS of S3 failing; VERIFYING_TIMEOUT_SECONDS in all (the
   check itself failing, e.g. etcdutl; a download in progress is not cut short).
 - Staging: `staging_timeout_seconds(size)`, STAGING_BASE_TIMEOUT_SECONDS plus the verified object's
-  size at RESTORING_SLOWEST_BYTES_PER_SECOND (the staging pod is scheduled, pulls its images,
-  downloads the object, copies it onto its other claims, checks it; the copies are local, far
-  faster than that rate); the staging pod carries it as activeDeadlineSeconds too.
+  size at RESTORING_SLOWEST_BYTES_PER_SECOND (each staging pod is scheduled, pulls its images,
+  downloads the object, checks it; the pods of a restore do so in parallel); each staging pod
+  carries it as activeDeadlineSeconds too.
 - Replacing: REPLACING_TIMEOUT_SECONDS (the old cluster's deletion, its pods going away, another
   restore of the same cluster finishing).
 - Restoring: `restoring_timeout_seconds(size)`, RESTORING_BASE_TIMEOUT_SECONDS plus the verified

@@ -1,6 +1,6 @@
 """The pass of one EtcdRestore: observe -> plan one action -> act -> write status (run by
 its `operator_runtime.worker.ObjectWorker` thread). Progress lives in the restore's status, its
-staging claims and pod, and on the EtcdCluster (the restore's uid), so a restart at any point
+staging claims and pods, and on the EtcdCluster (the restore's uid), so a restart at any point
 continues where it was."""
 from __future__ import annotations
 
@@ -150,14 +150,12 @@ class RestoreSupervisor:
 
     def _staging(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any],
                  observed: ObservedRestore, action: a.Stage | a.RemoveStaging) -> float:
-        """Create the staging claim and pod (after checking the Secrets the pod mounts exist), or
+        """Create the staging claims and pods (after checking the Secrets the pods mount exist), or
         remove them (a finished restore: its status is left as it is)."""
         ctx = self.context
-        name = staging_name(restore.name)
         if isinstance(action, a.RemoveStaging):
-            acting.remove_staging(ctx.claims, ctx.pods, restore.namespace, name if action.pod else "", action.claims)
-            ctx.events.record(raw, "Normal", "StagingRemoved",
-                              f"{action.describe()}{f' (pod {name})' if action.pod else ''}")
+            acting.remove_staging(ctx.claims, ctx.pods, restore.namespace, action.pods, action.claims)
+            ctx.events.record(raw, "Normal", "StagingRemoved", action.describe())
             return ctx.settings.resync_seconds
         assert restore.spec is not None and observed.recorded.snapshot is not None
         facts = observed.recorded.snapshot
@@ -167,20 +165,22 @@ class RestoreSupervisor:
                        and observed.cluster is None else NOTHING_TOUCHED)
         if missing:
             self._fail(raw, restore, current, REASON_SECRET_NOT_FOUND,
-                       f"the staging pod would mount Secret {' and '.join(missing)}, which does not exist (deleted "
+                       f"the staging pods would mount Secret {' and '.join(missing)}, which does not exist (deleted "
                        f"since the snapshot was verified?); {consequence}")
             return ctx.settings.resync_seconds
         spec = parse_cluster_spec(dict(action.cluster_spec))
+        deadline_seconds = staging_timeout_seconds(facts.size)
         acting.create_staging(
             ctx.claims, ctx.pods,
             [build_staging_claim(restore, spec, facts.largest_size, name=claim) for claim in action.claims],
-            build_staging_pod(restore, spec, source, claims=action.claims,
-                              deadline_seconds=staging_timeout_seconds(facts.size)))
-        copies = ", then copies it to the other claims" if len(action.claims) > 1 else ""
-        message = (f"staging the verified snapshot on claim(s) {', '.join(action.claims)}, one per member (pod {name}: "
-                   f"the seed's fetch step{copies}, then etcdutl)")
+            [build_staging_pod(restore, spec, source, claim=claim, deadline_seconds=deadline_seconds)
+             for claim in action.claims])
+        apart = "required" if spec.pod.anti_affinity else "preferred"
+        message = (f"staging the verified snapshot on claim(s) {', '.join(action.claims)}, one per member, each by "
+                   f"a pod of its name (the seed's fetch step, then etcdutl; placed like the members, on distinct "
+                   f"nodes: {apart})")
         ctx.events.record(raw, "Normal", "Staging", message)
-        staging: dict[str, Any] = {"claim": action.claims[0], "pod": name,
+        staging: dict[str, Any] = {"claim": action.claims[0], "pod": action.claims[0],
                                    **({"claims": list(action.claims)} if len(action.claims) > 1 else {})}
         self._write(raw, restore, current, action.phase, message, updates={"staging": staging, "lastError": None})
         return WAIT_POLL_SECONDS
@@ -237,7 +237,7 @@ class RestoreSupervisor:
         return WAIT_POLL_SECONDS
 
     def _staged(self, current: dict[str, Any]) -> dict[str, Any]:
-        """status.staging once its pod Succeeded (written before the delete or create it allows)."""
+        """status.staging once its pods all Succeeded (written before the delete or create it allows)."""
         name = staging_name(self.key[1])
         return {"staging": {**(current.get("staging") or {"claim": name, "pod": name}), "staged": True}}
 

@@ -16,12 +16,10 @@ A seed pod of a cluster with a restore source runs, before etcd:
     etcd may have written), and removes the staging files.
 etcd starts only after all three succeeded, so it never runs on an empty data directory.
 
-The restore operator's staging pod (`staging_pod`) runs the same fetch step onto the first of its
-claims, then `restore-copy-<i>` for each other claim (the seed's own copy of a staged snapshot,
-sha256 checked, from the first claim onto claim i), then `restore-check` (`etcdutl snapshot
-status` with the cluster's etcd image), before anything of the cluster is deleted: one claim per
-member of the restored cluster, each holding the same checked snapshot
-(`spec.restore.stagedClaims`).
+The restore operator's staging pods (`staging_pod`, one per member of the restored cluster, each
+with its own claim) run the same fetch step onto their claim, then `restore-check` (`etcdutl
+snapshot status` with the cluster's etcd image), before anything of the cluster is deleted: each
+claim holds the same checked snapshot (`spec.restore.stagedClaims`).
 """
 from __future__ import annotations
 
@@ -58,9 +56,6 @@ STAGED_DIR: Final = "/var/etcd-restore-staged"
 STAGED_SNAPSHOT_PATH: Final = SNAPSHOT_FILE.removeprefix(f"{c.DATA_VOLUME_MOUNT_PATH}/")
 STAGED_SNAPSHOT: Final = f"{STAGED_DIR}/{STAGED_SNAPSHOT_PATH}"
 CHECK_CONTAINER: Final = "restore-check"
-# The staging pod's copies, `restore-copy-<i>` onto its claim i (i >= 1), each on its volume
-# `restore-copy-<i>`.
-COPY_PREFIX: Final = "restore-copy-"
 
 
 def seed_restore_init_containers(
@@ -143,21 +138,20 @@ def snapshot_check_container(*, etcd_image: str, etcd_version: EtcdVersion,
     }
 
 
-def staging_pod(source: RestoreSource, *, metadata: Mapping[str, Any], claims: Sequence[str], etcd_image: str,
+def staging_pod(source: RestoreSource, *, metadata: Mapping[str, Any], claim: str, etcd_image: str,
                 etcd_version: EtcdVersion, pod_security_context: Mapping[str, Any],
-                security_context: Mapping[str, Any], deadline_seconds: int) -> dict[str, Any]:
-    """The restore operator's staging pod: the seed's own fetch step (`restore_fetch_container`:
-    same image, credentials, pinned object, decoding) onto `claims[0]` mounted where a seed's data
-    volume is, then `staged_copy_container` onto each other claim, then `snapshot_check_container`.
-    It leaves the checked snapshot on every claim at STAGED_SNAPSHOT_PATH (relative to the claim's
-    root), which a seed given `spec.restore.stagedClaim` (or member i given
-    `spec.restore.stagedClaims[i]`) copies. Runs once (restartPolicy Never) within
-    `deadline_seconds`."""
+                security_context: Mapping[str, Any], deadline_seconds: int,
+                placement: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A restore operator's staging pod: the seed's own fetch step (`restore_fetch_container`:
+    same image, credentials, pinned object, decoding) onto `claim` mounted where a seed's data
+    volume is, then `snapshot_check_container`. It leaves the checked snapshot on the claim at
+    STAGED_SNAPSHOT_PATH (relative to the claim's root), which a seed given
+    `spec.restore.stagedClaim` (or member i given `spec.restore.stagedClaims[i]`) copies.
+    `placement`: pod spec fields that say where it may run (nodeSelector, tolerations, affinity),
+    so that a claim bound where its first consumer runs binds where a member can run. Runs once
+    (restartPolicy Never) within `deadline_seconds`."""
     downloading = dataclasses.replace(source, staged_claim="", staged_claims=())
-    copying = dataclasses.replace(downloading, staged_claim=claims[0])
-    volumes = [{"name": c.DATA_VOLUME_NAME, "persistentVolumeClaim": {"claimName": claims[0]}},
-               *({"name": f"{COPY_PREFIX}{i}", "persistentVolumeClaim": {"claimName": claim}}
-                 for i, claim in enumerate(claims) if i),
+    volumes = [{"name": c.DATA_VOLUME_NAME, "persistentVolumeClaim": {"claimName": claim}},
                *seed_restore_volumes(downloading)]
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": dict(metadata),
@@ -167,29 +161,12 @@ def staging_pod(source: RestoreSource, *, metadata: Mapping[str, Any], claims: S
             "enableServiceLinks": False,
             "automountServiceAccountToken": False,
             "securityContext": dict(pod_security_context),
-            "initContainers": [
-                restore_fetch_container(downloading, security_context=security_context),
-                *(staged_copy_container(copying, index=i, security_context=security_context)
-                  for i in range(1, len(claims))),
-            ],
+            **dict(placement or {}),
+            "initContainers": [restore_fetch_container(downloading, security_context=security_context)],
             "containers": [snapshot_check_container(etcd_image=etcd_image, etcd_version=etcd_version,
                                                     security_context=security_context)],
             "volumes": volumes,
         },
-    }
-
-
-def staged_copy_container(source: RestoreSource, *, index: int,
-                          security_context: Mapping[str, Any]) -> dict[str, Any]:
-    """`restore-copy-<index>`: a seed's fetch step from a staged claim (`source.staged_claim`:
-    `--staged-snapshot`, sha256 checked), with the staging pod's first claim (the data volume)
-    mounted read-only at STAGED_DIR and claim `index` (volume `restore-copy-<index>`) where a
-    seed's data volume is."""
-    return {
-        **restore_fetch_container(source, security_context=security_context),
-        "name": f"{COPY_PREFIX}{index}",
-        "volumeMounts": [{"name": f"{COPY_PREFIX}{index}", "mountPath": c.DATA_VOLUME_MOUNT_PATH},
-                         {"name": c.DATA_VOLUME_NAME, "mountPath": STAGED_DIR, "readOnly": True}],
     }
 
 

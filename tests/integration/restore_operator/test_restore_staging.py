@@ -65,8 +65,8 @@ def assert_serving_all_its_keys(clusters: Clusters, name: str, uid: str) -> None
 
 
 def staging_objects(sandbox: Sandbox, namespace: str, restore: str) -> list[str]:
-    """The restore's staging pod and claims (by name, and any labelled with the restore's name)
-    that exist and are not being deleted."""
+    """The restore's staging pods and claims (the first by name, and any labelled with the
+    restore's name) that exist and are not being deleted."""
     core = k8s.CoreV1Api(sandbox.api_client())
     found = []
     for kind, read in (("pod", core.read_namespaced_pod),
@@ -79,9 +79,10 @@ def staging_objects(sandbox: Sandbox, namespace: str, restore: str) -> list[str]
             raise
         if obj.metadata.deletion_timestamp is None:
             found.append(kind)
-    labelled = core.list_namespaced_persistent_volume_claim(namespace, label_selector=f"{RESTORE_LABEL}={restore}")
-    found += [f"claim {claim.metadata.name}" for claim in labelled.items
-              if claim.metadata.deletion_timestamp is None and claim.metadata.name != f"{restore}-staging"]
+    for kind, listing in (("pod", core.list_namespaced_pod), ("claim", core.list_namespaced_persistent_volume_claim)):
+        labelled = listing(namespace, label_selector=f"{RESTORE_LABEL}={restore}")
+        found += [f"{kind} {obj.metadata.name}" for obj in labelled.items
+                  if obj.metadata.deletion_timestamp is None and obj.metadata.name != f"{restore}-staging"]
     return found
 
 
@@ -144,7 +145,7 @@ def test_a_restore_goes_through_staging_and_its_seed_copies_the_staged_snapshot(
 
 
 def test_a_restored_cluster_of_three_is_staged_on_a_claim_per_member(clusters: Clusters, restores: Restores) -> None:
-    """One staging pod fetches onto the first claim and copies onto the two others; the created
+    """A staging pod per claim fetches the verified object onto it and checks it; the created
     EtcdCluster names all three (spec.restore.stagedClaims) and serves every key with 3 members;
     every staging object goes when the restore ends."""
     _, key, _ = serving_cluster_with_a_backup(clusters, "source3")

@@ -1,4 +1,4 @@
-"""Issue 22 item 1: the restore operator's staging pod runs the seed's own fetch step (same image,
+"""Issue 22 item 1: a restore operator's staging pod runs the seed's own fetch step (same image,
 credentials, pinned object, decoding) and the target version's `snapshot status` onto a claim; a
 seed whose spec.restore names that claim (`stagedClaim`) copies the snapshot from it, read-only,
 with no credentials and no download."""
@@ -17,7 +17,6 @@ from etcd_common.seed import program
 from etcd_common.seed.pod import (
     AWS_VOLUME,
     CHECK_CONTAINER,
-    COPY_PREFIX,
     ENCRYPTION_VOLUME,
     FETCH_CONTAINER,
     SNAPSHOT_FILE,
@@ -42,12 +41,13 @@ def source(raw: dict[str, Any]) -> Any:
     return parsed
 
 
-def staged_pod(raw: dict[str, Any] = PINNED, version: str = "3.6.16",
-               claims: tuple[str, ...] = ("r-staging",)) -> dict[str, Any]:
-    return staging_pod(source(raw), metadata={"name": "r-staging", "namespace": "ns"}, claims=claims,
+def staged_pod(raw: dict[str, Any] = PINNED, version: str = "3.6.16", claim: str = "r-staging",
+               placement: dict[str, Any] | None = None) -> dict[str, Any]:
+    return staging_pod(source(raw), metadata={"name": claim, "namespace": "ns"}, claim=claim,
                        etcd_image=f"quay.io/coreos/etcd:v{version}", etcd_version=EtcdVersion.parse(version),
                        pod_security_context={"runAsNonRoot": True},
-                       security_context=etcd_container_security_context(), deadline_seconds=301)
+                       security_context=etcd_container_security_context(), deadline_seconds=301,
+                       placement=placement)
 
 
 def test_the_staging_pod_runs_exactly_the_seeds_fetch_step_onto_the_claim() -> None:
@@ -84,29 +84,18 @@ def test_the_staging_pod_checks_the_file_with_the_target_versions_tool(version: 
     assert check["volumeMounts"] == [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
 
 
-def test_a_staging_pod_of_three_claims_copies_onto_the_others_as_a_staged_seed_would() -> None:
-    """Claim 0 is fetched onto (as above); each other claim gets the seed's own copy of a staged
-    claim (sha256 checked), from claim 0 mounted read-only, onto claim i where a seed's data volume
-    is; then the check. Broken by a copy that downloads again, writes claim 0, mounts it writable,
-    or by a claim without its copy."""
-    pod = staged_pod(claims=("r-staging", "r-staging-1", "r-staging-2"))
-    fetch, *copies = pod["spec"]["initContainers"]
-    assert fetch == staged_pod()["spec"]["initContainers"][0]
-    assert [copy["name"] for copy in copies] == [f"{COPY_PREFIX}1", f"{COPY_PREFIX}2"]
-    seed_copy = seed_pod(cluster({**PINNED, "stagedClaim": "r-staging"}))["spec"]["initContainers"][0]
-    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    assert volumes[c.DATA_VOLUME_NAME]["persistentVolumeClaim"] == {"claimName": "r-staging"}
-    for index, copy in enumerate(copies, start=1):
-        assert copy["args"] == seed_copy["args"] and copy["image"] == seed_copy["image"]
-        assert f"--sha256={RESTORE['sha256']}" in copy["args"]
-        assert copy["volumeMounts"] == [
-            {"name": f"{COPY_PREFIX}{index}", "mountPath": c.DATA_VOLUME_MOUNT_PATH},
-            {"name": c.DATA_VOLUME_NAME, "mountPath": STAGED_DIR, "readOnly": True}]
-        assert volumes[f"{COPY_PREFIX}{index}"]["persistentVolumeClaim"] == {"claimName": f"r-staging-{index}"}
-    (check,) = pod["spec"]["containers"]
-    assert check == staged_pod()["spec"]["containers"][0]
-    assert {v["name"] for v in pod["spec"]["volumes"]} == {
-        c.DATA_VOLUME_NAME, f"{COPY_PREFIX}1", f"{COPY_PREFIX}2", AWS_VOLUME, ENCRYPTION_VOLUME}
+def test_a_staging_pod_of_another_claim_fetches_onto_that_claim_only_and_is_placed() -> None:
+    """Each member's claim has its own staging pod (one pod mounting several claims would bind
+    them all where it runs): the same fetch and check, onto its one claim, with the placement
+    given. Broken by a pod mounting another claim, or one without its placement."""
+    placement = {"nodeSelector": {"disk": "ssd"}, "affinity": {"podAntiAffinity": {}}}
+    pod = staged_pod(claim="r-staging-2", placement=placement)
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == ["r-staging-2"]
+    assert pod["spec"]["initContainers"] == staged_pod()["spec"]["initContainers"]
+    assert pod["spec"]["containers"] == staged_pod()["spec"]["containers"]
+    assert pod["spec"]["nodeSelector"] == {"disk": "ssd"} and pod["spec"]["affinity"] == {"podAntiAffinity": {}}
+    assert "nodeSelector" not in staged_pod()["spec"] and "affinity" not in staged_pod()["spec"]
 
 
 def test_the_staged_snapshot_is_where_the_seed_reads_it() -> None:

@@ -1,5 +1,6 @@
 """The pure parts of observing: another restore in progress, a failing seed init container, the
-recorded status read back; the staging claims found (by label, and the expected ones by name)."""
+recorded status read back; the staging claims and pods found (by label, and the expected ones by
+name)."""
 from __future__ import annotations
 
 from typing import Any
@@ -75,7 +76,30 @@ def test_staging_claims_are_found_by_label_and_the_expected_ones_by_name() -> No
         "r-staging-1": claim("r-staging-1", labelled=False, owner="someone-else"),
         "other": claim("other", labelled=False, owner="someone-else"),
     })
-    found, pod = observe_staging(restore(), FakeClient(), claims, ("r-staging", "r-staging-1", "r-staging-2"))
-    assert pod is None
+    found, pods = observe_staging(restore(), FakeClient(), claims, ("r-staging", "r-staging-1", "r-staging-2"))
+    assert pods == {}
     assert {name: seen.owned for name, seen in found.items()} == {
         "r-staging": True, "r-staging-4": True, "r-staging-1": False}
+
+
+def test_staging_pods_are_found_by_label_and_the_expected_ones_by_name() -> None:
+    """A pod per claim, of its name: ours (labelled as this restore's staging objects) whatever
+    their number; an expected name held by an unlabelled pod of someone else; not a member pod
+    labelled with the restore's name alone. Broken by looking only by label (another's pod of
+    that name would be taken for absent, and the restore would wait on it), or only by the
+    expected names (a pod of an earlier, larger size would stay behind)."""
+    staging = {"etcd.database.coreos.com/restore": "r", "app.kubernetes.io/component": "restore-staging"}
+
+    def pod(name: str, labels: dict[str, str], owner: str, phase: str = "Running") -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": labels, "ownerReferences": [{"uid": owner}]},
+                "status": {"phase": phase}}
+
+    pods = FakeClient({
+        "r-staging": pod("r-staging", staging, UID, "Succeeded"),
+        "r-staging-4": pod("r-staging-4", staging, UID),
+        "r-staging-2": pod("r-staging-2", {}, "someone-else"),
+        "c-0": pod("c-0", {"etcd.database.coreos.com/restore": "r"}, "someone-else"),
+    })
+    _, found = observe_staging(restore(), pods, FakeClient(), ("r-staging", "r-staging-1", "r-staging-2"))
+    assert {name: (seen.owned, seen.phase) for name, seen in found.items()} == {
+        "r-staging": (True, "Succeeded"), "r-staging-4": (True, "Running"), "r-staging-2": (False, "Running")}

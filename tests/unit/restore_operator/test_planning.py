@@ -42,11 +42,16 @@ def all_claims(claim: StagingClaim | None = STAGED_CLAIM, size: int = 7) -> dict
     return {} if claim is None else dict.fromkeys(staging_claim_names("r", size), claim)
 
 
+def all_pods(pod: StagingPod | None = STAGED_POD, size: int = 7) -> dict[str, StagingPod]:
+    """`pod` as each staging pod of restore "r" (named as its claim), as `all_claims`."""
+    return {} if pod is None else dict.fromkeys(staging_claim_names("r", size), pod)
+
+
 def observed(*, staged: bool = True, **fields: Any) -> ObservedRestore:
-    """`staged`: the staging pod Succeeded and its claim is there (what a delete or create needs)."""
+    """`staged`: the staging pods Succeeded and their claims are there (what a delete or create needs)."""
     base = ObservedRestore(restore(), RecordedRestore(snapshot=FACTS))
     if staged:
-        base = replace(base, staging_claims=all_claims(), staging_pod=STAGED_POD)
+        base = replace(base, staging_claims=all_claims(), staging_pods=all_pods())
     return replace(base, **fields)
 
 

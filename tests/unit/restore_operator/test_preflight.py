@@ -20,7 +20,7 @@ from restore_operator.observed import ObservedRestore, RecordedRestore, Snapshot
 from restore_operator.planning import plan_next_action
 from restore_operator.preflight import RestorePolicy
 from restore_operator.staging import StagingClaim, StagingPod
-from tests.unit.restore_operator.test_planning import all_claims
+from tests.unit.restore_operator.test_planning import all_claims, all_pods
 
 UID = "restore-uid-1"
 FACTS = SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
@@ -44,7 +44,7 @@ def existing(spec: dict[str, Any]) -> TargetCluster:
 def seen(restore_: Any = None, cluster: TargetCluster | None = None, **recorded: Any) -> ObservedRestore:
     """Staged already (staging pod Succeeded, its claims there): only the preflight stands before a delete."""
     return ObservedRestore(restore_ or restore(), RecordedRestore(snapshot=FACTS, **recorded), cluster,
-                           staging_claims=all_claims(StagingClaim(owned=True)), staging_pod=StagingPod("Succeeded", owned=True))
+                           staging_claims=all_claims(StagingClaim(owned=True)), staging_pods=all_pods(StagingPod("Succeeded", owned=True)))
 
 
 UNTRUSTED = "docker.io/attacker/anything"

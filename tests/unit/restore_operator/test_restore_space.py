@@ -18,7 +18,7 @@ from restore_operator.observing import parse_recorded
 from restore_operator.planning import plan_next_action
 from restore_operator.staging import StagingClaim, StagingPod
 from restore_operator.status import snapshot_to_api
-from tests.unit.restore_operator.test_planning import all_claims
+from tests.unit.restore_operator.test_planning import all_claims, all_pods
 
 UID = "restore-uid-1"
 SNAPSHOT = 300 * c.MIB  # needs 2 x 300Mi + 128Mi = 728Mi
@@ -57,7 +57,7 @@ def seen(cluster_spec: dict[str, Any] | None = None, *, template: dict[str, Any]
     cluster = existing(cluster_spec) if cluster_spec is not None else None
     # Staged already (staging pod Succeeded, its claims there): only the preflight stands before a delete.
     return ObservedRestore(restore(template), RecordedRestore(snapshot=facts), cluster,
-                           staging_claims=all_claims(StagingClaim(owned=True)), staging_pod=StagingPod("Succeeded", owned=True))
+                           staging_claims=all_claims(StagingClaim(owned=True)), staging_pods=all_pods(StagingPod("Succeeded", owned=True)))
 
 
 @pytest.mark.parametrize(("case", "observed", "fits"), [

@@ -1,6 +1,7 @@
 """Issue 22 item 1, the decision: nothing of a cluster is deleted (or created) before the staging
-pod proved the seed can fetch and read the verified snapshot; every staging outcome has its
-action, the Staging phase its bound, and a finished restore's staging objects go."""
+pods (one per member's claim) proved the seed can fetch and read the verified snapshot; every
+staging outcome has its action, the Staging phase its bound, and a finished restore's staging
+objects go."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,15 +22,15 @@ from restore_operator.staging import (
     StagingPod,
     build_staging_claim,
     build_staging_pod,
-    copy_targets,
     parse_staging_pod,
     staging_claim_bytes,
     staging_claim_names,
     staging_pod_problem,
     staging_pod_progress,
+    staging_selector,
 )
 from restore_operator.status import STAGING_BASE_TIMEOUT_SECONDS, staging_timeout_seconds
-from tests.unit.restore_operator.test_planning import FACTS, REPLACED, UID, all_claims, cluster, restore
+from tests.unit.restore_operator.test_planning import FACTS, REPLACED, UID, all_claims, all_pods, cluster, restore
 
 CLAIM = StagingClaim(owned=True, phase="Bound")
 THREE = ("r-staging", "r-staging-1", "r-staging-2")
@@ -45,10 +46,12 @@ def pod(phase: str = "Pending", **fields: Any) -> StagingPod:
 def seen(*, staging_pod: StagingPod | None = None, staging_claim: StagingClaim | None = None,
          recorded: RecordedRestore | None = None, **fields: Any) -> ObservedRestore:
     """A verified restore of someone else's Running cluster of 3 members (rule 5) unless told
-    otherwise; `staging_claim` as each of its 3 staging claims (or `staging_claims` by name)."""
+    otherwise; `staging_claim` as each of its 3 staging claims (or `staging_claims` by name),
+    `staging_pod` as each of its 3 staging pods (or `staging_pods` by name)."""
     base = ObservedRestore(restore(), recorded or RecordedRestore(snapshot=FACTS), cluster(), now=NOW)
     fields.setdefault("staging_claims", all_claims(staging_claim, size=3))
-    return replace(base, staging_pod=staging_pod, **fields)
+    fields.setdefault("staging_pods", all_pods(staging_pod, size=3))
+    return replace(base, **fields)
 
 
 FAILED_POD = pod("Failed", problem="restore-fetch exited 1 (Error): etcd-restore-seed fetch: s3://b/k changed")
@@ -100,7 +103,7 @@ def test_nothing_is_deleted_or_created_unless_the_staging_pod_succeeded() -> Non
     for staging_pod in pods:
         for claim in (None, CLAIM, StagingClaim(owned=True, deleting=True)):
             for base in (seen(), seen(cluster=None, recorded=REPLACED), seen(restore=restore(NEW), cluster=None)):
-                action = p.plan_next_action(replace(base, staging_pod=staging_pod,
+                action = p.plan_next_action(replace(base, staging_pods=all_pods(staging_pod),
                                                     staging_claims=all_claims(claim)))
                 assert not isinstance(action, (a.ReplaceCluster, a.CreateCluster)), (staging_pod, claim, action)
 
@@ -155,8 +158,8 @@ def test_staging_is_bounded_and_its_timeout_deletes_nothing() -> None:
 
 
 @pytest.mark.parametrize(("case", "staging_pod", "claim", "expected"), [
-    ("both there", pod("Failed"), CLAIM, a.RemoveStaging(pod=True, claims=THREE)),
-    ("claims only", None, CLAIM, a.RemoveStaging(pod=False, claims=THREE)),
+    ("both there", pod("Failed"), CLAIM, a.RemoveStaging(pods=THREE, claims=THREE)),
+    ("claims only", None, CLAIM, a.RemoveStaging(claims=THREE)),
     ("claim being deleted (the seed still mounts it)", None, StagingClaim(owned=True, deleting=True), a.Done()),
     ("not ours", StagingPod("Running", owned=False), None, a.Done()),
     ("none", None, None, a.Done()),
@@ -235,7 +238,7 @@ def test_the_staging_pod_is_owned_by_the_restore_and_no_member() -> None:
     """Broken by labelling it as a member of the cluster: rule 7 would wait for it to go forever."""
     source = staging_source(restore(), replace(FACTS, etag="e-1", version_id="v-1"), fetch_image="etcd-operator-py:x")
     body = build_staging_pod(restore(), parse_cluster_spec({"size": 1, "version": "3.6.16"}), source,
-                             claims=("r-staging",), deadline_seconds=300.0)
+                             claim="r-staging", deadline_seconds=300.0)
     labels = body["metadata"]["labels"]
     assert "etcd_cluster" not in labels and "app" not in labels
     assert body["metadata"]["ownerReferences"][0] == {"apiVersion": "etcd.database.coreos.com/v1beta2",
@@ -270,10 +273,10 @@ def some(names: tuple[str, ...], claim: StagingClaim = CLAIM, **others: StagingC
     ("no claim, no pod: stage all three", seen(), a.Stage(EXISTING_SPEC, claims=THREE), None),
     ("two of three claims, no pod: stage (the missing one and the pod)",
      seen(staging_claims=some(THREE[:2])), a.Stage(EXISTING_SPEC, claims=THREE), None),
-    ("pod running, a claim missing: stage it (the pod waits for it)",
+    ("pods running, a claim missing: stage it (its pod waits for it)",
      seen(staging_pod=pod("Running"), staging_claims=some(THREE[:2])), a.Stage(EXISTING_SPEC, claims=THREE), None),
-    ("pod running, all claims: wait", seen(staging_pod=pod("Running", progress="restore-copy-1 copying"),
-                                           staging_claim=CLAIM), a.Wait, None),
+    ("pods running, all claims: wait", seen(staging_pod=pod("Running", progress="restore-fetch fetching"),
+                                            staging_claim=CLAIM), a.Wait, None),
     ("pod succeeded, all claims: replace", seen(staging_pod=pod("Succeeded"), staging_claim=CLAIM), a.ReplaceCluster,
      None),
     ("pod succeeded, claim 2 lost: fail", seen(staging_pod=pod("Succeeded"), staging_claims=some(THREE[:2])), a.Fail,
@@ -328,12 +331,13 @@ def test_a_finished_restore_removes_every_claim_it_owns() -> None:
     found = some(THREE, **{"r-staging-4": CLAIM, "r-staging-5": StagingClaim(owned=False),
                            "r-staging-6": StagingClaim(owned=True, deleting=True)})
     action = p.plan_next_action(seen(staging_claims=found, recorded=recorded))
-    assert action == a.RemoveStaging(pod=False, claims=(*THREE, "r-staging-4"))
+    assert action == a.RemoveStaging(claims=(*THREE, "r-staging-4"))
 
 
-def test_n_claims_alike_and_a_pod_with_a_copy_onto_each_but_the_first() -> None:
-    """Broken by claims of other sizes or classes than the first, a copy container missing, one
-    writing the wrong claim, or one copying other than the seed's checked way."""
+def test_n_claims_alike_and_a_pod_for_each_mounting_only_its_own() -> None:
+    """Broken by claims of other sizes or classes than the first, by one pod mounting several
+    claims (they would all bind where it runs), by a pod named otherwise than its claim, or by a
+    pod copying instead of fetching and checking as the seed would."""
     spec = parse_cluster_spec({"size": 3, "version": "3.6.16", "pod": {"persistentVolumeClaimSpec": {
         "storageClassName": "fast", "resources": {"requests": {"storage": "8Gi"}}}}})
     bodies = [build_staging_claim(restore(), spec, 300 * 1024 * 1024, name=name) for name in THREE]
@@ -341,22 +345,146 @@ def test_n_claims_alike_and_a_pod_with_a_copy_onto_each_but_the_first() -> None:
     assert {(b["spec"]["resources"]["requests"]["storage"], b["spec"]["storageClassName"]) for b in bodies} == {
         ("728Mi", "fast")}
     assert all(b["metadata"]["labels"]["etcd.database.coreos.com/restore"] == "r" for b in bodies)
-    source = staging_source(restore(), FACTS, fetch_image="etcd-operator-py:x")
-    body = build_staging_pod(restore(), spec, source, claims=THREE, deadline_seconds=300.0)
-    assert body["metadata"]["name"] == "r-staging"
-    inits = body["spec"]["initContainers"]
-    assert [i["name"] for i in inits] == ["restore-fetch", "restore-copy-1", "restore-copy-2"]
-    assert copy_targets(body["spec"]) == {"restore-copy-1": "r-staging-1", "restore-copy-2": "r-staging-2"}
-    assert body["spec"]["containers"][0]["name"] == "restore-check"
+    source = staging_source(restore(), replace(FACTS, etag="e-1"), fetch_image="etcd-operator-py:x")
+    for name in THREE:
+        body = build_staging_pod(restore(), spec, source, claim=name, deadline_seconds=300.0)
+        assert body["metadata"]["name"] == name
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in body["spec"]["volumes"]
+                  if "persistentVolumeClaim" in v]
+        assert claims == [name]
+        inits = body["spec"]["initContainers"]
+        assert [i["name"] for i in inits] == ["restore-fetch"]
+        assert "--etag=e-1" in inits[0]["args"] and not any("staged" in arg for arg in inits[0]["args"])
+        assert [container["name"] for container in body["spec"]["containers"]] == ["restore-check"]
 
 
-def test_progress_says_which_claim_a_copy_writes() -> None:
-    """Broken by a progress message that does not say which claim is being copied to."""
+PLACED = {"size": 3, "version": "3.6.16", "pod": {
+    "nodeSelector": {"disk": "ssd"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "etcd", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a", "b"]}]}]}},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "etcd"}}, "topologyKey": "kubernetes.io/hostname"}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {"labelSelector": {"matchLabels": {"etcd_cluster": "c"}},
+                                              "topologyKey": "kubernetes.io/hostname"}}]}}}}
+APART = {"labelSelector": {"matchLabels": {"etcd.database.coreos.com/restore": "r",
+                                           "app.kubernetes.io/component": "restore-staging"}},
+         "topologyKey": "kubernetes.io/hostname"}
+
+
+def staging_pod_spec(cluster_spec: dict[str, Any], claim: str = "r-staging-1") -> dict[str, Any]:
     source = staging_source(restore(), FACTS, fetch_image="etcd-operator-py:x")
-    body = build_staging_pod(restore(), parse_cluster_spec({"size": 3, "version": "3.6.16"}), source, claims=THREE,
-                             deadline_seconds=300.0)
-    raw = {**body, "status": status_with(phase="Pending", init=[
-        {"name": "restore-fetch", "state": {"terminated": {"exitCode": 0}}},
-        {"name": "restore-copy-1", "state": {"terminated": {"exitCode": 0}}},
-        {"name": "restore-copy-2", "state": {"running": {}}}])}
-    assert parse_staging_pod(raw, UID).progress == "restore-copy-2 copying the snapshot to claim r-staging-2"
+    body = build_staging_pod(restore(), parse_cluster_spec(cluster_spec), source, claim=claim, deadline_seconds=300.0)
+    return dict(body["spec"])
+
+
+def test_a_staging_pod_is_placed_like_the_members() -> None:
+    """Its claim binds where it runs (WaitForFirstConsumer): it must run where a member may.
+    Broken by dropping the members' nodeSelector, tolerations or node affinity, or by copying
+    their pod (anti-)affinity (it selects member pods, not staging pods)."""
+    spec = staging_pod_spec(PLACED)
+    members = PLACED["pod"]
+    assert spec["nodeSelector"] == members["nodeSelector"]
+    assert spec["tolerations"] == members["tolerations"]
+    assert spec["affinity"]["nodeAffinity"] == members["affinity"]["nodeAffinity"]
+    assert "podAffinity" not in spec["affinity"]
+    assert spec["affinity"]["podAntiAffinity"] == {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": APART}]}
+    plain = staging_pod_spec({"size": 3, "version": "3.6.16"})
+    assert "nodeSelector" not in plain and "tolerations" not in plain and "nodeAffinity" not in plain["affinity"]
+
+
+@pytest.mark.parametrize(("anti_affinity", "required"), [(True, True), (False, False)])
+def test_staging_pods_keep_apart_as_strictly_as_the_members(anti_affinity: bool, required: bool) -> None:
+    """spec.pod.antiAffinity: the members require distinct nodes, so their claims must be on
+    distinct nodes: required among the staging pods (too few nodes fail staging, before any
+    delete); else preferred. Broken by a preferred term for antiAffinity members (two claims on
+    one node: a member never schedules), or a required one otherwise."""
+    spec = staging_pod_spec({"size": 3, "version": "3.6.16", "pod": {"antiAffinity": anti_affinity}})
+    apart = spec["affinity"]["podAntiAffinity"]
+    if required:
+        assert apart == {"requiredDuringSchedulingIgnoredDuringExecution": [APART]}
+    else:
+        assert apart == {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": APART}]}
+    labels = build_staging_claim(restore(), parse_cluster_spec({"size": 3}), 1, name="r-staging")["metadata"]["labels"]
+    assert APART["labelSelector"]["matchLabels"].items() <= labels.items()  # type: ignore[attr-defined]
+    assert staging_selector("r") == "etcd.database.coreos.com/restore=r,app.kubernetes.io/component=restore-staging"
+
+
+def named(*pods: StagingPod | None) -> dict[str, StagingPod]:
+    """The staging pods of THREE in order (None: absent)."""
+    return {name: found for name, found in zip(THREE, pods, strict=True) if found is not None}
+
+
+RUNNING = pod("Running", progress="restore-fetch fetching the snapshot")
+
+
+@pytest.mark.parametrize(("case", "pods", "expected"), [
+    ("two succeeded, one running: wait", named(pod("Succeeded"), pod("Succeeded"), RUNNING), a.Wait),
+    ("one succeeded, two pending: wait", named(pod("Succeeded"), pod(progress="not scheduled"), RUNNING), a.Wait),
+    ("two succeeded, one absent: stage it", named(pod("Succeeded"), None, pod("Succeeded")),
+     a.Stage(EXISTING_SPEC, claims=THREE)),
+    ("all succeeded: replace", named(pod("Succeeded"), pod("Succeeded"), pod("Succeeded")), a.ReplaceCluster),
+])
+def test_the_planner_waits_until_every_staging_pod_succeeded(case: str, pods: dict[str, StagingPod],
+                                                             expected: Any) -> None:
+    """Broken by going on (deleting the cluster) once some pods, not all, Succeeded."""
+    action = p.plan_next_action(seen(staging_pods=pods, staging_claim=CLAIM))
+    if isinstance(expected, a.Action):
+        assert action == expected, f"{case}: {action}"
+    else:
+        assert isinstance(action, expected), f"{case}: {action}"
+
+
+def test_the_wait_says_how_many_are_staged_and_where_the_others_are() -> None:
+    """Broken by a message without the count, or without a pod's name and progress (an
+    unschedulable pod must show: it times the restore out, before anything is deleted)."""
+    unscheduled = pod(progress="not scheduled (Unschedulable: 0/2 nodes are available: 2 node(s) didn't match "
+                               "pod anti-affinity rules)")
+    action = p.plan_next_action(seen(staging_pods=named(pod("Succeeded"), RUNNING, unscheduled), staging_claim=CLAIM))
+    assert isinstance(action, a.Wait) and action.phase_name == "Staging"
+    assert "1 of 3 staged" in action.message, action.message
+    assert "r-staging-1: restore-fetch fetching the snapshot" in action.message
+    assert "r-staging-2: not scheduled (Unschedulable" in action.message
+    assert "r-staging: " not in action.message  # done: not listed
+    limit = staging_timeout_seconds(FACTS.size)
+    recorded = RecordedRestore(snapshot=FACTS, phase="Staging", phase_started=NOW - timedelta(seconds=limit + 1))
+    timed_out = p.plan_next_action(seen(staging_pods=named(pod("Succeeded"), RUNNING, unscheduled),
+                                        staging_claim=CLAIM, recorded=recorded))
+    assert isinstance(timed_out, a.Fail) and timed_out.reason == "RestoreTimedOut"
+    assert "didn't match pod anti-affinity rules" in timed_out.message and "Nothing was deleted" in timed_out.message
+
+
+def test_a_failure_names_the_failing_pod() -> None:
+    """Broken by a message naming another pod (or none), or by waiting on the others first."""
+    action = p.plan_next_action(seen(staging_pods=named(pod("Succeeded"), FAILED_POD, RUNNING), staging_claim=CLAIM))
+    assert isinstance(action, a.Fail) and action.reason == "StagingFailed", action
+    assert "staging pod r-staging-1 could not" in action.message and "s3://b/k changed" in action.message
+    assert "kubectl describe pod r-staging-1" in action.message and "r-staging-2" not in action.message
+
+
+def test_a_pod_name_held_by_another_object_is_named() -> None:
+    foreign = StagingPod("Running", owned=False)
+    action = p.plan_next_action(seen(staging_pods=named(pod("Succeeded"), None, foreign), staging_claim=CLAIM))
+    assert isinstance(action, a.Fail) and action.reason == "StagingNameTaken", action
+    assert "Pod r-staging-2 exists" in action.message and "r-staging-1" not in action.message
+
+
+def test_a_claim_its_pod_staged_on_lost_fails_but_a_claim_not_staged_yet_is_created() -> None:
+    """Broken by recreating (empty) a claim whose pod Succeeded: the member would find nothing."""
+    pods = named(pod("Succeeded"), RUNNING, RUNNING)
+    lost = p.plan_next_action(seen(staging_pods=pods, staging_claims=some(THREE[1:])))
+    assert isinstance(lost, a.Fail) and lost.reason == "StagedClaimLost" and "r-staging " in lost.message, lost
+    created = p.plan_next_action(seen(staging_pods=pods, staging_claims=some(THREE[:2])))
+    assert created == a.Stage(EXISTING_SPEC, claims=THREE)
+
+
+def test_a_finished_restore_removes_every_pod_and_claim_it_owns() -> None:
+    """Broken by removing only the first pod, or one that is not ours."""
+    recorded = RecordedRestore(snapshot=FACTS, phase="Failed", observed_generation=1)
+    pods = {**named(pod("Succeeded"), FAILED_POD, RUNNING), "r-staging-4": StagingPod("Running", owned=False),
+            "r-staging-5": pod(deleting=True)}
+    action = p.plan_next_action(seen(staging_pods=pods, staging_claim=CLAIM, recorded=recorded))
+    assert action == a.RemoveStaging(pods=THREE, claims=THREE)

@@ -1,8 +1,8 @@
 """Issue 22 item 1, the effects through one supervisor pass each (the API faked at our adapter's
-boundary): the staging claim and pod are created once and recorded in status, a pod already
+boundary): the staging claims and pods are created once and recorded in status, a pod already
 there is waited for (a restarted operator resumes from status and objects alone), a missing
 credentials Secret fails the restore before any pod, the staged flag is written before the delete,
-the created cluster's spec.restore names the claim, and a finished restore removes both."""
+the created cluster's spec.restore names the claims, and a finished restore removes them all."""
 from __future__ import annotations
 
 import threading
@@ -224,33 +224,90 @@ THREE = ["r-staging", "r-staging-1", "r-staging-2"]
 EXISTING_3 = {**EXISTING, "spec": {"size": 3, "version": "3.6.16"}}
 
 
+STAGING_LABELS = {c.LABEL_RESTORE: "r", "app.kubernetes.io/component": "restore-staging"}
+
+
 def labelled(name: str, phase: str = "Bound") -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {c.LABEL_RESTORE: "r"}, "ownerReferences": [{"uid": UID}]},
+    return {"metadata": {"name": name, "labels": dict(STAGING_LABELS), "ownerReferences": [{"uid": UID}]},
             "status": {"phase": phase}}
 
 
-def test_a_cluster_of_three_is_staged_on_three_claims_by_one_pod() -> None:
-    """Broken by staging one claim for three members, or by a pod that does not write them all."""
+def test_a_cluster_of_three_is_staged_on_three_claims_by_a_pod_each() -> None:
+    """Broken by staging one claim for three members, or by one pod mounting several claims
+    (WaitForFirstConsumer binds them all where it runs: the members could not spread)."""
     world = World(dict(VERIFIED), cluster=EXISTING_3)
 
     status = world.pass_once()
 
     assert world.claims.calls == [("create", name) for name in THREE]
-    assert world.pods.calls == [("create", "r-staging")] and world.clusters.calls == []
+    assert world.pods.calls == [("create", name) for name in THREE] and world.clusters.calls == []
     sizes = {world.claims.objects[n]["spec"]["resources"]["requests"]["storage"] for n in THREE}
     assert len(sizes) == 1
-    pod = world.pods.objects["r-staging"]
-    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
-    assert claims == THREE
-    assert [i["name"] for i in pod["spec"]["initContainers"]] == ["restore-fetch", "restore-copy-1", "restore-copy-2"]
+    for name in THREE:
+        pod = world.pods.objects[name]
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
+                  if "persistentVolumeClaim" in v]
+        assert claims == [name]
+        assert [i["name"] for i in pod["spec"]["initContainers"]] == ["restore-fetch"]
+        assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["spec"]["affinity"]["podAntiAffinity"]
+        assert pod["metadata"]["labels"] == STAGING_LABELS
     assert status["staging"] == {"claim": "r-staging", "pod": "r-staging", "claims": THREE}
 
 
+def test_members_that_require_distinct_nodes_get_staging_pods_that_do() -> None:
+    """Broken by staging pods that may share a node while the members may not (spec.pod.antiAffinity):
+    two claims bound on one node, a member that never schedules, after the old cluster was deleted."""
+    placed = {**EXISTING_3, "spec": {"size": 3, "version": "3.6.16", "pod": {
+        "antiAffinity": True, "nodeSelector": {"disk": "ssd"}}}}
+    world = World(dict(VERIFIED), cluster=placed)
+
+    world.pass_once()
+
+    for name in THREE:
+        spec = world.pods.objects[name]["spec"]
+        assert spec["affinity"]["podAntiAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": STAGING_LABELS}, "topologyKey": "kubernetes.io/hostname"}]}
+        assert spec["nodeSelector"] == {"disk": "ssd"}
+
+
+def test_the_restore_waits_for_every_pod_and_a_failing_one_fails_it() -> None:
+    """Two pods Succeeded, one running: nothing deleted; then it fails: the restore fails naming it.
+    Broken by deleting once the first pod Succeeded, or by a failure that names another pod."""
+    pods = {name: labelled(name, "Succeeded") for name in THREE[:2]}
+    world = World({**VERIFIED, "phase": "Staging"}, cluster=EXISTING_3,
+                  pods={**pods, "r-staging-2": labelled("r-staging-2", "Running")},
+                  claims={name: labelled(name) for name in THREE})
+
+    status = world.pass_once()
+    assert status["phase"] == "Staging" and "2 of 3 staged" in status["message"], status
+    assert world.clusters.calls == [] and world.pods.calls == []
+
+    world.pods.objects["r-staging-2"] = {**labelled("r-staging-2", "Failed"), "status": {
+        "phase": "Failed", "initContainerStatuses": [{"name": "restore-fetch", "state": {"terminated": {
+            "exitCode": 1, "message": "etcd-restore-seed fetch: connection reset"}}}]}}
+    status = world.pass_once()
+    assert status["reason"] == "StagingFailed" and "staging pod r-staging-2" in status["message"], status
+    assert "connection reset" in status["message"] and world.clusters.calls == []
+
+
+def test_a_pod_name_held_by_another_object_is_found_by_name() -> None:
+    """An unlabelled pod of someone else named like pod 1: the restore fails. Broken by looking
+    pods up by label alone (the restore would wait on another's pod, or take it for its own)."""
+    foreign = {"metadata": {"name": "r-staging-1"}, "status": {"phase": "Succeeded"}}
+    world = World(dict(VERIFIED), cluster=EXISTING_3, pods={"r-staging-1": foreign})
+
+    status = world.pass_once()
+
+    assert status["reason"] == "StagingNameTaken" and "Pod r-staging-1" in status["message"], status
+    assert world.claims.calls == [] and world.pods.calls == []
+
+
 def test_the_pod_is_not_started_before_every_claim_and_a_lost_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pod Succeeded but claim 2 is gone (found neither by label nor by name): nothing is
+    """The pods Succeeded but claim 2 is gone (found neither by label nor by name): nothing is
     deleted. Broken by replacing the cluster with a member's copy missing."""
     no_recheck(monkeypatch)
-    world = World({**VERIFIED, "phase": "Staging"}, cluster=EXISTING_3, pods={"r-staging": owned("Succeeded")},
+    world = World({**VERIFIED, "phase": "Staging"}, cluster=EXISTING_3,
+                  pods={name: labelled(name, "Succeeded") for name in THREE},
                   claims={name: labelled(name) for name in THREE[:2]})
 
     status = world.pass_once()
@@ -296,15 +353,17 @@ def test_the_created_cluster_of_one_names_its_claim_only(monkeypatch: pytest.Mon
     assert restore["stagedClaim"] == "r-staging" and "stagedClaims" not in restore
 
 
-def test_a_finished_restore_removes_its_pod_and_every_claim() -> None:
-    """Every claim labelled with the restore's name goes, whatever the cluster's size says now
-    (here 1). Broken by leaving any claim (and its storage) behind."""
+def test_a_finished_restore_removes_every_pod_and_claim() -> None:
+    """Every pod and claim labelled as the restore's goes, whatever the cluster's size says now
+    (here 1). Broken by leaving any pod or claim (and its storage) behind."""
     status = {**VERIFIED, "phase": "Completed", "clusterSpec": {"size": 1},
               "staging": {"claim": "r-staging", "pod": "r-staging", "staged": True}}
-    world = World(status, pods={"r-staging": owned("Succeeded")}, claims={name: labelled(name) for name in THREE})
+    world = World(status, pods={name: labelled(name, "Succeeded") for name in THREE},
+                  claims={name: labelled(name) for name in THREE})
 
     world.pass_once()
 
-    assert world.pods.calls == [("delete", "r-staging")]
+    assert sorted(world.pods.calls) == [("delete", name) for name in THREE]
+    assert world.pods.objects == {}
     assert sorted(world.claims.calls) == [("delete", name) for name in THREE]
     assert world.claims.objects == {}
