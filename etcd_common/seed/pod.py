@@ -6,12 +6,13 @@ A seed pod of a cluster with a restore source runs, before etcd:
     `abs.absSecret`, `gcs.gcpSecret`, `oss.ossSecret`; mounted read-only) onto the member's
     data volume, only the object verified (`etag` / `versionId`), and checks its sha256; no HTTP
     server, no unauthenticated hop. With `spec.restore.stagedClaim` it copies the snapshot the
-    restore operator staged on that claim instead (mounted read-only; no network, no credentials);
+    restore operator staged on that claim instead (`etcd-restore-local copy`, which starts without
+    the storage SDKs; mounted read-only; no network, no credentials);
  2. `restore-snapshot` (the cluster's own etcd image): `etcdutl snapshot restore` (3.4 images:
     `etcdctl snapshot restore`, `tools.restore_tool`) for the seed's name, peer URL and the new
     cluster token, with `--bump-revision`/`--mark-compacted` where the tool has them, into a
     staging directory (the tool also checks the snapshot's integrity hash);
- 3. `restore-install` (`etcd-restore-seed install`): moves the staged data directory to etcd's
+ 3. `restore-install` (`etcd-restore-local install`): moves the staged data directory to etcd's
     `--data-dir`, unless one is already there (an init container re-run never overwrites data
     etcd may have written), and removes the staging files.
 etcd starts only after all three succeeded, so it never runs on an empty data directory.
@@ -36,6 +37,9 @@ FETCH_CONTAINER: Final = "restore-fetch"
 RESTORE_CONTAINER: Final = "restore-snapshot"
 INSTALL_CONTAINER: Final = "restore-install"
 SEED_PROGRAM: Final = "etcd-restore-seed"
+# The copy from a staged claim and the install: local files only, a program that starts without
+# the storage SDKs (`etcd_common.seed.local_steps`).
+LOCAL_PROGRAM: Final = "etcd-restore-local"
 # On the member's data volume, next to etcd's data dir (same filesystem: the install is a rename).
 STAGING_DIR: Final = f"{c.DATA_VOLUME_MOUNT_PATH}/restore"
 SNAPSHOT_FILE: Final = f"{STAGING_DIR}/snapshot.db"
@@ -93,7 +97,7 @@ def seed_restore_init_containers(
         },
         {
             "name": INSTALL_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
-            "command": [SEED_PROGRAM],
+            "command": [LOCAL_PROGRAM],
             "args": ["install", f"--staging-dir={STAGING_DIR}", f"--staged-data-dir={STAGED_DATA_DIR}",
                      f"--data-dir={c.DATA_DIR}"],
             "volumeMounts": data_mount, "securityContext": security,
@@ -117,7 +121,7 @@ def restore_fetch_container(source: RestoreSource, *, security_context: Mapping[
             mounts.append({"name": ENCRYPTION_VOLUME, "mountPath": ENCRYPTION_DIR, "readOnly": True})
     return {
         "name": FETCH_CONTAINER, "image": source.fetch_image, "imagePullPolicy": "IfNotPresent",
-        "command": [SEED_PROGRAM], "args": _fetch_args(source),
+        "command": [LOCAL_PROGRAM if source.staged_claim else SEED_PROGRAM], "args": _fetch_args(source),
         "volumeMounts": mounts, "securityContext": dict(security_context),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -185,7 +189,7 @@ def _fetch_args(source: RestoreSource) -> list[str]:
     """`etcd-restore-seed fetch` for `source`: the object verified (or the staged copy of it),
     where and with what to read it."""
     if source.staged_claim:
-        return ["fetch", f"--staged-snapshot={STAGED_SNAPSHOT}", f"--sha256={source.sha256}",
+        return ["copy", f"--staged-snapshot={STAGED_SNAPSHOT}", f"--sha256={source.sha256}",
                 f"--staging-dir={STAGING_DIR}", f"--snapshot={SNAPSHOT_FILE}"]
     location = source.location
     path_args = ([f"--s3-path={location.path}"] if source.s3 is not None

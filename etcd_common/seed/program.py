@@ -22,17 +22,15 @@ secret itself (`etcd_common.storage.locations`). Without a mounted secret the fe
 A compressed or encrypted object (`etcd_common.storage.codec`, told by its first bytes) is
 decoded into the snapshot file, with the key in --encryption-key-file (the EtcdCluster's
 `spec.restore.encryption` Secret, mounted); the sha256 is the decoded snapshot's.
-With --staged-snapshot (a seed of `spec.restore.stagedClaim`) it copies that file, the snapshot
-the restore operator's staging pod fetched and checked, instead of downloading anything, and
-refuses it unless its sha256 is the one given.
-`install` moves the data directory etcdutl restored into place, unless etcd's data directory
-exists already (this init container ran before and etcd may have written since), then removes
-the staging directory. Exit status 0 on success, 1 with one line on stderr otherwise.
+With --staged-snapshot it copies that file instead of downloading, and `install` moves the
+restored data directory into place: both as `etcd-restore-local copy` / `install`
+(`local_steps.py`), which seed pods run instead, as it starts without importing the storage
+SDKs; kept here for pods made by earlier versions. Exit status 0 on success, 1 with one line on
+stderr otherwise.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import sys
@@ -41,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from etcd_common.api.storage_locations import STORAGE_SECTIONS, OtherLocation, S3Location, StorageLocation
+from etcd_common.seed.local_steps import SnapshotMismatch, copy_staged, file_sha256, install
 from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
 from etcd_common.storage.objects import CredentialsRequired, ObjectChanged, ObjectStorage, StorageError
@@ -50,20 +49,6 @@ from etcd_common.storage.s3 import (
     S3Storage,
     parse_aws_files,
 )
-
-READ_CHUNK_BYTES = 1024 * 1024
-
-
-class SnapshotMismatch(Exception):
-    """The downloaded file is not the snapshot the restore verified."""
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(READ_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None, sha256: str, staging_dir: str,
@@ -101,21 +86,6 @@ def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None,
         raise SnapshotMismatch(f"{url} has sha256 {found}, expected {sha256}: the object "
                                "changed since the restore verified it")
     return size
-
-
-def copy_staged(staged: str, *, sha256: str, staging_dir: str, snapshot: str) -> int:
-    """Copy the staged snapshot `staged` into `snapshot` (inside a fresh `staging_dir`) and check
-    its sha256; returns its size."""
-    shutil.rmtree(staging_dir, ignore_errors=True)
-    os.makedirs(staging_dir, exist_ok=True)
-    if not os.path.isfile(staged):
-        raise FileNotFoundError(f"no staged snapshot at {staged}: the staging claim does not hold one")
-    shutil.copyfile(staged, snapshot)
-    found = file_sha256(snapshot)
-    if found != sha256.lower():
-        os.remove(snapshot)
-        raise SnapshotMismatch(f"the staged snapshot {staged} has sha256 {found}, expected {sha256}")
-    return os.path.getsize(snapshot)
 
 
 def _decode(downloaded: str, snapshot: str, encryption_key_file: str | None, *, where: str) -> None:
@@ -159,19 +129,6 @@ def _s3_storage(location: S3Location, aws_dir: str | None) -> S3Storage:
         credentials = parse_aws_files(files[AWS_SECRET_CREDENTIALS_FILE], files[AWS_SECRET_CONFIG_FILE],
                                       where=f"awsSecret mounted at {aws_dir}")
     return S3Storage.for_location(location, credentials)
-
-
-def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
-    """Put the restored data directory in place; returns what was done."""
-    if os.path.exists(data_dir):
-        done = f"{data_dir} exists already (restored earlier); left as it is"
-    elif not os.path.isdir(staged_data_dir):
-        raise FileNotFoundError(f"no restored data directory at {staged_data_dir}")
-    else:
-        os.rename(staged_data_dir, data_dir)
-        done = f"restored data installed at {data_dir}"
-    shutil.rmtree(staging_dir, ignore_errors=True)
-    return done
 
 
 def _parser() -> argparse.ArgumentParser:

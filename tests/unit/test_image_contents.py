@@ -9,7 +9,7 @@ import re
 import setuptools
 
 from etcd_common.api.constants import DEFAULT_VERSION
-from etcd_common.seed.pod import SEED_PROGRAM
+from etcd_common.seed.pod import LOCAL_PROGRAM, SEED_PROGRAM
 from kube_sandbox.config import CHECKOUT_DIR
 
 SHIPPED_PACKAGES = {"kube_adapter", "operator_runtime", "etcd_common", "etcd_operator", "backup_operator",
@@ -61,7 +61,8 @@ def test_the_entry_point_and_the_manifests_commands_are_shipped_scripts() -> Non
         commands |= set(re.findall(r'command:\s*\n\s*-\s*"?(etcd-[\w-]+)', manifest.read_text()))
     assert commands, "no manifest runs one of the image's commands"
     assert commands <= shipped, commands - shipped
-    assert SEED_PROGRAM in shipped  # the restore init containers of seed pods run it from the image
+    # The restore init containers of seed pods (and the staging pods) run them from the image.
+    assert {SEED_PROGRAM, LOCAL_PROGRAM} <= shipped
 
 
 def test_the_base_images_are_build_arguments_defaulting_to_the_public_ones() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +259,13 @@ def test_the_seed_decodes_an_encrypted_object_with_the_mounted_key(
         reasons = {"EncryptionKeyWrong": "was encrypted with key id", "EncryptionKeyMissing": "no key was given"}
         assert status == 1 and reasons.get(problem, problem) in capsys.readouterr().err
         assert list(staging.iterdir()) == []
+
+
+def test_the_copy_and_install_steps_import_no_storage_sdk() -> None:
+    """Every member of a restored cluster runs the seed program twice (copy from its staged claim,
+    install); the storage SDKs cost a second or more of each start and neither step needs them."""
+    check = ("import sys, etcd_common.seed.local_steps; "
+             "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore', 'azure', 'google', "
+             "'oss2') or m.startswith('etcd_common.storage')); print(loaded); sys.exit(1 if loaded else 0)")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"imported at start: {done.stdout}{done.stderr}"

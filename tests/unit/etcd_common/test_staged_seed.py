@@ -5,6 +5,7 @@ with no credentials and no download."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,13 @@ import pytest
 from etcd_common.api import constants as c
 from etcd_common.api.restore_source import parse_restore_source, restore_source_to_api
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.seed import program
+from etcd_common.seed import local_steps, program
 from etcd_common.seed.pod import (
     AWS_VOLUME,
     CHECK_CONTAINER,
     ENCRYPTION_VOLUME,
     FETCH_CONTAINER,
+    LOCAL_PROGRAM,
     SNAPSHOT_FILE,
     STAGED_DIR,
     STAGED_SNAPSHOT,
@@ -112,7 +114,8 @@ def test_a_seed_of_a_staged_claim_copies_it_with_no_credentials() -> None:
     pod = seed_pod(cluster(staged))
     fetch = next(ic for ic in pod["spec"]["initContainers"] if ic["name"] == FETCH_CONTAINER)
 
-    assert fetch["args"] == ["fetch", f"--staged-snapshot={STAGED_SNAPSHOT}", f"--sha256={RESTORE['sha256']}",
+    assert fetch["command"] == [LOCAL_PROGRAM]
+    assert fetch["args"] == ["copy", f"--staged-snapshot={STAGED_SNAPSHOT}", f"--sha256={RESTORE['sha256']}",
                              "--staging-dir=/var/etcd/restore", f"--snapshot={SNAPSHOT_FILE}"]
     assert {m["name"]: m.get("readOnly", False) for m in fetch["volumeMounts"]} == {
         c.DATA_VOLUME_NAME: False, STAGED_VOLUME: True}
@@ -134,21 +137,24 @@ def test_staged_claim_round_trips_and_is_absent_by_default() -> None:
         {"name": STAGED_VOLUME, "persistentVolumeClaim": {"claimName": "r-staging", "readOnly": True}}]
 
 
-def test_the_seed_copies_the_staged_snapshot_and_checks_its_sha256(tmp_path: Path) -> None:
+@pytest.mark.parametrize("main, step", [(local_steps.main, "copy"), (program.main, "fetch")],
+                         ids=["etcd-restore-local", "etcd-restore-seed (pods of earlier versions)"])
+def test_the_seed_copies_the_staged_snapshot_and_checks_its_sha256(
+        tmp_path: Path, main: Callable[[list[str]], int], step: str) -> None:
     """Broken by a copy that does not check the sha256, or that leaves a mismatching file."""
     staged = tmp_path / "claim" / "restore" / "snapshot.db"
     staged.parent.mkdir(parents=True)
     staged.write_bytes(b"snapshot bytes")
     sha = hashlib.sha256(b"snapshot bytes").hexdigest()
     staging = tmp_path / "data" / "restore"
-    args = ["fetch", f"--staged-snapshot={staged}", f"--sha256={sha}", f"--staging-dir={staging}",
+    args = [step, f"--staged-snapshot={staged}", f"--sha256={sha}", f"--staging-dir={staging}",
             f"--snapshot={staging / 'snapshot.db'}"]
 
-    assert program.main(args) == 0
+    assert main(args) == 0
     assert (staging / "snapshot.db").read_bytes() == b"snapshot bytes"
 
     wrong = [arg if not arg.startswith("--sha256=") else f"--sha256={'0' * 64}" for arg in args]
-    assert program.main(wrong) == 1
+    assert main(wrong) == 1
     assert not (staging / "snapshot.db").exists()
     with pytest.raises(FileNotFoundError, match="no staged snapshot"):
         program.copy_staged(str(tmp_path / "absent"), sha256=sha, staging_dir=str(staging),
