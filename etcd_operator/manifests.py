@@ -510,7 +510,14 @@ def etcd_command(
             f"--cert-file={c.SERVER_TLS_DIR}/{c.SERVER_CERT_FILE}",
             f"--key-file={c.SERVER_TLS_DIR}/{c.SERVER_KEY_FILE}",
         ]
-    return command + corruption_check_flags(spec) + maintenance_flags(spec)
+    # Members of a restored cluster bootstrapping all at once go without the initial corruption
+    # check (`corruption_check_flags`): each restores the same checked snapshot, so their data
+    # cannot differ at first start, and the check stalls etcd's start for its 7 s timeout when it
+    # asks a peer that listens but does not answer yet (each member waits for the others).
+    restored_together = (state == c.INITIAL_CLUSTER_STATE_NEW and spec.restore is not None
+                         and len({name for name, _ in initial_cluster}) > 1)
+    checks = [] if restored_together else corruption_check_flags(spec)
+    return command + checks + maintenance_flags(spec)
 
 
 def corruption_check_flags(spec: ClusterSpec) -> list[str]:
@@ -523,7 +530,8 @@ def corruption_check_flags(spec: ClusterSpec) -> list[str]:
 
     Not in `pod_policy_hash` on purpose: adding it rolled no existing cluster. Members get it
     when their pods are next created (a replacement, a restart on a volume, a pod-policy change);
-    an in-place image upgrade keeps the pod's command, and etcd 3.6 still takes 3.5's flag."""
+    an in-place image upgrade keeps the pod's command, and etcd 3.6 still takes 3.5's flag. The
+    pods of a restored cluster's all-at-once bootstrap go without it (`etcd_command`)."""
     flag = INITIAL_CORRUPT_CHECK_FLAGS.get(spec.version.minor_version)
     if flag is None or etcd_env_sets(spec.pod, *CORRUPT_CHECK_ENV):
         return []

@@ -12,6 +12,7 @@ from etcd_common.etcd.access import EtcdAccess
 from etcd_common.seed.pod import RESTORE_CONTAINER, STAGED_VOLUME
 from etcd_operator import actions as a
 from etcd_operator.acting import ActionExecutor
+from etcd_operator.manifests import INITIAL_CORRUPT_CHECK_FLAGS
 from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_etcd_cluster
@@ -106,3 +107,18 @@ def test_fewer_members_than_claims_take_the_first_claims() -> None:
     action = plan_next_action(_observed(2, CLAIMS))
     assert isinstance(action, a.CreateRestoredMembers)
     assert len(action.initial_cluster) == 2
+
+
+def test_members_restored_together_skip_the_initial_corruption_check_a_seed_keeps() -> None:
+    """Identical restored data needs no comparison at first start, and etcd's check waits its 7 s
+    timeout on a peer that listens but does not answer yet: every member starts at once."""
+    observed = _observed(3, CLAIMS)
+    api = RecordingApi()
+    _executor(api, ObjectCache()).execute(plan_next_action(observed), observed)
+    flags = {flag for pod in api.created for flag in pod["spec"]["containers"][0]["command"]}
+    assert not flags & set(INITIAL_CORRUPT_CHECK_FLAGS.values())
+
+    single = _observed(3, CLAIMS[:1])
+    api = RecordingApi()
+    _executor(api, ObjectCache()).execute(plan_next_action(single), single)
+    assert INITIAL_CORRUPT_CHECK_FLAGS["3.6"] in api.created[0]["spec"]["containers"][0]["command"]
