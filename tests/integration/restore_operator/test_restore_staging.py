@@ -146,7 +146,8 @@ def test_a_restore_goes_through_staging_and_its_seed_copies_the_staged_snapshot(
 
 def test_a_restored_cluster_of_three_is_staged_on_a_claim_per_member(clusters: Clusters, restores: Restores) -> None:
     """A staging pod per claim fetches the verified object onto it and checks it; the created
-    EtcdCluster names all three (spec.restore.stagedClaims) and serves every key with 3 members;
+    EtcdCluster names all three (spec.restore.stagedClaims) and serves every key with 3 members,
+    all started at once (each pod `new`, with all three in --initial-cluster: none joined a seed);
     every staging object goes when the restore ends."""
     _, key, _ = serving_cluster_with_a_backup(clusters, "source3")
     secret = create_aws_secret(clusters.sandbox, clusters.namespace, server_in_config=True)
@@ -162,6 +163,14 @@ def test_a_restored_cluster_of_three_is_staged_on_a_claim_per_member(clusters: C
     assert restored["spec"]["restore"]["stagedClaim"] == claims[0], restored["spec"]["restore"]
     assert restored["spec"]["restore"]["stagedClaims"] == claims, restored["spec"]["restore"]
     assert keys_of(clusters, "three") == KEYS
+    pods = clusters.pods("three")
+    members = sorted(pod.metadata.name for pod in pods)
+    assert len(members) == 3, members
+    for pod in pods:
+        command = list(pod.spec.containers[0].command or [])
+        initial = next(flag for flag in command if flag.startswith("--initial-cluster="))
+        assert sorted(pair.split("=")[0] for pair in initial.split("=", 1)[1].split(",")) == members, command
+        assert "--initial-cluster-state=new" in command, command
     assert_staging_removed(clusters.sandbox, clusters.namespace, "three")
 
 
