@@ -20,8 +20,9 @@ import hashlib
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+PROGRAM = "etcd-restore-local"
 READ_CHUNK_BYTES = 1024 * 1024
 
 
@@ -65,8 +66,34 @@ def install(*, staging_dir: str, staged_data_dir: str, data_dir: str) -> str:
     return done
 
 
+def add_install_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--staging-dir", required=True)
+    parser.add_argument("--staged-data-dir", required=True)
+    parser.add_argument("--data-dir", required=True)
+
+
+def copy_step(args: argparse.Namespace) -> str:
+    """`copy` (or `etcd-restore-seed fetch --staged-snapshot`): what was done."""
+    size = copy_staged(args.staged_snapshot, sha256=args.sha256, staging_dir=args.staging_dir, snapshot=args.snapshot)
+    return f"copied the staged snapshot {args.staged_snapshot} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}"
+
+
+def install_step(args: argparse.Namespace) -> str:
+    return install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir)
+
+
+def run_step(step: Callable[[argparse.Namespace], str], args: argparse.Namespace, program: str) -> int:
+    """Run `step`, print what it did; 1 with one line on stderr when it fails."""
+    try:
+        print(step(args))
+    except (SnapshotMismatch, OSError) as error:
+        print(f"{program} {args.step}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="etcd-restore-local",
+    parser = argparse.ArgumentParser(prog=PROGRAM,
                                      description="Restore init-container steps on local files: copy a staged "
                                                  "snapshot, install the restored data directory.")
     steps = parser.add_subparsers(dest="step", required=True)
@@ -75,27 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     copy_parser.add_argument("--sha256", required=True)
     copy_parser.add_argument("--staging-dir", required=True)
     copy_parser.add_argument("--snapshot", required=True)
-    install_parser = steps.add_parser("install", help="move the restored data directory into place")
-    install_parser.add_argument("--staging-dir", required=True)
-    install_parser.add_argument("--staged-data-dir", required=True)
-    install_parser.add_argument("--data-dir", required=True)
+    add_install_arguments(steps.add_parser("install", help="move the restored data directory into place"))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        if args.step == "copy":
-            size = copy_staged(args.staged_snapshot, sha256=args.sha256, staging_dir=args.staging_dir,
-                               snapshot=args.snapshot)
-            print(f"copied the staged snapshot {args.staged_snapshot} ({size} bytes, sha256 {args.sha256}) "
-                  f"to {args.snapshot}")
-        else:
-            print(install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir))
-    except (SnapshotMismatch, OSError) as error:
-        print(f"etcd-restore-local {args.step}: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return run_step(copy_step if args.step == "copy" else install_step, args, PROGRAM)
 
 
 if __name__ == "__main__":

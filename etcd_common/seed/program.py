@@ -39,7 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from etcd_common.api.storage_locations import STORAGE_SECTIONS, OtherLocation, S3Location, StorageLocation
-from etcd_common.seed.local_steps import SnapshotMismatch, copy_staged, file_sha256, install
+from etcd_common.seed.local_steps import (
+    SnapshotMismatch,
+    add_install_arguments,
+    copy_step,
+    file_sha256,
+    install_step,
+    run_step,
+)
 from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
 from etcd_common.storage.objects import CredentialsRequired, ObjectChanged, ObjectStorage, StorageError
@@ -49,6 +56,8 @@ from etcd_common.storage.s3 import (
     S3Storage,
     parse_aws_files,
 )
+
+PROGRAM = "etcd-restore-seed"
 
 
 def fetch(location: S3Location | StorageLocation, *, aws_dir: str | None = None, sha256: str, staging_dir: str,
@@ -132,7 +141,7 @@ def _s3_storage(location: S3Location, aws_dir: str | None) -> S3Storage:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="etcd-restore-seed",
+    parser = argparse.ArgumentParser(prog=PROGRAM,
                                      description="Init-container steps that seed an etcd member from a snapshot on "
                                                  "S3, ABS, GCS or OSS.")
     steps = parser.add_subparsers(dest="step", required=True)
@@ -158,23 +167,20 @@ def _parser() -> argparse.ArgumentParser:
                               help="copy this file (a snapshot the restore operator staged) instead of downloading")
     fetch_parser.add_argument("--staging-dir", required=True)
     fetch_parser.add_argument("--snapshot", required=True)
-    install_parser = steps.add_parser("install", help="move the restored data directory into place")
-    install_parser.add_argument("--staging-dir", required=True)
-    install_parser.add_argument("--staged-data-dir", required=True)
-    install_parser.add_argument("--data-dir", required=True)
+    add_install_arguments(steps.add_parser("install", help="move the restored data directory into place"))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    # The local steps, as pods made by earlier versions still ask this program for them.
+    if args.step == "install":
+        return run_step(install_step, args, PROGRAM)
+    if args.staged_snapshot:
+        return run_step(copy_step, args, PROGRAM)
     try:
-        if args.step == "fetch" and args.staged_snapshot:
-            size = copy_staged(args.staged_snapshot, sha256=args.sha256, staging_dir=args.staging_dir,
-                               snapshot=args.snapshot)
-            print(f"copied the staged snapshot {args.staged_snapshot} ({size} bytes, sha256 {args.sha256}) "
-                  f"to {args.snapshot}")
-        elif args.step == "fetch":
+        if args.step == "fetch":
             location: S3Location | StorageLocation
             if args.storage_type == "S3":
                 if not args.s3_path:
@@ -192,10 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          staging_dir=args.staging_dir, snapshot=args.snapshot, etag=args.etag,
                          version_id=args.version_id, encryption_key_file=args.encryption_key_file)
             print(f"fetched {path} from {args.storage_type} ({size} bytes, sha256 {args.sha256}) to {args.snapshot}")
-        else:
-            print(install(staging_dir=args.staging_dir, staged_data_dir=args.staged_data_dir, data_dir=args.data_dir))
     except (StorageError, SnapshotMismatch, codec.CodecError, OSError) as error:
-        print(f"etcd-restore-seed {args.step}: {error}", file=sys.stderr)
+        print(f"{PROGRAM} {args.step}: {error}", file=sys.stderr)
         return 1
     return 0
 

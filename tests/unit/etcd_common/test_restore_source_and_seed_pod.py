@@ -20,7 +20,7 @@ from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, parse_restore_
 from etcd_common.api.storage_locations import EncryptionKeyRef
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.seed import program
-from etcd_common.seed.program import install
+from etcd_common.seed.local_steps import install
 from etcd_common.seed.tools import no_bump_warning, restore_tool
 from etcd_common.storage import codec
 from etcd_operator.manifests import build_member_pod, member_peer_url

@@ -157,6 +157,6 @@ def test_the_seed_copies_the_staged_snapshot_and_checks_its_sha256(
     assert main(wrong) == 1
     assert not (staging / "snapshot.db").exists()
     with pytest.raises(FileNotFoundError, match="no staged snapshot"):
-        program.copy_staged(str(tmp_path / "absent"), sha256=sha, staging_dir=str(staging),
+        local_steps.copy_staged(str(tmp_path / "absent"), sha256=sha, staging_dir=str(staging),
                             snapshot=str(staging / "snapshot.db"))
 
