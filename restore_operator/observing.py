@@ -54,9 +54,9 @@ def observe_staging(restore: EtcdRestore, pods: ResourceClient, claims: Resource
     may hold the name)."""
     if claims is None:
         return {}, {}
-    found_claims = _labelled_then_named(claims, restore, f"{c.LABEL_RESTORE}={restore.name}", expected,
-                                        parse_staging_claim)
-    found_pods = _labelled_then_named(pods, restore, staging_selector(restore.name), expected, parse_staging_pod)
+    selector = staging_selector(restore.name)
+    found_claims = _labelled_then_named(claims, restore, selector, expected, parse_staging_claim)
+    found_pods = _labelled_then_named(pods, restore, selector, expected, parse_staging_pod)
     return found_claims, found_pods
 
 

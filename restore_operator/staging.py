@@ -12,7 +12,7 @@ and pods' names and manifests, and what a pod's status says (done, failing and w
 going)."""
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -132,19 +132,15 @@ def staging_placement(restore_name: str, spec: ClusterSpec) -> dict[str, Any]:
                          {"weight": PREFERRED_APART_WEIGHT, "podAffinityTerm": apart}]})
     node_affinity = (pod.affinity or {}).get("nodeAffinity")
     placement: dict[str, Any] = {
-        "affinity": {**({"nodeAffinity": _plain(node_affinity)} if node_affinity else {}),
+        "affinity": {**({"nodeAffinity": copy.deepcopy(node_affinity)} if node_affinity else {}),
                      "podAntiAffinity": anti_affinity},
     }
     if pod.node_selector:
         placement["nodeSelector"] = dict(pod.node_selector)
     if pod.tolerations:
-        placement["tolerations"] = [_plain(toleration) for toleration in pod.tolerations]
+        placement["tolerations"] = [copy.deepcopy(toleration) for toleration in pod.tolerations]
     return placement
 
-
-def _plain(value: Any) -> Any:
-    """A deep, mutable copy of an API sub-object from the spec (JSON round trip)."""
-    return json.loads(json.dumps(value))
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def test_staging_claims_are_found_by_label_and_the_expected_ones_by_name() -> No
     someone else; nothing else. Broken by looking only by label (another's claim would be written)
     or only by the expected names (a claim of an earlier, larger size would stay behind)."""
     def claim(name: str, *, labelled: bool, owner: str) -> dict[str, Any]:
-        labels = {"etcd.database.coreos.com/restore": "r"} if labelled else {}
+        labels = {"etcd.database.coreos.com/restore": "r", "app.kubernetes.io/component": "restore-staging"} if labelled else {}
         return {"metadata": {"name": name, "labels": labels, "ownerReferences": [{"uid": owner}]}}
 
     claims = FakeClient({
