@@ -15,17 +15,29 @@ depends on how many writes are in flight in those milliseconds (measured: 1-2 pe
 `acceptable` lets a run through whose only errors are those, in a run that saw a leader change
 (the raft term grew), with every other threshold met; any other error (a connection cut,
 "raft: stopped"), a stall over 0.5 s, or such an error without a leader change fails it. What the
-operator controls, how often leadership changes, the tests bound separately."""
+operator controls, how often leadership changes, the tests bound separately.
+
+A dropped forwarded write also bends etcdctl's throughput figure: etcdctl divides the writes that
+succeeded by the time until its last request returned, so one dropped in a run's last seconds
+adds up to its 7 s wait (CI measured 135 writes/s with 2 such errors, slowest request 0.08 s). So
+each run also counts the keys etcd committed under its prefix at its end, before etcdctl deletes
+them; in a run that `acceptable` lets through for its leader-change errors, the throughput
+threshold is judged on those keys over the run's fixed 60 s (`served_per_second`)."""
 from __future__ import annotations
 
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kube_sandbox.testing import Sandbox, wait_for
 
 RUN_SECONDS = 60.0  # check perf's fixed duration for every load
+RATE = 150  # --load=s: writes/s offered
+THROUGHPUT_SHARE = 0.9  # etcdctl fails a run whose throughput is at most this share of RATE
+# When a run starts counting its committed keys (before its fixed duration ends), and how often.
+COUNT_FROM_SECONDS = RUN_SECONDS - 3
+COUNT_EVERY_SECONDS = 0.2
 _THROUGHPUT = re.compile(r"Throughput (?:is|too low:) (\d+) writes/s")
 _SLOWEST = re.compile(r"Slowest request took(?: too long:)? ([0-9.]+)s")
 _STDDEV = re.compile(r"Stddev (?:is|too high:) ([0-9.]+)s")
@@ -78,8 +90,13 @@ class CheckPerfResult:
     @property
     def thresholds_met(self) -> bool:
         """etcd's thresholds but the error count: throughput, slowest request, standard deviation."""
-        return ("FAIL: Throughput" not in self.output and "took too long" not in self.output
-                and "Stddev too high" not in self.output and self.slowest_seconds is not None)
+        return "FAIL: Throughput" not in self.output and self.latency_thresholds_met
+
+    @property
+    def latency_thresholds_met(self) -> bool:
+        """etcd's slowest-request and standard-deviation thresholds."""
+        return ("took too long" not in self.output and "Stddev too high" not in self.output
+                and self.slowest_seconds is not None)
 
     def leader_change_errors_only(self) -> bool:
         return bool(self.errors) and all(any(e in error for e in LEADER_CHANGE_ERRORS) for error in self.errors)
@@ -103,13 +120,18 @@ class CheckPerfRun:
     term_after: int = 0
     writing_since: float = 0.0  # time.monotonic() when its first keys were seen (at most that late)
     exited_at: float | None = None
+    keys_at_end: int = 0  # the most keys seen under its prefix in its last seconds (`_count_at_end`)
     _thread: threading.Thread | None = None
+    _counter: threading.Thread | None = None
+    _exited: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
         self.term_before = self._term()
         self.started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"check-perf {self.prefix}", daemon=True)
         self._thread.start()
+        self._counter = threading.Thread(target=self._count_at_end, name=f"check-perf count {self.prefix}", daemon=True)
+        self._counter.start()
         # Under way once its first keys are written (it first clears its prefix).
         wait_for(lambda: self.result is not None or self._written() > 0, timeout=30,
                  what=f"check perf writing under {self.prefix}")
@@ -132,6 +154,8 @@ class CheckPerfRun:
         assert self._thread is not None
         self._thread.join(RUN_SECONDS + 90)
         assert self.result is not None, f"check perf under {self.prefix} did not finish"
+        if self._counter is not None:
+            self._counter.join(30)
         if not self.term_after:
             self.term_after = self._term()
         return self.result
@@ -140,20 +164,30 @@ class CheckPerfRun:
     def leader_changes(self) -> int:
         return max(self.term_after - self.term_before, 0)
 
+    @property
+    def served_per_second(self) -> float:
+        """The writes etcd committed under the run's prefix per second of its fixed duration."""
+        return self.keys_at_end / RUN_SECONDS
+
     def acceptable(self) -> bool:
         """PASS, or only leader-change drops in a run that saw a leader change, and every other
-        threshold met (see the module docstring)."""
+        threshold met, the throughput judged on the keys etcd committed (see the module
+        docstring)."""
         result = self.result
         if result is None:
             return False
-        return result.passed or (result.thresholds_met and result.leader_change_errors_only()
-                                 and self.leader_changes > 0)
+        if result.passed:
+            return True
+        if not (result.leader_change_errors_only() and self.leader_changes > 0 and result.latency_thresholds_met):
+            return False
+        return result.thresholds_met or self.served_per_second > THROUGHPUT_SHARE * RATE
 
     def verdict(self) -> str:
         result = self.result
         if result is None:
             return "not finished"
-        return f"{result.summary()}; {self.leader_changes} leader change(s)"
+        return (f"{result.summary()}; {self.leader_changes} leader change(s); "
+                f"{self.keys_at_end} keys committed ({self.served_per_second:.0f}/s)")
 
     def _term(self) -> int:
         return raft_term(self.sandbox, self.endpoints)
@@ -167,11 +201,26 @@ class CheckPerfRun:
             self.result = CheckPerfResult(False, None, None, None, {repr(e): 1}, repr(e))
         finally:
             self.exited_at = time.monotonic()
+            self._exited.set()
             # Right away: a run another has relayed may be finished (joined) much later.
             try:
                 self.term_after = self._term()
             except Exception:  # measured again by finish()
                 pass
+
+    def _count_at_end(self) -> None:
+        """From COUNT_FROM_SECONDS into the run until etcdctl exits (it deletes its keys last), the
+        most keys seen under its prefix: every write etcd committed, once the run's last writes
+        are done (a write dropped at a leader change keeps etcdctl waiting up to 7 s after them)."""
+        if self._exited.wait(COUNT_FROM_SECONDS):
+            return
+        while True:
+            try:
+                self.keys_at_end = max(self.keys_at_end, self._written())
+            except Exception:  # counted again on the next poll
+                pass
+            if self._exited.wait(COUNT_EVERY_SECONDS):
+                return
 
     def _written(self) -> int:
         done = self.sandbox.etcdctl(self.endpoints, "get", self.prefix, "--prefix", "--count-only", "-w", "fields")
