@@ -142,7 +142,6 @@ def staging_placement(restore_name: str, spec: ClusterSpec) -> dict[str, Any]:
     return placement
 
 
-
 @dataclass(frozen=True)
 class StagingPod:
     """A staging pod as observed."""
