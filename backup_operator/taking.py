@@ -2,9 +2,9 @@
 pick the healthy member with the highest revision (members that fail are skipped), stream its
 snapshot into a file in a directory of its own in the work directory (refused as
 WorkDirectoryFull when the member's database, and its encoded copy, would not fit), check its
-integrity, compress and encrypt it if the spec says so (checked again by decoding), upload it part
-by part to the
-object store the spec names (S3, ABS, GCS or OSS), then apply retention. Used by the
+integrity (etcd's SHA-256 trailer; the revision read from its pages), compress and encrypt it if
+the spec says so (checked again by decoding), upload it part by part to the object store the spec
+names (S3, ABS, GCS or OSS), then apply retention. Used by the
 operator's per-EtcdBackup supervisor (`acting.py`) and the one-shot command.
 
 Every failure is raised as `BackupFailed` with a reason from `backup_operator.reasons`.
@@ -38,6 +38,7 @@ from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
 from etcd_common.etcd.snapshot_integrity import GrowingSnapshot, SnapshotDigest, follow_snapshot
+from etcd_common.etcd.snapshot_revision import snapshot_revision
 from etcd_common.storage import codec, s3
 from etcd_common.storage.encryption_keys import read_encryption_key
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
@@ -198,21 +199,20 @@ def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: Objec
                   log: Logger) -> tuple[str, str, UploadResult, int, SnapshotFingerprint]:
     """The snapshot saved to `path` whole (its digest taken as etcdctl writes it), encoded when
     the spec says so, then uploaded (an encoded upload needs the whole snapshot first; a store
-    that cannot take metadata after the bytes needs its SHA-256 first). `etcdutl snapshot
-    status` and then the member's fingerprint run during the upload, whose completion waits for
-    the first. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
+    that cannot take metadata after the bytes needs its SHA-256 first). The snapshot's revision
+    (read from its pages) and then the member's fingerprint are read during the upload, whose
+    completion waits for the first. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
     bucket, key = target
     endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
     upload_path, size = _to_upload(path, encoding, sha256, where=object_url(request.location, bucket, key))
     log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s", endpoint, member_revision,
              os.path.getsize(path), sha256, _describe(encoding, size), object_url(request.location, bucket, key))
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot-status") as pool:
-        status_call = pool.submit(ctl.snapshot_status, path, binary=env.etcdutl_binary,
-                                  timeout_seconds=min(remaining(), 600.0))
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot-checks") as pool:
+        revision_call = pool.submit(snapshot_revision, path)
         # The member's key count and hash at the snapshot's revision, read during the upload.
         fingerprint_call = pool.submit(lambda: _fingerprint(request, env, endpoint, tls_secret,
-                                                            status_call.result().revision, log))
-        gate = _CompletionGate(size, lambda: _snapshot_readable(status_call, endpoint), remaining)
+                                                            revision_call.result(), log))
+        gate = _CompletionGate(size, lambda: _snapshot_readable(revision_call, endpoint), remaining)
         if size < s3.MULTIPART_THRESHOLD_BYTES:
             gate.wait_for_check()  # one request: checked before it is sent
         try:
@@ -233,7 +233,7 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
     """Upload the snapshot while etcdctl writes it (every store takes the metadata's SHA-256,
     known only at the end, after the bytes: ABS with the block list, GCS patched, S3 and OSS by a
     copy of the object onto itself): the transfer from etcd and the upload overlap. The upload's
-    end waits for the whole file, its SHA-256 trailer and `etcdutl snapshot status` on it; a
+    end waits for the whole file, its SHA-256 trailer and its revision read from its pages; a
     member whose snapshot fails stops that upload before its object is complete, and the next
     member is tried with a new one. Returns the endpoint, the SHA-256, the upload and the
     fingerprint (read while the upload finishes)."""
@@ -245,14 +245,13 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
     for endpoint in candidates:
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot-stream") as pool:
             saved = pool.submit(client.snapshot_save, path, endpoint=endpoint, timeout_seconds=remaining())
-            status_call, fingerprint_call = _checks_once_saved(pool, request, env, endpoint, tls_secret, path, saved,
-                                                               remaining, log)
+            revision_call, fingerprint_call = _checks_once_saved(pool, request, env, endpoint, tls_secret, path,
+                                                                 saved, remaining, log)
 
-            def complete(sha256: str, endpoint: str = endpoint, status_call: Future[ctl.SnapshotStatus] = status_call,
-                         ) -> None:
-                _snapshot_readable(status_call, endpoint)
+            def complete(sha256: str, endpoint: str = endpoint, revision_call: Future[int] = revision_call) -> None:
+                _snapshot_readable(revision_call, endpoint)
                 log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; the upload to %s ends now",
-                         endpoint, status_call.result().revision, os.path.getsize(path), sha256, where)
+                         endpoint, revision_call.result(), os.path.getsize(path), sha256, where)
 
             snapshot = GrowingSnapshot(f"{path}.part", path, saved, complete, remaining)
             log.info("streaming the snapshot from %s to %s as it arrives", endpoint, where)
@@ -288,19 +287,21 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
 
 def _checks_once_saved(pool: ThreadPoolExecutor, request: BackupRequest, env: BackupEnvironment, endpoint: str,
                        tls_secret: str, path: str, saved: Future[None], remaining: Callable[[], float],
-                       log: Logger) -> tuple[Future[ctl.SnapshotStatus], Future[SnapshotFingerprint]]:
-    """`etcdutl snapshot status` on the file, then the member's fingerprint at its revision, each
+                       log: Logger) -> tuple[Future[int], Future[SnapshotFingerprint]]:
+    """The snapshot's revision (from its pages), then the member's fingerprint at it, each
     started as soon as what it needs is there (etcdctl done; the revision): while the upload
-    sends what it has not sent yet, not after it."""
-    def saved_status() -> ctl.SnapshotStatus:
+    sends what it has not sent yet, not after it. A backup whose time ran out during the snapshot
+    fails as TimedOut here."""
+    def saved_revision() -> int:
         saved.result()
-        return ctl.snapshot_status(path, binary=env.etcdutl_binary, timeout_seconds=min(remaining(), 600.0))
+        remaining()
+        return snapshot_revision(path)
 
-    status_call = pool.submit(saved_status)
+    revision_call = pool.submit(saved_revision)
 
     def fingerprint() -> SnapshotFingerprint:
-        return _fingerprint(request, env, endpoint, tls_secret, status_call.result().revision, log)
-    return status_call, pool.submit(fingerprint)
+        return _fingerprint(request, env, endpoint, tls_secret, revision_call.result(), log)
+    return revision_call, pool.submit(fingerprint)
 
 
 def _fingerprint_result(call: Future[SnapshotFingerprint]) -> SnapshotFingerprint:
@@ -308,7 +309,7 @@ def _fingerprint_result(call: Future[SnapshotFingerprint]) -> SnapshotFingerprin
         return call.result()
     except BackupFailed:
         raise
-    except Exception as error:  # the snapshot status it waited for failed: reported by the gate
+    except Exception as error:  # the revision it waited for could not be read: reported by the gate
         raise BackupFailed(reasons.SNAPSHOT_FAILED, f"cannot read the snapshot's revision: {error}") from error
 
 
@@ -571,9 +572,9 @@ class _CompletionGate:
             self.wait_for_check()
 
 
-def _snapshot_readable(status_call: Future[ctl.SnapshotStatus], endpoint: str) -> None:
+def _snapshot_readable(revision_call: Future[int], endpoint: str) -> None:
     try:
-        status_call.result()
+        revision_call.result()
     except ctl.SnapshotInvalid as error:
         raise BackupFailed(reasons.SNAPSHOT_INVALID, f"snapshot from {endpoint} not uploaded: {error.message}") from error
     except ctl.EtcdctlError as error:

@@ -1,4 +1,4 @@
-"""Taking one backup, with etcd, etcdutl and S3 replaced by fakes: which member the snapshot comes
+"""Taking one backup, with etcd, the snapshot's page reader and S3 replaced by fakes: which member the snapshot comes
 from, what happens to a snapshot that is not whole, and the backup's deadline (on a fake clock)."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import pytest
 
-from backup_operator import reasons
+from backup_operator import reasons, taking
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import WORK_PREFIX, BackupEnvironment, BackupRequest, WorkSpace, take_backup
 from etcd_common.api.etcd_backup import SnapshotFingerprint
@@ -193,14 +193,14 @@ def storage(monkeypatch: pytest.MonkeyPatch) -> FakeStorage:
 
 
 @pytest.fixture
-def etcdutl_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """`etcdutl snapshot status` replaced: every file it is asked to read is readable."""
+def revision_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The snapshot's revision read from its pages, replaced: every file read holds revision 1."""
     read: list[str] = []
 
-    def snapshot_status(path: str, **kwargs: Any) -> ctl.SnapshotStatus:
+    def snapshot_revision(path: str) -> int:
         read.append(Path(path).read_bytes().decode(errors="replace"))
-        return ctl.SnapshotStatus(hash=1, revision=1, total_keys=1, total_size=1, storage_version="")
-    monkeypatch.setattr(ctl, "snapshot_status", snapshot_status)
+        return 1
+    monkeypatch.setattr(taking, "snapshot_revision", snapshot_revision)
     return read
 
 
@@ -217,7 +217,7 @@ def environment(etcd: FakeEtcd, tmp_path: Path) -> BackupEnvironment:
 
 
 def test_the_snapshot_comes_from_the_healthy_voter_with_the_highest_revision(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([
         Member(A, revision=40, raft_index=90, snapshot=whole_snapshot(b"a")),
         Member(B, revision=42, raft_index=91, snapshot=whole_snapshot(b"b")),
@@ -235,14 +235,14 @@ def test_the_snapshot_comes_from_the_healthy_voter_with_the_highest_revision(
 
 
 def test_equal_revisions_prefer_the_member_further_along_in_raft(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=42, raft_index=90, snapshot=whole_snapshot(b"a")),
                      Member(B, revision=42, raft_index=95, snapshot=whole_snapshot(b"b"))])
     assert take_backup(request((A, B)), environment(etcd, tmp_path), LOG).endpoint == B
 
 
 def test_a_member_whose_status_reports_an_error_is_skipped(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=50, status_errors=("NOSPACE",), snapshot=whole_snapshot(b"a")),
                      Member(B, revision=42, snapshot=whole_snapshot(b"b"))])
     assert take_backup(request((A, B)), environment(etcd, tmp_path), LOG).endpoint == B
@@ -250,7 +250,7 @@ def test_a_member_whose_status_reports_an_error_is_skipped(
 
 
 def test_a_member_url_answering_for_another_cluster_is_never_backed_up(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     """A member's DNS name reaching another etcd cluster's member (a reused name or address): its
     status names another cluster than the member list's, so its (higher) revision is not ours."""
     etcd = FakeEtcd([Member(A, revision=42, cluster_id=CLUSTER_ID, snapshot=whole_snapshot(b"a")),
@@ -260,7 +260,7 @@ def test_a_member_url_answering_for_another_cluster_is_never_backed_up(
 
 
 def test_without_a_member_list_the_given_endpoints_are_asked_themselves(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=7, snapshot=whole_snapshot(b"a")),
                      Member(B, revision=9, snapshot=whole_snapshot(b"b")),
                      Member(C, revision=11, learner=True, snapshot=whole_snapshot(b"c")),
@@ -270,7 +270,7 @@ def test_without_a_member_list_the_given_endpoints_are_asked_themselves(
 
 
 def test_no_healthy_member_fails_as_etcd_unreachable_and_uploads_nothing(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, answers=False), Member(B, learner=True, revision=3)])
     with pytest.raises(BackupFailed) as failure:
         take_backup(request((A, B)), environment(etcd, tmp_path), LOG)
@@ -280,7 +280,7 @@ def test_no_healthy_member_fails_as_etcd_unreachable_and_uploads_nothing(
 
 
 def test_a_snapshot_that_is_not_whole_is_never_uploaded_and_the_next_member_is_asked(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     truncated = whole_snapshot(b"x" * 100)[:-5]
     etcd = FakeEtcd([Member(A, revision=50, snapshot=truncated),
                      Member(B, revision=49, snapshot_error="connection reset"),
@@ -292,7 +292,7 @@ def test_a_snapshot_that_is_not_whole_is_never_uploaded_and_the_next_member_is_a
 
 
 def test_when_no_member_delivers_a_whole_snapshot_the_reason_says_so(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=50, snapshot=b"not a snapshot at all, no trailer here....")])
     with pytest.raises(BackupFailed) as failure:
         take_backup(request((A,)), environment(etcd, tmp_path), LOG)
@@ -302,7 +302,7 @@ def test_when_no_member_delivers_a_whole_snapshot_the_reason_says_so(
 
 
 def test_the_deadline_passing_during_the_snapshot_fails_the_backup_as_timed_out(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     clock = FakeMonotonic()
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
 
@@ -318,7 +318,7 @@ def test_the_deadline_passing_during_the_snapshot_fails_the_backup_as_timed_out(
 
 
 def test_a_backup_within_its_deadline_reports_its_duration_on_the_clock_given(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     clock = FakeMonotonic()
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
 
@@ -327,12 +327,12 @@ def test_a_backup_within_its_deadline_reports_its_duration_on_the_clock_given(
     etcd.during_snapshot = slow_snapshot
     result = take_backup(request((A,), timeout_seconds=60.0), environment(etcd, tmp_path), LOG, monotonic=clock)
     assert result.duration_seconds == 59.0
-    assert etcdutl_reads == [whole_snapshot(b"a").decode(errors="replace")]  # read before upload completed
+    assert revision_reads == [whole_snapshot(b"a").decode(errors="replace")]  # read before upload completed
 
 
 def test_the_snapshot_revision_and_the_member_keys_and_hash_at_it_are_recorded(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
-    """What a trial restore compares with: the snapshot's own revision (etcdutl's, 1 here), and
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
+    """What a trial restore compares with: the snapshot's own revision (read from its pages, 1 here), and
     the key count and keyspace hash the member it came from has at that revision."""
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
     result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
@@ -341,7 +341,7 @@ def test_the_snapshot_revision_and_the_member_keys_and_hash_at_it_are_recorded(
 
 
 def test_a_member_that_cannot_tell_its_keys_at_the_revision_does_not_fail_the_backup(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
     etcd.fingerprint_error = ctl.EtcdctlError("mvcc: required revision has been compacted")
     result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
@@ -349,7 +349,7 @@ def test_a_member_that_cannot_tell_its_keys_at_the_revision_does_not_fail_the_ba
 
 
 def test_the_deadline_passing_during_the_upload_fails_the_backup_as_timed_out(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeMonotonic()
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
     upload = storage.upload_file
@@ -365,7 +365,7 @@ def test_the_deadline_passing_during_the_upload_fails_the_backup_as_timed_out(
 
 
 def test_periodic_backups_are_keyed_by_revision_and_time_and_retention_keeps_the_newest(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     storage.uploads["etcd.backup_v9_2026-01-01-00:00:00"] = b"old"
     storage.uploads["etcd.backup_v10_2026-01-01-01:00:00"] = b"newer"
     storage.uploads["etcd.backup.notes"] = b"foreign"
@@ -378,7 +378,7 @@ def test_periodic_backups_are_keyed_by_revision_and_time_and_retention_keeps_the
 
 
 def test_a_cluster_recreated_under_its_name_keeps_its_new_backups(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     """The rewind: the old cluster's backups have higher revisions but older times."""
     storage.uploads["etcd.backup_v300_2026-01-02-03:00:00"] = b"old"
     storage.uploads["etcd.backup_v301_2026-01-02-03:00:05"] = b"old"
@@ -391,7 +391,7 @@ def test_a_cluster_recreated_under_its_name_keeps_its_new_backups(
 
 
 def test_the_backup_just_uploaded_survives_a_clock_that_went_back(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     storage.uploads["etcd.backup_v10_2026-06-01-00:00:00"] = b"from a clock running ahead"
     storage.uploads["etcd.backup_v11_2026-06-01-00:00:05"] = b"from a clock running ahead"
     etcd = FakeEtcd([Member(A, revision=12, snapshot=whole_snapshot(b"a"))])
@@ -420,7 +420,7 @@ def key_secret(key: bytes = KEY, name: str = "key") -> dict[str, Any]:
 
 
 def test_a_compressed_and_encrypted_backup_decodes_to_the_snapshot_and_says_how_it_was_encoded(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     snapshot = whole_snapshot(b"\0" * 8 + b"bbolt page " * 50_000)
     etcd = FakeEtcd([Member(A, revision=42, snapshot=snapshot)])
     result = take_backup(request((A,), periodic=True, max_backups=1, compression="Gzip",
@@ -438,11 +438,11 @@ def test_a_compressed_and_encrypted_backup_decodes_to_the_snapshot_and_says_how_
     assert storage.metadata[result.key] == {
         "sha256": result.sha256, "etcd-revision": "42", "etcd-version": "3.6.16", "compression": "gzip",
         "encryption": "aes-256-gcm", "encryption-key-id": codec.key_id(KEY)}
-    # etcdutl read the snapshot itself, not the encoded object.
-    assert etcdutl_reads and etcdutl_reads[0].startswith("\0" * 8 + "bbolt page")
+    # The revision was read from the snapshot itself, not from the encoded object.
+    assert revision_reads and revision_reads[0].startswith("\0" * 8 + "bbolt page")
 
 
-def test_compression_alone_uploads_a_gzip_file(storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+def test_compression_alone_uploads_a_gzip_file(storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     snapshot = whole_snapshot(b"x" * 100_000)
     etcd = FakeEtcd([Member(A, revision=1, snapshot=snapshot)])
     result = take_backup(request((A,), compression="Gzip"), environment(etcd, tmp_path), LOG, now=lambda: STARTED)
@@ -458,7 +458,7 @@ def test_compression_alone_uploads_a_gzip_file(storage: FakeStorage, etcdutl_rea
     ({"stringData": {"key": KEY.hex()}}, reasons.ENCRYPTION_KEY_INVALID, "decodes to 48 bytes"),
 ])
 def test_a_missing_or_unusable_key_fails_before_etcd_is_asked_and_nothing_is_uploaded(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path, secret: dict[str, Any] | None,
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path, secret: dict[str, Any] | None,
         reason: str, fragment: str) -> None:
     etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"a"))])
     with pytest.raises(BackupFailed) as failed:
@@ -470,7 +470,7 @@ def test_a_missing_or_unusable_key_fails_before_etcd_is_asked_and_nothing_is_upl
 
 
 def test_an_encoding_that_does_not_decode_to_the_snapshot_is_never_uploaded(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_encode = codec.encode_file
 
     def lossy_encode(source: str, target: str, encoding: codec.Encoding, **kwargs: Any) -> int:
@@ -488,7 +488,7 @@ def test_an_encoding_that_does_not_decode_to_the_snapshot_is_never_uploaded(
 
 
 def test_a_database_larger_than_the_free_work_space_is_refused_before_the_snapshot(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=1, db_size=1000, snapshot=whole_snapshot(b"a")),
                      Member(B, revision=2, db_size=800, snapshot=whole_snapshot(b"b"))])
     env = environment(etcd, tmp_path)
@@ -506,7 +506,7 @@ def test_a_database_larger_than_the_free_work_space_is_refused_before_the_snapsh
 
 
 def test_an_encoded_backup_needs_room_for_the_snapshot_and_its_encoded_copy(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=1, db_size=1000, snapshot=whole_snapshot(b"x" * 900))])
     env = environment(etcd, tmp_path)
     env.work_space = WorkSpace(free_bytes=lambda path: 1999)
@@ -519,7 +519,7 @@ def test_an_encoded_backup_needs_room_for_the_snapshot_and_its_encoded_copy(
 
 
 def test_backups_running_at_once_share_the_free_work_space(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=1, db_size=600, snapshot=whole_snapshot(b"a"))])
     env = environment(etcd, tmp_path)
     env.work_space = WorkSpace(free_bytes=lambda path: 1000)
@@ -531,7 +531,7 @@ def test_backups_running_at_once_share_the_free_work_space(
 
 
 def test_each_backup_writes_in_a_directory_of_its_own_removed_after_it(
-        storage: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"a")),
                      Member(B, revision=2, snapshot_error="connection reset")])
     env = environment(etcd, tmp_path)
@@ -557,7 +557,7 @@ def streaming(storage: FakeStorage) -> FakeStorage:
 
 
 def test_the_upload_to_a_store_taking_metadata_last_starts_before_the_snapshot_is_saved(
-        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        streaming: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     """etcdctl is held with half of the file written until the upload has bytes of it: a
     save-then-upload backup never gets them (and fails the wait)."""
     body = b"0123456789abcdef" * 8
@@ -570,13 +570,13 @@ def test_the_upload_to_a_store_taking_metadata_last_starts_before_the_snapshot_i
     sha256 = hashlib.sha256(whole_snapshot(body)).hexdigest()
     assert result.sha256 == sha256 and result.size == len(whole_snapshot(body))
     assert streaming.metadata["etcd.backup"] == {"sha256": sha256, "etcd-revision": "5", "etcd-version": "3.6.16"}
-    assert etcdutl_reads == [whole_snapshot(body).decode(errors="replace")]  # checked before the commit
+    assert revision_reads == [whole_snapshot(body).decode(errors="replace")]  # checked before the commit
     assert result.fingerprint == SnapshotFingerprint(1, key_count=42, hash_kv=77, compact_revision=2)
     assert os.listdir(tmp_path / "work") == []
 
 
 def test_a_streamed_snapshot_that_is_not_whole_or_breaks_off_is_never_committed_and_the_next_member_is_asked(
-        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        streaming: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     truncated = whole_snapshot(b"x" * 100)[:-5]
     etcd = FakeEtcd([Member(A, revision=50, snapshot=truncated),
                      Member(B, revision=49, snapshot=whole_snapshot(b"b" * 64), snapshot_error_midway="connection reset"),
@@ -587,11 +587,11 @@ def test_a_streamed_snapshot_that_is_not_whole_or_breaks_off_is_never_committed_
     assert os.listdir(tmp_path / "work") == []
 
 
-def test_a_streamed_snapshot_etcdutl_cannot_read_fails_the_backup_before_the_commit(
+def test_a_streamed_snapshot_whose_pages_cannot_be_read_fails_the_backup_before_the_commit(
         streaming: FakeStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def unreadable(path: str, **kwargs: Any) -> ctl.SnapshotStatus:
-        raise ctl.SnapshotInvalid("snapshot file integrity check failed")
-    monkeypatch.setattr(ctl, "snapshot_status", unreadable)
+    def unreadable(path: str) -> int:
+        raise ctl.SnapshotInvalid("neither meta page is valid")
+    monkeypatch.setattr(taking, "snapshot_revision", unreadable)
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64))])
     with pytest.raises(BackupFailed) as failure:
         take_backup(request((A,)), environment(etcd, tmp_path), LOG)
@@ -600,7 +600,7 @@ def test_a_streamed_snapshot_etcdutl_cannot_read_fails_the_backup_before_the_com
 
 
 def test_the_deadline_passing_while_a_snapshot_streams_fails_the_backup_as_timed_out(
-        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        streaming: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     clock = FakeMonotonic()
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64))])
 
@@ -614,7 +614,7 @@ def test_the_deadline_passing_while_a_snapshot_streams_fails_the_backup_as_timed
 
 
 def test_a_streamed_backup_whose_late_metadata_cannot_be_set_fails_with_the_store_reason(
-        streaming: FakeStorage, etcdutl_reads: list[str], tmp_path: Path) -> None:
+        streaming: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     """S3's copy onto itself refused: the store's reason and message, no other member asked (the
     snapshot was whole), never a success without the sha256 metadata."""
     streaming.late_metadata_error = s3.S3AccessDenied("set metadata (a copy onto itself) on s3://bucket/etcd.backup: "
