@@ -74,6 +74,10 @@ class BackupRequest:
     timeout_seconds: float = 1800.0
     compression: str = COMPRESSION_NONE
     encryption: EncryptionKeyRef | None = None
+    # spec.trialRestore set: the member's key count and keyspace hash at the snapshot's revision are
+    # read for the trials to compare with. Else not: hashing the keyspace reads the whole database
+    # on the member, on every backup, for nothing.
+    record_keyspace: bool = False
 
     @classmethod
     def from_spec(cls, namespace: str, name: str, spec: BackupSpec, *, timeout_seconds: float,
@@ -84,6 +88,7 @@ class BackupRequest:
             periodic=spec.policy.periodic if periodic is None else periodic,
             max_backups=spec.policy.max_backups, timeout_seconds=timeout_seconds,
             compression=spec.compression, encryption=spec.encryption,
+            record_keyspace=spec.trial_restore is not None,
         )
 
 
@@ -315,9 +320,11 @@ def _fingerprint_result(call: Future[SnapshotFingerprint]) -> SnapshotFingerprin
 
 def _fingerprint(request: BackupRequest, env: BackupEnvironment, endpoint: str, tls_secret: str, revision: int,
                  log: Logger) -> SnapshotFingerprint:
-    """The snapshot's revision, and the member's key count and keyspace hash at it (two reads of
-    the member the snapshot came from); what the member cannot tell stays None: a backup is not
-    failed for it (its trial restore then compares less)."""
+    """The snapshot's revision, and (`record_keyspace`) the member's key count and keyspace hash
+    at it (two reads of the member the snapshot came from); what the member cannot tell stays None:
+    a backup is not failed for it (its trial restore then compares less)."""
+    if not request.record_keyspace:
+        return SnapshotFingerprint(revision)
     try:
         client = _client(request, env, (endpoint,), tls_secret, command_timeout_seconds=FINGERPRINT_TIMEOUT_SECONDS)
         hashed = client.hash_kv(revision)

@@ -332,19 +332,28 @@ def test_a_backup_within_its_deadline_reports_its_duration_on_the_clock_given(
 
 def test_the_snapshot_revision_and_the_member_keys_and_hash_at_it_are_recorded(
         storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
-    """What a trial restore compares with: the snapshot's own revision (read from its pages, 1 here), and
-    the key count and keyspace hash the member it came from has at that revision."""
+    """What a trial restore (spec.trialRestore) compares with: the snapshot's own revision (read
+    from its pages, 1 here), and the key count and keyspace hash the member it came from has at
+    that revision."""
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
-    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    result = take_backup(request((A,), record_keyspace=True), environment(etcd, tmp_path), LOG)
     assert result.fingerprint == SnapshotFingerprint(1, key_count=42, hash_kv=77, compact_revision=2)
     assert etcd.fingerprints_asked == [((A,), 1)]
+
+
+def test_without_trial_restores_the_member_is_not_asked_to_hash_its_keyspace(
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
+    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    assert result.fingerprint == SnapshotFingerprint(1) and storage.uploads
+    assert etcd.fingerprints_asked == []
 
 
 def test_a_member_that_cannot_tell_its_keys_at_the_revision_does_not_fail_the_backup(
         storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a"))])
     etcd.fingerprint_error = ctl.EtcdctlError("mvcc: required revision has been compacted")
-    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    result = take_backup(request((A,), record_keyspace=True), environment(etcd, tmp_path), LOG)
     assert result.fingerprint == SnapshotFingerprint(1) and storage.uploads
 
 
@@ -564,7 +573,7 @@ def test_the_upload_to_a_store_taking_metadata_last_starts_before_the_snapshot_i
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(body))])
     overlapped: list[bool] = []
     etcd.mid_snapshot = lambda: overlapped.append(streaming.first_bytes.wait(timeout=10))
-    result = take_backup(request((A,)), environment(etcd, tmp_path), LOG)
+    result = take_backup(request((A,), record_keyspace=True), environment(etcd, tmp_path), LOG)
     assert overlapped == [True]
     assert streaming.uploads == {"etcd.backup": whole_snapshot(body)}
     sha256 = hashlib.sha256(whole_snapshot(body)).hexdigest()
