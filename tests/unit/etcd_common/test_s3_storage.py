@@ -453,3 +453,27 @@ def test_a_stream_keeps_at_most_its_part_bound_in_memory_a_file_upload_its_concu
     assert file.max_in_memory_upload_chunks != s3.STREAM_PARTS_IN_MEMORY
     assert (stream.multipart_chunksize, stream.max_request_concurrency) == (16 * 2**20, 6)
     assert (file.multipart_chunksize, file.max_request_concurrency) == (16 * 2**20, 6)
+
+
+def test_clients_with_a_secrets_keys_share_one_session_and_the_pod_identity_gets_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session reads botocore's S3 model again when it makes its first client (tens of ms of
+    CPU per backup); the pod's own credential chain is resolved afresh for each client."""
+    made: list[object] = []
+
+    class CountingSession(boto3.session.Session):
+        def __init__(self) -> None:
+            made.append(self)
+            super().__init__()
+    monkeypatch.setattr(boto3.session, "Session", CountingSession)
+    s3._shared_session.cache_clear()
+    keys = s3.AwsCredentials("AKIAEXAMPLE", "secret")
+    first = s3.S3Storage(endpoint="http://127.0.0.1:9", credentials=keys)
+    second = s3.S3Storage(endpoint="http://127.0.0.1:9", credentials=s3.AwsCredentials("AKIAOTHER", "other"))
+    assert len(made) == 1
+    assert first.client._request_signer._credentials.access_key == "AKIAEXAMPLE"
+    assert second.client._request_signer._credentials.access_key == "AKIAOTHER"
+    s3.S3Storage(endpoint="http://127.0.0.1:9")
+    s3.S3Storage(endpoint="http://127.0.0.1:9")
+    assert len(made) == 3
+    s3._shared_session.cache_clear()  # later tests get a session made by the real class
