@@ -7,6 +7,7 @@ fetches without a mounted secret."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,14 @@ class Sessions:
     def client(self, service: str, **kwargs: Any) -> object:
         self.clients.append({"service": service, **kwargs})
         return object()
+
+
+@pytest.fixture(autouse=True)
+def fresh_s3_session() -> Iterator[None]:
+    """S3 clients with a secret's keys come from one cached session: each test's Sessions makes it."""
+    s3._shared_session.cache_clear()
+    yield
+    s3._shared_session.cache_clear()
 
 
 @pytest.fixture
