@@ -86,10 +86,10 @@ class BackupSpec:
 @dataclass(frozen=True)
 class SnapshotFingerprint:
     """What a backup's snapshot holds, recorded when it is taken (status.lastBackup) for a trial
-    restore to compare with: the snapshot's revision (etcdutl snapshot status of the file), and as
+    restore to compare with: the snapshot's revision (read from the file's pages), and as
     the member counted them at that revision, the keys and the keyspace hash (`endpoint hashkv`,
-    comparable only at the same compact revision). None: the member could not tell (compacted past
-    the revision meanwhile, gone)."""
+    comparable only at the same compact revision). None: not asked (no spec.trialRestore), or the
+    member could not tell (compacted past the revision meanwhile, gone)."""
 
     revision: int
     key_count: int | None = None
