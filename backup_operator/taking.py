@@ -39,7 +39,7 @@ from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
 from etcd_common.etcd.snapshot_integrity import GrowingSnapshot, SnapshotDigest, follow_snapshot
 from etcd_common.etcd.snapshot_revision import snapshot_revision
-from etcd_common.storage import codec, s3
+from etcd_common.storage import codec
 from etcd_common.storage.encryption_keys import read_encryption_key
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
 from etcd_common.storage.objects import LocationInvalid, ObjectStorage, StorageError, UploadResult
@@ -205,29 +205,26 @@ def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: Objec
     """The snapshot saved to `path` whole (its digest taken as etcdctl writes it), encoded when
     the spec says so, then uploaded (an encoded upload needs the whole snapshot first; a store
     that cannot take metadata after the bytes needs its SHA-256 first). The snapshot's revision
-    (read from its pages) and then the member's fingerprint are read during the upload, whose
-    completion waits for the first. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
+    is read from its pages before the upload starts; the member's fingerprint at it during the
+    upload. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
     bucket, key = target
     endpoint, sha256 = _save_snapshot(request, env, candidates, tls_secret, path, remaining, log)
     upload_path, size = _to_upload(path, encoding, sha256, where=object_url(request.location, bucket, key))
+    revision = _readable_revision(lambda: snapshot_revision(path), endpoint)
     log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; uploading %s to %s", endpoint, member_revision,
              os.path.getsize(path), sha256, _describe(encoding, size), object_url(request.location, bucket, key))
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot-checks") as pool:
-        revision_call = pool.submit(snapshot_revision, path)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-fingerprint") as pool:
         # The member's key count and hash at the snapshot's revision, read during the upload.
-        fingerprint_call = pool.submit(lambda: _fingerprint(request, env, endpoint, tls_secret,
-                                                            revision_call.result(), log))
-        gate = _CompletionGate(size, lambda: _snapshot_readable(revision_call, endpoint), remaining)
-        if size < s3.MULTIPART_THRESHOLD_BYTES:
-            gate.wait_for_check()  # one request: checked before it is sent
+        fingerprint_call = pool.submit(_fingerprint, request, env, endpoint, tls_secret, revision, log)
+        def stop_when_time_is_up(sent: int) -> None:  # the upload's progress callback
+            remaining()
         try:
             upload = storage.upload_file(bucket, key, upload_path, metadata={"sha256": sha256, **metadata},
-                                         progress=gate)
+                                         progress=stop_when_time_is_up)
         except StorageError as error:
             if isinstance(error.__cause__, BackupFailed):
                 raise error.__cause__ from None
             raise BackupFailed(error.reason, error.message) from error
-        gate.wait_for_check()
         fingerprint = _fingerprint_result(fingerprint_call)
     return endpoint, sha256, upload, size, fingerprint
 
@@ -254,9 +251,9 @@ def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: Ob
                                                                  saved, remaining, log)
 
             def complete(sha256: str, endpoint: str = endpoint, revision_call: Future[int] = revision_call) -> None:
-                _snapshot_readable(revision_call, endpoint)
+                revision = _readable_revision(revision_call.result, endpoint)
                 log.info("snapshot from %s: revision %d, %d bytes, sha256 %s; the upload to %s ends now",
-                         endpoint, revision_call.result(), os.path.getsize(path), sha256, where)
+                         endpoint, revision, os.path.getsize(path), sha256, where)
 
             snapshot = GrowingSnapshot(f"{path}.part", path, saved, complete, remaining)
             log.info("streaming the snapshot from %s to %s as it arrives", endpoint, where)
@@ -551,37 +548,12 @@ def _save_snapshot(request: BackupRequest, env: BackupEnvironment, candidates: l
     raise BackupFailed(reason, "no member delivered a whole snapshot: " + "; ".join(failures))
 
 
-class _CompletionGate:
-    """An upload's progress callback that holds the upload's last bytes until `check` has passed
-    (or raises its BackupFailed, which aborts the upload: a multipart upload is completed only
-    after every part is sent), and that stops the upload when the backup's time is up."""
-
-    def __init__(self, size: int, check: Callable[[], None], remaining: Callable[[], float]) -> None:
-        self._size = size
-        self._check = check
-        self._remaining = remaining
-        self._sent = 0
-        self._lock = threading.Lock()
-        self._checked = False
-
-    def wait_for_check(self) -> None:
-        with self._lock:
-            if not self._checked:
-                self._check()
-                self._checked = True
-
-    def __call__(self, sent: int) -> None:
-        self._remaining()
-        with self._lock:
-            self._sent += sent  # negative when a part is retried
-            complete = self._sent >= self._size
-        if complete:
-            self.wait_for_check()
-
-
-def _snapshot_readable(revision_call: Future[int], endpoint: str) -> None:
+def _readable_revision(read: Callable[[], int], endpoint: str) -> int:
+    """The snapshot's revision, as `read` gets it from its pages (or the future that does);
+    BackupFailed when it cannot: SnapshotInvalid for a file that is not whole, SnapshotFailed for
+    etcdctl's own failure."""
     try:
-        revision_call.result()
+        return read()
     except ctl.SnapshotInvalid as error:
         raise BackupFailed(reasons.SNAPSHOT_INVALID, f"snapshot from {endpoint} not uploaded: {error.message}") from error
     except ctl.EtcdctlError as error:

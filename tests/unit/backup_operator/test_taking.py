@@ -460,6 +460,19 @@ def test_compression_alone_uploads_a_gzip_file(storage: FakeStorage, revision_re
     assert storage.metadata["etcd.backup"]["compression"] == "gzip"
 
 
+def test_an_encoded_backup_whose_snapshot_pages_cannot_be_read_is_never_uploaded(
+        storage: FakeStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The saved snapshot's revision is read before its encoding is uploaded."""
+    def unreadable(path: str) -> int:
+        raise ctl.SnapshotInvalid("neither meta page is valid")
+    monkeypatch.setattr(taking, "snapshot_revision", unreadable)
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"x" * 1000))])
+    with pytest.raises(BackupFailed) as failure:
+        take_backup(request((A,), compression="Gzip"), environment(etcd, tmp_path), LOG)
+    assert failure.value.reason == reasons.SNAPSHOT_INVALID and "neither meta page" in failure.value.message
+    assert storage.uploads == {} and os.listdir(tmp_path / "work") == []
+
+
 @pytest.mark.parametrize("secret, reason, fragment", [
     (None, reasons.ENCRYPTION_KEY_MISSING, "secret ns/backup-key (spec.encryption.secretName) does not exist"),
     (key_secret(name="other"), reasons.ENCRYPTION_KEY_MISSING, "has no key 'key'"),
