@@ -204,7 +204,7 @@ def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: Objec
                   log: Logger) -> tuple[str, str, UploadResult, int, SnapshotFingerprint]:
     """The snapshot saved to `path` whole (its digest taken as etcdctl writes it), encoded when
     the spec says so, then uploaded (an encoded upload needs the whole snapshot first; a store
-    that cannot take metadata after the bytes needs its SHA-256 first). The snapshot's revision
+    that cannot take metadata after the bytes, GCS, needs its SHA-256 first). The snapshot's revision
     is read from its pages before the upload starts; the member's fingerprint at it during the
     upload. Returns the endpoint, the SHA-256, the upload, its size and the fingerprint."""
     bucket, key = target
@@ -232,9 +232,9 @@ def _saved_backup(request: BackupRequest, env: BackupEnvironment, storage: Objec
 def _streamed_backup(request: BackupRequest, env: BackupEnvironment, storage: ObjectStorage, candidates: list[str],
                      tls_secret: str, path: str, target: tuple[str, str], metadata: dict[str, str],
                      remaining: Callable[[], float], log: Logger) -> tuple[str, str, UploadResult, SnapshotFingerprint]:
-    """Upload the snapshot while etcdctl writes it (every store takes the metadata's SHA-256,
-    known only at the end, after the bytes: ABS with the block list, GCS patched, S3 and OSS by a
-    copy of the object onto itself): the transfer from etcd and the upload overlap. The upload's
+    """Upload the snapshot while etcdctl writes it, to a store that takes the metadata's SHA-256,
+    known only at the end, after the bytes (ABS with the block list, S3 and OSS by a copy of the
+    object onto itself): the transfer from etcd and the upload overlap. The upload's
     end waits for the whole file, its SHA-256 trailer and its revision read from its pages; a
     member whose snapshot fails stops that upload before its object is complete, and the next
     member is tried with a new one. Returns the endpoint, the SHA-256, the upload and the

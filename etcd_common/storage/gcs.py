@@ -12,7 +12,12 @@ only where `locations.storage_for_location` allowed the pod's identity. An addit
 fake-gcs-server, or a private endpoint).
 
 Uploads are resumable uploads sent CHUNK_SIZE_BYTES at a time (one chunk in memory) and finalized
-only by the last chunk: a stopped upload leaves no object. Downloads are streamed to a file
+only by the last chunk: a stopped upload leaves no object. A resumable upload takes the object's
+metadata when it starts, and nothing after: metadata known only at the end (the snapshot's
+SHA-256) would need a second write (a patch: on GCS a new metageneration and the
+`storage.objects.update` permission; on fake-gcs-server a rewrite of the whole object). So GCS
+does not take metadata last (`sets_metadata_last` False): the backup operator saves the snapshot
+whole, then uploads it with all its metadata in one write. Downloads are streamed to a file
 beside the target, renamed once complete. `ObjectInfo.version_id` is the object's generation,
 which a download can pin.
 """
@@ -205,7 +210,7 @@ class GcsStorage:
     """One GCS (or GCS JSON API) endpoint with one set of credentials; safe to share between threads."""
 
     backend: str = BACKEND
-    sets_metadata_last: bool = True
+    sets_metadata_last: bool = False  # a resumable upload takes metadata when it starts only
 
     def __init__(self, credentials: GcsCredentials | None, *, endpoint: str = "", anonymous: bool = False,
                  chunk_size_bytes: int = CHUNK_SIZE_BYTES, timeout_seconds: float = TIMEOUT_SECONDS,
@@ -268,21 +273,18 @@ class GcsStorage:
     def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *,
                       metadata: Mapping[str, str] | None = None,
                       late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
-        """A resumable upload's metadata is sent when it starts: `late_metadata` is patched onto
-        the object (its metageneration, not its generation, changes) right after it finalized."""
-        return self._upload(bucket, key, stream, metadata, late_metadata)
+        if late_metadata is not None:
+            raise ValueError("GCS takes an object's metadata when its upload starts, not after its bytes "
+                             "(sets_metadata_last is False)")
+        return self._upload(bucket, key, stream, metadata)
 
-    def _upload(self, bucket: str, key: str, stream: Any, metadata: Mapping[str, str] | None,
-                late_metadata: Callable[[], Mapping[str, str]] | None = None) -> UploadResult:
+    def _upload(self, bucket: str, key: str, stream: Any, metadata: Mapping[str, str] | None) -> UploadResult:
         blob = self.client.bucket(bucket).blob(key, chunk_size=self.chunk_size_bytes)
         if metadata:
             blob.metadata = dict(metadata)
         try:
             # size=None: always a resumable upload, read chunk by chunk (never the whole stream).
             blob.upload_from_file(stream, size=None, timeout=self.timeout_seconds, retry=self.retry)
-            if late_metadata is not None:
-                blob.metadata = {**(blob.metadata or {}), **late_metadata()}
-                blob.patch(timeout=self.timeout_seconds, retry=self.retry)
         except Exception as error:
             raise self._with_bucket_check(error, bucket, key, "upload to") from error
         return UploadResult(bucket, key, int(blob.size or 0), str(blob.etag or ""))

@@ -113,8 +113,9 @@ class ObjectStorage(Protocol):
     downloads stream: memory does not grow with the object's size."""
 
     endpoint: str
-    # The object's metadata can be given after its bytes (ABS: with the block list; GCS: patched
-    # right after the upload; S3 and OSS: the object copied onto itself with it right after).
+    # The object's metadata can be given after its bytes (ABS: with the block list; S3 and OSS:
+    # the object copied onto itself with it right after). GCS cannot: its resumable upload takes
+    # metadata when it starts, and a patch after it would be a second write.
     sets_metadata_last: bool
 
     def check_bucket(self, bucket: str) -> None: ...

@@ -143,6 +143,12 @@ def store(request: pytest.FixtureRequest) -> Store:
     return reach(request)
 
 
+@pytest.fixture(params=["ABS", "OSS", pytest.param("S3", marks=pytest.mark.sandbox)])
+def metadata_last_store(request: pytest.FixtureRequest) -> Store:
+    """The stores that take metadata after an upload's bytes (`sets_metadata_last`): not GCS."""
+    return reach(request)
+
+
 @pytest.fixture(params=["ABS", "GCS", "OSS"])
 def secret_dir_store(request: pytest.FixtureRequest) -> Store:
     """The stores whose secret the restore seed reads from `--secret-dir` (S3's: `--aws-dir`)."""
@@ -261,10 +267,12 @@ class BreakingStream:
         return chunk
 
 
-def test_a_streamed_upload_gets_the_metadata_known_only_at_its_end(store: Store, tmp_path: Path) -> None:
+def test_a_streamed_upload_gets_the_metadata_known_only_at_its_end(metadata_last_store: Store,
+                                                                  tmp_path: Path) -> None:
     """What a streamed backup relies on: the `sha256` is asked for only once the stream ended, and
     the object carries it beside the metadata given up front, its bytes intact (S3 and OSS: set
     by copying the object onto itself)."""
+    store = metadata_last_store
     client, size = store.client, store.size
     assert client.sets_metadata_last
     bucket = f"{store.backend.lower()}-storage-late-{os.getpid()}"
@@ -300,11 +308,36 @@ def test_a_stream_that_breaks_off_never_becomes_an_object(store: Store) -> None:
         raise AssertionError("late metadata asked for a stream that broke off")
     with pytest.raises(objects.StorageError) as stopped:
         client.upload_stream(bucket, "broken", BreakingStream(os.urandom(size), break_at=size // 2),  # type: ignore[arg-type]
-                             metadata={"etcd-revision": "7"}, late_metadata=late)
+                             metadata={"etcd-revision": "7"}, late_metadata=late if client.sets_metadata_last else None)
     assert "the snapshot broke off" in repr(list(_causes(stopped.value)))
     assert not client.exists(bucket, "broken")
     if isinstance(client, s3.S3Storage):
         assert client.client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    client.delete_bucket(bucket)
+
+
+def test_gcs_takes_an_objects_metadata_only_when_its_upload_starts(fake_gcs: FakeGcs, tmp_path: Path) -> None:
+    """A resumable upload sends the metadata before the first chunk: GCS is not a store that takes
+    metadata last, so the backup operator uploads a saved snapshot with its `sha256` from the
+    start. Asking for late metadata is refused before anything is sent; an upload with metadata
+    creates the object carrying it."""
+    client = gcs_store(fake_gcs).client
+    assert not client.sets_metadata_last
+    bucket = f"gcs-storage-up-front-{os.getpid()}"
+    client.create_bucket(bucket)
+
+    def late() -> dict[str, str]:
+        raise AssertionError("late metadata asked for")
+    with pytest.raises(ValueError, match="metadata when its upload starts"):
+        client.upload_stream(bucket, "late", io.BytesIO(b"snapshot"), late_metadata=late)
+    assert not client.exists(bucket, "late")
+    payload = os.urandom(3 * BLOCK + 7)
+    path = tmp_path / "snapshot"
+    path.write_bytes(payload)
+    metadata = {"sha256": hashlib.sha256(payload).hexdigest(), "etcd-revision": "7"}
+    uploaded = client.upload_file(bucket, "up-front", str(path), metadata=metadata)
+    info = client.head(bucket, "up-front")
+    assert info.metadata == metadata and info.etag == uploaded.etag and info.size == len(payload)
     client.delete_bucket(bucket)
 
 

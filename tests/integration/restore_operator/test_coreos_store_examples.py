@@ -66,6 +66,8 @@ def test_coreos_store_examples_back_up_and_restore_exactly_the_keys(
         "<etcd-cluster-endpoints>": f'"{clusters.client_url(EXAMPLE_CLUSTER)}"', **location}))
     backed_up = backups.wait_succeeded("example-etcd-cluster-backup", timeout=240)
     assert backed_up["lastBackup"]["key"] == "etcd.backup", backed_up
+    # Every store's object carries the snapshot's SHA-256 (GCS: from its upload's start).
+    assert store.storage().head(bucket, "etcd.backup").metadata["sha256"] == backed_up["lastBackup"]["sha256"]
     snapshot = download(store, bucket, "etcd.backup", tmp_path / "download")
     assert keys_in_snapshot(snapshot, tmp_path / "scratch") == KEYS
     clusters.put(EXAMPLE_CLUSTER, "/registry/after-backup", "not in the backup")
