@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import __main__ as bench_main
 from benchmarks.__main__ import parse_args, plan
 from benchmarks.store_backup_figures import BenchStore
 from etcd_common.api.etcd_backup import parse_backup_spec
@@ -37,6 +38,23 @@ def test_the_peak_rss_backups_default_to_a_1_gib_snapshot_and_the_size_is_a_para
     assert parse_args(["--rss-snapshot-mib", "512"]).rss_snapshot_mib == 512
     monkeypatch.setenv("BENCH_RSS_SNAPSHOT_MIB", "300")
     assert parse_args([]).rss_snapshot_mib == 300
+
+
+def test_the_store_figures_take_a_median_of_three_runs_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("BENCH_QUICK", "BENCH_REPEAT"):
+        monkeypatch.delenv(name, raising=False)
+    assert parse_args([]).repeat == 2  # the other figures' default
+    calls: list[int] = []
+    monkeypatch.setattr(bench_main, "measure_store_backups",
+                        lambda sandbox, repeat, database_mib, rss_mib: calls.append(repeat) or [])
+    for argv in (["--only", "backup-stores"], ["--only", "backup-stores", "--quick"],
+                 ["--only", "backup-stores", "--repeat", "5"]):
+        [(_, run)] = plan(parse_args(argv))
+        run(None, None)  # type: ignore[arg-type]
+    monkeypatch.setenv("BENCH_REPEAT", "4")
+    [(_, run)] = plan(parse_args(["--only", "backup-stores"]))
+    run(None, None)  # type: ignore[arg-type]
+    assert calls == [3, 1, 5, 4]
 
 
 def test_a_bucket_another_store_already_removed_is_left_alone() -> None:
