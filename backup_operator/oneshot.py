@@ -38,7 +38,7 @@ from etcd_common.api.storage_locations import (
     StorageLocation,
 )
 from etcd_common.storage.locations import object_url, split_location, storage_for_location
-from etcd_common.storage.objects import StorageError
+from etcd_common.storage.objects import ObjectStorage, StorageError
 from kube_adapter.client import load_api_client
 from kube_adapter.errors import KubeError
 from kube_adapter.resources import SECRETS, ResourceClient
@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[str, Any]]) -> int:
     """Print every object under the request's path: the one-shot key and the periodic ones
-    (with their revision), oldest first."""
+    (with their revision: a periodic key's, the one-shot object's metadata), oldest first."""
     try:
         storage = storage_for_location(request.location, request.namespace, read_secret,
                                        allow_pod_identity=OWN_POD_IDENTITY)
@@ -223,8 +223,18 @@ def list_backups(request: BackupRequest, read_secret: Callable[[str, str], dict[
         entry = periodic.get(info.key)
         print(json.dumps({"object": object_url(request.location, bucket, info.key), "size": info.size,
                           "lastModified": info.last_modified.isoformat(),
-                          "etcdRevision": entry.revision if entry else None}))
+                          "etcdRevision": entry.revision if entry else _recorded_revision(storage, bucket, info.key)}))
     return 0
+
+
+def _recorded_revision(storage: ObjectStorage, bucket: str, key: str) -> int | None:
+    """The `etcd-revision` a backup recorded in its object's metadata; None when it has none (an
+    object not written by a backup) or is gone since it was listed."""
+    try:
+        recorded = (storage.head(bucket, key).metadata or {}).get("etcd-revision", "")
+    except StorageError:
+        return None
+    return int(recorded) if recorded.isdigit() else None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from backup_operator import oneshot, reasons
 from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import BackupRequest
+from etcd_common.storage.objects import ObjectInfo
 
 KUBECONFIG = """\
 apiVersion: v1
@@ -137,3 +138,38 @@ def test_flags_override_the_template_and_the_environment_gives_defaults(
     assert request.location.path == "bucket/override"  # the flag given wins
     assert request.location.secret == "aws" and request.endpoints == ("http://127.0.0.1:2379",)
     assert (request.max_backups, request.timeout_seconds, request.periodic) == (5, 90.0, True)
+
+
+class ListedStorage:
+    """A bucket as `etcd-backup --list` sees it: objects with their metadata."""
+
+    def __init__(self, objects: dict[str, dict[str, str]]) -> None:
+        self.objects = objects
+
+    def list(self, bucket: str, prefix: str = "") -> list[ObjectInfo]:
+        return [self._info(key) for key in self.objects if key.startswith(prefix)]
+
+    def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo:
+        return self._info(key)
+
+    def _info(self, key: str) -> ObjectInfo:
+        return ObjectInfo(key=key, size=10, last_modified=datetime(2026, 1, 1, tzinfo=UTC),
+                          metadata=self.objects[key])
+
+
+@pytest.mark.parametrize(("one_shot_metadata", "revision"), [
+    ({"etcd-revision": "17", "sha256": "ab" * 32}, 17),  # written by a one-shot backup
+    ({}, None),  # put there by someone else
+])
+def test_the_listing_gives_a_one_shot_objects_revision_from_its_metadata(
+        kubeconfig: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        one_shot_metadata: dict[str, str], revision: int | None) -> None:
+    storage = ListedStorage({"etcd.backup": one_shot_metadata, "etcd.backup_v42_2026-01-02-03:04:05": {},
+                             "etcd.backup_notes.txt": {}})
+    monkeypatch.setattr(oneshot, "storage_for_location", lambda *args, **kwargs: storage)
+    code = oneshot.main(args(kubeconfig, "--etcd-cluster", "example", "--s3-path", "bucket/etcd.backup", "--list"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    listed = [json.loads(line) for line in out.splitlines()]
+    assert [(entry["object"], entry["etcdRevision"]) for entry in listed] == [
+        ("s3://bucket/etcd.backup", revision), ("s3://bucket/etcd.backup_v42_2026-01-02-03:04:05", 42)]
