@@ -2,9 +2,9 @@
 ABS (Azurite), GCS (fake-gcs-server), OSS (its S3-compatible API on a standalone SeaweedFS) and
 S3 (the sandbox's SeaweedFS: those cases need the sandbox). A multi-part upload from a file and
 from a stream, download (pinned by ETag or generation too), metadata, list, delete, each failure
-as its class with the backend's reason, the completion gate an upload's progress callback
-holds, a streamed upload's late metadata (and a stream that breaks off), and the restore seed's
-fetch with a mounted secret. Each backend's own parts (its secret's
+as its class with the backend's reason, an upload its progress callback stops, a streamed
+upload's late metadata (ABS, OSS, S3; GCS takes metadata only up front) and a stream that
+breaks off, and the restore seed's fetch with a mounted secret. Each backend's own parts (its secret's
 keys, endpoints, paths, errors) are unit-tested in tests/unit/etcd_common."""
 from __future__ import annotations
 
