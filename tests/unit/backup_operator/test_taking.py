@@ -460,12 +460,18 @@ def test_compression_alone_uploads_a_gzip_file(storage: FakeStorage, revision_re
     assert storage.metadata["etcd.backup"]["compression"] == "gzip"
 
 
-def test_an_encoded_backup_whose_snapshot_pages_cannot_be_read_is_never_uploaded(
-        storage: FakeStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The saved snapshot's revision is read before its encoding is uploaded."""
+@pytest.fixture
+def unreadable_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every snapshot's pages fail the revision read (`snapshot_revision`)."""
     def unreadable(path: str) -> int:
         raise ctl.SnapshotInvalid("neither meta page is valid")
     monkeypatch.setattr(taking, "snapshot_revision", unreadable)
+
+
+@pytest.mark.usefixtures("unreadable_pages")
+def test_an_encoded_backup_whose_snapshot_pages_cannot_be_read_is_never_uploaded(
+        storage: FakeStorage, tmp_path: Path) -> None:
+    """The saved snapshot's revision is read before its encoding is uploaded."""
     etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"x" * 1000))])
     with pytest.raises(BackupFailed) as failure:
         take_backup(request((A,), compression="Gzip"), environment(etcd, tmp_path), LOG)
@@ -609,11 +615,9 @@ def test_a_streamed_snapshot_that_is_not_whole_or_breaks_off_is_never_committed_
     assert os.listdir(tmp_path / "work") == []
 
 
+@pytest.mark.usefixtures("unreadable_pages")
 def test_a_streamed_snapshot_whose_pages_cannot_be_read_fails_the_backup_before_the_commit(
-        streaming: FakeStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def unreadable(path: str) -> int:
-        raise ctl.SnapshotInvalid("neither meta page is valid")
-    monkeypatch.setattr(taking, "snapshot_revision", unreadable)
+        streaming: FakeStorage, tmp_path: Path) -> None:
     etcd = FakeEtcd([Member(A, revision=5, snapshot=whole_snapshot(b"a" * 64))])
     with pytest.raises(BackupFailed) as failure:
         take_backup(request((A,)), environment(etcd, tmp_path), LOG)
