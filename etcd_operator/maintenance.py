@@ -33,7 +33,7 @@ from datetime import datetime
 
 from etcd_common.api.etcd_cluster import ClusterSpec
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
-from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_operator.actions import (
     Action,
     CompactHistory,

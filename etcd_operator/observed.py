@@ -21,7 +21,7 @@ from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import Alarm
-from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_operator.ownership import NameProblem
 
 JsonDict = Mapping[str, Any]

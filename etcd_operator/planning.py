@@ -172,7 +172,7 @@ from datetime import UTC, datetime, timedelta
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.etcd.etcdctl import Member
+from etcd_common.etcd.types import Member
 from etcd_operator import versions
 from etcd_operator.actions import (
     Action,

@@ -45,7 +45,7 @@ from etcd_common.api.etcd_cluster import (
     RecordedRecovery,
 )
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, RestoreSource, restore_source_to_api
-from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_common.seed.space import seed_space_problem
 from etcd_common.seed.tools import restore_tool
 from etcd_operator.actions import (

@@ -35,7 +35,7 @@ from dataclasses import replace
 from etcd_common.api import constants as c
 from etcd_common.api.cert_manager_tls import cert_manager_secret_names
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, StaticTLS
-from etcd_common.etcd.etcdctl import Member
+from etcd_common.etcd.types import Member
 from etcd_operator.observed import TLS_MODE_BRIDGE, TLS_MODE_PLAIN, TLS_MODE_TLS, ObservedCluster, ObservedPod
 
 STEP_BRIDGE = "1 of 2 (certificates in, peers on http, clients on http and https)"

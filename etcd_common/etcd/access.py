@@ -23,9 +23,10 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.cert_manager_tls import secret_file
 from etcd_common.api.etcd_cluster import EtcdCluster
-from etcd_common.etcd.etcdctl import ClientTLS, ClientTLSUnavailable, Etcdctl
+from etcd_common.etcd.etcdctl import ClientTLSUnavailable, Etcdctl
 from etcd_common.etcd.maintenance import EtcdMaintenance
 from etcd_common.etcd.probe import EtcdProbe
+from etcd_common.etcd.types import ClientTLS
 from kube_adapter.errors import KubeError, Transient
 
 log = logging.getLogger(__name__)

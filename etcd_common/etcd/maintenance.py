@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from etcd_common.etcd.alarms import Alarm
-from etcd_common.etcd.etcdctl import ClientTLS, EtcdctlError
+from etcd_common.etcd.etcdctl import EtcdctlError
 from etcd_common.etcd.probe import HEALTH_READ_REQUEST, RANGE_PATH, gateway_request
+from etcd_common.etcd.types import ClientTLS
 
 DEFRAGMENT_PATH = "/v3/maintenance/defragment"
 COMPACTION_PATH = "/v3/kv/compaction"

@@ -22,12 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from etcd_common.etcd.etcdctl import (
-    ClientTLS,
-    EndpointHealth,
-    EndpointStatus,
     EtcdctlError,
-    Member,
-    MemberList,
     classify_error,
     foreign_cluster_error,
     header_cluster_id,
@@ -35,6 +30,7 @@ from etcd_common.etcd.etcdctl import (
     unreachable_status,
 )
 from etcd_common.etcd.peer_metrics import PeerView, parse_peer_view
+from etcd_common.etcd.types import ClientTLS, EndpointHealth, EndpointStatus, Member, MemberList
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from typing import TypeVar
 
 import pytest
 
-from etcd_common.etcd.etcdctl import ClusterUnhealthy, Etcdctl, LearnerNotReady, Member
+from etcd_common.etcd.etcdctl import ClusterUnhealthy, Etcdctl, LearnerNotReady
+from etcd_common.etcd.types import Member
 from kube_sandbox.binaries import DEBIAN_ETCD_VERSION, built_etcd_versions, etcd_binaries
 
 # Every version the tests run against, oldest first: the upgrade source 3.4 and the supported ones.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE, Alarm
-from etcd_common.etcd.etcdctl import EndpointStatus
 from etcd_common.etcd.maintenance import EtcdMaintenance
 from etcd_common.etcd.probe import EtcdProbe
+from etcd_common.etcd.types import EndpointStatus
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, post_json, wait_for
 
 

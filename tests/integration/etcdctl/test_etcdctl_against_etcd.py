@@ -18,7 +18,6 @@ from etcd_common.etcd.etcdctl import (
     Etcdctl,
     EtcdctlError,
     LearnerNotReady,
-    Member,
     PeerURLExists,
     SnapshotInvalid,
     TooManyLearners,
@@ -28,6 +27,7 @@ from etcd_common.etcd.etcdctl import (
     snapshot_restore,
     snapshot_status,
 )
+from etcd_common.etcd.types import Member
 from kube_sandbox.binaries import built_etcd_versions
 from tests.integration.etcdctl.etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd.etcdctl import EtcdctlError, MemberList, Unreachable, parse_member
+from etcd_common.etcd.etcdctl import EtcdctlError, Unreachable, parse_member
 from etcd_common.etcd.probe import MEMBER_LIST_PATH, RANGE_PATH, STATUS_PATH, EtcdProbe, parse_status
+from etcd_common.etcd.types import MemberList
 
 STATUS = json.loads(
     '{"header":{"cluster_id":"12558503185269689621","member_id":"3335757982543269782","revision":"1",'

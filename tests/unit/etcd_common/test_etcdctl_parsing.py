@@ -11,15 +11,11 @@ import pytest
 
 from etcd_common.etcd import etcdctl as etcdctl_module
 from etcd_common.etcd.etcdctl import (
-    ClientTLS,
     ClusterUnhealthy,
-    EndpointHealth,
     Etcdctl,
     EtcdctlError,
-    HashKV,
     LeaderChanged,
     LearnerNotReady,
-    Member,
     MemberNotFound,
     MemberNotLearner,
     NoLeader,
@@ -32,8 +28,6 @@ from etcd_common.etcd.etcdctl import (
     crashed,
     error_message,
     foreign_cluster_error,
-    format_member_id,
-    member_name_from_peer_url,
     parse_endpoint_health,
     parse_endpoint_status,
     parse_get_value,
@@ -44,6 +38,7 @@ from etcd_common.etcd.etcdctl import (
     parse_member_list_answer,
     snapshot_status,
 )
+from etcd_common.etcd.types import ClientTLS, EndpointHealth, HashKV, Member, format_member_id, member_name_from_peer_url
 
 MEMBER_LIST = (
     '{"header":{"cluster_id":13093942152944664293,"member_id":2180634902841419461,"raft_term":2},'

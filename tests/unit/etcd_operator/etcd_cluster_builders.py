@@ -12,7 +12,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
     TLS_MODE_PLAIN,

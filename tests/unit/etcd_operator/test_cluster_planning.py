@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd.etcdctl import EndpointStatus
+from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions, planning
 from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, version_from_image
 from etcd_operator.planning import MEMBERS_LOST_REASON, plan_next_action

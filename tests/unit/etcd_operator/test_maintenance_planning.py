@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE, Alarm
-from etcd_common.etcd.etcdctl import EndpointStatus
+from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions
 from etcd_operator.maintenance import DEFRAGMENT_RETRY_SECONDS
 from etcd_operator.observed import ObservedCluster

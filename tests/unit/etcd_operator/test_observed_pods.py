@@ -10,7 +10,7 @@ import pytest
 
 from etcd_common.api import constants as c
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_operator.manifests import build_member_pod, build_member_pvc
 from etcd_operator.observed import (
     MemberHealth,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from etcd_common.etcd.etcdctl import EndpointStatus
+from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions as a
 from etcd_operator import supervisor as supervisor_module
 from etcd_operator.metrics import OperatorMetrics

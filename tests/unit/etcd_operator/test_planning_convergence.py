@@ -12,7 +12,7 @@ import pytest
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.etcd.etcdctl import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_operator import actions
 from etcd_operator.manifests import member_peer_url, pod_policy_hash, service_names
 from etcd_operator.observed import (

@@ -10,7 +10,7 @@ import pytest
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, RECOVERY_SEEDING, EtcdCluster
-from etcd_common.etcd.etcdctl import EndpointStatus
+from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions
 from etcd_operator.manifests import build_recovery_seed_pod, member_client_url
 from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, format_timestamp

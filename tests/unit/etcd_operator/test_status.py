@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd.etcdctl import EndpointStatus
+from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
