@@ -17,9 +17,9 @@ demo: deps
 test: deps
 	VENV=$(VENV) bash scripts/test.sh
 
-## Fast feedback: unit tests only (no sandbox).
+## Fast feedback: the unit tests and the repository checks (lint, types, layers, docs, chart, rules), no sandbox.
 unit: deps
-	$(PYTHON) -m pytest tests/unit
+	$(PYTHON) -m pytest tests/unit tests/repository
 
 ## The failure-injection suite alone (the operator killed before/after each membership effect).
 failure-injection: deps
@@ -38,11 +38,11 @@ bench: deps
 typecheck: deps
 	$(PYTHON) -m mypy
 
-## Lint and import order (ruff; also checked by the unit tests).
+## Lint and import order (ruff; also checked by tests/repository/).
 lint: deps
 	$(VENV)/bin/ruff check .
 
-## The layer contracts of setup.cfg [importlinter] (also checked by the unit tests).
+## The layer contracts of setup.cfg [importlinter] (also checked by tests/repository/).
 imports: deps
 	$(VENV)/bin/lint-imports
 

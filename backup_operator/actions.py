@@ -1,14 +1,21 @@
-"""The actions `planning.plan_next_action` chooses from; the supervisor carries them out (the
-backup itself through `acting.py`)."""
+"""The actions `planning.plan_next_action` chooses from; `acting.ActionExecutor` carries out those
+with an effect (a backup, a trial restore, a rejected spec's status)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
+
+from operator_runtime import actions as runtime
 
 
 @dataclass(frozen=True)
-class Action:
-    pass
+class Action(runtime.Action):
+    """The runtime's Action (kind, reason, describe, has_effect)."""
+
+    def due_since(self) -> datetime | None:
+        """Since when an action with an effect is due (its place in the slots' queue); None: from now."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,10 @@ class RejectSpec(Action):
 
     reason: str
     message: str
+    has_effect: ClassVar[bool] = False  # a report: status and a Warning event
+
+    def describe(self) -> str:
+        return f"cannot back up: {self.reason}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,12 @@ class TakeBackup(Action):
     why: str
     due: datetime | None = None
 
+    def describe(self) -> str:
+        return f"take a backup ({self.why})"
+
+    def due_since(self) -> datetime | None:
+        return self.due
+
 
 @dataclass(frozen=True)
 class RestoreOnTrial(Action):
@@ -36,6 +53,12 @@ class RestoreOnTrial(Action):
     why: str
     due: datetime | None = None
 
+    def describe(self) -> str:
+        return f"trial restore of the newest backup ({self.why})"
+
+    def due_since(self) -> datetime | None:
+        return self.due
+
 
 @dataclass(frozen=True)
 class Wait(Action):
@@ -43,6 +66,10 @@ class Wait(Action):
 
     seconds: float
     why: str
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return f"next backup due in {self.seconds:.0f}s ({self.why})"
 
 
 @dataclass(frozen=True)
@@ -50,3 +77,7 @@ class Done(Action):
     """Nothing to do until the spec changes (a resync still looks)."""
 
     why: str
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return self.why

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy
 from backup_operator.metrics import BackupMetrics
@@ -20,6 +19,7 @@ from kube_adapter.events import EventRecorder
 from kube_adapter.resources import SECRETS, ResourceClient
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.running import MayAct, always_may_act
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | Non
 
 class Controller:
     def __init__(self, api: KubeApi, settings: BackupOperatorSettings, metrics: BackupMetrics,
-                 stop: threading.Event, *, may_act: Callable[[], bool] = lambda: True) -> None:
+                 stop: threading.Event, *, may_act: MayAct = always_may_act) -> None:
         backups = ResourceClient(api, ETCD_BACKUPS)
         remove_stale_snapshots(settings.work_dir, log)
         metrics.max_concurrent_backups.set(settings.max_concurrent_backups)

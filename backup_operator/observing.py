@@ -4,28 +4,19 @@ stops the schedule."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from backup_operator.observed import ObservedBackup, RecordedBackup, RecordedTrial
 from backup_operator.status import RESULT_SUCCEEDED
 from etcd_common.api.etcd_backup import LastBackup, parse_etcd_backup, parse_snapshot_fingerprint
+from operator_runtime.kube_time import parse_timestamp
 
 
 def observe_backup(raw: dict[str, Any], now: datetime) -> ObservedBackup:
     status = raw.get("status")
     return ObservedBackup(parse_etcd_backup(raw), parse_recorded(status), now,
                           last_backup=parse_last_backup(status), trial=parse_recorded_trial(status))
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _integer(value: Any) -> int:
@@ -39,8 +30,8 @@ def parse_recorded(status: Any) -> RecordedBackup:
     return RecordedBackup(
         observed_generation=_integer(status.get("observedGeneration")),
         succeeded=status.get("succeeded") is True,
-        last_attempt_time=parse_time(status.get("lastAttemptTime")),
-        first_attempt_time=parse_time(status.get("firstAttemptTime")),
+        last_attempt_time=parse_timestamp(status.get("lastAttemptTime")),
+        first_attempt_time=parse_timestamp(status.get("firstAttemptTime")),
         consecutive_failures=_integer(status.get("consecutiveFailures")),
         last_reason=last_result if isinstance(last_result, str) and last_result != RESULT_SUCCEEDED else "",
     )
@@ -66,7 +57,7 @@ def parse_last_backup(status: Any) -> LastBackup | None:
     raw = status.get("lastBackup") if isinstance(status, Mapping) else None
     if not isinstance(raw, Mapping):
         return None
-    key, taken = raw.get("key"), parse_time(raw.get("time"))
+    key, taken = raw.get("key"), parse_timestamp(raw.get("time"))
     if not isinstance(key, str) or not key or taken is None:
         return None
     sha256 = raw.get("sha256")
@@ -81,8 +72,8 @@ def parse_recorded_trial(status: Any) -> RecordedTrial:
         return RecordedTrial()
     result = raw.get("lastResult")
     return RecordedTrial(
-        last_attempt_time=parse_time(raw.get("lastAttemptTime")),
+        last_attempt_time=parse_timestamp(raw.get("lastAttemptTime")),
         last_result=result if isinstance(result, str) else "",
-        last_verified_time=parse_time(raw.get("lastVerifiedTime")),
-        verified_backup_time=parse_time(raw.get("verifiedBackupTime")),
+        last_verified_time=parse_timestamp(raw.get("lastVerifiedTime")),
+        verified_backup_time=parse_timestamp(raw.get("verifiedBackupTime")),
     )

@@ -10,12 +10,13 @@ describing that success.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from backup_operator import reasons
 from backup_operator.observed import BackupResult, RecordedBackup, TrialFacts
 from etcd_common.api.etcd_backup import LastBackup, SnapshotFingerprint
+from operator_runtime.kube_time import condition, find_condition, format_timestamp
 
 CONDITION_SUCCEEDED: Final = "Succeeded"
 RESULT_SUCCEEDED: Final = "Succeeded"
@@ -28,19 +29,10 @@ CONDITION_INTERVAL_RAISED: Final = "IntervalRaised"
 CONDITION_VERIFIED: Final = "Verified"
 
 
-def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _condition(current: Mapping[str, Any], status: str, reason: str, message: str, now: datetime) -> dict[str, Any]:
     """The Succeeded condition; lastTransitionTime moves only when its status flips."""
-    previous = next((c for c in current.get("conditions") or [] if isinstance(c, Mapping)
-                     and c.get("type") == CONDITION_SUCCEEDED), None)
-    transition = format_time(now)
-    if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
-        transition = str(previous["lastTransitionTime"])
-    return {"type": CONDITION_SUCCEEDED, "status": status, "reason": reason, "message": message[:1024],
-            "lastTransitionTime": transition}
+    return condition(CONDITION_SUCCEEDED, status, reason, message[:1024], now=now,
+                     previous=find_condition(current, CONDITION_SUCCEEDED))
 
 
 def _other_conditions(current: Mapping[str, Any], *types: str) -> list[dict[str, Any]]:
@@ -58,8 +50,7 @@ def has_condition(current: Mapping[str, Any], type_: str, message: str | None = 
 def queued_status(current: Mapping[str, Any], message: str, now: datetime) -> dict[str, Any]:
     """The status of a due backup waiting for a slot: only a Queued condition added (what the
     schedule reads, lastAttemptTime and the failures, stays: waiting is not an attempt)."""
-    queued = {"type": CONDITION_QUEUED, "status": "True", "reason": reasons.WAITING_FOR_SLOT, "message": message[:1024],
-              "lastTransitionTime": format_time(now)}
+    queued = condition(CONDITION_QUEUED, "True", reasons.WAITING_FOR_SLOT, message[:1024], now=now)
     return {"conditions": [*_succeeded(current), *_other_conditions(current), queued]}
 
 
@@ -67,8 +58,8 @@ def interval_status(current: Mapping[str, Any], message: str | None, now: dateti
     """The IntervalRaised condition set (`message`) or removed (None)."""
     conditions = [*_succeeded(current), *_other_conditions(current, CONDITION_INTERVAL_RAISED)]
     if message is not None:
-        conditions.append({"type": CONDITION_INTERVAL_RAISED, "status": "True", "reason": reasons.INTERVAL_BELOW_MINIMUM,
-                           "message": message[:1024], "lastTransitionTime": format_time(now)})
+        conditions.append(condition(CONDITION_INTERVAL_RAISED, "True", reasons.INTERVAL_BELOW_MINIMUM, message[:1024],
+                                    now=now))
     queued = [dict(c) for c in current.get("conditions") or []
               if isinstance(c, Mapping) and c.get("type") == CONDITION_QUEUED]
     return {"conditions": [*conditions, *queued]}
@@ -103,7 +94,7 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
         message += f"; retention failed: {result.retention_error}"
     last_backup: dict[str, Any] = {
         "key": result.key, "size": result.size, "sha256": result.sha256,
-        "durationSeconds": round(result.duration_seconds, 3), "time": format_time(result.started),
+        "durationSeconds": round(result.duration_seconds, 3), "time": format_timestamp(result.started),
         "etcdRevision": result.etcd_revision,
     }
     if result.endpoint:
@@ -118,10 +109,10 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
         "succeeded": True,
         "etcdVersion": result.etcd_version,
         "etcdRevision": result.etcd_revision,
-        "lastSuccessDate": format_time(result.started),
+        "lastSuccessDate": format_timestamp(result.started),
         "observedGeneration": generation,
         "lastResult": RESULT_SUCCEEDED,
-        "lastAttemptTime": format_time(result.started),
+        "lastAttemptTime": format_timestamp(result.started),
         "consecutiveFailures": 0,
         "lastBackup": last_backup,
         "conditions": [_condition(current, "True", reasons.SUCCEEDED, message, now), *_other_conditions(current)],
@@ -145,8 +136,8 @@ def failure_status(current: Mapping[str, Any], generation: int, recorded: Record
         "Reason": f"{reason}: {message}"[:1024],
         "observedGeneration": generation,
         "lastResult": reason,
-        "lastAttemptTime": format_time(attempt_started),
-        "firstAttemptTime": format_time(first),
+        "lastAttemptTime": format_timestamp(attempt_started),
+        "firstAttemptTime": format_timestamp(first),
         "consecutiveFailures": failures,
         "conditions": [_condition(current, "False", reason, message, now), *_other_conditions(current)],
     })
@@ -156,14 +147,8 @@ def failure_status(current: Mapping[str, Any], generation: int, recorded: Record
 def _verified_condition(current: Mapping[str, Any], status: str, reason: str, message: str,
                         now: datetime) -> dict[str, Any]:
     """The Verified condition; lastTransitionTime moves only when its status flips."""
-    previous = next((c for c in current.get("conditions") or [] if isinstance(c, Mapping)
-                     and c.get("type") == CONDITION_VERIFIED), None)
-    transition = format_time(now)
-    if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
-        transition = str(previous["lastTransitionTime"])
-    return {"type": CONDITION_VERIFIED, "status": status, "reason": reason, "message": message[:1024],
-            "lastTransitionTime": transition}
-
+    return condition(CONDITION_VERIFIED, status, reason, message[:1024], now=now,
+                     previous=find_condition(current, CONDITION_VERIFIED))
 
 def _with_verified(current: Mapping[str, Any], verified: dict[str, Any]) -> list[dict[str, Any]]:
     """`current`'s conditions, Verified replaced and Queued dropped (the trial that waited ran)."""
@@ -177,13 +162,13 @@ def trial_verified_status(current: Mapping[str, Any], started: datetime, last_ba
     taken = last_backup.taken
     assert taken is not None, "a trial restores only a backup whose time is recorded (parse_last_backup)"
     compared = "revision, keys and keyspace hash" if hash_compared else "revision and keys (keyspace hash not comparable)"
-    message = (f"backup {facts.key} (taken {format_time(taken)}) restored into a throwaway etcd in "
+    message = (f"backup {facts.key} (taken {format_timestamp(taken)}) restored into a throwaway etcd in "
                f"{facts.restore_seconds:.1f}s: {compared} as recorded, revision {facts.snapshot_revision}, "
                f"{facts.key_count} keys")
     trial = {
-        "lastAttemptTime": format_time(started), "lastResult": reasons.VERIFIED, "message": message[:1024],
-        "lastVerifiedTime": format_time(now), "verifiedObject": facts.key,
-        "verifiedBackupTime": format_time(taken), "verifiedRevision": facts.snapshot_revision,
+        "lastAttemptTime": format_timestamp(started), "lastResult": reasons.VERIFIED, "message": message[:1024],
+        "lastVerifiedTime": format_timestamp(now), "verifiedObject": facts.key,
+        "verifiedBackupTime": format_timestamp(taken), "verifiedRevision": facts.snapshot_revision,
         "keyCount": facts.key_count, "hashCompared": hash_compared,
         "restoreSeconds": round(facts.restore_seconds, 3),
     }
@@ -198,6 +183,6 @@ def trial_failed_status(current: Mapping[str, Any], started: datetime, key: str,
     kept = _kept(previous, "lastVerifiedTime", "verifiedObject", "verifiedBackupTime", "verifiedRevision",
                  "keyCount", "hashCompared", "restoreSeconds") if isinstance(previous, Mapping) else {}
     text = f"trial restore of {key} failed: {message}"
-    trial = {**kept, "lastAttemptTime": format_time(started), "lastResult": reason, "message": text[:1024]}
+    trial = {**kept, "lastAttemptTime": format_timestamp(started), "lastResult": reason, "message": text[:1024]}
     return {**current, "trialRestore": trial,
             "conditions": _with_verified(current, _verified_condition(current, "False", reason, text, now))}

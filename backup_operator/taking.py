@@ -34,6 +34,7 @@ from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.fields import SpecError
 from etcd_common.api.storage_locations import COMPRESSION_NONE, EncryptionKeyRef, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd import types as etcd_types
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import CORRUPT, is_alarm
 from etcd_common.etcd.endpoints import cluster_client_access
@@ -577,7 +578,7 @@ def _apply_retention(storage: ObjectStorage, bucket: str, base_key: str, uploade
     return len(our_backups(base_key, keys)) - len(doomed), ""
 
 
-def _refuses_snapshots(status: ctl.EndpointStatus) -> str:
+def _refuses_snapshots(status: etcd_types.EndpointStatus) -> str:
     """Why this member must not be snapshotted ("" if it may): an error of its own (no leader),
     or a CORRUPT alarm raised for it. NOSPACE does not count: a snapshot only reads."""
     own = [error for error in status.errors if not is_alarm(error)]

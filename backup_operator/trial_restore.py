@@ -35,7 +35,7 @@ from backup_operator.taking import (
 from backup_operator.verification import mismatches
 from etcd_common.api.etcd_backup import EtcdBackup, LastBackup
 from etcd_common.etcd import etcdctl as ctl
-from etcd_common.etcd import throwaway
+from etcd_common.etcd import etcdutl, throwaway
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
 from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url
@@ -123,10 +123,10 @@ def _restore_and_read(path: str, key: str, directory: str, env: BackupEnvironmen
     """Check the snapshot, restore it, serve it with a throwaway etcd and read what it holds."""
     try:
         sha256 = verify_snapshot_file(path, where=where)
-        status = ctl.snapshot_status(path, binary=env.etcdutl_binary, timeout_seconds=remaining())
+        status = etcdutl.snapshot_status(path, binary=env.etcdutl_binary, timeout_seconds=remaining())
         peer_port = throwaway.free_loopback_port()
         data_dir = os.path.join(directory, DATA_DIR)
-        ctl.snapshot_restore(path, data_dir=data_dir, name=throwaway.MEMBER_NAME,
+        etcdutl.snapshot_restore(path, data_dir=data_dir, name=throwaway.MEMBER_NAME,
                              initial_cluster=f"{throwaway.MEMBER_NAME}={throwaway.peer_url(peer_port)}",
                              initial_advertise_peer_urls=[throwaway.peer_url(peer_port)],
                              initial_cluster_token=CLUSTER_TOKEN, binary=env.etcdutl_binary,

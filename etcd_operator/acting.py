@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -27,8 +27,6 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.etcdctl import Etcdctl
 from etcd_operator import actions as a
-from etcd_operator import cert_manager
-from etcd_operator import certificates as certs
 from etcd_operator import failpoints as fp
 from etcd_operator.adoption import PEER_SERVICE_PATCH
 from etcd_operator.manifests import (
@@ -44,8 +42,12 @@ from etcd_operator.manifests import (
 )
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observed import ObservedCluster, format_timestamp
+from etcd_operator.tls import cert_manager
+from etcd_operator.tls import certificates as certs
 from kube_adapter.errors import AlreadyExists, NotFound
 from kube_adapter.resources import ResourceClient
+from operator_runtime import actions as runtime
+from operator_runtime.actions import Effect
 from operator_runtime.cached_client import CachedClient
 
 log = logging.getLogger(__name__)
@@ -65,11 +67,11 @@ STOP_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
-class ActionExecutor:
+class ActionExecutor(runtime.ActionExecutor[ObservedCluster, None]):
     """Writes go to the API through write-through clients (`CachedClient`): once accepted, they
     are in the watch caches, and the next pass sees what this one created even before the watch
-    event arrives (or it would, say, bootstrap a second seed). `execute` hands each kind of action
-    to its own method (`_EFFECTS`)."""
+    event arrives (or it would, say, bootstrap a second seed). `execute` (the runtime's) hands
+    each kind of action to its own method (`_EFFECTS`)."""
 
     pods: CachedClient
     services: CachedClient
@@ -84,12 +86,8 @@ class ActionExecutor:
     # Tests only: die just before/after each membership effect (see failpoints.py).
     failpoints: fp.Failpoints = field(default_factory=fp.Failpoints)
 
-    def execute(self, action: a.Action, observed: ObservedCluster) -> None:
-        effect = _EFFECTS.get(type(action))
-        if effect is not None:
-            effect(self, action, observed)
-        elif action.has_effect:
-            raise NotImplementedError(f"no executor for {type(action).__name__}")
+    def effects(self) -> Mapping[type[Any], Effect[ObservedCluster, None]]:
+        return _EFFECTS
 
     # --- Kubernetes objects
 
@@ -199,7 +197,7 @@ class ActionExecutor:
     def _stop_member(self, action: a.StopMember, observed: ObservedCluster) -> None:
         ns = observed.cluster.namespace
         if action.pvc_name:
-            # Before the pod goes: rule 6 must not restart the member on its volume meanwhile.
+            # Before the pod goes: `member_pods.restart_members_without_pods` must not restart the member on its volume meanwhile.
             leaving = {c.ANNOTATION_LEAVING_AT: format_timestamp(datetime.now(UTC))}
             self.pvcs.patch(ns, action.pvc_name, {"metadata": {"annotations": leaving}})
         with self.failpoints.around(fp.POD_DELETE, ns):
@@ -323,7 +321,7 @@ class ActionExecutor:
     def _create_member_pod(self, cluster: EtcdCluster, member: str, state: Literal["new", "existing"],
                            initial_cluster: a.InitialCluster, observed: ObservedCluster,
                            serving: bool = True) -> None:
-        """`serving=False` for a learner: its pod joins the client service once promoted (planning.py,
+        """`serving=False` for a learner: its pod joins the client service once promoted (planning/draining.py,
         "Draining")."""
         if cluster.require_spec().uses_persistent_volumes:
             self._create(self.pvcs, cluster.namespace, build_member_pvc(cluster, member))
@@ -352,7 +350,7 @@ class ActionExecutor:
             names.append(include)
         return self.etcd.client(cluster, [member_client_url(cluster, n) for n in names])
 
-    # --- spec.TLS.issued (certificates.py)
+    # --- spec.TLS.issued (tls/certificates.py)
 
     def _issue_certificates(self, action: a.IssueCertificates, observed: ObservedCluster) -> None:
         """Write each Secret of `action.roles`: the CA first (a new CA, then every leaf with it),
@@ -386,7 +384,7 @@ class ActionExecutor:
         self.secrets.patch(observed.cluster.namespace, action.secret_name, {"metadata": {
             "resourceVersion": version, "ownerReferences": [owner_reference(observed.cluster)]}})
 
-    # --- spec.TLS.issued CA rotation (ca_rotation.py)
+    # --- spec.TLS.issued CA rotation (tls/ca_rotation.py)
 
     def _publish_ca_trust(self, action: a.PublishCATrust, observed: ObservedCluster) -> None:
         """Write only the CA file of the leaf Secrets of `action.roles`: the CAs trusted now."""
@@ -413,7 +411,7 @@ class ActionExecutor:
     def _reissue_from_new_ca(self, action: a.ReissueFromNewCA, observed: ObservedCluster) -> None:
         """The new CA signs from now on, the old one stays trusted (`previous-ca.crt`); then every
         leaf is issued from the new CA. The CA Secret first: stopped in between, the next pass
-        finds leaves the signing CA did not sign and issues them (rule 2c)."""
+        finds leaves the signing CA did not sign and issues them (planning/tls.py, `certificates_due`)."""
         spec = observed.cluster.require_spec()
         assert spec.issued_tls is not None, "ReissueFromNewCA for a cluster without spec.TLS.issued"
         ca_secret = observed.issued_secrets.get("ca")
@@ -434,7 +432,7 @@ class ActionExecutor:
 
     def _drop_old_ca(self, action: a.DropOldCA, observed: ObservedCluster) -> None:
         """The old CA leaves the CA Secret, then the leaf Secrets' CA files (stopped in between,
-        the next pass finds those CA files wrong and publishes them: rule 2c)."""
+        the next pass finds those CA files wrong and publishes them: planning/tls.py)."""
         ca_secret = observed.issued_secrets.get("ca")
         identity = certs.identity_of(observed)
         self._patch_secret(observed, identity.secret_name("ca"), ca_secret, {PREVIOUS_CA_CERT_KEY: None}, {})
@@ -474,7 +472,7 @@ class ActionExecutor:
             "data": {**stale, **data},
         })
 
-    # --- spec.TLS.certManager (cert_manager.py)
+    # --- spec.TLS.certManager (tls/cert_manager.py)
 
     def _apply_cert_manager_certificates(self, action: a.ApplyCertManagerCertificates,
                                          observed: ObservedCluster) -> None:
@@ -509,7 +507,7 @@ class ActionExecutor:
 
 
 # Each kind of action with an effect, and the method that carries it out.
-_EFFECTS: dict[type[Any], Callable[[ActionExecutor, Any, ObservedCluster], None]] = {
+_EFFECTS: dict[type[Any], Effect[ObservedCluster, None]] = {
     a.CreateServices: ActionExecutor._create_services,
     a.PublishNotReadyAddresses: ActionExecutor._publish_not_ready_addresses,
     a.UpdateClientSelector: ActionExecutor._update_client_selector,

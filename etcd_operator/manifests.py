@@ -99,7 +99,7 @@ def member_peer_url(cluster: EtcdCluster, member: str) -> str:
 
 
 def member_client_url(cluster: EtcdCluster, member: str) -> str:
-    """Where the operator reaches a member: http while a move to TLS bridges (tls_transition.py),
+    """Where the operator reaches a member: http while a move to TLS bridges (tls/transition.py),
     every member then still serves http clients; https while a move off TLS bridges."""
     scheme = "https" if cluster.require_spec().reaches_members_over_https else "http"
     return f"{scheme}://{member_host(cluster, member)}:{c.CLIENT_PORT}"
@@ -124,7 +124,7 @@ def member_labels(cluster_name: str, member: str) -> dict[str, str]:
 
 def client_service_selector(cluster_name: str) -> dict[str, str]:
     """The client service sends clients only to member pods labelled serving: removing the label
-    drains a member before it is removed or restarted (planning.py, "Draining")."""
+    drains a member before it is removed or restarted (planning/draining.py)."""
     return {**cluster_labels(cluster_name), c.LABEL_SERVING: c.LABEL_SERVING_VALUE}
 
 
@@ -151,7 +151,7 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
     adding a field to PodPolicy later does not change the hash of existing pods (and roll them).
     Excluded on purpose: the PVC spec (an existing claim cannot change), the cluster domain
     (a member keeps the peer URL it was added with) and the bridge step of a move to TLS
-    (tls_transition.py compares the pods' TLS mode itself).
+    (tls/transition.py compares the pods' TLS mode itself).
     The compaction and quota flags are in: default compaction made them non-empty, so the first
     operator version with them rolled every existing cluster once (docs/upgrades.md).
     The security contexts are hashed as the pod gets them (defaults merged with the user's), so
@@ -172,7 +172,7 @@ def pod_policy_hash(spec: ClusterSpec) -> str:
         "peerSecret": spec.tls.member_peer_secret,
         "serverSecret": spec.tls.member_server_secret,
         "operatorSecret": spec.tls.operator_secret,
-        # Read by etcd only at start: a change restarts the members one at a time (rule 16).
+        # Read by etcd only at start: a change restarts the members one at a time (planning/membership.py, `upgrade_outdated`).
         "maintenanceFlags": maintenance_flags(spec),
         "metricsPort": METRICS_PORT,
     }
@@ -476,7 +476,7 @@ def etcd_command(
         pod_ip = f"[{pod_ip}]"  # an IPv6 address in a URL goes in brackets
     listen_client = f"{client_scheme}://{pod_ip}:{c.CLIENT_PORT}"
     if spec.tls_bridge:
-        # A bridge pod (tls_transition.py): its peers still on http (it dials https peers with
+        # A bridge pod (tls/transition.py): its peers still on http (it dials https peers with
         # its peer certificate), its client port serving http and https alike (etcd tells them
         # apart on one listener), so every client keeps working whichever scheme it uses.
         peer_scheme = "http"

@@ -4,9 +4,9 @@ nodes), the waiting reason of its etcd container or of an init container (a seed
 restore-fetch, restore-snapshot; ErrImagePull, ImagePullBackOff, CrashLoopBackOff with the last
 exit code and termination message, CreateContainerConfigError, ...) or a FailedMount event about
 it (a secret volume that cannot be set up). Two are told in the operator's words: a member restarting
-on its volume that etcd refuses to start because its data is gone (MemberDataMissing, planning.py
-rule 6), and a deleted member pod that does not go past its grace period (StuckTerminating: a
-finalizer, a node that does not answer; planning.py rule 11). Pure: the status, its
+on its volume that etcd refuses to start because its data is gone (MemberDataMissing,
+planning/member_pods.py), and a deleted member pod that does not go past its grace period (StuckTerminating: a
+finalizer, a node that does not answer; planning/member_pods.py). Pure: the status, its
 MemberStartBlocked condition and the supervisor's one Warning event per incident are built from
 `start_problems`."""
 from __future__ import annotations

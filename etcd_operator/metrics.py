@@ -102,7 +102,7 @@ class OperatorMetrics:
         self._show_zeros()
 
     def _define_maintenance_metrics(self) -> None:
-        """Compaction, defragmentation and alarms (etcd_operator/maintenance.py)."""
+        """Compaction, defragmentation and alarms (etcd_operator/planning/maintenance.py)."""
         cluster_labels = ["namespace", "cluster"]
         self.defragmentations_total = Counter(
             f"{PREFIX}_defragmentations", "Member defragmentations the operator ran, by result.",

@@ -13,7 +13,7 @@ import secrets
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from etcd_common.api import constants as c
@@ -24,6 +24,11 @@ from etcd_common.etcd.alarms import Alarm
 from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_operator.ownership import NameProblem
 
+# Re-exported: the planner and status read them from here.
+from operator_runtime.kube_time import as_utc as as_utc
+from operator_runtime.kube_time import format_timestamp as format_timestamp
+from operator_runtime.kube_time import parse_timestamp as parse_timestamp
+
 JsonDict = Mapping[str, Any]
 
 IMAGE_PULL_FAILURE_REASONS = frozenset(
@@ -31,7 +36,7 @@ IMAGE_PULL_FAILURE_REASONS = frozenset(
 )
 TERMINAL_POD_PHASES = frozenset({"Failed", "Succeeded"})
 # A member pod being deleted counts as shutting down until this long past the end of its grace
-# period (its deletionTimestamp); after that (its node is gone, say) it is stuck (planning.py).
+# period (its deletionTimestamp); after that (its node is gone, say) it is stuck (planning/).
 STOP_MARGIN_SECONDS = 5.0
 
 
@@ -116,15 +121,15 @@ class ObservedPod:
     # The secrets its volumes mount (TLS: which certificates it runs with).
     secret_volumes: frozenset[str] = frozenset()
     # Started with state `existing` and only itself in --initial-cluster: a member restarting on
-    # its volume, which etcd lets start only on the data it finds there (planning.py, rule 6).
+    # its volume, which etcd lets start only on the data it finds there (planning/member_pods.py).
     rejoins_on_data: bool = False
     # metadata.finalizers and spec.nodeName: what may hold a deleted pod (a finalizer, a dead node).
     finalizers: tuple[str, ...] = ()
     node_name: str | None = None
-    # How its etcd was started (tls_transition.py): TLS_MODE_PLAIN, TLS_MODE_BRIDGE or TLS_MODE_TLS.
+    # How its etcd was started (tls/transition.py): TLS_MODE_PLAIN, TLS_MODE_BRIDGE or TLS_MODE_TLS.
     tls_mode: str = TLS_MODE_PLAIN
     # Its `--initial-cluster` as (name, peer URL) pairs, in the order given (a restored cluster
-    # bootstrapping all at once: member i restores staged claim i; planning.py, rule 5).
+    # bootstrapping all at once: member i restores staged claim i; planning/bootstrap.py).
     initial_cluster: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -313,27 +318,6 @@ def version_from_image(image: str) -> EtcdVersion | None:
     return EtcdVersion.parse(last_segment.rsplit(":", 1)[1])
 
 
-def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with whole seconds, as Kubernetes writes times (what `parse_timestamp` reads);
-    a naive `moment` is UTC."""
-    return as_utc(moment).astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def parse_timestamp(value: Any) -> datetime | None:
-    """RFC 3339 as the API writes it (`2024-05-01T10:00:00Z`)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def as_utc(moment: datetime) -> datetime:
-    """`moment` with a time zone: a naive one (a time written without an offset) is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def seconds_since(observed: ObservedCluster, moment: datetime | None) -> float | None:
     """Seconds from `moment` (naive: UTC) to when `observed` was taken; None if either is unknown."""
     if moment is None or observed.observed_at is None:
@@ -415,16 +399,16 @@ class ObservedCluster:
     # The cluster's own PodDisruptionBudget (None: it has none yet).
     disruption_budget: ObservedDisruptionBudget | None = None
     # spec.TLS.issued only: the Secrets of its certificates by role ("ca", "peer", "server",
-    # "operator"; None: there is none), read by name each pass (certificates.py checks them).
+    # "operator"; None: there is none), read by name each pass (tls/certificates.py checks them).
     issued_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     # spec.TLS.static: the user's Secrets by role (peer, server, operator), to report when their
     # certificates end (read by name, as the issued ones).
     static_secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
-    # spec.TLS.certManager only: its Certificates and whether its issuer exists (cert_manager.py).
+    # spec.TLS.certManager only: its Certificates and whether its issuer exists (tls/cert_manager.py).
     cert_manager: ObservedCertManager | None = None
     # Without a member list, while the members that answer know no leader: the membership as the
     # answering member furthest ahead sees it locally (a serializable member list; None: not
-    # asked or not answered). The voters a quorum-loss recovery counts (quorum_recovery.py).
+    # asked or not answered). The voters a quorum-loss recovery counts (planning/recovery.py).
     local_members: tuple[Member, ...] | None = None
     # While started voters fail the operator's health check: the member IDs each healthy voter has
     # an active peer stream to (its etcd_network_active_peers), by member name; empty when not

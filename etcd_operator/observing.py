@@ -18,6 +18,7 @@ from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, EtcdCluster, RecordedRecovery
 from etcd_common.api.issued_tls import issued_secret_names
 from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd import types as etcd_types
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.alarms import NOSPACE
 from etcd_common.etcd.tcp_probe import accepting_connections
@@ -51,7 +52,7 @@ from etcd_operator.ownership import (
     owned_by,
     service_name_problem,
 )
-from etcd_operator.tls_transition import with_tls_step
+from etcd_operator.tls.transition import with_tls_step
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.resources import ResourceClient
 from operator_runtime.cached_client import CachedClient
@@ -226,7 +227,7 @@ def observe_cluster(
 
 def _with_backups(observed: ObservedCluster, lookups: Lookups) -> ObservedCluster:
     """Without a member list, when a quorum-loss recovery is asked for: the namespace's
-    EtcdBackups (quorum_recovery.py seeds from the newest one when the survivor is behind it)."""
+    EtcdBackups (planning/recovery.py seeds from the newest one when the survivor is behind it)."""
     cluster = observed.cluster
     spec = cluster.require_spec()
     if observed.members is not None or not (spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR or cluster.recovery_request):
@@ -249,7 +250,7 @@ def _kubernetes_side(
     observed_pods = tuple(sorted((parse_pod(p) for p in pods), key=lambda p: p.name))
     live = tuple(pod for pod in observed_pods if not pod.deleting)
     # A move to or off TLS reaches members, reads Secrets and builds pods as the pods say, not the
-    # spec (tls_transition.py).
+    # spec (tls/transition.py).
     cluster = with_tls_step(cluster, live)
     budget = parse_disruption_budget(budgets[0]) if budgets else None
     return ObservedCluster(
@@ -298,7 +299,7 @@ def _cert_manager(cluster: EtcdCluster, lookups: Lookups) -> ObservedCertManager
 
 
 def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping[str, Any] | None]:
-    """spec.TLS.issued: the four Secrets by role (certificates.py), read by name (the operator
+    """spec.TLS.issued: the four Secrets by role (tls/certificates.py), read by name (the operator
     may only `get` secrets: no watch)."""
     if cluster.spec is None or cluster.spec.issued_tls is None or cluster.paused:
         return {}
@@ -307,7 +308,7 @@ def _issued_secrets(cluster: EtcdCluster, lookups: Lookups) -> dict[str, Mapping
     return {role: lookups.secret(cluster.namespace, name) for role, name in by_role.items()}
 
 
-def _linearizable_responder(base: ObservedCluster, answer: ctl.MemberList) -> str | None:
+def _linearizable_responder(base: ObservedCluster, answer: etcd_types.MemberList) -> str | None:
     """The member that answered the member list, if it honours the linearizable flag the probe
     sends (etcd 3.5+, running the version its pod says: not one whose in-place restart onto a new
     image is still pending); None when that cannot be told."""
@@ -374,7 +375,7 @@ def _mount_failures(cluster: EtcdCluster, live_pods: Sequence[ObservedPod], now:
 def _client_endpoints(cluster: EtcdCluster, live_pods: Sequence[ObservedPod],
                       lookups: Lookups) -> frozenset[str] | None:
     """Pods the client service still sends clients to, looked up only while a member pod is
-    drained (planning.py, "Draining"); None when not looked up, when the lookup failed or found no
+    drained (planning/draining.py); None when not looked up, when the lookup failed or found no
     EndpointSlice at all (no controller makes them: the planner then goes by pod readiness, which
     is what EndpointSlices are made from)."""
     if all(pod.serving for pod in live_pods):
@@ -480,7 +481,7 @@ def _asked_during_recovery(recovery: RecordedRecovery | None, member: str) -> bo
 
 
 def _local_members(observed: ObservedCluster,
-                   local_lists: Mapping[str, ctl.MemberList]) -> tuple[ctl.Member, ...] | None:
+                   local_lists: Mapping[str, etcd_types.MemberList]) -> tuple[etcd_types.Member, ...] | None:
     """Under a quorum loss (members answer, none knows a leader): the membership as the member
     furthest ahead sees it locally (serializable; read with its status check), or None."""
     leaderless = observed.leaderless_answers
@@ -492,30 +493,30 @@ def _local_members(observed: ObservedCluster,
     return answer.members if answer is not None else None
 
 
-def _answers_as_its_pod(pods_by_url: Mapping[str, str]) -> Callable[[str, ctl.MemberList], str | None]:
+def _answers_as_its_pod(pods_by_url: Mapping[str, str]) -> Callable[[str, etcd_types.MemberList], str | None]:
     """A member list is this cluster's only if the member that answered it is the one of the pod
     asked (a member's name is its pod's): an address or DNS answer that outlived its pod may reach
     another etcd cluster's member, whose list would otherwise define this cluster."""
-    def check(endpoint: str, answer: ctl.MemberList) -> str | None:
+    def check(endpoint: str, answer: etcd_types.MemberList) -> str | None:
         return _not_its_pod(pods_by_url.get(endpoint), answer)
     return check
 
 
-def _not_its_pod(pod: str | None, answer: ctl.MemberList) -> str | None:
+def _not_its_pod(pod: str | None, answer: etcd_types.MemberList) -> str | None:
     """Why `answer` is not from the member of `pod` (None: it is, or the answer does not say)."""
     if pod is None or not answer.member_id:
         return None
     responder = answer.responder
     if responder is not None and responder.member_name == pod:
         return None
-    who = responder.member_name if responder is not None else ctl.format_member_id(answer.member_id)
-    return (f"answered by member {who} of etcd cluster {ctl.format_member_id(answer.cluster_id)}, not by pod "
+    who = responder.member_name if responder is not None else etcd_types.format_member_id(answer.member_id)
+    return (f"answered by member {who} of etcd cluster {etcd_types.format_member_id(answer.cluster_id)}, not by pod "
             f"{pod}'s member (a reused name or address); ignored")
 
 
 def _members_of_their_pods(
-    cluster: EtcdCluster, statuses: dict[str, ctl.EndpointStatus], reachable: dict[str, str], etcd: EtcdAccess,
-) -> tuple[dict[str, ctl.EndpointStatus], dict[str, ctl.MemberList]]:
+    cluster: EtcdCluster, statuses: dict[str, etcd_types.EndpointStatus], reachable: dict[str, str], etcd: EtcdAccess,
+) -> tuple[dict[str, etcd_types.EndpointStatus], dict[str, etcd_types.MemberList]]:
     """Without a member list (so without a cluster ID to check answers against), the statuses of
     members whose own member list (local: served without quorum) names them as their pod's member
     and that list the same member that answered the status, with those local lists; the rest may
@@ -528,8 +529,8 @@ def _members_of_their_pods(
     except (ctl.EtcdctlError, ValueError) as e:
         log.warning("%s/%s: cannot tell which members answer: %s", cluster.namespace, cluster.name, e)
         return {}, {}
-    kept: dict[str, ctl.EndpointStatus] = {}
-    lists: dict[str, ctl.MemberList] = {}
+    kept: dict[str, etcd_types.EndpointStatus] = {}
+    lists: dict[str, etcd_types.MemberList] = {}
     for name, answer in zip(sorted(statuses), answers, strict=True):
         status = statuses[name]
         problem = (answer.message if isinstance(answer, ctl.EtcdctlError)
@@ -542,7 +543,7 @@ def _members_of_their_pods(
     return kept, lists
 
 
-def _other_member(status: ctl.EndpointStatus, answer: ctl.MemberList) -> str | None:
+def _other_member(status: etcd_types.EndpointStatus, answer: etcd_types.MemberList) -> str | None:
     if not answer.member_id or answer.responder is None:
         return "its member list does not say which member answers"
     if status.member_id != answer.member_id or (status.cluster_id and status.cluster_id != answer.cluster_id):
@@ -577,8 +578,8 @@ def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) 
 
 
 def _member_health(
-    cluster: EtcdCluster, members: Sequence[ctl.Member], etcd: EtcdAccess, cluster_id: int = 0,
-) -> tuple[dict[str, MemberHealth], dict[str, ctl.EndpointStatus], str | None]:
+    cluster: EtcdCluster, members: Sequence[etcd_types.Member], etcd: EtcdAccess, cluster_id: int = 0,
+) -> tuple[dict[str, MemberHealth], dict[str, etcd_types.EndpointStatus], str | None]:
     """Health of voting members and status of the healthy ones and of learners, each asked at
     its own URL, and why the health call failed, if it did (then health is unknown, not bad).
     An answer for another cluster than `cluster_id` counts as none (unhealthy, no status).
@@ -624,12 +625,12 @@ def _member_health(
 
 def _endpoint_status(cluster: EtcdCluster, reachable: dict[str, str], etcd: EtcdAccess,
                      timeout_seconds: float = PROBE_TIMEOUT_SECONDS,
-                     failure_level: int = logging.WARNING, cluster_id: int = 0) -> dict[str, ctl.EndpointStatus]:
+                     failure_level: int = logging.WARNING, cluster_id: int = 0) -> dict[str, etcd_types.EndpointStatus]:
     """`endpoint status` of the reachable members (name -> client URL), by member name
     (a joining learner that answers nothing yet is expected: `failure_level` DEBUG); those that
     answer for another cluster than `cluster_id` (0: any) are left out."""
     by_endpoint = {url: name for name, url in reachable.items()}
-    statuses: dict[str, ctl.EndpointStatus] = {}
+    statuses: dict[str, etcd_types.EndpointStatus] = {}
     try:
         probe = etcd.probe(cluster, list(by_endpoint), timeout_seconds=timeout_seconds)
         for status in probe.endpoint_status(cluster_id):

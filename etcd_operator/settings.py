@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
 from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
-from etcd_operator.ca_rotation import DEFAULT_TRUST_PROPAGATION_SECONDS
+from etcd_operator.tls.ca_rotation import DEFAULT_TRUST_PROPAGATION_SECONDS
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,

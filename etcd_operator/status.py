@@ -17,44 +17,56 @@ from datetime import datetime
 from typing import Any
 
 from etcd_common.api import constants as c
-from etcd_common.api.etcd_cluster import CONDITION_MEMBER_START_BLOCKED, RECOVERY_SEEDING, Condition
+from etcd_common.api.etcd_cluster import (
+    CONDITION_MEMBER_START_BLOCKED,
+    RECOVERY_FAILED,
+    RECOVERY_RECOVERED,
+    RECOVERY_SEEDING,
+    RECOVERY_SOURCE_BACKUP,
+    RECOVERY_SOURCE_SURVIVOR,
+    Condition,
+)
+from etcd_common.api.restore_source import restore_source_to_api
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
-from etcd_operator import ca_rotation, certificates, versions
+from etcd_operator import versions
 from etcd_operator.actions import (
     Action,
     AddMember,
     CreateMemberPod,
+    FailQuorumRecovery,
+    FinishQuorumRecovery,
     NoOp,
     RefuseNames,
     RejectSpec,
     RemoveMember,
     ReportCertificateProblem,
     ReportMembersLost,
+    StartQuorumRecovery,
 )
-from etcd_operator.maintenance import CONDITION_ALARM_RAISED
 from etcd_operator.manifests import client_service_name
 from etcd_operator.member_start import StartProblem, start_problems
 from etcd_operator.observed import ObservedCluster, format_timestamp
-from etcd_operator.planning import (
+from etcd_operator.planning.findings import (
+    CONDITION_ALARM_RAISED,
     CONDITION_MEMBER_POD_MISSING,
     members_without_pods,
     outdated_reason,
     running_member_versions,
     version_change_problem,
 )
-from etcd_operator.quorum_recovery import recorded_source, recovery_record
-from etcd_operator.tls_transition import moving_off_tls, transition_step
+from etcd_operator.tls import ca_rotation, certificates, static
+from etcd_operator.tls.transition import moving_off_tls, transition_step
 
 PHASE_CREATING = "Creating"
 PHASE_RUNNING = "Running"
 PHASE_FAILED = "Failed"
-# A quorum-loss recovery is in progress (status.recovery, quorum_recovery.py).
+# A quorum-loss recovery is in progress (status.recovery, planning/recovery.py).
 REASON_QUORUM_RECOVERING = "QuorumRecovering"
 
 CONDITION_AVAILABLE = "Available"
 # Upgrading's reason while a running plaintext cluster moves to TLS, or a TLS one off it
-# (tls_transition.py).
+# (tls/transition.py).
 REASON_MOVING_TO_TLS = "MovingToTLS"
 REASON_MOVING_OFF_TLS = "MovingOffTLS"
 CONDITION_SCALING = "Scaling"
@@ -75,7 +87,7 @@ CONDITION_TYPES = (
     CONDITION_VERSION_SUPPORTED,
     CONDITION_MEMBER_START_BLOCKED,
     # Does etcd list a member that never started and has no pod (its create failed, e.g. refused by
-    # admission)? Its lastTransitionTime bounds the wait (planning.py, rule 6b).
+    # admission)? Its lastTransitionTime bounds the wait (planning/member_pods.py, `retry_pod_creates`).
     CONDITION_MEMBER_POD_MISSING,
     # Does etcd have an alarm raised (NOSPACE: writes refused; CORRUPT: a member's data disagrees)?
     # Reasons: NoSpaceAlarm, CorruptAlarm, NoAlarm.
@@ -145,11 +157,11 @@ def compute_status(
 
 def tls_status(observed: ObservedCluster) -> dict[str, Any]:
     """spec.TLS.issued or static: `tls` with each certificate's Secret, end (notAfter) and what is
-    wrong with it, if anything (certificates.py); nothing for clusters without TLS."""
+    wrong with it, if anything (tls/certificates.py); nothing for clusters without TLS."""
     if observed.cluster.spec is None:
         return {}
     issued = certificates.check_observed(observed)
-    checked_all = issued.checked if issued is not None else certificates.check_static(observed)
+    checked_all = issued.checked if issued is not None else static.check_static(observed)
     if not checked_all:
         return {}
     tls: dict[str, Any] = {}
@@ -324,7 +336,7 @@ def static_tls_event(observed: ObservedCluster, previous: Mapping[str, Any] | No
     """(reason, message) of the Warning event due when `status` reports a problem with a static
     certificate that the `previous` status did not (once per new problem, not every pass), else
     None. Issued and cert-manager clusters get none: their certificates are fixed by the operator
-    or by cert-manager (whose own problems have their events, certificates.py)."""
+    or by cert-manager (whose own problems have their events, tls/certificates.py)."""
     spec = observed.cluster.spec
     if spec is None or spec.issued_tls is not None or spec.cert_manager_tls is not None:
         return None
@@ -552,3 +564,62 @@ def _condition(
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with seconds, as Kubernetes writes times."""
     return format_timestamp(moment)
+
+
+# ---------------------------------------------------------------------------------------------
+# status.recovery
+
+
+def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[str, Any] | None:
+    """status.recovery after this pass's action: a new record (StartQuorumRecovery), the recorded
+    one with its outcome (Finish/Fail), or the recorded one unchanged (None: there is none)."""
+    at = format_timestamp(observed.observed_at) if observed.observed_at is not None else ""
+    recorded = observed.cluster.recorded.recovery
+    if isinstance(action, StartQuorumRecovery):
+        return _without_empty({
+            "phase": RECOVERY_SEEDING, "survivor": action.survivor, "survivorRevision": action.survivor_revision,
+            "survivorRaftIndex": action.survivor_raft_index, "lostMembers": list(action.lost_members),
+            "seedMember": action.seed_member, "startedAt": at, "request": action.request,
+            "reason": action.reason, **_source_record(action),
+        })
+    if recorded is None:
+        return None
+    record: dict[str, Any] = {
+        "phase": recorded.phase, "survivor": recorded.survivor, "survivorRevision": recorded.survivor_revision,
+        "survivorRaftIndex": recorded.survivor_raft_index, "lostMembers": list(recorded.lost_members),
+        "seedMember": recorded.seed_member, "startedAt": recorded.started_at, "finishedAt": recorded.finished_at,
+        "request": recorded.request, "reason": recorded.reason, "source": recorded.source,
+    }
+    if recorded.from_backup:
+        record.update(backup=recorded.backup, backupRevision=recorded.backup_revision)
+        if recorded.restore is not None:
+            record["restore"] = restore_source_to_api(recorded.restore)
+    if recorded.recovered_revision:
+        record["recoveredRevision"] = recorded.recovered_revision
+    if isinstance(action, FinishQuorumRecovery) and recorded.in_progress:
+        record.update(phase=RECOVERY_RECOVERED, finishedAt=at, recoveredRevision=action.revision,
+                      reason=action.describe())
+    elif isinstance(action, FailQuorumRecovery) and recorded.in_progress:
+        record.update(phase=RECOVERY_FAILED, finishedAt=at, reason=action.reason)
+    return _without_empty(record)
+
+
+def recorded_source(record: dict[str, Any]) -> str:
+    """What a status.recovery record restores, for status messages."""
+    if record.get("source") == RECOVERY_SOURCE_BACKUP:
+        return (f"EtcdBackup {record.get('backup')} (revision {record.get('backupRevision')}; surviving member "
+                f"{record.get('survivor')} was behind it at revision {record.get('survivorRevision')})")
+    return f"surviving member {record.get('survivor')} (revision {record.get('survivorRevision')})"
+
+
+def _source_record(action: StartQuorumRecovery) -> dict[str, Any]:
+    """status.recovery's source fields: Survivor, or Backup with the backup, its revision and its
+    object (as spec.restore names one: what the seed fetches)."""
+    if not action.backup or action.restore is None:
+        return {"source": RECOVERY_SOURCE_SURVIVOR}
+    return {"source": RECOVERY_SOURCE_BACKUP, "backup": action.backup, "backupRevision": action.backup_revision,
+            "restore": restore_source_to_api(action.restore)}
+
+
+def _without_empty(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if value != ""}

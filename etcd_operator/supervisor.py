@@ -15,7 +15,7 @@ from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
-from etcd_operator import certificates, versions
+from etcd_operator import reasons, versions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.disruption_budget import plan_disruption_budget
 from etcd_operator.logs import cluster_logger
@@ -34,6 +34,7 @@ from etcd_operator.status import (
     static_tls_event,
     upgrade_source_event,
 )
+from etcd_operator.tls import certificates
 from kube_adapter.errors import Conflict, Forbidden, KubeError, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -45,7 +46,6 @@ from operator_runtime.worker import ObjectWorker, short_error
 # The longest one action may take (etcdctl's command timeout plus API writes with their retries):
 # it is started only while the lease stays surely ours at least that long.
 ACTION_MAX_SECONDS = 10.0
-REASON_MEMBER_NOT_STARTING = "MemberNotStarting"
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ class ClusterSupervisor:
         if news and action.event_reason:
             ctx.events.record(raw, action.event_type, action.event_reason, action.describe())
         for problem in self._new_start_problems(observed):
-            ctx.events.record(raw, "Warning", REASON_MEMBER_NOT_STARTING, problem.describe())
+            ctx.events.record(raw, "Warning", reasons.MEMBER_NOT_STARTING, problem.describe())
         if news and isinstance(action, a.ReportQuorumLoss):
             ctx.metrics.count_error("quorum_lost")
         elif news and isinstance(action, a.RejectSpec):

@@ -1,12 +1,13 @@
-"""The actions `planning.plan_next_action` chooses from; the supervisor carries them out (the
-cluster's deletion and creation through `acting.py`). `phase` is the status phase an action
-works in."""
+"""The actions `planning.plan_next_action` chooses from; `acting.ActionExecutor` carries them
+out. `phase` is the status phase an action works in."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from operator_runtime import actions as runtime
+from restore_operator import reasons
 from restore_operator.status import (
     PHASE_COMPLETED,
     PHASE_FAILED,
@@ -18,12 +19,10 @@ from restore_operator.status import (
 
 
 @dataclass(frozen=True)
-class Action:
-    has_effect: ClassVar[bool] = True
-    phase: ClassVar[str] = ""
+class Action(runtime.Action):
+    """The runtime's Action with the status phase it works in ("": none of its own)."""
 
-    def describe(self) -> str:
-        return type(self).__name__
+    phase: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ class Wait(Action):
     phase_name: str
     # Why, in a word (the ClusterRestored condition's reason while Restoring), e.g. the pod's own
     # reason a member does not start with.
-    reason: str = "Waiting"
+    reason: str = reasons.WAITING
     has_effect: ClassVar[bool] = False
 
     def describe(self) -> str:

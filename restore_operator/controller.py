@@ -3,7 +3,6 @@ created (labelled with the restore's name) wake their restore's supervisor when 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from etcd_common.api import constants as c
 from etcd_common.api.resources import ETCD_CLUSTERS, ETCD_RESTORES
@@ -13,6 +12,7 @@ from kube_adapter.events import EventRecorder
 from kube_adapter.resources import PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, ResourceClient
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.running import MayAct, always_may_act
 from restore_operator.metrics import RestoreMetrics
 from restore_operator.settings import RestoreSettings
 from restore_operator.supervisor import RestoreSupervisor, SupervisorContext
@@ -22,7 +22,7 @@ EVENT_COMPONENT = "etcd-restore-operator"
 
 class Controller:
     def __init__(self, api: KubeApi, settings: RestoreSettings, metrics: RestoreMetrics, stop: threading.Event,
-                 *, may_act: Callable[[], bool] = lambda: True) -> None:
+                 *, may_act: MayAct = always_may_act) -> None:
         restores = ResourceClient(api, ETCD_RESTORES)
         clusters = ResourceClient(api, ETCD_CLUSTERS)
         secrets = ResourceClient(api, SECRETS)

@@ -15,6 +15,7 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from kube_adapter.errors import NotFound
 from kube_adapter.resources import ResourceClient
+from operator_runtime.kube_time import parse_timestamp
 from operator_runtime.worker import short_error
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
 from restore_operator.planning import expected_staging_claims
@@ -25,7 +26,7 @@ from restore_operator.staging import (
     parse_staging_pod,
     staging_selector,
 )
-from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES, parse_timestamp
+from restore_operator.status import PHASE_COMPLETED, PHASE_FAILED, TERMINAL_PHASES
 
 T = TypeVar("T")
 

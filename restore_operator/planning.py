@@ -58,6 +58,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from restore_operator import reasons
 from restore_operator.actions import (
     Action,
     CreateCluster,
@@ -86,19 +87,12 @@ from restore_operator.status import (
     PHASE_RESTORING,
     PHASE_STAGING,
     PHASE_VERIFYING,
-    REASON_RESTORE_TIMED_OUT,
     phase_timeout_seconds,
 )
 
 DEFAULT_CLUSTER_SIZE = 3
 MAX_CLUSTER_SIZE = 7  # spec.size's maximum (crds/etcdclusters.yaml)
 
-REASON_INVALID_SPEC = "InvalidSpec"
-REASON_UNSUPPORTED_STORAGE = "UnsupportedStorageType"
-REASON_CLUSTER_DELETED = "RestoredClusterDeleted"
-REASON_STAGING_FAILED = "StagingFailed"
-REASON_STAGING_NAME_TAKEN = "StagingNameTaken"
-REASON_STAGED_CLAIM_LOST = "StagedClaimLost"
 
 
 DEFAULT_POLICY = RestorePolicy()
@@ -115,7 +109,7 @@ def _plan(observed: ObservedRestore, policy: RestorePolicy) -> Action:
             recorded.phase == PHASE_FAILED and recorded.observed_generation == restore.generation):
         return _remove_staging(observed)
     if restore.spec is None:
-        return Fail(REASON_INVALID_SPEC, restore.spec_error or "spec is invalid")
+        return Fail(reasons.INVALID_SPEC, restore.spec_error or "spec is invalid")
     no_credentials = seed_credentials_problem(restore)
     if no_credentials is not None:
         return no_credentials
@@ -143,9 +137,9 @@ def _not_serving_yet(observed: ObservedRestore, cluster: TargetCluster) -> Wait:
                f"{cluster.ready}/{cluster.size} members ready")
     if cluster.start_blocked:
         return Wait(f"{summary}; {cluster.start_blocked}", PHASE_RESTORING,
-                    reason=cluster.start_blocked_reason or "MemberStartBlocked")
+                    reason=cluster.start_blocked_reason or reasons.MEMBER_START_BLOCKED)
     if observed.seed_problem:
-        return Wait(f"{summary}; {observed.seed_problem}", PHASE_RESTORING, reason="SeedFailing")
+        return Wait(f"{summary}; {observed.seed_problem}", PHASE_RESTORING, reason=reasons.SEED_FAILING)
     return Wait(summary, PHASE_RESTORING)
 
 
@@ -165,7 +159,7 @@ def _bounded(observed: ObservedRestore, action: Action) -> Action:
     if observed.recorded.phase != phase or limit is None or seconds is None or seconds < limit:
         return action
     scaled = f", {snapshot.size} bytes of snapshot included" if phase == PHASE_RESTORING and snapshot else ""
-    return Fail(REASON_RESTORE_TIMED_OUT,
+    return Fail(reasons.RESTORE_TIMED_OUT,
                 f"{phase} for {seconds:.0f} s, past its bound of {limit:.0f} s{scaled}; last seen: {last_seen}. "
                 f"{_after_timeout(observed, phase)}")
 
@@ -199,7 +193,7 @@ def _plan_replacement(observed: ObservedRestore, policy: RestorePolicy) -> Actio
     assert restore.spec is not None
     created = recorded.restored_cluster_uid
     if created and (cluster is None or cluster.uid != created):
-        return Fail(REASON_CLUSTER_DELETED,
+        return Fail(reasons.CLUSTER_DELETED,
                     f"the EtcdCluster this restore created (uid {created}) was deleted before the restore "
                     "completed; not restoring again (create a new EtcdRestore to restore once more)")
     if cluster is not None:
@@ -244,7 +238,7 @@ def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | N
                if claim is not None and not claim.owned)]
     if taken:
         verbs = "exists and is" if len(taken) == 1 else "exist and are"
-        return Fail(REASON_STAGING_NAME_TAKEN,
+        return Fail(reasons.STAGING_NAME_TAKEN,
                     f"{' and '.join(taken)} {verbs} not this restore's: it cannot stage the snapshot there; "
                     f"{consequence}; delete or rename {'it' if len(taken) == 1 else 'them'}, then apply this "
                     "EtcdRestore again")
@@ -259,7 +253,7 @@ def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | N
     # A claim a pod staged on (or all, once status says so) gone: recreated, it would be empty.
     lost = [name for name in missing if staged or name in done]
     if lost:
-        return Fail(REASON_STAGED_CLAIM_LOST,
+        return Fail(reasons.STAGED_CLAIM_LOST,
                     f"the claim(s) {', '.join(lost)} the snapshot was staged on were deleted before the restore "
                     f"used them; {consequence}; apply a new EtcdRestore")
     failing = [(name, pod) for name, pod in pods.items() if pod is not None and pod.problem]
@@ -267,7 +261,7 @@ def _staging_step(observed: ObservedRestore, spec: dict[str, Any]) -> Action | N
         name, pod = failing[0]
         facts = recorded.snapshot
         hint = no_space_hint(pod.problem, None if facts is None else facts.largest_size)
-        return Fail(REASON_STAGING_FAILED,
+        return Fail(reasons.STAGING_FAILED,
                     f"the staging pod {name} could not fetch and check the snapshot as the seed would: {pod.problem}; "
                     f"{f'{hint}; ' if hint else ''}{consequence}; see `kubectl describe pod {name}` (removed shortly)")
     if missing or any(pod is None for pod in pods.values()):

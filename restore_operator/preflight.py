@@ -19,17 +19,10 @@ from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_
 from etcd_common.seed.space import seed_space_problem
 from etcd_common.seed.tools import no_bump_warning, restore_tool
 from etcd_common.storage.objects import ObjectInfo
+from restore_operator import reasons
 from restore_operator.actions import Fail
 from restore_operator.observed import SnapshotFacts
 
-REASON_SEED_WITHOUT_CREDENTIALS = "SeedHasNoCredentials"
-REASON_INVALID_CLUSTER_SPEC = "InvalidClusterSpec"
-REASON_UNSUPPORTED_VERSION = "UnsupportedVersion"
-REASON_UNTRUSTED_IMAGE = "UntrustedImage"
-REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
-REASON_SNAPSHOT_MISSING = "SnapshotMissing"
-REASON_SNAPSHOT_CHANGED = "SnapshotChanged"
-REASON_INSUFFICIENT_SPACE = "InsufficientSpace"
 NOTHING_TOUCHED = "nothing was deleted"
 
 
@@ -61,13 +54,13 @@ def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: Rest
     try:
         spec = parse_cluster_spec(dict(target_spec))
     except SpecError as error:
-        return Fail(REASON_INVALID_CLUSTER_SPEC,
+        return Fail(reasons.INVALID_CLUSTER_SPEC,
                     f"the EtcdCluster to create would be refused: {error.reason}; fix spec.clusterSpec (or the "
                     f"existing EtcdCluster's spec); {NOTHING_TOUCHED}")
     tool = restore_tool(spec.version)
     if spec.version.minor_version not in c.ACCEPTED_MINOR_VERSIONS or tool is None:
         accepted = ", ".join(f"{minor}.x" for minor in c.ACCEPTED_MINOR_VERSIONS)
-        return Fail(REASON_UNSUPPORTED_VERSION,
+        return Fail(reasons.UNSUPPORTED_VERSION,
                     f"etcd {spec.version} cannot be restored into: the etcd operator runs {accepted}; set "
                     f"spec.clusterSpec.version (e.g. {c.DEFAULT_VERSION}); {NOTHING_TOUCHED}")
     trusted = policy.trusted_repositories
@@ -75,10 +68,10 @@ def preflight(restore: EtcdRestore, target_spec: Mapping[str, Any], policy: Rest
                  or untrusted_image_problem("the fetch image (--fetch-image / RESTORE_FETCH_IMAGE)",
                                             policy.fetch_image, trusted))
     if untrusted:
-        return Fail(REASON_UNTRUSTED_IMAGE, f"{untrusted}; {NOTHING_TOUCHED}")
+        return Fail(reasons.UNTRUSTED_IMAGE, f"{untrusted}; {NOTHING_TOUCHED}")
     no_room = None if snapshot is None else seed_space_problem(spec, snapshot.largest_size, "the snapshot")
     if no_room is not None:
-        return Fail(REASON_INSUFFICIENT_SPACE,
+        return Fail(reasons.INSUFFICIENT_SPACE,
                     f"{no_room} (in spec.clusterSpec, or the existing EtcdCluster's spec); {NOTHING_TOUCHED}")
     if policy.bump_revision and not tool.can_bump_revision:
         return RestorePlan(bump_revision=0, warning=no_bump_warning(spec.version, tool))
@@ -104,7 +97,7 @@ def seed_credentials_problem(restore: EtcdRestore) -> Fail | None:
     if location.secret:
         return None
     field = f"spec.{location.section}.{location.secret_field}"
-    return Fail(REASON_SEED_WITHOUT_CREDENTIALS,
+    return Fail(reasons.SEED_WITHOUT_CREDENTIALS,
                 f"{field} is empty: the seed pod that fetches {location.section}://{location.path} would have no "
                 "credentials (this operator's own identity does not reach it); name a Secret with "
                 f"{_SECRET_KEYS[location.section]} in {field}; {NOTHING_TOUCHED}")
@@ -112,7 +105,7 @@ def seed_credentials_problem(restore: EtcdRestore) -> Fail | None:
 
 def cluster_not_found(restore: EtcdRestore) -> Fail:
     assert restore.spec is not None
-    return Fail(REASON_CLUSTER_NOT_FOUND,
+    return Fail(reasons.CLUSTER_NOT_FOUND,
                 f"EtcdCluster {restore.spec.etcd_cluster_name} does not exist in namespace {restore.namespace}: "
                 "create it first, or give spec.clusterSpec to restore into a new cluster of that name")
 
@@ -123,7 +116,7 @@ def snapshot_object_problem(path: str, facts: SnapshotFacts, info: ObjectInfo | 
     verified version when one was recorded) is no longer the snapshot verified, if it is not.
     Compared by ETag, else (a status written before ETags were recorded) by size."""
     if info is None:
-        return Fail(REASON_SNAPSHOT_MISSING,
+        return Fail(reasons.SNAPSHOT_MISSING,
                     f"{scheme}://{path} is gone since it was verified; {consequence}; put the backup back (or name "
                     "another) and create a new EtcdRestore")
     changed = (facts.etag and info.etag != facts.etag) or (not facts.etag and facts.size and info.size != facts.size)
@@ -131,6 +124,6 @@ def snapshot_object_problem(path: str, facts: SnapshotFacts, info: ObjectInfo | 
         return None
     was = f"ETag {facts.etag}" if facts.etag else f"{facts.size} bytes"
     now = f"ETag {info.etag}" if facts.etag else f"{info.size} bytes"
-    return Fail(REASON_SNAPSHOT_CHANGED,
+    return Fail(reasons.SNAPSHOT_CHANGED,
                 f"{scheme}://{path} was replaced since it was verified ({was}, now {now}); {consequence}; create a new "
                 "EtcdRestore to verify and restore the object as it is now")

@@ -21,9 +21,10 @@ seen, and deletes or changes nothing):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from operator_runtime.kube_time import as_utc, condition, format_timestamp, parse_timestamp
 from restore_operator.observed import SnapshotFacts
 
 PHASE_VERIFYING = "Verifying"
@@ -54,13 +55,6 @@ def snapshot_to_api(facts: SnapshotFacts) -> dict[str, Any]:
     return result
 
 
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-
-
-def timestamp(now: datetime) -> str:
-    return now.strftime(TIMESTAMP_FORMAT)
-
-
 def next_status(current: Mapping[str, Any], *, generation: int, now: datetime, phase: str, message: str,
                 reason: str = "", succeeded: bool = False, updates: Mapping[str, Any] | None = None,
                 conditions: Mapping[str, tuple[str, str, str]] = {}) -> dict[str, Any]:
@@ -77,18 +71,14 @@ def next_status(current: Mapping[str, Any], *, generation: int, now: datetime, p
         del status["reason"]  # omitted when empty, as CoreOS did
     status["succeeded"] = succeeded
     status["observedGeneration"] = generation
-    status.setdefault("startTime", timestamp(now))
+    status.setdefault("startTime", format_timestamp(now))
     if current.get("phase") != phase or not isinstance(status.get("phaseStartTime"), str):
-        status["phaseStartTime"] = timestamp(now)  # when this phase began: what its time bound counts from
+        status["phaseStartTime"] = format_timestamp(now)  # when this phase began: what its time bound counts from
     if phase in TERMINAL_PHASES:
-        status.setdefault("completionTime", timestamp(now))
+        status.setdefault("completionTime", format_timestamp(now))
     merged = {str(c.get("type")): dict(c) for c in current.get("conditions") or [] if isinstance(c, Mapping)}
     for kind, (state, why, text) in conditions.items():
-        old = merged.get(kind)
-        changed = old is None or old.get("status") != state
-        merged[kind] = {"type": kind, "status": state, "reason": why, "message": text,
-                        "lastTransitionTime": timestamp(now) if changed or old is None
-                        else old.get("lastTransitionTime", timestamp(now))}
+        merged[kind] = condition(kind, state, why, text, now=now, previous=merged.get(kind))
     status["conditions"] = [merged[k] for k in sorted(merged)]
     return status
 
@@ -103,16 +93,16 @@ def track_error(last_error: Any, message: str, now: datetime) -> dict[str, Any]:
     """status.lastError after another failure: the newest message, `since` kept from the first
     failure of the run (a success in between removes lastError), `seen` now."""
     since = last_error.get("since") if isinstance(last_error, Mapping) else None
-    return {"message": message, "since": since if isinstance(since, str) else timestamp(now), "seen": timestamp(now)}
+    seen = format_timestamp(now)
+    return {"message": message, "since": since if isinstance(since, str) else seen, "seen": seen}
 
 
 def failing_seconds(last_error: Mapping[str, Any], now: datetime) -> float:
     """How long the errors of `last_error` have been going on (0 when its `since` is unreadable)."""
-    try:
-        since = datetime.strptime(str(last_error.get("since")), TIMESTAMP_FORMAT).replace(tzinfo=now.tzinfo)
-    except ValueError:
+    since = parse_timestamp(last_error.get("since"))
+    if since is None:
         return 0.0
-    return max(0.0, (now - since).total_seconds())
+    return max(0.0, (as_utc(now) - since).total_seconds())
 
 
 # Time bounds of the phases (see the module docstring).
@@ -122,7 +112,6 @@ STAGING_BASE_TIMEOUT_SECONDS = 300.0
 RESTORING_BASE_TIMEOUT_SECONDS = 900.0
 # A slow link's rate for the seed's download: a 8 GiB snapshot (etcd's largest quota) adds 68 min.
 RESTORING_SLOWEST_BYTES_PER_SECOND = 2 * 1024 * 1024
-REASON_RESTORE_TIMED_OUT = "RestoreTimedOut"
 
 
 def restoring_timeout_seconds(snapshot_size: int) -> float:
@@ -146,11 +135,3 @@ def phase_timeout_seconds(phase: str, snapshot_size: int) -> float | None:
     if phase == PHASE_RESTORING:
         return restoring_timeout_seconds(snapshot_size)
     return None
-
-
-def parse_timestamp(text: Any) -> datetime | None:
-    """A status timestamp (UTC), None when absent or unreadable."""
-    try:
-        return datetime.strptime(str(text), TIMESTAMP_FORMAT).replace(tzinfo=UTC)
-    except ValueError:
-        return None

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from etcd_common.api.storage_locations import S3Location, StorageLocation
-from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd.etcdutl import snapshot_restore, snapshot_status
 from etcd_common.etcd.snapshot_integrity import verify_snapshot_file
 from etcd_common.storage import codec
 from etcd_common.storage.locations import object_url, split_location
@@ -54,8 +54,8 @@ def verify_snapshot(storage: ObjectStorage, location: StorageLocation | S3Locati
         decoded = _decode(object_path, path, key=encryption_key, where=url)
         downloaded = time.monotonic()
         sha256 = verify_snapshot_file(path, where=url)
-        status = ctl.snapshot_status(path, binary=etcdutl)
-        ctl.snapshot_restore(
+        status = snapshot_status(path, binary=etcdutl)
+        snapshot_restore(
             path, data_dir=os.path.join(directory, "data"), name=TRIAL_MEMBER,
             initial_cluster=f"{TRIAL_MEMBER}={TRIAL_PEER_URL}", initial_advertise_peer_urls=[TRIAL_PEER_URL],
             initial_cluster_token="verify", binary=etcdutl,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole suite (`make test`, CI): the image (scripts/build-image.sh), then unit and integration
-# tests against one sandbox, in three phases.
+# The whole suite (`make test`, CI): the image (scripts/build-image.sh), then the unit tests, the
+# repository checks (tests/repository/) and the integration tests against one sandbox, in three
+# phases.
 #   1. every test that can run beside others, spread over $TEST_WORKERS pytest-xdist workers
 #      (each integration test in its own namespace, with its own names);
 #   2. the tests marked `alone` (they restart the apiserver, stop a node or S3, or stop, restart or

@@ -186,7 +186,7 @@ RESTORE_PLURAL: Final = "etcdrestores"
 ANNOTATION_RESTORE_UID: Final = f"{API_GROUP}/restore-uid"
 LABEL_RESTORE: Final = f"{API_GROUP}/restore"
 
-# --- quorum-loss recovery (spec.recovery.quorumLoss; etcd_operator/quorum_recovery.py)
+# --- quorum-loss recovery (spec.recovery.quorumLoss; etcd_operator/planning/recovery.py)
 QUORUM_LOSS_REPORT: Final = "Report"
 QUORUM_LOSS_FROM_SURVIVOR: Final = "FromSurvivor"
 QUORUM_LOSS_POLICIES: Final = (QUORUM_LOSS_REPORT, QUORUM_LOSS_FROM_SURVIVOR)
@@ -194,7 +194,7 @@ QUORUM_LOSS_POLICIES: Final = (QUORUM_LOSS_REPORT, QUORUM_LOSS_FROM_SURVIVOR)
 # non-empty value; honoured once (status.recovery.request records the value acted on).
 ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR: Final = f"{API_GROUP}/recover-quorum-from-survivor"
 
-# --- CA rotation of spec.TLS.issued (etcd_operator/ca_rotation.py)
+# --- CA rotation of spec.TLS.issued (etcd_operator/tls/ca_rotation.py)
 # On an EtcdCluster: a request to rotate its CA now. Any non-empty value; honoured once (the CA
 # Secret's ANNOTATION_CA_ROTATION_REQUEST records the value acted on).
 ANNOTATION_ROTATE_CA: Final = f"{API_GROUP}/rotate-ca"
@@ -203,3 +203,6 @@ ANNOTATION_CA_ROTATION_REQUEST: Final = f"{API_GROUP}/ca-rotation-request"
 ANNOTATION_CA_ROTATION_STARTED_AT: Final = f"{API_GROUP}/ca-rotation-started-at"
 # On a leaf Secret: when its CA file last changed to another set of CAs (RFC 3339).
 ANNOTATION_TRUST_PUBLISHED_AT: Final = f"{API_GROUP}/trust-published-at"
+# The operators re-read their client certificate Secret at most this often: a rotated operator
+# certificate is picked up within this time (etcd_common/etcd/access.py).
+SECRET_REFRESH_SECONDS: Final = 30.0

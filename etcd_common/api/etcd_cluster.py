@@ -103,11 +103,11 @@ class ClusterSpec:
     # `spec.TLS.certManager` (addition, cert_manager_tls.py): cert-manager issues the certificates;
     # `tls` then names the Secrets it writes (`with_issued_secret_names`).
     cert_manager_tls: CertManagerTLS | None = None
-    # `spec.recovery.quorumLoss` (addition): Report (default) or FromSurvivor (quorum_recovery.py).
+    # `spec.recovery.quorumLoss` (addition): Report (default) or FromSurvivor (planning/recovery.py).
     quorum_loss: str = c.QUORUM_LOSS_REPORT
     # Not an API field: set by the etcd operator's observation while a running plaintext cluster
     # moves to TLS and some member pod still serves plaintext (step 1 of etcd_operator/
-    # tls_transition.py), and while a TLS cluster moves off TLS and some member pod still serves
+    # tls/transition.py), and while a TLS cluster moves off TLS and some member pod still serves
     # TLS only (step 1 off): new pods bridge (TLS files, peers on http, clients on http and https).
     tls_bridge: bool = False
     # Not an API field: set by the etcd operator's observation while a running TLS cluster moves off
@@ -213,7 +213,7 @@ class RecordedStatus:
     conditions: tuple[Condition, ...] = ()
     recovery: RecordedRecovery | None = None
     # `status.tls.<role>.secret` for peer, server and operator: the Secrets the members ran with,
-    # which a move off TLS needs once spec.TLS is gone (etcd_operator/tls_transition.py).
+    # which a move off TLS needs once spec.TLS is gone (etcd_operator/tls/transition.py).
     tls_secrets: Mapping[str, str] = field(default_factory=dict)
 
     def condition(self, condition_type: str) -> Condition | None:

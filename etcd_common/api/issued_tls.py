@@ -26,7 +26,7 @@ OPERATOR_SECRET_SUFFIX: Final = "-tls-operator"
 # The CA Secret's keys (the leaf Secrets have the CoreOS file names, constants.*_FILE).
 CA_CERT_KEY: Final = "ca.crt"
 CA_KEY_KEY: Final = "ca.key"
-# During a CA rotation (etcd_operator/ca_rotation.py) the CA Secret also holds the incoming CA
+# During a CA rotation (etcd_operator/tls/ca_rotation.py) the CA Secret also holds the incoming CA
 # (before it signs anything) or, once it signs, the outgoing one (trusted until it is dropped).
 NEXT_CA_CERT_KEY: Final = "next-ca.crt"
 NEXT_CA_KEY_KEY: Final = "next-ca.key"

@@ -32,8 +32,7 @@ from kube_adapter.errors import KubeError, Transient
 log = logging.getLogger(__name__)
 
 SecretReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> Secret dict
-# A rotated operator certificate is picked up within this time.
-SECRET_REFRESH_SECONDS = 30.0
+SECRET_REFRESH_SECONDS = c.SECRET_REFRESH_SECONDS  # a rotated operator certificate is picked up within this time
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Does a snapshot fit where a seed member restores it (pure)? Checked before a restore deletes
 anything (restore_operator/preflight.py) and before a quorum-loss recovery starts
-(etcd_operator/quorum_recovery.py).
+(etcd_operator/planning/recovery.py).
 
 The rule: a seed's data volume holds the snapshot file and the data directory restored from it
 (about the snapshot's size again) at the same time, and etcd then preallocates its first WAL

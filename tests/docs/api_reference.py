@@ -4,7 +4,7 @@
     python -m tests.docs.api_reference          # rewrites docs/reference/api.md
     python -m tests.docs.api_reference --check  # exit 1 if it is out of date
 
-tests/unit/test_api_reference.py fails while the file differs from what this renders."""
+tests/repository/test_api_reference.py fails while the file differs from what this renders."""
 from __future__ import annotations
 
 import argparse

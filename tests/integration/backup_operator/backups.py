@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from etcd_common.etcd.etcdctl import snapshot_restore
+from etcd_common.etcd.etcdutl import snapshot_restore
 from etcd_common.storage import s3
 from kube_sandbox import binaries
 from kube_sandbox.testing import Sandbox, wait_for

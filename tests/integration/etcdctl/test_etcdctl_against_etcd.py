@@ -24,9 +24,8 @@ from etcd_common.etcd.etcdctl import (
     Unreachable,
     default_binary,
     default_etcdutl_binary,
-    snapshot_restore,
-    snapshot_status,
 )
+from etcd_common.etcd.etcdutl import snapshot_restore, snapshot_status
 from etcd_common.etcd.types import Member
 from kube_sandbox.binaries import built_etcd_versions
 from tests.integration.etcdctl.etcd_processes import ETCD_VERSIONS, EtcdCluster, etcd_dir, wait_for

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from etcd_common.etcd.etcdctl import SnapshotInvalid, snapshot_status
+from etcd_common.etcd.etcdctl import SnapshotInvalid
+from etcd_common.etcd.etcdutl import snapshot_status
 from etcd_common.etcd.snapshot_revision import FIRST_META_PAGE_SIZE, PAGE_HEADER, snapshot_revision
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, post_json
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from etcd_common.api.storage_locations import S3Location
-from etcd_common.etcd.etcdctl import SnapshotInvalid, snapshot_status
+from etcd_common.etcd.etcdctl import SnapshotInvalid
+from etcd_common.etcd.etcdutl import snapshot_status
 from etcd_common.storage.s3 import ObjectInfo
 from restore_operator.verifying import verify_snapshot
 from tests.integration.etcdctl.etcd_processes import EtcdCluster, etcd_dir

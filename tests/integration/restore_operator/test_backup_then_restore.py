@@ -11,8 +11,8 @@ from tests.integration.backup_operator.backups import Backups, etcd_backup
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import Restores
 from tests.integration.restore_operator.restore_deployment import restore_metric
+from tests.integration.restore_operator.restore_steps import RESTORE_TIMEOUT, coreos_restore_cr, keys_of
 from tests.integration.restore_operator.snapshots import BUCKET, ensure_bucket, unique_key
-from tests.integration.restore_operator.test_restore import RESTORE_TIMEOUT, coreos_restore_cr, keys_of
 
 pytestmark = pytest.mark.sandbox
 

@@ -12,7 +12,7 @@ from tests.integration.backup_operator.backups import Backups, etcd_backup, keys
 from tests.integration.backup_operator.stores import SandboxStore, download
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import GROUP, VERSION, Restores
-from tests.integration.restore_operator.test_restore import RESTORE_TIMEOUT, keys_of
+from tests.integration.restore_operator.restore_steps import RESTORE_TIMEOUT, keys_of
 
 pytestmark = pytest.mark.sandbox
 

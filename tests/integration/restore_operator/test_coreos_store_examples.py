@@ -18,7 +18,7 @@ from tests.integration.backup_operator.oauth_token_stub import TokenStub, oauth_
 from tests.integration.backup_operator.stores import SandboxStore, download
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import Restores
-from tests.integration.restore_operator.test_restore import EXAMPLE_CLUSTER, RESTORE_TIMEOUT, keys_of
+from tests.integration.restore_operator.restore_steps import EXAMPLE_CLUSTER, RESTORE_TIMEOUT, keys_of
 
 pytestmark = pytest.mark.sandbox
 

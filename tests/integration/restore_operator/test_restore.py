@@ -2,17 +2,13 @@
 operators deployed as pods from this checkout."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
-import yaml
 
 from kube_sandbox.binaries import newest_etcd_version
-from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import Restores
+from tests.integration.restore_operator.restore_steps import EXAMPLE_CLUSTER, RESTORE_TIMEOUT, coreos_restore_cr, keys_of
 from tests.integration.restore_operator.snapshots import (
     BUCKET,
     create_aws_secret,
@@ -23,30 +19,6 @@ from tests.integration.restore_operator.snapshots import (
 )
 
 pytestmark = pytest.mark.sandbox
-RESTORE_TIMEOUT = 300
-
-
-EXAMPLE_CLUSTER = "example-etcd-cluster"  # the name examples/restore_cr.yaml restores
-
-
-def coreos_restore_cr(name: str, path: str, secret: str, endpoint: str = "") -> dict[str, Any]:
-    """examples/restore_cr.yaml (the CoreOS example) with its placeholders filled in, restoring
-    EtcdCluster `name` (EXAMPLE_CLUSTER: the manifest as it is). The S3 server is the one the
-    secret's config file names (create_aws_secret(server_in_config=True)); `endpoint` is for tests
-    whose secret names none: added as spec.s3.endpoint with forcePathStyle."""
-    text = (Path(CHECKOUT_DIR) / "examples" / "restore_cr.yaml").read_text()
-    text = text.replace("<full-s3-path>", path).replace("<aws-secret>", secret)
-    body: dict[str, Any] = yaml.safe_load(text)
-    body["metadata"]["name"] = name
-    body["spec"]["etcdCluster"]["name"] = name
-    if endpoint:
-        body["spec"]["s3"].update({"endpoint": endpoint, "forcePathStyle": True})
-    return body
-
-
-def keys_of(clusters: Clusters, name: str) -> dict[str, str]:
-    lines = clusters.etcdctl(name, "get", "", "--prefix").splitlines()
-    return dict(zip(lines[0::2], lines[1::2]))
 
 
 def test_restore_replaces_a_cluster_with_the_backups_keys(clusters: Clusters, restores: Restores) -> None:

@@ -12,8 +12,8 @@ from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import conditions
 from tests.integration.restore_operator.conftest import Restores
+from tests.integration.restore_operator.restore_steps import coreos_restore_cr
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
-from tests.integration.restore_operator.test_restore import coreos_restore_cr
 
 pytestmark = pytest.mark.sandbox
 # etcd refuses to start with it (as test_member_start_reasons' crash loop). An image that cannot be

@@ -10,8 +10,8 @@ import pytest
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import Restores
+from tests.integration.restore_operator.restore_steps import assert_failed_with, coreos_restore_cr
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
-from tests.integration.restore_operator.test_restore import coreos_restore_cr
 
 pytestmark = pytest.mark.sandbox
 UNTRUSTED_IMAGE = "docker.io/attacker/anything:latest"
@@ -48,14 +48,6 @@ def assert_untouched(clusters: Clusters, name: str, uid: str) -> None:
     assert cluster["metadata"]["uid"] == uid and cluster["metadata"].get("deletionTimestamp") is None
     assert clusters.get_value(name, "still") == "here"
     assert wait_for(lambda: clusters.status(name).get("phase") == "Running", timeout=30, what="still Running")
-
-
-def assert_failed_with(restores: Restores, name: str, reason: str) -> dict[str, Any]:
-    status = restores.wait_phase(name, "Failed", timeout=180)
-    assert status["reason"] == reason and status["succeeded"] is False, status
-    events = [e for e in restores.events_once_recorded(name, {"RestoreFailed"}) if e.reason == "RestoreFailed"]
-    assert len(events) == 1 and events[0].type == "Warning" and reason in events[0].message, events
-    return status
 
 
 def test_no_aws_secret_fails_before_anything_is_downloaded_or_deleted(clusters: Clusters,

@@ -26,6 +26,7 @@ from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.restore_operator.conftest import GROUP, PLURAL, VERSION, Restores
 from tests.integration.restore_operator.restore_deployment import DEPLOYMENT, NAMESPACE, POD_SELECTOR
+from tests.integration.restore_operator.restore_steps import RESTORE_TIMEOUT, assert_failed_with, coreos_restore_cr, keys_of
 from tests.integration.restore_operator.snapshots import (
     BUCKET,
     create_aws_secret,
@@ -34,8 +35,6 @@ from tests.integration.restore_operator.snapshots import (
     snapshot_to_s3,
     unique_key,
 )
-from tests.integration.restore_operator.test_restore import RESTORE_TIMEOUT, coreos_restore_cr, keys_of
-from tests.integration.restore_operator.test_restore_preflight import assert_failed_with
 
 pytestmark = pytest.mark.sandbox
 # A trusted repository (--trusted-repositories' default) with a tag the sandbox has no etcd for:

@@ -11,8 +11,8 @@ from tests.integration.etcd_operator.operator_clusters import DEFAULT_VERSION, C
 from tests.integration.etcd_operator.tls_certs import IssuedClient, coreos_static_tls, etcdctl, secret_files
 from tests.integration.restore_operator.conftest import Restores
 from tests.integration.restore_operator.restore_deployment import DEPLOYMENT, NAMESPACE, POD_SELECTOR
+from tests.integration.restore_operator.restore_steps import RESTORE_TIMEOUT, coreos_restore_cr, keys_of
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
-from tests.integration.restore_operator.test_restore import RESTORE_TIMEOUT, coreos_restore_cr, keys_of
 
 pytestmark = pytest.mark.sandbox
 

@@ -11,8 +11,8 @@ import pytest
 
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.restore_operator.restore_steps import keys_of
 from tests.integration.restore_operator.snapshots import BUCKET, create_aws_secret, snapshot_to_s3, unique_key
-from tests.integration.restore_operator.test_restore import keys_of
 
 pytestmark = pytest.mark.sandbox
 

@@ -24,10 +24,10 @@ from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
 from backup_operator.settings import parse_settings
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
-from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.storage_locations import S3Location, StorageLocation
 from etcd_common.storage import s3
-from tests.unit.backup_operator.test_taking import FakeStorage
+from tests.unit.backup_operator.etcd_backup_builders import observed_backup
+from tests.unit.backup_operator.storage_fakes import FakeStorage
 
 NOW_TIME = datetime(2026, 1, 2, tzinfo=UTC)
 OWN = EndpointPolicy()
@@ -124,8 +124,7 @@ def test_s3_endpoints(url: str, policy: EndpointPolicy, allowed: bool) -> None:
 
 
 def observed(spec: dict[str, Any], namespace: str = "a") -> ObservedBackup:
-    raw = {"metadata": {"namespace": namespace, "name": "b", "generation": 1}, "spec": spec}
-    return ObservedBackup(parse_etcd_backup(raw), RecordedBackup(), NOW_TIME)
+    return observed_backup(spec, namespace=namespace, now=NOW_TIME)
 
 
 S3_SPEC = {"path": "bucket/key", "awsSecret": "aws"}

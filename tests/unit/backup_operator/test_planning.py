@@ -2,7 +2,7 @@
 is reported once per generation; otherwise the schedule decides (test_schedule.py has its rules)."""
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,11 +11,8 @@ from backup_operator import reasons
 from backup_operator.actions import Done, RejectSpec, TakeBackup, Wait
 from backup_operator.observed import ObservedBackup, RecordedBackup
 from backup_operator.planning import plan_next_action
-from etcd_common.api.etcd_backup import parse_etcd_backup
+from tests.unit.backup_operator.etcd_backup_builders import NOW, PERIODIC, observed_backup
 
-NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
-PERIODIC = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
-            "backupPolicy": {"backupIntervalInSecond": 600}}
 # No etcd source: a spec that cannot be acted on (on OSS, as good a storage as S3 now).
 NO_SOURCE = {"storageType": "OSS", "oss": {"path": "b/k"}}
 
@@ -24,8 +21,7 @@ NOTHING_RECORDED = RecordedBackup()
 
 
 def observed(spec: Any, recorded: RecordedBackup = NOTHING_RECORDED, generation: int = 1) -> ObservedBackup:
-    raw = {"metadata": {"namespace": "ns", "name": "b", "generation": generation}, "spec": spec}
-    return ObservedBackup(parse_etcd_backup(raw), recorded, NOW)
+    return observed_backup(spec, recorded, generation=generation)
 
 
 def attempted(ago: float, *, generation: int = 1, reason: str = "") -> RecordedBackup:

@@ -18,7 +18,7 @@ from backup_operator.settings import parse_settings
 from backup_operator.taking import BackupEnvironment, BackupRequest, take_backup
 from etcd_common.api.storage_locations import OtherLocation, S3Location, StorageLocation
 from etcd_common.storage import gcs, s3
-from tests.unit.backup_operator.test_taking import FakeStorage
+from tests.unit.backup_operator.storage_fakes import FakeStorage
 
 
 class Untouchable:

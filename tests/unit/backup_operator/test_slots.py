@@ -14,7 +14,8 @@ from backup_operator.slots import BackupSlots
 from backup_operator.status import CONDITION_QUEUED
 from backup_operator.supervisor import BackupSupervisor, SupervisorContext
 from operator_runtime.cache import ObjectCache
-from tests.unit.backup_operator.test_supervisor import NOW, PERIODIC, FakeBackupApi, FakeEvents, result
+from tests.unit.backup_operator.etcd_backup_builders import NOW, PERIODIC, backup_result
+from tests.unit.backup_operator.supervisor_fakes import FakeBackupApi, FakeEvents
 
 
 class Wakes:
@@ -93,7 +94,7 @@ def test_fifty_backups_due_at_once_run_at_most_limit_at_a_time_oldest_due_first(
         gate.wait(30)  # the first LIMIT hold their slots until every other one queued
         with lock:
             running.remove(request.owner)
-        return result()
+        return backup_result()
     monkeypatch.setattr(acting, "take_backup", fake_take)
 
     def on_change(now_running: int, queued: int) -> None:

@@ -12,10 +12,11 @@ from backup_operator.planning import spec_problem
 from backup_operator.reasons import BackupFailed
 from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.storage_locations import EncryptionKeyRef
+from tests.unit.backup_operator.etcd_backup_builders import raw_backup
 
 
 def backup(spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "b", "namespace": "ns", "generation": 1}, "spec": spec}
+    return raw_backup(spec)
 
 
 S3 = {"path": "bucket/key", "awsSecret": "aws"}

@@ -3,7 +3,7 @@ which events it records, and how long it sleeps."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,54 +18,24 @@ from backup_operator.status import CONDITION_INTERVAL_RAISED, CONDITION_QUEUED
 from backup_operator.supervisor import (
     NOT_LEADING_DELAY_SECONDS,
     QUEUED_RECHECK_SECONDS,
+    START_LEASE_SECONDS,
     BackupSupervisor,
     SupervisorContext,
 )
 from kube_adapter.errors import Transient
 from operator_runtime.cache import ObjectCache
-
-NOW = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
-KEY = ("ns", "b")
-
-
-class FakeBackupApi:
-    def __init__(self, cache: ObjectCache) -> None:
-        self.cache = cache
-        self.patches: list[dict[str, Any]] = []
-
-    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        self.patches.append(patch)
-        current = self.cache.get((namespace, name)) or {}
-        status = {k: v for k, v in {**(current.get("status") or {}), **patch}.items() if v is not None}
-        return {**current, "status": status}
-
-
-class FakeEvents:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str]] = []
-
-    def record(self, involved: dict[str, Any], type: str, reason: str, message: str) -> None:
-        self.recorded.append((type, reason, message))
+from tests.unit.backup_operator.etcd_backup_builders import KEY, NOW, PERIODIC, backup_result, stored_backup
+from tests.unit.backup_operator.supervisor_fakes import FakeBackupApi, FakeEvents
 
 
 def make_supervisor(spec: Any,
                     generation: int = 1) -> tuple[BackupSupervisor, FakeBackupApi, FakeEvents, BackupMetrics]:
     cache = ObjectCache()
-    cache.upsert({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdBackup",
-                  "metadata": {"namespace": "ns", "name": "b", "uid": "u", "generation": generation}, "spec": spec})
+    cache.upsert(stored_backup(spec, generation=generation))
     api, events, metrics = FakeBackupApi(cache), FakeEvents(), BackupMetrics()
     context = SupervisorContext(backups=cache, backup_api=api, environment=None,  # type: ignore[arg-type]
                                 events=events, metrics=metrics, stop=threading.Event(), clock=lambda: NOW)
     return BackupSupervisor(KEY, context), api, events, metrics
-
-
-PERIODIC = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"},
-            "backupPolicy": {"backupIntervalInSecond": 600}}
-
-
-def result() -> BackupResult:
-    return BackupResult(key="etcd.backup_v5_x", size=10, sha256="s", etcd_revision=5, etcd_version="3.6.16",
-                        started=NOW, duration_seconds=1.0)
 
 
 def test_a_spec_problem_is_reported_once_per_generation() -> None:
@@ -78,7 +48,7 @@ def test_a_spec_problem_is_reported_once_per_generation() -> None:
 
 
 def test_success_writes_status_event_metrics_and_sleeps_one_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(acting, "take_backup", lambda request, env, log, now: result())
+    monkeypatch.setattr(acting, "take_backup", lambda request, env, log, now: backup_result())
     supervisor, api, events, metrics = make_supervisor(PERIODIC)
     assert supervisor.reconcile_once() == 600
     assert api.patches[-1]["succeeded"] is True and api.patches[-1]["lastBackup"]["key"] == "etcd.backup_v5_x"
@@ -123,10 +93,25 @@ def test_not_due_yet_sleeps_until_due(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_not_leading_takes_no_backup(monkeypatch: pytest.MonkeyPatch) -> None:
     supervisor, api, _, _ = make_supervisor(PERIODIC)
-    object.__setattr__(supervisor.context, "may_act", lambda: False)
+    object.__setattr__(supervisor.context, "may_act", lambda for_seconds=0.0: False)
     monkeypatch.setattr(acting, "take_backup", lambda *a, **k: pytest.fail("not the leader"))
     assert supervisor.reconcile_once() == NOT_LEADING_DELAY_SECONDS
     assert api.patches == []
+
+
+def test_a_lease_ending_before_the_snapshot_starts_takes_no_backup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken by asking the lease only for now: a leader whose lease ends within the backup's start
+    (a renewal late, a successor about to take over) would snapshot and upload beside its successor."""
+    supervisor, api, _, _ = make_supervisor(PERIODIC)
+    asked: list[float] = []
+
+    def lease_for_moments(for_seconds: float = 0.0) -> bool:
+        asked.append(for_seconds)
+        return for_seconds < 1.0
+    object.__setattr__(supervisor.context, "may_act", lease_for_moments)
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: pytest.fail("the lease may end before it starts"))
+    assert supervisor.reconcile_once() == NOT_LEADING_DELAY_SECONDS
+    assert api.patches == [] and max(asked) >= START_LEASE_SECONDS
 
 
 class FlakyBackupApi(FakeBackupApi):
@@ -152,7 +137,7 @@ def flaky_supervisor(failures: int) -> tuple[BackupSupervisor, FlakyBackupApi]:
 
 def test_a_backup_whose_status_write_failed_is_recorded_not_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[int] = []
-    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or result())
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or backup_result())
     supervisor, api = flaky_supervisor(2)
     for _ in range(2):  # the upload, then a retry of the write: both writes refused
         with pytest.raises(Transient):
@@ -180,7 +165,7 @@ def test_a_failed_attempt_whose_status_write_failed_keeps_its_backoff(monkeypatc
 
 def test_a_kept_status_is_dropped_when_the_api_records_a_later_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another operator instance (or a write whose answer was lost) recorded something newer."""
-    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: result())
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: backup_result())
     supervisor, api = flaky_supervisor(1)
     with pytest.raises(Transient):
         supervisor.reconcile_once()
@@ -197,7 +182,7 @@ def test_a_kept_status_is_dropped_when_the_api_records_a_later_attempt(monkeypat
 def test_a_kept_status_is_not_written_to_an_object_recreated_under_the_name(
         monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[int] = []
-    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or result())
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or backup_result())
     supervisor, api = flaky_supervisor(1)
     with pytest.raises(Transient):
         supervisor.reconcile_once()
@@ -224,7 +209,7 @@ def test_a_due_backup_without_a_free_slot_waits_says_so_once_and_keeps_its_sched
     assert "1 of 1 running" in condition["message"] and "position 1 of 1" in condition["message"]
     # Waiting is no attempt: nothing the schedule reads (so nothing the missed-backup alert reads) changed.
     assert set(api.patches[0]) == {"conditions"}
-    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: result())
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: backup_result())
     slots.release(("ns", "other"))
     assert supervisor.reconcile_once() == 600
     assert [c["type"] for c in api.patches[-1]["conditions"]] == ["Succeeded"]
@@ -233,7 +218,7 @@ def test_a_due_backup_without_a_free_slot_waits_says_so_once_and_keeps_its_sched
 
 def test_an_interval_below_the_minimum_is_raised_with_a_warning_once(monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[int] = []
-    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or result())
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or backup_result())
     fast = {**PERIODIC, "backupPolicy": {"backupIntervalInSecond": 5}}
     supervisor, api, events, metrics = make_supervisor(fast)
     object.__setattr__(supervisor.context, "min_interval_seconds", 60.0)

@@ -8,12 +8,10 @@ import hashlib
 import io
 import logging
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -23,12 +21,12 @@ from backup_operator.taking import WORK_PREFIX, BackupEnvironment, BackupRequest
 from etcd_common.api.etcd_backup import SnapshotFingerprint
 from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location, StorageLocation
 from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd import types as etcd_types
 from etcd_common.storage import codec, s3
-from etcd_common.storage.objects import StorageError
 from kube_adapter.errors import NotFound
+from tests.unit.backup_operator.storage_fakes import STARTED, FakeStorage
 
 LOG = logging.getLogger("test_taking")
-STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 A, B, C, D = (f"http://127.0.0.1:{port}" for port in (2379, 2479, 2579, 2679))
 CLUSTER_ID = 0x5EED  # the cluster the member list answers for
 
@@ -75,23 +73,23 @@ class FakeEtcd:
             self.etcd = etcd
             self.endpoints = endpoints
 
-        def cluster_members(self) -> ctl.MemberList:
+        def cluster_members(self) -> etcd_types.MemberList:
             if self.etcd.member_list_fails:
                 raise ctl.Unreachable("context deadline exceeded")
-            return ctl.MemberList(tuple(
-                ctl.Member(id=i + 1, name=f"m{i}", peer_urls=(f"http://127.0.0.1:{2380 + 100 * i}",),
+            return etcd_types.MemberList(tuple(
+                etcd_types.Member(id=i + 1, name=f"m{i}", peer_urls=(f"http://127.0.0.1:{2380 + 100 * i}",),
                            client_urls=(m.url,), is_learner=m.learner)
                 for i, m in enumerate(self.etcd.members.values())), CLUSTER_ID)
 
-        def endpoint_status(self) -> list[ctl.EndpointStatus]:
+        def endpoint_status(self) -> list[etcd_types.EndpointStatus]:
             statuses = []
             for url in self.endpoints:
                 m = self.etcd.members[url]
                 if not m.answers:
-                    statuses.append(ctl.EndpointStatus(member_id=0, leader_id=0, endpoint=url,
+                    statuses.append(etcd_types.EndpointStatus(member_id=0, leader_id=0, endpoint=url,
                                                        errors=("connection refused",)))
                     continue
-                statuses.append(ctl.EndpointStatus(member_id=1, leader_id=1, version="3.6.16", endpoint=url,
+                statuses.append(etcd_types.EndpointStatus(member_id=1, leader_id=1, version="3.6.16", endpoint=url,
                                                    raft_index=m.raft_index, revision=m.revision,
                                                    is_learner=m.learner, errors=m.status_errors,
                                                    cluster_id=m.cluster_id, db_size=m.db_size))
@@ -114,67 +112,14 @@ class FakeEtcd:
                 out.write(m.snapshot[half:])
             os.replace(f"{path}.part", path)
 
-        def hash_kv(self, revision: int) -> ctl.HashKV:
+        def hash_kv(self, revision: int) -> etcd_types.HashKV:
             self.etcd.fingerprints_asked.append((self.endpoints, revision))
             if self.etcd.fingerprint_error is not None:
                 raise self.etcd.fingerprint_error
-            return ctl.HashKV(hash=77, compact_revision=2, hash_revision=revision)
+            return etcd_types.HashKV(hash=77, compact_revision=2, hash_revision=revision)
 
         def key_count(self, revision: int) -> int:
             return 42
-
-
-@dataclass
-class FakeStorage:
-    endpoint: str = ""  # AWS
-    uploads: dict[str, bytes] = field(default_factory=dict)
-    metadata: dict[str, dict[str, str]] = field(default_factory=dict)
-    sets_metadata_last: bool = False  # True: every real store's (the snapshot streamed); False: saved first
-    block_bytes: int = 4
-    first_bytes: threading.Event = field(default_factory=threading.Event)  # the upload has bytes
-    # Raised once the stream ended, as S3's copy onto itself does when it fails (its object kept).
-    late_metadata_error: StorageError | None = None
-
-    def check_bucket(self, bucket: str) -> None:
-        assert bucket == "bucket"
-
-    def upload_file(self, bucket: str, key: str, path: str, *, metadata: dict[str, str] | None = None,
-                    progress: Callable[[int], None] | None = None) -> s3.UploadResult:
-        data = Path(path).read_bytes()
-        if progress is not None:
-            progress(len(data))
-        self.uploads[key] = data
-        self.metadata[key] = dict(metadata or {})
-        return s3.UploadResult(bucket, key, len(data), "etag")
-
-    def upload_stream(self, bucket: str, key: str, stream: IO[bytes], *, metadata: dict[str, str] | None = None,
-                      late_metadata: Callable[[], dict[str, str]] | None = None) -> s3.UploadResult:
-        """As ABS's: blocks read until a short one, the object committed (with the late metadata)
-        only after the stream ended; what the stream raises stops it, wrapped as the SDKs do."""
-        assert self.sets_metadata_last
-        data = b""
-        try:
-            while True:
-                block = stream.read(self.block_bytes)
-                data += block
-                if data:
-                    self.first_bytes.set()
-                if len(block) < self.block_bytes:
-                    break
-        except Exception as error:
-            raise StorageError(f"upload stopped: {error}", backend="ABS") from error
-        self.uploads[key] = data
-        if self.late_metadata_error is not None:
-            self.metadata[key] = dict(metadata or {})
-            raise self.late_metadata_error
-        self.metadata[key] = {**(metadata or {}), **(late_metadata() if late_metadata else {})}
-        return s3.UploadResult(bucket, key, len(data), "etag")
-
-    def list(self, bucket: str, prefix: str) -> list[s3.ObjectInfo]:
-        return [s3.ObjectInfo(key, len(data), STARTED) for key, data in self.uploads.items() if key.startswith(prefix)]
-
-    def delete(self, bucket: str, key: str) -> None:
-        del self.uploads[key]
 
 
 class FakeMonotonic:

@@ -18,7 +18,7 @@ from backup_operator.observing import observe_backup, parse_last_backup, parse_r
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
 from backup_operator.slots import BackupSlots
-from backup_operator.status import CONDITION_QUEUED, CONDITION_VERIFIED, failure_status, format_time, success_status
+from backup_operator.status import CONDITION_QUEUED, CONDITION_VERIFIED, failure_status, success_status
 from backup_operator.supervisor import QUEUED_RECHECK_SECONDS, BackupSupervisor, SupervisorContext
 from backup_operator.trial_restore import TrialResult
 from backup_operator.verification import mismatches, next_trial_restore
@@ -31,10 +31,12 @@ from etcd_common.api.etcd_backup import (
     parse_etcd_backup,
 )
 from operator_runtime.cache import ObjectCache
+from operator_runtime.kube_time import format_timestamp as format_time
+from tests.unit.backup_operator.etcd_backup_builders import KEY, raw_backup, stored_backup
+from tests.unit.backup_operator.supervisor_fakes import FakeBackupApi, FakeEvents
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 TAKEN = NOW - timedelta(minutes=30)
-KEY = ("ns", "b")
 BASE = {"etcdEndpoints": ["http://e-client.ns.svc:2379"], "storageType": "S3", "s3": {"path": "bucket/etcd.backup"}}
 PERIODIC = {**BASE, "backupPolicy": {"backupIntervalInSecond": 3600}}
 TRIALS = {**PERIODIC, "trialRestore": {"intervalInSecond": 600, "maxUnverifiedAgeInSecond": 7200}}
@@ -95,8 +97,7 @@ def test_the_first_trial_at_once_then_one_interval_after_the_last_attempt_failed
 
 
 def observed(spec: Any, status: dict[str, Any]) -> ObservedBackup:
-    return observe_backup({"metadata": {"namespace": "ns", "name": "b", "generation": 1}, "spec": spec,
-                           "status": status}, NOW)
+    return observe_backup(raw_backup(spec, status=status), NOW)
 
 
 def backup_taken(ago: float) -> dict[str, Any]:
@@ -190,34 +191,10 @@ def test_a_record_without_a_fingerprint_compares_the_digest_and_that_the_revisio
 
 # --- one pass: status, events, metrics
 
-class FakeBackupApi:
-    """Merge patches applied as the API server applies them (null removes a field)."""
-
-    def __init__(self, cache: ObjectCache) -> None:
-        self.cache = cache
-        self.patches: list[dict[str, Any]] = []
-
-    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        self.patches.append(patch)
-        current = self.cache.get((namespace, name)) or {}
-        status = {k: v for k, v in {**(current.get("status") or {}), **patch}.items() if v is not None}
-        return {**current, "status": status}
-
-
-class FakeEvents:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str]] = []
-
-    def record(self, involved: dict[str, Any], type: str, reason: str, message: str) -> None:
-        self.recorded.append((type, reason, message))
-
-
 def make_supervisor(status: dict[str, Any], spec: Any = TRIALS, slots: BackupSlots | None = None,
                     ) -> tuple[BackupSupervisor, FakeBackupApi, FakeEvents, BackupMetrics, list[datetime]]:
     cache = ObjectCache()
-    cache.upsert({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdBackup",
-                  "metadata": {"namespace": "ns", "name": "b", "uid": "u", "generation": 1}, "spec": spec,
-                  "status": status})
+    cache.upsert(stored_backup(spec, status=status))
     api, events, metrics, clock = FakeBackupApi(cache), FakeEvents(), BackupMetrics(), [NOW]
     context = SupervisorContext(backups=cache, backup_api=api, environment=None,  # type: ignore[arg-type]
                                 events=events, metrics=metrics, stop=threading.Event(), clock=lambda: clock[0],

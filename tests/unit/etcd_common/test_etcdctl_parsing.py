@@ -36,8 +36,8 @@ from etcd_common.etcd.etcdctl import (
     parse_member_add,
     parse_member_list,
     parse_member_list_answer,
-    snapshot_status,
 )
+from etcd_common.etcd.etcdutl import snapshot_status
 from etcd_common.etcd.types import ClientTLS, EndpointHealth, HashKV, Member, format_member_id, member_name_from_peer_url
 
 MEMBER_LIST = (

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from etcd_common.api.etcd_cluster import parse_etcd_cluster
 from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.api.fields import SpecError
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, parse_restore_source, restore_source_to_api
@@ -24,17 +23,7 @@ from etcd_common.seed.local_steps import install
 from etcd_common.seed.tools import no_bump_warning, restore_tool
 from etcd_common.storage import codec
 from etcd_operator.manifests import build_member_pod, member_peer_url
-
-SHA = "0123456789abcdef" * 4
-RESTORE = {"backupStorageType": "S3", "s3": {"path": "bucket/dir/snap.db", "awsSecret": "aws",
-                                             "endpoint": "http://127.0.0.1:9000", "forcePathStyle": True},
-           "sha256": SHA, "revision": 42}
-
-
-def cluster(restore: dict[str, Any] | None = RESTORE, **spec: Any) -> Any:
-    body = {"metadata": {"name": "example", "namespace": "ns", "uid": "cluster-uid"},
-            "spec": {"size": 3, "version": "3.5.35", **({"restore": restore} if restore else {}), **spec}}
-    return parse_etcd_cluster(body)
+from tests.unit.etcd_common.seed_restore_builders import RESTORE, SHA, cluster, seed_pod
 
 
 def test_restore_source_round_trips() -> None:
@@ -53,11 +42,6 @@ def test_bad_restore_source_is_a_spec_error(raw: dict[str, Any], fragment: str) 
     with pytest.raises(SpecError, match=fragment):
         parse_restore_source(raw)
     assert fragment in (cluster(raw).spec_error or "")
-
-
-def seed_pod(parsed: Any) -> dict[str, Any]:
-    member = "example-abcde"
-    return build_member_pod(parsed, member, state="new", initial_cluster=[(member, member_peer_url(parsed, member))])
 
 
 def test_seed_pod_restores_before_etcd_starts() -> None:

@@ -30,7 +30,7 @@ from etcd_common.seed.pod import (
     staging_pod,
 )
 from etcd_common.seed.security import etcd_container_security_context
-from tests.unit.etcd_common.test_restore_source_and_seed_pod import RESTORE, cluster, seed_pod
+from tests.unit.etcd_common.seed_restore_builders import RESTORE, cluster, seed_pod
 
 PINNED = {**RESTORE, "etag": '"etag-1"', "versionId": "v-7",
           "encryption": {"secretName": "backup-key", "secretKey": "key"}}

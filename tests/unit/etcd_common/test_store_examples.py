@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +18,8 @@ from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.storage import abs as abs_storage
 from etcd_common.storage import gcs, oss
 from tests.examples_filled import filled_example
-from tests.unit.etcd_operator.test_etcdcluster_crd import validate
+from tests.support.openapi_schema import BACKUP_SCHEMA, RESTORE_SCHEMA, validate
 
-REPO = Path(__file__).resolve().parents[3]
-BACKUP_SCHEMA, RESTORE_SCHEMA = (
-    yaml.safe_load((REPO / "crds" / name).read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    for name in ("etcdbackups.yaml", "etcdrestores.yaml"))
 ENDPOINTS = '"http://example-etcd-cluster-client.default.svc:2379"'
 ACCOUNT_KEY = base64.b64encode(b"k" * 64).decode()
 

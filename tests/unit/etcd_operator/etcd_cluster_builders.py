@@ -237,7 +237,7 @@ def with_issued_certificates(observed: ObservedCluster, *, now: datetime | None 
                              validity_seconds: int | None = None) -> ObservedCluster:
     """The observation with every spec.TLS.issued Secret present and valid (issued at `now`,
     default the observation's time) and the cluster's spec.TLS set to issued."""
-    from etcd_operator import certificates as certs
+    from etcd_operator.tls import certificates as certs
 
     if observed.cluster.require_spec().issued_tls is None:
         observed = with_spec(observed, TLS={"issued": {}})

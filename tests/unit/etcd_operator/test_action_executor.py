@@ -22,20 +22,8 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     unhealthy,
     with_spec,
 )
+from tests.unit.etcd_operator.recording_api import DeletingApi, RecordingApi, recording_executor
 from tests.unit.etcd_operator.recording_etcd import EtcdCall, RecordingEtcd
-
-
-class RecordingApi:
-    """Stands in for the Pods/Services/PVCs facades: accepts a create and returns what the API would."""
-
-    def __init__(self) -> None:
-        self.created: list[dict[str, Any]] = []
-
-    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        stored = {**body, "metadata": {**body["metadata"], "namespace": namespace, "uid": f"uid-{len(self.created)}",
-                                       "creationTimestamp": "2026-01-01T00:00:00Z"}}
-        self.created.append(stored)
-        return stored
 
 
 def test_a_created_seed_pod_is_seen_by_the_next_pass_before_any_watch_event() -> None:
@@ -57,23 +45,10 @@ def test_a_created_seed_pod_is_seen_by_the_next_pass_before_any_watch_event() ->
     assert not isinstance(second, a.CreateSeedMember), second
 
 
-class DeletingApi(RecordingApi):
-    def __init__(self) -> None:
-        super().__init__()
-        self.deleted: list[str] = []
-
-    def delete(self, namespace: str, name: str, **options: Any) -> None:
-        self.deleted.append(name)
-
-
-def _executor(api: DeletingApi, etcd: RecordingEtcd) -> ActionExecutor:
-    return ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api), etcd)  # type: ignore[arg-type]
-
-
 def test_removing_a_member_asks_the_healthy_others_then_deletes_its_pod() -> None:
     observed = unhealthy(healthy_cluster(4, size=3), name(2))
     api, etcd = DeletingApi(), RecordingEtcd()
-    _executor(api, etcd).execute(a.RemoveMember(name(4), member_id(4), "scale", "over size"), observed)
+    recording_executor(api, etcd).execute(a.RemoveMember(name(4), member_id(4), "scale", "over size"), observed)
     cluster = observed.cluster
     assert etcd.calls == [EtcdCall("member_remove", [member_client_url(cluster, name(1)), member_client_url(cluster, name(3))],
                                    (member_id(4),))], "neither the removed member nor the unhealthy one is asked"
@@ -83,7 +58,7 @@ def test_removing_a_member_asks_the_healthy_others_then_deletes_its_pod() -> Non
 def test_removing_a_member_whose_pod_is_already_terminating_deletes_nothing() -> None:
     observed = replace_pod(healthy_cluster(3), name(2), deleting=True)
     api, etcd = DeletingApi(), RecordingEtcd()
-    _executor(api, etcd).execute(a.RemoveMember(name(2), member_id(2), "replace", "pod deleted"), observed)
+    recording_executor(api, etcd).execute(a.RemoveMember(name(2), member_id(2), "replace", "pod deleted"), observed)
     assert [call.args for call in etcd.calls] == [(member_id(2),)] and api.deleted == []
 
 
@@ -92,7 +67,7 @@ def test_moving_leadership_off_an_unhealthy_leader_asks_the_leader_too() -> None
     unhealthy members are for other calls) would make every handover fail with "no leader"."""
     observed = unhealthy(healthy_cluster(3, leader=1), name(1))
     api, etcd = DeletingApi(), RecordingEtcd()
-    _executor(api, etcd).execute(a.MoveLeader(name(1), member_id(1), name(2), member_id(2), "stuck"), observed)
+    recording_executor(api, etcd).execute(a.MoveLeader(name(1), member_id(1), name(2), member_id(2), "stuck"), observed)
     cluster = observed.cluster
     assert etcd.calls == [EtcdCall("move_leader", [member_client_url(cluster, name(2)), member_client_url(cluster, name(3)),
                                                    member_client_url(cluster, name(1))], (member_id(2),))], etcd.calls
@@ -126,7 +101,7 @@ class PodsApi(DeletingApi):
 def test_stopping_a_member_deletes_its_pod_then_removes_it_once_the_pod_is_gone() -> None:
     observed = healthy_cluster(4, size=3, pvc=True)
     api, etcd = PodsApi(), RecordingEtcd()
-    _executor(api, etcd).execute(a.StopMember(name(4), member_id(4), name(4), "over size", "uid-x", name(4)), observed)
+    recording_executor(api, etcd).execute(a.StopMember(name(4), member_id(4), name(4), "over size", "uid-x", name(4)), observed)
     [(kind, (pvc, patch))] = api.patches
     assert kind == "merge" and pvc == name(4) and "etcd.database.coreos.com/leaving-at" in patch["metadata"]["annotations"]
     assert api.deleted == [name(4)]
@@ -142,7 +117,7 @@ def test_a_stopped_member_whose_pod_does_not_go_is_left_to_a_later_pass(monkeypa
     monkeypatch.setattr(acting, "STOP_POLL_SECONDS", 0.05)
     observed = healthy_cluster(4, size=3)
     api, etcd = PodsApi(pods_outlive_the_wait=True), RecordingEtcd()
-    _executor(api, etcd).execute(a.StopMember(name(4), member_id(4), name(4), "over size", "uid-" + name(4)), observed)
+    recording_executor(api, etcd).execute(a.StopMember(name(4), member_id(4), name(4), "over size", "uid-" + name(4)), observed)
     assert api.deleted == [name(4)] and etcd.calls == [] and api.patches == []
 
 
@@ -152,7 +127,7 @@ def test_an_in_place_upgrade_changes_only_the_etcd_image_of_that_very_pod() -> N
     api, etcd = PodsApi(), RecordingEtcd()
     action = plan_next_action(replace_pod(observed, name(2), serving=False))
     assert isinstance(action, a.UpgradeMember) and action.in_place and action.member_name == name(2), action
-    _executor(api, etcd).execute(action, observed)
+    recording_executor(api, etcd).execute(action, observed)
     [(json_patch, (pod, operations))] = api.patches
     assert (json_patch, pod) == ("json", name(2)), "one patch: the restart annotations and the image together"
     restarted_at = operations[3]

@@ -22,7 +22,8 @@ from etcd_operator.adoption import PEER_SERVICE_PATCH, services_hiding_unready_m
 from etcd_operator.manifests import build_client_service, build_peer_service
 from etcd_operator.observed import ObservedCluster, parse_pod
 from etcd_operator.observing import observe_cluster
-from etcd_operator.planning import outdated_reason, plan_next_action
+from etcd_operator.planning import plan_next_action
+from etcd_operator.planning.findings import outdated_reason
 from etcd_operator.spec import parse_etcd_cluster
 from etcd_operator.status import compute_status
 from operator_runtime.cache import ObjectCache

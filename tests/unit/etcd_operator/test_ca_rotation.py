@@ -16,12 +16,13 @@ from etcd_common.api import constants as c
 from etcd_common.api.issued_tls import CA_CERT_KEY, NEXT_CA_CERT_KEY, PREVIOUS_CA_CERT_KEY
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
-from etcd_operator import ca_rotation
-from etcd_operator import certificates as certs
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.planning.tls import plan_rotation_start
 from etcd_operator.status import compute_status
+from etcd_operator.tls import ca_rotation
+from etcd_operator.tls import certificates as certs
 from tests.unit.etcd_operator.etcd_cluster_builders import T0, healthy_cluster, with_issued_certificates
 
 ISSUED: dict[str, Any] = {"TLS": {"issued": {}}}
@@ -129,9 +130,9 @@ def test_a_ca_within_a_third_of_its_validity_rotates_by_itself() -> None:
     observed = _running()
     validity = observed.cluster.require_spec().issued_tls.ca_validity_seconds  # type: ignore[union-attr]
     early = dataclasses.replace(observed, observed_at=T0 + timedelta(seconds=validity * 0.6))
-    assert ca_rotation.plan_rotation_start(early) is None
+    assert plan_rotation_start(early) is None
     late = dataclasses.replace(observed, observed_at=T0 + timedelta(seconds=validity * 0.7))
-    action = ca_rotation.plan_rotation_start(late)
+    action = plan_rotation_start(late)
     assert action is not None and "within a third of caValidity" in action.reason
 
 

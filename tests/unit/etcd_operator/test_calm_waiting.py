@@ -10,6 +10,7 @@ from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd import types as etcd_types
 from etcd_operator import actions as a
 from etcd_operator.manifests import build_service, member_client_url
 from etcd_operator.planning import plan_next_action
@@ -18,8 +19,8 @@ from etcd_operator.spec import parse_etcd_cluster
 from etcd_operator.status import compute_status
 from kube_adapter.errors import Forbidden
 from tests.unit.etcd_operator.etcd_cluster_builders import UID, make_cluster, raw_cluster
+from tests.unit.etcd_operator.observing_fakes import FakeClient, FakeEtcd, observe
 from tests.unit.etcd_operator.supervisor_fakes import FakeClusterApi, supervisor_with_fakes
-from tests.unit.etcd_operator.test_observing import FakeClient, FakeEtcd, observe
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -29,7 +30,7 @@ class HealthTimesOut(FakeEtcd):
         etcd = self
 
         class Client(FakeClient):
-            def endpoint_health(self, cluster_id: int = 0) -> list[ctl.EndpointHealth]:
+            def endpoint_health(self, cluster_id: int = 0) -> list[etcd_types.EndpointHealth]:
                 etcd.asked.append(("endpoint health", list(endpoints)))
                 raise ctl.Unreachable("context deadline exceeded")
         return Client(self, endpoints)

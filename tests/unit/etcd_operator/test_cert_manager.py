@@ -16,8 +16,6 @@ from etcd_common.api.cert_manager_tls import CertManagerTLS, IssuerRef, secret_f
 from etcd_common.api.fields import SpecError
 from etcd_common.etcd.access import EtcdAccess
 from etcd_operator import actions as a
-from etcd_operator import cert_manager as cm
-from etcd_operator import certificates as certs
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import build_member_pod
 from etcd_operator.observed import ObservedCertManager, ObservedCluster
@@ -25,6 +23,8 @@ from etcd_operator.observing import observe_cluster
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 from etcd_operator.status import compute_status
+from etcd_operator.tls import cert_manager as cm
+from etcd_operator.tls import certificates as certs
 from kube_adapter.errors import KubeError
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     NAMESPACE,

@@ -19,13 +19,13 @@ from etcd_common.api.issued_tls import DEFAULT_CA_VALIDITY, IssuedTLS
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.etcd.endpoints import cluster_client_access
 from etcd_operator import actions as a
-from etcd_operator import certificates as certs
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import build_member_pod
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_cluster_spec, parse_etcd_cluster
 from etcd_operator.status import compute_status, static_tls_event
+from etcd_operator.tls import certificates as certs
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     NAMESPACE,
     T0,

@@ -13,7 +13,8 @@ from etcd_operator import actions
 from etcd_operator.acting import ActionExecutor
 from etcd_operator.manifests import client_service_selector
 from etcd_operator.observed import ObservedCluster, parse_pod, parse_timestamp, ready_endpoint_pods
-from etcd_operator.planning import DRAIN_SETTLE_SECONDS, DRAIN_TIMEOUT_SECONDS, PlanningPolicy, plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.planning.draining import DRAIN_SETTLE_SECONDS, DRAIN_TIMEOUT_SECONDS
 from operator_runtime.cached_client import CachedClient
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     CLUSTER,

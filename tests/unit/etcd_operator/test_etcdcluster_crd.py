@@ -1,11 +1,11 @@
 """crds/etcdclusters.yaml: a structural v1 schema with CoreOS v1beta2 field names that accepts
 CoreOS manifests, refuses bad ones, and keeps (does not prune) every status field we write.
 
-A small OpenAPI validator stands in for the apiserver's (same rules for the subset used here).
+The validator of tests/support/openapi_schema.py stands in for the apiserver's (same rules for the
+subset used here).
 """
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from etcd_common.api.fields import SpecError
 from etcd_operator.planning import plan_next_action
 from etcd_operator.spec import parse_cluster_spec
 from etcd_operator.status import compute_status
+from tests.support.openapi_schema import CLUSTER_SCHEMA, apply_defaults, crd, validate, walk
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
     member_list_unavailable,
@@ -29,105 +30,13 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-CRD = yaml.safe_load((REPO / "crds" / "etcdclusters.yaml").read_text())
+CRD = crd("etcdclusters.yaml")
 [VERSION] = CRD["spec"]["versions"]
-SCHEMA = VERSION["schema"]["openAPIV3Schema"]
-
-Schema = dict[str, Any]
-
-
-# ---------------------------------------------------------------------------------------------
-# A tiny OpenAPI v3 validator (the subset the CRD uses)
-
-
-def validate(schema: Schema, value: Any, path: str = "") -> tuple[list[str], list[str]]:
-    """(errors, pruned field paths)."""
-    errors: list[str] = []
-    pruned: list[str] = []
-    where = path or "<root>"
-    if schema.get("x-kubernetes-int-or-string"):
-        if not isinstance(value, (int, str)) or isinstance(value, bool):
-            errors.append(f"{where}: must be an integer or a string")
-        elif isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
-        elif isinstance(value, int) and not schema.get("minimum", value) <= value <= schema.get("maximum", value):
-            errors.append(f"{where}: {value} out of [{schema.get('minimum')}, {schema.get('maximum')}]")
-        return errors, pruned
-    kind = schema.get("type")
-    checks = {
-        "object": lambda v: isinstance(v, dict),
-        "array": lambda v: isinstance(v, list),
-        "string": lambda v: isinstance(v, str),
-        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "boolean": lambda v: isinstance(v, bool),
-    }
-    if kind is not None and not checks[kind](value):
-        return [f"{where}: must be of type {kind}, got {value!r}"], pruned
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: {value!r} not in {schema['enum']}")
-    if "minimum" in schema and value < schema["minimum"]:
-        errors.append(f"{where}: {value} < {schema['minimum']}")
-    if "maximum" in schema and value > schema["maximum"]:
-        errors.append(f"{where}: {value} > {schema['maximum']}")
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        errors.append(f"{where}: shorter than {schema['minLength']}")
-    if "pattern" in schema and not re.search(schema["pattern"], value):
-        errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
-    if schema.get("format") == "date-time":
-        try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            errors.append(f"{where}: {value!r} is not a date-time")
-    if kind == "object":
-        for required in schema.get("required", ()):
-            if required not in value:
-                errors.append(f"{where}: {required} is required")
-        properties = schema.get("properties", {})
-        for key, item in value.items():
-            child = f"{path}.{key}"
-            if key in properties:
-                sub_errors, sub_pruned = validate(properties[key], item, child)
-            elif "additionalProperties" in schema:
-                sub_errors, sub_pruned = validate(schema["additionalProperties"], item, child)
-            elif schema.get("x-kubernetes-preserve-unknown-fields") or (path == ".metadata"):
-                continue
-            else:
-                pruned.append(child)
-                continue
-            errors += sub_errors
-            pruned += sub_pruned
-    if kind == "array":
-        for index, item in enumerate(value):
-            sub_errors, sub_pruned = validate(schema["items"], item, f"{path}[{index}]")
-            errors += sub_errors
-            pruned += sub_pruned
-    return errors, pruned
-
-
-def apply_defaults(schema: Schema, value: Any) -> Any:
-    if isinstance(value, dict) and schema.get("type") == "object":
-        for key, sub in schema.get("properties", {}).items():
-            if key not in value and "default" in sub:
-                value[key] = sub["default"]
-            if key in value:
-                apply_defaults(sub, value[key])
-    return value
+SCHEMA = CLUSTER_SCHEMA
 
 
 def admit(manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
     return validate(SCHEMA, apply_defaults(SCHEMA, manifest))
-
-
-def walk(schema: Schema, path: str = "") -> list[tuple[str, Schema]]:
-    nodes = [(path, schema)]
-    for key, sub in schema.get("properties", {}).items():
-        nodes += walk(sub, f"{path}.{key}")
-    if isinstance(schema.get("additionalProperties"), dict):
-        nodes += walk(schema["additionalProperties"], f"{path}.*")
-    if "items" in schema:
-        nodes += walk(schema["items"], f"{path}[]")
-    return nodes
 
 
 def manifest(spec: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from etcd_operator import supervisor as supervisor_module
 from etcd_operator.acting import ADD_VIA_MEMBERS_OLDER_THAN_SECONDS
 from etcd_operator.manifests import member_client_url
 from etcd_operator.observed import ObservedCluster
-from etcd_operator.planning import LEARNER_START_SECONDS, PlanningPolicy, plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.planning.membership import LEARNER_START_SECONDS
 from etcd_operator.rechecking import (
     IMMINENT_MAX_PASSES,
     IMMINENT_POLL_SECONDS,
@@ -33,9 +34,9 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     replace_pod,
     unhealthy,
 )
+from tests.unit.etcd_operator.recording_api import DeletingApi, recording_executor
 from tests.unit.etcd_operator.recording_etcd import RecordingEtcd
 from tests.unit.etcd_operator.supervisor_fakes import supervisor_with_fakes
-from tests.unit.etcd_operator.test_action_executor import DeletingApi, _executor
 
 LEARNER = f"{name(4)}"
 
@@ -125,7 +126,7 @@ def _add(observed: ObservedCluster) -> list[str]:
     etcd = RecordingEtcd()
     action = plan_next_action(observed)
     assert isinstance(action, a.AddMember), action
-    _executor(DeletingApi(), etcd).execute(action, observed)  # type: ignore[arg-type]
+    recording_executor(DeletingApi(), etcd).execute(action, observed)  # type: ignore[arg-type]
     [call] = etcd.calls
     endpoints = call.endpoints
     return endpoints

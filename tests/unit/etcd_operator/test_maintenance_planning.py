@@ -13,9 +13,9 @@ import pytest
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE, Alarm
 from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions
-from etcd_operator.maintenance import DEFRAGMENT_RETRY_SECONDS
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.planning import plan_next_action
+from etcd_operator.planning.maintenance import DEFRAGMENT_RETRY_SECONDS
 from etcd_operator.status import alarm_event, compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,

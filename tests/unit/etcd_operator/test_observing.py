@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from etcd_common.api.etcd_cluster import EtcdCluster
-from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd import types as etcd_types
 from etcd_common.etcd.peer_metrics import PeerView
 from etcd_operator.actions import ReportQuorumLoss
-from etcd_operator.manifests import build_member_pod, member_client_url, service_names
+from etcd_operator.manifests import member_client_url, service_names
 from etcd_operator.observing import (
     LEARNER_PROBE_TIMEOUT_SECONDS,
     NOT_LISTENING,
@@ -18,103 +18,16 @@ from etcd_operator.observing import (
 )
 from etcd_operator.planning import plan_next_action
 from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
-
-MEMBERS = ("example-aaaaa", "example-bbbbb", "example-ccccc")
-CLUSTER_ID = 12558503185269689621  # the ID the fake member list answers with
-FOREIGN_CLUSTER_ID = 777  # another etcd cluster, reached through a reused name or address
-FOREIGN_MEMBER = ctl.Member(id=99, name="other-zzzzz", peer_urls=("http://other-zzzzz:2380",),
-                            client_urls=("http://other-zzzzz:2379",), is_learner=False)
-LIVE_POD_STATUS = {"phase": "Running", "podIP": "127.1.0.7",
-                   "conditions": [{"type": "Ready", "status": "True"}],
-                   "containerStatuses": [{"name": "etcd", "ready": True, "restartCount": 0, "state": {"running": {}}}]}
-
-
-class FakeClient:
-    def __init__(self, etcd: FakeEtcd, endpoints: Sequence[str]) -> None:
-        self.etcd, self.endpoints = etcd, list(endpoints)
-
-    def member_list(self) -> list[ctl.Member]:
-        self.etcd.asked.append(("member list", self.endpoints))
-        if self.etcd.member_list_error:
-            raise ctl.Unreachable(self.etcd.member_list_error)
-        return [ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
-                           is_learner=False) for i, m in enumerate(MEMBERS)]
-
-    def cluster_members(self, check: Any = None) -> ctl.MemberList:
-        members = tuple(self.member_list())
-        for url in self.endpoints:
-            answer = self._list_at(url, members)
-            if check is None or check(url, answer) is None:
-                return answer
-        raise ctl.EtcdctlError(f"{url}: {check(url, answer)}")
-
-    def local_member_lists(self) -> list[ctl.MemberList | ctl.EtcdctlError]:
-        self.etcd.asked.append(("local member list", self.endpoints))
-        members = tuple(ctl.Member(id=i + 1, name=m, peer_urls=(f"http://{m}:2380",), client_urls=(f"http://{m}:2379",),
-                                   is_learner=False) for i, m in enumerate(MEMBERS))
-        return [self._list_at(url, members) for url in self.endpoints]
-
-    def _list_at(self, url: str, members: tuple[ctl.Member, ...]) -> ctl.MemberList:
-        """What the member at `url` answers: this cluster's list, or another cluster's (`etcd.foreign`)."""
-        if url in self.etcd.foreign:
-            return ctl.MemberList((FOREIGN_MEMBER,), FOREIGN_CLUSTER_ID, member_id=FOREIGN_MEMBER.id)
-        return ctl.MemberList(members, CLUSTER_ID, member_id=_member_id(url))
-
-    def endpoint_health(self, cluster_id: int = 0) -> list[ctl.EndpointHealth]:
-        self.etcd.asked.append(("endpoint health", self.endpoints))
-        self.etcd.expected_cluster_ids.append(cluster_id)
-        return [ctl.EndpointHealth(endpoint=url, healthy=url not in self.etcd.dying,
-                                   error="context deadline exceeded" if url in self.etcd.dying else "")
-                for url in self.endpoints]
-
-    def peer_views(self) -> list[PeerView | ctl.EtcdctlError]:
-        """Each endpoint's `etcd.peer_views` entry, else its metrics fail."""
-        self.etcd.peer_views_asked.append(self.endpoints)
-        return [self.etcd.peer_views.get(url) or ctl.Unreachable(f"{url}: connection refused")
-                for url in self.endpoints]
-
-    def endpoint_status(self, cluster_id: int = 0) -> list[ctl.EndpointStatus]:
-        self.etcd.asked.append(("endpoint status", self.endpoints))
-        self.etcd.expected_cluster_ids.append(cluster_id)
-        return [ctl.EndpointStatus(endpoint=url, member_id=FOREIGN_MEMBER.id if url in self.etcd.foreign else _member_id(url),
-                                   leader_id=self.etcd.leader_id, version="3.5.1", raft_index=10, raft_term=2, db_size=1,
-                                   is_learner=False, errors=(),
-                                   cluster_id=FOREIGN_CLUSTER_ID if url in self.etcd.foreign else CLUSTER_ID)
-                for url in self.endpoints]
-
-
-def _member_id(url: str) -> int:
-    return MEMBERS.index(url.split("//")[1].split(".")[0]) + 1
-
-
-class FakeEtcd:
-    def __init__(self, member_list_error: str = "") -> None:
-        self.asked: list[tuple[str, list[str]]] = []
-        self.member_list_error = member_list_error
-        self.dying: set[str] = set()  # endpoints that accept connections but answer nothing
-        self.expected_cluster_ids: list[int] = []  # the cluster ID each health/status call was given
-        self.foreign: set[str] = set()  # endpoints where a member of another etcd cluster answers
-        self.leader_id = 1  # the leader every status names (0: none)
-        self.peer_views: dict[str, PeerView] = {}  # what an endpoint's /metrics says (absent: it fails)
-        self.peer_views_asked: list[list[str]] = []
-
-    def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
-        return FakeClient(self, endpoints)
-
-
-def pods(cluster: EtcdCluster) -> list[dict[str, Any]]:
-    result = []
-    for member in MEMBERS:
-        pod = build_member_pod(cluster, member, state="existing", initial_cluster=[])
-        pod["metadata"].update({"creationTimestamp": "2024-05-01T12:00:00Z", "uid": member})
-        pod["status"] = LIVE_POD_STATUS
-        result.append(pod)
-    return result
-
-
-def observe(cluster: EtcdCluster, etcd: FakeEtcd, listening: set[str]) -> Any:
-    return observe_cluster(cluster, pods=pods(cluster), services=[], pvcs=[], etcd=etcd,  # type: ignore[arg-type]
-                           connectable=lambda urls: {u for u in urls if u in listening})
+from tests.unit.etcd_operator.observing_fakes import (
+    CLUSTER_ID,
+    FOREIGN_MEMBER,
+    LIVE_POD_STATUS,
+    MEMBERS,
+    FakeClient,
+    FakeEtcd,
+    observe,
+    pods,
+)
 
 
 def test_members_not_accepting_connections_are_never_asked_and_count_unhealthy() -> None:
@@ -213,7 +126,7 @@ def test_without_a_member_list_only_listening_members_give_their_status() -> Non
 class LearnerClient(FakeClient):
     """The last of MEMBERS is a learner."""
 
-    def member_list(self) -> list[ctl.Member]:
+    def member_list(self) -> list[etcd_types.Member]:
         return [dataclasses.replace(m, is_learner=m.name == MEMBERS[2]) for m in super().member_list()]
 
 

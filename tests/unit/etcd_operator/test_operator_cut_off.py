@@ -9,7 +9,7 @@ import dataclasses
 
 from prometheus_client import CollectorRegistry
 
-from etcd_common.etcd import etcdctl as ctl
+from etcd_common.etcd import types as etcd_types
 from etcd_operator import actions as a
 from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observed import ObservedCluster
@@ -64,5 +64,5 @@ def test_only_a_member_that_honours_the_linearizable_flag_confirms_a_quorum() ->
     for version, confirmed in (("3.6.16", name(2)), ("3.5.35", name(2)), ("3.4.23", None)):
         observed = healthy_cluster(3, version=version)
         members = tuple(observed.members or ())
-        answer = ctl.MemberList(members, 1, member_id=members[1].id)
+        answer = etcd_types.MemberList(members, 1, member_id=members[1].id)
         assert _linearizable_responder(observed, answer) == confirmed, version

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from etcd_operator import actions
 from etcd_operator.observed import MemberHealth, ObservedCluster
 from etcd_operator.planning import PlanningPolicy, plan_next_action
-from tests.unit.etcd_operator.test_planning_convergence import World, converged_state, new_world, resize
+from tests.unit.etcd_operator.simulated_world import World, converged_state, new_world, resize
 
 FAULT_PASSES = 80  # faults happen in the first passes of each run, then stop
 MAX_PASSES = 600

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, RECOVERY_SEEDING, EtcdCluster
-from etcd_common.etcd.types import EndpointStatus
 from etcd_operator import actions
 from etcd_operator.manifests import build_recovery_seed_pod, member_client_url
-from etcd_operator.observed import MemberHealth, ObservedCluster, ObservedPVC, format_timestamp
+from etcd_operator.observed import ObservedPVC
 from etcd_operator.observing import _asked_during_recovery
 from etcd_operator.planning import plan_next_action
-from etcd_operator.quorum_recovery import RECOVERY_TIMEOUT_SECONDS, has_data
+from etcd_operator.planning.recovery import RECOVERY_TIMEOUT_SECONDS, has_data
 from etcd_operator.spec import parse_etcd_cluster
 from etcd_operator.status import REASON_QUORUM_RECOVERING, compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
@@ -24,9 +22,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     T0,
     UID,
     healthy_cluster,
-    make_member,
     make_pod,
-    member_id,
     name,
     raw_cluster,
     replace_pod,
@@ -34,49 +30,17 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     without_pods,
     without_volumes,
 )
+from tests.unit.etcd_operator.quorum_loss_builders import (
+    FROM_SURVIVOR,
+    SEEDING,
+    answering_status,
+    in_progress,
+    lost_majority,
+    recovering_cluster,
+    with_seed,
+)
 
-FROM_SURVIVOR = {"recovery": {"quorumLoss": c.QUORUM_LOSS_FROM_SURVIVOR}}
 PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-
-
-def _cluster(observed: ObservedCluster, *, spec: dict[str, Any] | None = None, annotation: str | None = None,
-             recovery: dict[str, Any] | None = None) -> ObservedCluster:
-    """The observation's cluster with spec fields, the one-off annotation and status.recovery."""
-    current = observed.cluster.require_spec()
-    raw_spec: dict[str, Any] = {"size": current.size, "version": str(current.version)}
-    if current.uses_persistent_volumes:
-        raw_spec["pod"] = {"persistentVolumeClaimSpec": PVC_SPEC}
-    raw_spec.update(spec or {})
-    status: dict[str, Any] = {"bootstrapped": True, "phase": "Failed"}
-    if recovery is not None:
-        status["recovery"] = recovery
-    raw = raw_cluster(raw_spec, status=status)
-    if annotation is not None:
-        raw["metadata"]["annotations"] = {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR: annotation}
-    return dataclasses.replace(observed, cluster=parse_etcd_cluster(raw))
-
-
-def _status(member: int, raft_index: int, revision: int) -> EndpointStatus:
-    return EndpointStatus(member_id(member), 0, "3.6.16", raft_index=raft_index, revision=revision)
-
-
-def lost_majority(count: int = 3, *, gone: tuple[int, ...] = (2, 3), answering: dict[int, tuple[int, int]] | None = None,
-                  pvc: bool = False, spec: dict[str, Any] | None = FROM_SURVIVOR, annotation: str | None = None,
-                  recovery: dict[str, Any] | None = None) -> ObservedCluster:
-    """etcd 3.5+ after a quorum loss: no member list; the members of `answering` (index -> (raft
-    index, revision); default: member 1 at 100/42) answer `endpoint status` with no leader and list
-    all `count` voters locally; the members `gone` lost their pods (and on PVCs their claims)."""
-    observed = healthy_cluster(count, size=count, pvc=pvc)
-    names = [name(i) for i in gone]
-    observed = without_pods(observed, *names)
-    if pvc:
-        observed = without_volumes(observed, *names)
-    answering = answering if answering is not None else {1: (100, 42)}
-    observed = dataclasses.replace(
-        observed, local_members=observed.members, members=None, health={}, member_list_error="context deadline exceeded",
-        endpoint_status={name(i): _status(i, index, rev) for i, (index, rev) in answering.items()},
-    )
-    return _cluster(observed, spec=spec, annotation=annotation, recovery=recovery)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,10 +105,10 @@ def test_the_survivor_is_the_member_furthest_ahead_by_raft_index_then_revision()
 
 def test_quorum_loss_seen_with_a_member_list_etcd_34_starts_the_same_way() -> None:
     observed = unhealthy(without_pods(healthy_cluster(3), name(2), name(3)), name(2), name(3))
-    observed = dataclasses.replace(observed, endpoint_status={name(1): _status(1, 100, 42)})
-    action = plan_next_action(_cluster(observed, spec=FROM_SURVIVOR))
+    observed = dataclasses.replace(observed, endpoint_status={name(1): answering_status(1, 100, 42)})
+    action = plan_next_action(recovering_cluster(observed, spec=FROM_SURVIVOR))
     assert isinstance(action, actions.StartQuorumRecovery) and action.lost_members == (name(2), name(3))
-    assert isinstance(plan_next_action(_cluster(observed, spec={})), actions.ReportQuorumLoss)
+    assert isinstance(plan_next_action(recovering_cluster(observed, spec={})), actions.ReportQuorumLoss)
 
 
 CLIENT_TLS = {"TLS": {"static": {"member": {"peerSecret": "p", "serverSecret": "s"}, "operatorSecret": "o"}}}
@@ -215,31 +179,6 @@ def test_whether_a_members_data_exists(pvc: bool, pod_fields: dict[str, Any] | N
 # ---------------------------------------------------------------------------------------------
 # Its steps (rule 4b)
 
-SEEDING = {"phase": RECOVERY_SEEDING, "survivor": name(1), "survivorRevision": 42, "survivorRaftIndex": 100,
-           "lostMembers": [name(2), name(3)], "seedMember": NEW_MEMBER, "startedAt": format_timestamp(T0)}
-
-
-def in_progress(*, pvc: bool = False, started_minutes_ago: float = 1.0, **recovery: Any) -> ObservedCluster:
-    """A recovery started `started_minutes_ago`: the survivor's pod still there (drained), the old
-    members' gone, no seed pod yet; the seed alone is asked, so nothing answers."""
-    observed = lost_majority(pvc=pvc, recovery={**SEEDING, **recovery})
-    observed = replace_pod(observed, name(1), serving=False)
-    at = T0 + timedelta(minutes=started_minutes_ago)
-    return dataclasses.replace(observed, endpoint_status={}, local_members=None, observed_at=at)
-
-
-def with_seed(observed: ObservedCluster, *, serves: bool = True, revision: int = 42) -> ObservedCluster:
-    seed_pod = make_pod(observed.cluster, NEW_MEMBER, index=9, state=c.INITIAL_CLUSTER_STATE_NEW, ready=serves)
-    observed = dataclasses.replace(observed, pods=(*observed.pods, seed_pod))
-    if observed.cluster.require_spec().uses_persistent_volumes:
-        observed = dataclasses.replace(observed, pvcs=(*observed.pvcs, ObservedPVC(NEW_MEMBER, NEW_MEMBER)))
-    if not serves:
-        return observed
-    seed = make_member(observed.cluster, NEW_MEMBER, 0x7777)
-    return dataclasses.replace(
-        observed, members=(seed,), health={NEW_MEMBER: MemberHealth(True)}, member_list_error=None,
-        endpoint_status={NEW_MEMBER: EndpointStatus(0x7777, 0x7777, "3.6.16", raft_index=5, revision=revision)})
-
 
 def test_the_survivor_is_drained_before_the_seed_is_created() -> None:
     observed = replace_pod(in_progress(), name(1), serving=True)
@@ -294,7 +233,7 @@ def test_after_the_recovery_the_cluster_grows_back_one_member_at_a_time() -> Non
     observed = dataclasses.replace(observed, pods=tuple(p for p in observed.pods if p.name == NEW_MEMBER),
                                    name_suffix="new01")
     done = {**SEEDING, "phase": "Recovered"}
-    observed = _cluster(observed, spec=FROM_SURVIVOR, recovery=done)
+    observed = recovering_cluster(observed, spec=FROM_SURVIVOR, recovery=done)
     action = plan_next_action(observed)
     assert isinstance(action, actions.AddMember) and action.member_name.endswith("new01")
 
@@ -303,7 +242,7 @@ def test_a_seed_that_does_not_serve_in_time_fails_and_is_removed_and_the_survivo
     late = with_seed(in_progress(started_minutes_ago=RECOVERY_TIMEOUT_SECONDS / 60 + 1), serves=False)
     action = plan_next_action(late)
     assert isinstance(action, actions.FailQuorumRecovery) and "did not serve" in action.reason
-    failed = _cluster(late, spec=FROM_SURVIVOR, recovery={**SEEDING, "phase": RECOVERY_FAILED, "reason": action.reason})
+    failed = recovering_cluster(late, spec=FROM_SURVIVOR, recovery={**SEEDING, "phase": RECOVERY_FAILED, "reason": action.reason})
     action = plan_next_action(failed)
     assert isinstance(action, actions.DeletePod) and action.pod_name == NEW_MEMBER
     failed = dataclasses.replace(failed, pods=tuple(p for p in failed.pods if p.name != NEW_MEMBER))
@@ -314,7 +253,7 @@ def test_a_seed_that_does_not_serve_in_time_fails_and_is_removed_and_the_survivo
 
 
 def test_during_a_recovery_only_the_seed_is_asked_and_after_a_failure_never_the_seed() -> None:
-    cluster = _cluster(in_progress(), spec=FROM_SURVIVOR, recovery=SEEDING).cluster
+    cluster = recovering_cluster(in_progress(), spec=FROM_SURVIVOR, recovery=SEEDING).cluster
     recovery = cluster.recorded.recovery
     assert recovery is not None
     assert _asked_during_recovery(recovery, NEW_MEMBER) and not _asked_during_recovery(recovery, name(1))
@@ -349,12 +288,12 @@ def test_status_records_the_recovery_before_anything_changes_and_keeps_it() -> N
     pytest.param(actions.FailQuorumRecovery(NEW_MEMBER, name(1), "seed did not serve"), id="failed"),
 ])
 def test_status_recovery_fits_the_crd_schema(action: actions.Action | None) -> None:
-    from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA, validate
+    from tests.support.openapi_schema import CLUSTER_SCHEMA, validate
 
     observed = lost_majority() if action is None else with_seed(in_progress())
     status = compute_status(observed, action or plan_next_action(observed), now=T0)
     assert "recovery" in status
-    assert validate(SCHEMA["properties"]["status"], status, ".status") == ([], [])
+    assert validate(CLUSTER_SCHEMA["properties"]["status"], status, ".status") == ([], [])
 
 
 def test_status_says_what_was_recovered() -> None:
@@ -407,7 +346,7 @@ def test_recovery_seed_pod_snapshots_the_survivor_and_restores_it_as_a_one_membe
 
 def test_observation_during_a_recovery_asks_the_seed_alone() -> None:
     from tests.unit.etcd_operator.etcd_cluster_builders import make_cluster
-    from tests.unit.etcd_operator.test_observing import MEMBERS, FakeEtcd, observe
+    from tests.unit.etcd_operator.observing_fakes import MEMBERS, FakeEtcd, observe
 
     seed = MEMBERS[2]
     cluster = make_cluster(status={"bootstrapped": True, "recovery": {**SEEDING, "survivor": MEMBERS[0],

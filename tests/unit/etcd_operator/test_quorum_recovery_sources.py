@@ -16,17 +16,12 @@ from etcd_operator.manifests import build_recovery_seed_pod, member_client_url
 from etcd_operator.observed import ObservedCluster
 from etcd_operator.observing import _with_backups
 from etcd_operator.planning import plan_next_action
-from etcd_operator.quorum_recovery import newest_backup
+from etcd_operator.planning.recovery import newest_backup
 from etcd_operator.spec import parse_etcd_cluster
 from etcd_operator.status import compute_status
 from kube_adapter.errors import KubeError
 from tests.unit.etcd_operator.etcd_cluster_builders import NEW_MEMBER, T0, UID, name, raw_cluster
-from tests.unit.etcd_operator.test_quorum_recovery import (
-    FROM_SURVIVOR,
-    in_progress,
-    lost_majority,
-    with_seed,
-)
+from tests.unit.etcd_operator.quorum_loss_builders import FROM_SURVIVOR, in_progress, lost_majority, with_seed
 
 SHA = "b" * 64
 SURVIVOR_REVISION = 42  # lost_majority's member 1 answers with raft index 100, revision 42
@@ -118,7 +113,7 @@ def test_newest_backup_ignores_other_clusters_and_failures() -> None:
 
 
 def test_status_records_the_source_the_backup_and_its_revision_and_reads_them_back() -> None:
-    from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA, validate
+    from tests.support.openapi_schema import CLUSTER_SCHEMA, validate
 
     observed = with_backups(lost_majority(), backup(revision=50))
     action = plan_next_action(observed)
@@ -128,7 +123,7 @@ def test_status_records_the_source_the_backup_and_its_revision_and_reads_them_ba
     assert recovery["survivor"] == name(1) and recovery["lostMembers"] == [name(2), name(3)]
     assert parse_restore_source(recovery["restore"]) == dataclasses.replace(
         action.restore, fetch_image=parse_restore_source(recovery["restore"]).fetch_image)  # type: ignore[union-attr]
-    assert validate(SCHEMA["properties"]["status"], status, ".status") == ([], [])
+    assert validate(CLUSTER_SCHEMA["properties"]["status"], status, ".status") == ([], [])
     cluster = parse_etcd_cluster(raw_cluster({"size": 3, **FROM_SURVIVOR}, status={**status, "bootstrapped": True}))
     recorded = cluster.recorded.recovery
     assert recorded is not None and recorded.from_backup and recorded.backup == "nightly"
@@ -205,7 +200,7 @@ def test_the_executor_gives_the_backup_seed_its_fetch_image() -> None:
     from etcd_common.etcd.access import EtcdAccess
     from etcd_operator.acting import ActionExecutor
     from operator_runtime.cached_client import CachedClient
-    from tests.unit.etcd_operator.test_action_executor import RecordingApi
+    from tests.unit.etcd_operator.recording_api import RecordingApi
 
     api = RecordingApi()
     executor = ActionExecutor(CachedClient(api), CachedClient(api), CachedClient(api),  # type: ignore[arg-type]

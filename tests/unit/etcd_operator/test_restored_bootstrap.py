@@ -19,7 +19,7 @@ from etcd_operator.spec import parse_etcd_cluster
 from operator_runtime.cache import ObjectCache
 from operator_runtime.cached_client import CachedClient
 from tests.unit.etcd_operator.etcd_cluster_builders import raw_cluster
-from tests.unit.etcd_operator.test_action_executor import RecordingApi
+from tests.unit.etcd_operator.recording_api import RecordingApi
 
 CLAIMS = ["example-restore-staging", "example-restore-staging-1", "example-restore-staging-2"]
 
@@ -38,7 +38,7 @@ def _observed(size: int, claims: list[str], pods: list[dict[str, Any]] = ()) -> 
                            pods=tuple(parse_pod(p) for p in pods), member_list_error="no endpoints")
 
 
-def _executor(api: RecordingApi, pods: ObjectCache) -> ActionExecutor:
+def recording_executor(api: RecordingApi, pods: ObjectCache) -> ActionExecutor:
     return ActionExecutor(CachedClient(api, pods), CachedClient(api, ObjectCache()),  # type: ignore[arg-type]
                           CachedClient(api, ObjectCache()), EtcdAccess(lambda ns, name: {}))  # type: ignore[arg-type]
 
@@ -61,7 +61,7 @@ def test_every_member_starts_at_once_from_its_own_staged_copy() -> None:
     assert len(set(names)) == 3 and action.create == tuple(names)
 
     api, pods = RecordingApi(), ObjectCache()
-    _executor(api, pods).execute(action, observed)
+    recording_executor(api, pods).execute(action, observed)
 
     created = {p["metadata"]["name"]: p for p in api.created}
     assert sorted(created) == sorted(names)
@@ -82,7 +82,7 @@ def test_an_interrupted_bootstrap_creates_only_the_missing_members_with_the_same
     first = plan_next_action(_observed(3, CLAIMS))
     assert isinstance(first, a.CreateRestoredMembers)
     api, pods = RecordingApi(), ObjectCache()
-    _executor(api, pods).execute(first, _observed(3, CLAIMS))
+    recording_executor(api, pods).execute(first, _observed(3, CLAIMS))
     seed = api.created[0]  # the operator stopped after its first create
 
     again = plan_next_action(_observed(3, CLAIMS, [seed]))
@@ -91,7 +91,7 @@ def test_an_interrupted_bootstrap_creates_only_the_missing_members_with_the_same
     assert again.initial_cluster == first.initial_cluster
     assert again.create == first.create[1:]
     api2 = RecordingApi()
-    _executor(api2, ObjectCache()).execute(again, _observed(3, CLAIMS, [seed]))
+    recording_executor(api2, ObjectCache()).execute(again, _observed(3, CLAIMS, [seed]))
     assert [_staged_claim(p) for p in api2.created] == CLAIMS[1:]
     # Once every pod exists, nothing more is created: the members are waited for.
     waiting = plan_next_action(_observed(3, CLAIMS, [seed, *api2.created]))
@@ -114,11 +114,11 @@ def test_members_restored_together_skip_the_initial_corruption_check_a_seed_keep
     timeout on a peer that listens but does not answer yet: every member starts at once."""
     observed = _observed(3, CLAIMS)
     api = RecordingApi()
-    _executor(api, ObjectCache()).execute(plan_next_action(observed), observed)
+    recording_executor(api, ObjectCache()).execute(plan_next_action(observed), observed)
     flags = {flag for pod in api.created for flag in pod["spec"]["containers"][0]["command"]}
     assert not flags & set(INITIAL_CORRUPT_CHECK_FLAGS.values())
 
     single = _observed(3, CLAIMS[:1])
     api = RecordingApi()
-    _executor(api, ObjectCache()).execute(plan_next_action(single), single)
+    recording_executor(api, ObjectCache()).execute(plan_next_action(single), single)
     assert INITIAL_CORRUPT_CHECK_FLAGS["3.6"] in api.created[0]["spec"]["containers"][0]["command"]

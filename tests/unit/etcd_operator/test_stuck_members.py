@@ -10,7 +10,8 @@ import pytest
 
 from etcd_operator import actions
 from etcd_operator.observed import ObservedCluster, parse_pod
-from etcd_operator.planning import CONDITION_MEMBER_POD_MISSING, PlanningPolicy, plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.planning.findings import CONDITION_MEMBER_POD_MISSING
 from etcd_operator.settings import parse_settings
 from etcd_operator.status import compute_status, format_time
 from tests.unit.etcd_operator.etcd_cluster_builders import (

@@ -11,7 +11,8 @@ from typing import Any
 from etcd_operator import actions
 from etcd_operator.member_start import STUCK_TERMINATING, start_problems
 from etcd_operator.observed import STOP_MARGIN_SECONDS, ObservedCluster, format_timestamp, parse_pod
-from etcd_operator.planning import STUCK_TERMINATING_SECONDS, PlanningPolicy, plan_next_action
+from etcd_operator.planning import PlanningPolicy, plan_next_action
+from etcd_operator.planning.member_pods import STUCK_TERMINATING_SECONDS
 from etcd_operator.status import compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     T0,

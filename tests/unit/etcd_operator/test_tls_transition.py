@@ -15,7 +15,7 @@ from etcd_operator.manifests import build_member_pod, member_client_url, member_
 from etcd_operator.observed import TLS_MODE_BRIDGE, TLS_MODE_PLAIN, TLS_MODE_TLS, ObservedCluster, parse_pod
 from etcd_operator.planning import plan_next_action
 from etcd_operator.status import REASON_MOVING_TO_TLS, compute_status
-from etcd_operator.tls_transition import with_tls_step
+from etcd_operator.tls.transition import with_tls_step
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     healthy_cluster,
     member_id,

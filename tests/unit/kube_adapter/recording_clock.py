@@ -1,7 +1,7 @@
 """A `kube_adapter.clock.Clock` whose waits end at once, as if the time asked had passed: each
 wait moves the clock on by its seconds and is recorded, so a test reads exactly what the code
 asked to wait without waiting. For code that waits and then acts on its own (retries, backoff);
-`tests.unit.fake_clock.FakeClock` is for threads the test steps through time itself."""
+`tests.support.fake_clock.FakeClock` is for threads the test steps through time itself."""
 from __future__ import annotations
 
 import threading

@@ -25,7 +25,7 @@ from kube_adapter.leadership import (
     released_lease_spec,
     service_account_owner,
 )
-from tests.unit.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 from tests.unit.kube_adapter.scripted_apiserver import Reply, Request, ScriptedApiServer, status_body
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"

@@ -14,7 +14,7 @@ from kube_adapter.resources import PODS, Resource
 from kube_adapter.watching import ADDED, DELETED, MODIFIED, RELISTED, SYNC, ObjectKey
 from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.controller import WORKER_DIED, Controller, OwnedKind
-from tests.unit.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 
 PRIMARY = Resource("example.com", "v1", "widgets", "Widget")
 OWNER_LABEL = "widget"

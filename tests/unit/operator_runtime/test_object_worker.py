@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from operator_runtime.worker import ObjectWorker, retry_delay_seconds, short_error
-from tests.unit.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 
 KEY = ("ns", "obj")
 START = 1000.0

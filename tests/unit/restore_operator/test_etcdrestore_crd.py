@@ -12,13 +12,12 @@ from etcd_common.api.restore_source import RestoreSource, restore_source_to_api
 from etcd_common.api.storage_locations import EncryptionKeyRef, S3Location
 from restore_operator.observed import SnapshotFacts
 from restore_operator.status import next_status, snapshot_to_api
-from tests.unit.etcd_operator.test_etcdcluster_crd import SCHEMA as CLUSTER_SCHEMA
-from tests.unit.etcd_operator.test_etcdcluster_crd import validate
+from tests.support.openapi_schema import BACKUP_SCHEMA, CLUSTER_SCHEMA, RESTORE_SCHEMA, crd, validate
 
 REPO = Path(__file__).resolve().parents[3]
-CRD = yaml.safe_load((REPO / "crds" / "etcdrestores.yaml").read_text())
+CRD = crd("etcdrestores.yaml")
 [VERSION] = CRD["spec"]["versions"]
-SCHEMA = VERSION["schema"]["openAPIV3Schema"]
+SCHEMA = RESTORE_SCHEMA
 
 
 def test_crd_is_v1_with_status_subresource_and_printer_columns() -> None:
@@ -59,8 +58,6 @@ def test_cluster_crd_keeps_spec_restore() -> None:
     assert validate(CLUSTER_SCHEMA, manifest) == ([], [])
 
 
-BACKUP_SCHEMA = yaml.safe_load((REPO / "crds" / "etcdbackups.yaml").read_text())["spec"]["versions"][0]["schema"][
-    "openAPIV3Schema"]
 BACKUP = {"storageType": "S3", "s3": {"path": "b/k", "awsSecret": "aws"}, "etcdEndpoints": ["http://e:2379"]}
 RESTORE = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": {"path": "b/k", "awsSecret": "aws"}}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from restore_operator.observing import observe_staging, other_restore_in_progress, parse_recorded, seed_problem
-from tests.unit.restore_operator.test_planning import UID, restore
-from tests.unit.restore_operator.test_staging_supervisor import FakeClient
+from tests.unit.restore_operator.etcd_restore_builders import UID, restore
+from tests.unit.restore_operator.supervisor_fakes import FakeClient
 
 CLUSTER = {"metadata": {"name": "c", "namespace": "ns", "labels": {"etcd.database.coreos.com/restore": "first"}}}
 

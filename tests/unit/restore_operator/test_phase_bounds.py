@@ -12,13 +12,13 @@ import pytest
 
 from restore_operator import actions as a
 from restore_operator import planning as p
+from restore_operator import reasons
 from restore_operator.observed import ObservedRestore, SnapshotFacts, TargetCluster
 from restore_operator.observing import parse_recorded, parse_target_cluster
 from restore_operator.status import (
     PHASE_REPLACING,
     PHASE_RESTORING,
     PHASE_VERIFYING,
-    REASON_RESTORE_TIMED_OUT,
     REPLACING_TIMEOUT_SECONDS,
     RESTORING_BASE_TIMEOUT_SECONDS,
     RESTORING_SLOWEST_BYTES_PER_SECOND,
@@ -28,7 +28,7 @@ from restore_operator.status import (
     restoring_timeout_seconds,
     snapshot_to_api,
 )
-from tests.unit.restore_operator.test_planning import FACTS, UID, restore
+from tests.unit.restore_operator.etcd_restore_builders import FACTS, UID, restore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BIG = SnapshotFacts(sha256="b" * 64, size=2 * 1024**3, revision=42, total_keys=7)
@@ -80,7 +80,7 @@ def test_each_phase_goes_on_just_before_its_bound_and_fails_just_after(
     assert limit is not None
     assert isinstance(p.plan_next_action(seen(phase, limit - 1, facts, **extra)), before)
     action = p.plan_next_action(seen(phase, limit + 1, facts, **extra))
-    assert isinstance(action, a.Fail) and action.reason == REASON_RESTORE_TIMED_OUT, action
+    assert isinstance(action, a.Fail) and action.reason == reasons.RESTORE_TIMED_OUT, action
     assert f"{phase} for {limit + 1:.0f} s" in action.message and f"bound of {limit:.0f} s" in action.message
     assert "apply" in action.message  # how to retry
     if phase == PHASE_VERIFYING:  # the last thing the verification said

@@ -8,43 +8,11 @@ from typing import Any
 
 import pytest
 
-from etcd_common.api.etcd_restore import parse_etcd_restore
 from restore_operator import actions as a
 from restore_operator import planning as p
-from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
-from restore_operator.staging import StagingClaim, StagingPod, staging_claim_names
-
-UID = "restore-uid-1"
-FACTS = SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
-
-
-def restore(spec: dict[str, Any] | None = None, generation: int = 1) -> Any:
-    body = {"metadata": {"name": "r", "namespace": "ns", "uid": UID, "generation": generation},
-            "spec": spec if spec is not None else {
-                "etcdCluster": {"name": "c"}, "backupStorageType": "S3",
-                "s3": {"path": "bucket/key", "awsSecret": "aws"}}}
-    return parse_etcd_restore(body)
-
-
-def cluster(*, ours: bool = False, deleting: bool = False, phase: str = "Running", ready: int = 3,
-            members: int = 3, size: int = 3) -> TargetCluster:
-    return TargetCluster(uid="cluster-uid", restore_uid=UID if ours else "", deleting=deleting,
-                             spec={"size": size, "version": "3.6.16"}, phase=phase, ready=ready, members=members)
-
-
-STAGED_CLAIM = StagingClaim(owned=True, phase="Bound")
-STAGED_POD = StagingPod(phase="Succeeded", owned=True)
-
-
-def all_claims(claim: StagingClaim | None = STAGED_CLAIM, size: int = 7) -> dict[str, StagingClaim]:
-    """`claim` as each staging claim of restore "r" for a cluster of `size` members (the largest by
-    default: whatever the cluster's size, all its claims are there)."""
-    return {} if claim is None else dict.fromkeys(staging_claim_names("r", size), claim)
-
-
-def all_pods(pod: StagingPod | None = STAGED_POD, size: int = 7) -> dict[str, StagingPod]:
-    """`pod` as each staging pod of restore "r" (named as its claim), as `all_claims`."""
-    return {} if pod is None else dict.fromkeys(staging_claim_names("r", size), pod)
+from restore_operator import reasons
+from restore_operator.observed import ObservedRestore, RecordedRestore, TargetCluster
+from tests.unit.restore_operator.etcd_restore_builders import FACTS, REPLACED, all_claims, all_pods, cluster, restore
 
 
 def observed(*, staged: bool = True, **fields: Any) -> ObservedRestore:
@@ -56,7 +24,6 @@ def observed(*, staged: bool = True, **fields: Any) -> ObservedRestore:
 
 
 VERIFIED = RecordedRestore(snapshot=FACTS)
-REPLACED = RecordedRestore(phase="Replacing", snapshot=FACTS, cluster_spec={"size": 3, "version": "3.6.16"})
 
 
 @pytest.mark.parametrize("case, seen, expected", [
@@ -141,7 +108,7 @@ def test_the_created_cluster_deleted_before_completion_fails_instead_of_restorin
         seen_cluster: TargetCluster | None) -> None:
     recorded = RecordedRestore(phase="Restoring", snapshot=FACTS, restored_cluster_uid="created-uid")
     action = p.plan_next_action(observed(recorded=recorded, cluster=seen_cluster))
-    assert isinstance(action, a.Fail) and action.reason == p.REASON_CLUSTER_DELETED
+    assert isinstance(action, a.Fail) and action.reason == reasons.CLUSTER_DELETED
 
 
 def test_the_created_cluster_still_there_is_waited_for() -> None:

@@ -15,25 +15,19 @@ from etcd_common.api.storage_locations import S3Location
 from etcd_common.storage.s3 import ObjectInfo
 from restore_operator import actions as a
 from restore_operator import preflight as pf
+from restore_operator import reasons
 from restore_operator.acting import restored_cluster_body
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
 from restore_operator.planning import plan_next_action
 from restore_operator.preflight import RestorePolicy
 from restore_operator.staging import StagingClaim, StagingPod
-from tests.unit.restore_operator.test_planning import all_claims, all_pods
+from tests.unit.restore_operator.etcd_restore_builders import FACTS, all_claims, all_pods, raw_restore, s3_spec
 
-UID = "restore-uid-1"
-FACTS = SnapshotFacts(sha256="a" * 64, size=4096, revision=42, total_keys=7)
 POLICY = RestorePolicy(bump_revision=1_000_000_000)
 
 
 def restore(*, aws_secret: str = "aws", template: dict[str, Any] | None = None) -> Any:
-    s3 = {"path": "bucket/key", **({"awsSecret": aws_secret} if aws_secret else {})}
-    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3", "s3": s3}
-    if template is not None:
-        spec["clusterSpec"] = template
-    return parse_etcd_restore({"metadata": {"name": "r", "namespace": "ns", "uid": UID, "generation": 1},
-                               "spec": spec})
+    return parse_etcd_restore(raw_restore(s3_spec(aws_secret=aws_secret, template=template)))
 
 
 def existing(spec: dict[str, Any]) -> TargetCluster:
@@ -52,22 +46,22 @@ UNTRUSTED = "docker.io/attacker/anything"
 
 @pytest.mark.parametrize(("case", "observed", "policy", "reason"), [
     ("no awsSecret: the seed could not fetch", seen(restore(aws_secret=""), existing({"size": 1})), POLICY,
-     pf.REASON_SEED_WITHOUT_CREDENTIALS),
+     reasons.SEED_WITHOUT_CREDENTIALS),
     ("no awsSecret, new cluster from a template", seen(restore(aws_secret="", template={"size": 1})), POLICY,
-     pf.REASON_SEED_WITHOUT_CREDENTIALS),
-    ("the cluster named does not exist, no template", seen(), POLICY, pf.REASON_CLUSTER_NOT_FOUND),
+     reasons.SEED_WITHOUT_CREDENTIALS),
+    ("the cluster named does not exist, no template", seen(), POLICY, reasons.CLUSTER_NOT_FOUND),
     ("existing cluster on an unsupported version", seen(cluster=existing({"size": 1, "version": "3.3.25"})), POLICY,
-     pf.REASON_UNSUPPORTED_VERSION),
+     reasons.UNSUPPORTED_VERSION),
     ("template on an unsupported version", seen(restore(template={"version": "3.7.0"})), POLICY,
-     pf.REASON_UNSUPPORTED_VERSION),
+     reasons.UNSUPPORTED_VERSION),
     ("existing cluster with an unreadable spec", seen(cluster=existing({"size": 9})), POLICY,
-     pf.REASON_INVALID_CLUSTER_SPEC),
+     reasons.INVALID_CLUSTER_SPEC),
     ("existing cluster from an untrusted repository", seen(cluster=existing({"size": 1, "repository": UNTRUSTED})),
-     POLICY, pf.REASON_UNTRUSTED_IMAGE),
+     POLICY, reasons.UNTRUSTED_IMAGE),
     ("the operator's fetch image untrusted", seen(cluster=existing({"size": 1})),
-     replace(POLICY, fetch_image=f"{UNTRUSTED}:latest"), pf.REASON_UNTRUSTED_IMAGE),
+     replace(POLICY, fetch_image=f"{UNTRUSTED}:latest"), reasons.UNTRUSTED_IMAGE),
     ("fetch image untrusted, new cluster", seen(restore(template={"size": 1})),
-     replace(POLICY, fetch_image=f"{UNTRUSTED}:latest"), pf.REASON_UNTRUSTED_IMAGE),
+     replace(POLICY, fetch_image=f"{UNTRUSTED}:latest"), reasons.UNTRUSTED_IMAGE),
     ("fetch image from a trusted mirror", seen(cluster=existing({"size": 1})),
      replace(POLICY, fetch_image="mirror.example/etcd-operator-py:1",
              trusted_repositories=(*DEFAULT_TRUSTED_REPOSITORIES, "mirror.example/")), None),
@@ -80,7 +74,7 @@ def test_preflight_refusals(case: str, observed: ObservedRestore, policy: Restor
         assert isinstance(action, (a.ReplaceCluster, a.CreateCluster)), f"{case}: {action}"
         return
     assert isinstance(action, a.Fail) and action.reason == reason, f"{case}: {action}"
-    if reason != pf.REASON_CLUSTER_NOT_FOUND:
+    if reason != reasons.CLUSTER_NOT_FOUND:
         assert "nothing was deleted" in action.message, action.message
 
 
@@ -128,10 +122,10 @@ INFO = ObjectInfo(key="key", size=4096, last_modified=datetime(2024, 1, 1, tzinf
 
 @pytest.mark.parametrize(("case", "facts", "info", "reason"), [
     ("still the object verified", replace(FACTS, etag="etag-1"), INFO, None),
-    ("deleted since", replace(FACTS, etag="etag-1"), None, pf.REASON_SNAPSHOT_MISSING),
-    ("replaced, same size", replace(FACTS, etag="etag-1"), replace(INFO, etag="etag-2"), pf.REASON_SNAPSHOT_CHANGED),
+    ("deleted since", replace(FACTS, etag="etag-1"), None, reasons.SNAPSHOT_MISSING),
+    ("replaced, same size", replace(FACTS, etag="etag-1"), replace(INFO, etag="etag-2"), reasons.SNAPSHOT_CHANGED),
     ("no ETag recorded (older status): same size passes", FACTS, replace(INFO, etag="other"), None),
-    ("no ETag recorded: another size is another object", FACTS, replace(INFO, size=10), pf.REASON_SNAPSHOT_CHANGED),
+    ("no ETag recorded: another size is another object", FACTS, replace(INFO, size=10), reasons.SNAPSHOT_CHANGED),
 ])
 def test_the_object_is_rechecked_before_the_delete(case: str, facts: SnapshotFacts, info: ObjectInfo | None,
                                                     reason: str | None) -> None:
@@ -154,7 +148,7 @@ def test_the_verified_object_is_what_the_created_cluster_names() -> None:
 def test_no_aws_secret_fails_before_anything_is_downloaded() -> None:
     unverified = ObservedRestore(restore(aws_secret=""), RecordedRestore(), existing({"size": 1}))
     action = plan_next_action(unverified, POLICY)
-    assert isinstance(action, a.Fail) and action.reason == pf.REASON_SEED_WITHOUT_CREDENTIALS
+    assert isinstance(action, a.Fail) and action.reason == reasons.SEED_WITHOUT_CREDENTIALS
     assert "spec.s3.awsSecret" in action.message
 
 
@@ -168,7 +162,7 @@ def test_other_stores_need_a_secret_for_the_seed(storage_type: str, section: dic
     raw = {"metadata": {"namespace": "ns", "name": "r", "uid": "u", "generation": 1},
            "spec": {"etcdCluster": {"name": "c"}, "backupStorageType": storage_type, storage_type.lower(): section}}
     problem = pf.seed_credentials_problem(parse_etcd_restore(raw))
-    assert problem is not None and problem.reason == pf.REASON_SEED_WITHOUT_CREDENTIALS and fragment in problem.message
+    assert problem is not None and problem.reason == reasons.SEED_WITHOUT_CREDENTIALS and fragment in problem.message
     with_secret = {**section, {"ABS": "absSecret", "GCS": "gcpSecret", "OSS": "ossSecret"}[storage_type]: "s"}
     raw["spec"][storage_type.lower()] = with_secret
     assert pf.seed_credentials_problem(parse_etcd_restore(raw)) is None

@@ -12,26 +12,20 @@ from etcd_common.api import constants as c
 from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.seed.space import SEED_SPACE_MARGIN_BYTES
 from restore_operator import actions as a
-from restore_operator import preflight as pf
+from restore_operator import reasons
 from restore_operator.observed import ObservedRestore, RecordedRestore, SnapshotFacts, TargetCluster
 from restore_operator.observing import parse_recorded
 from restore_operator.planning import plan_next_action
 from restore_operator.staging import StagingClaim, StagingPod
 from restore_operator.status import snapshot_to_api
-from tests.unit.restore_operator.test_planning import all_claims, all_pods
+from tests.unit.restore_operator.etcd_restore_builders import all_claims, all_pods, raw_restore, s3_spec
 
-UID = "restore-uid-1"
 SNAPSHOT = 300 * c.MIB  # needs 2 x 300Mi + 128Mi = 728Mi
 FACTS = SnapshotFacts(sha256="a" * 64, size=SNAPSHOT, revision=42, total_keys=7)
 
 
 def restore(template: dict[str, Any] | None = None) -> Any:
-    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
-                            "s3": {"path": "bucket/key", "awsSecret": "aws"}}
-    if template is not None:
-        spec["clusterSpec"] = template
-    return parse_etcd_restore({"metadata": {"name": "r", "namespace": "ns", "uid": UID, "generation": 1},
-                               "spec": spec})
+    return parse_etcd_restore(raw_restore(s3_spec(template=template)))
 
 
 def pvc(storage: str) -> dict[str, Any]:
@@ -78,7 +72,7 @@ def test_space_is_checked_before_anything_is_deleted_or_created(case: str, obser
     if fits:
         assert isinstance(action, (a.ReplaceCluster, a.CreateCluster)), f"{case}: {action}"
         return
-    assert isinstance(action, a.Fail) and action.reason == pf.REASON_INSUFFICIENT_SPACE, f"{case}: {action}"
+    assert isinstance(action, a.Fail) and action.reason == reasons.INSUFFICIENT_SPACE, f"{case}: {action}"
     assert "nothing was deleted" in action.message, action.message
 
 

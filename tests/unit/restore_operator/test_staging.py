@@ -30,7 +30,7 @@ from restore_operator.staging import (
     staging_selector,
 )
 from restore_operator.status import STAGING_BASE_TIMEOUT_SECONDS, staging_timeout_seconds
-from tests.unit.restore_operator.test_planning import FACTS, REPLACED, UID, all_claims, all_pods, cluster, restore
+from tests.unit.restore_operator.etcd_restore_builders import FACTS, REPLACED, UID, all_claims, all_pods, cluster, restore
 
 CLAIM = StagingClaim(owned=True, phase="Bound")
 THREE = ("r-staging", "r-staging-1", "r-staging-2")

@@ -12,48 +12,16 @@ from typing import Any
 import pytest
 
 from etcd_common.api import constants as c
-from kube_adapter.errors import AlreadyExists, NotFound
+from kube_adapter.errors import NotFound
 from operator_runtime.cache import ObjectCache
+from restore_operator import acting
 from restore_operator import supervisor as sup
 from restore_operator.metrics import RestoreMetrics
 from restore_operator.settings import parse_settings
+from tests.unit.restore_operator.etcd_restore_builders import UID, raw_restore
+from tests.unit.restore_operator.supervisor_fakes import FakeClient
 
-UID = "restore-uid-1"
 SNAPSHOT = {"sha256": "a" * 64, "size": 4096, "revision": 42, "totalKeys": 7, "hash": 1, "etag": "e-1"}
-
-
-class FakeClient:
-    """One kind's objects by (namespace, name), with the calls made."""
-
-    def __init__(self, objects: dict[str, dict[str, Any]] | None = None) -> None:
-        self.objects = dict(objects or {})
-        self.calls: list[tuple[str, str]] = []
-
-    def get(self, namespace: str, name: str) -> dict[str, Any]:
-        if name not in self.objects:
-            raise NotFound(f"{name} not found")
-        return self.objects[name]
-
-    def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """The objects with every label `k=v` of the selector."""
-        wanted = dict(term.split("=", 1) for term in (label_selector or "").split(",") if term)
-        return [body for body in self.objects.values()
-                if wanted.items() <= ((body.get("metadata") or {}).get("labels") or {}).items()]
-
-    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        name = body["metadata"]["name"]
-        self.calls.append(("create", name))
-        if name in self.objects:
-            raise AlreadyExists(name)
-        self.objects[name] = {**body, "metadata": {**body["metadata"], "uid": f"uid-{name}"}}
-        return self.objects[name]
-
-    def delete(self, namespace: str, name: str, **_: Any) -> None:
-        self.calls.append(("delete", name))
-        self.objects.pop(name, None)
-
-    def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("the restores' API is RestoreApi")
 
 
 class RestoreApi:
@@ -91,10 +59,7 @@ class World:
                  pods: dict[str, dict[str, Any]] | None = None, claims: dict[str, dict[str, Any]] | None = None,
                  secrets: tuple[str, ...] = ("aws",)) -> None:
         self.cache = ObjectCache()
-        self.cache.upsert({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdRestore",
-                           "metadata": {"name": "r", "namespace": "ns", "uid": UID, "generation": 1},
-                           "spec": {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
-                                    "s3": {"path": "bucket/key", "awsSecret": "aws"}},
+        self.cache.upsert({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdRestore", **raw_restore(),
                            "status": status})
         self.clusters = FakeClient({"c": cluster} if cluster else {})
         self.pods = FakeClient(pods)
@@ -188,7 +153,7 @@ def test_a_credentials_secret_gone_since_verification_fails_before_any_pod() -> 
 
 def no_recheck(monkeypatch: pytest.MonkeyPatch) -> None:
     recheck: Callable[..., None] = lambda *args, **kwargs: None  # noqa: E731 (the object is still the one verified)
-    monkeypatch.setattr(sup.RestoreSupervisor, "_recheck_snapshot", recheck)
+    monkeypatch.setattr(acting.ActionExecutor, "_recheck_snapshot", recheck)
 
 
 def test_staged_is_recorded_before_the_delete(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -367,3 +332,42 @@ def test_a_finished_restore_removes_every_pod_and_claim() -> None:
     assert world.pods.objects == {}
     assert sorted(world.claims.calls) == [("delete", name) for name in THREE]
     assert world.claims.objects == {}
+
+
+def lease_for_moments(asked: list[float]) -> Callable[[float], bool]:
+    """A leader now whose lease may end within seconds (a renewal late): the lease asked for how long."""
+    def may_act(for_seconds: float = 0.0) -> bool:
+        asked.append(for_seconds)
+        return for_seconds < 1.0
+    return may_act
+
+
+def test_a_lease_ending_within_the_action_stages_nothing() -> None:
+    """Broken by asking the lease only for now: a deposed leader's late staging pods would race its successor's."""
+    world = World(dict(VERIFIED), cluster=EXISTING)
+    asked: list[float] = []
+    object.__setattr__(world.supervisor.context, "may_act", lease_for_moments(asked))
+
+    assert world.supervisor.reconcile_once() == acting.WAIT_POLL_SECONDS
+    assert world.pods.calls == [] and world.claims.calls == [] and max(asked) >= sup.ACTION_MAX_SECONDS
+
+
+def test_a_lease_ending_within_the_action_replaces_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken by asking the lease only for now: the existing cluster deleted by a leader about to be deposed."""
+    no_recheck(monkeypatch)
+    world = World({**VERIFIED, "phase": "Staging", "staging": {"claim": "r-staging", "pod": "r-staging"}},
+                  cluster=EXISTING, pods={"r-staging": owned("Succeeded")}, claims={"r-staging": owned("Bound")})
+    asked: list[float] = []
+    object.__setattr__(world.supervisor.context, "may_act", lease_for_moments(asked))
+
+    world.supervisor.reconcile_once()
+    assert world.clusters.calls == [] and max(asked) >= sup.ACTION_MAX_SECONDS
+
+
+def test_a_failed_pass_is_counted_by_its_kind_not_its_class_name() -> None:
+    """Broken by labelling the errors metric with type(error).__name__ (an open set)."""
+    world = World(dict(VERIFIED), cluster=EXISTING)
+    world.supervisor.worker._on_pass(0.1, KeyError("a bug"))
+    metrics = world.supervisor.context.metrics
+    assert metrics.errors.labels(reason="crash")._value.get() == 1
+    assert "KeyError" not in {s.labels.get("reason") for m in metrics.registry.collect() for s in m.samples}

@@ -18,8 +18,9 @@ from etcd_common.api.etcd_restore import parse_etcd_restore
 from etcd_common.storage import codec
 from etcd_common.storage.objects import ObjectInfo
 from kube_adapter.errors import NotFound
-from restore_operator import supervisor as supervising
+from restore_operator import acting
 from restore_operator.supervisor import RestoreSupervisor
+from tests.unit.restore_operator.etcd_restore_builders import raw_restore, s3_spec
 
 KEY = bytes(range(32))
 
@@ -48,11 +49,8 @@ def encrypted_object() -> bytes:
 
 
 def restore_body(encryption: dict[str, str] | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"etcdCluster": {"name": "c"}, "backupStorageType": "S3",
-                            "s3": {"path": "bucket/etcd.backup", "awsSecret": "aws"}}
-    if encryption is not None:
-        spec["encryption"] = encryption
-    return {"metadata": {"name": "r", "namespace": "ns", "uid": "u", "generation": 1}, "spec": spec}
+    extra = {"encryption": encryption} if encryption is not None else {}
+    return raw_restore(s3_spec(path="bucket/etcd.backup", **extra), uid="u")
 
 
 def key_text(key: bytes) -> str:
@@ -72,7 +70,7 @@ def test_refused_before_anything_is_deleted(monkeypatch: pytest.MonkeyPatch, tmp
                                             reason: str, fragment: str) -> None:
     encoded = encrypted_object()
     store = OneObject(encoded if data == "encrypted" else encoded[:-100])
-    monkeypatch.setattr(supervising, "storage_for_location", lambda location, namespace, read_secret: store)
+    monkeypatch.setattr(acting, "storage_for_location", lambda location, namespace, read_secret: store)
 
     def read_secret(namespace: str, name: str) -> dict[str, Any]:
         if name != "k" or secret is None:
@@ -84,10 +82,10 @@ def test_refused_before_anything_is_deleted(monkeypatch: pytest.MonkeyPatch, tmp
                                                        bump_revision=0, trusted_repositories=()))
     supervisor = RestoreSupervisor(("ns", "r"), context)  # type: ignore[arg-type]
     failures: list[tuple[str, str]] = []
-    monkeypatch.setattr(supervisor, "_write", lambda *args, **kwargs: None)
-    monkeypatch.setattr(supervisor, "_fail", lambda raw, restore, current, why, message: failures.append((why, message)))
+    monkeypatch.setattr(supervisor.executor, "_write", lambda *args, **kwargs: None)
+    monkeypatch.setattr(supervisor.executor, "_fail", lambda raw, restore, current, why, message: failures.append((why, message)))
     raw = restore_body(encryption)
-    delay = supervisor._verify(raw, parse_etcd_restore(raw), {"lastError": "keep the message"})
+    delay = supervisor.executor._verify(raw, parse_etcd_restore(raw), {"lastError": "keep the message"})
     assert delay == 7.0
     [(why, message)] = failures
     assert why == reason and fragment in message and message.endswith("nothing was deleted"), message

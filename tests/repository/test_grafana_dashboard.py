@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kube_sandbox.binaries import go_tool
-from tests.unit.test_prometheus_rules import ETCD_METRIC, OUR_METRIC, RULES_DIR, _readable_metric_names, _rules
+from tests.repository.metric_names import ETCD_METRIC, OUR_METRIC, RULES_DIR, alert_rules, readable_metric_names
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana" / "etcd-operators.json"
@@ -31,7 +31,7 @@ def _queries() -> list[str]:
 
 
 def test_every_query_names_exported_metrics_only_and_every_operator_has_a_panel() -> None:
-    readable = _readable_metric_names()
+    readable = readable_metric_names()
     named = {m for q in _queries() for m in OUR_METRIC.findall(q) + ETCD_METRIC.findall(q)}
     assert named <= readable, f"not exported: {sorted(named - readable)}"
     for prefix in ("etcd_operator_", "etcd_backup_", "etcd_restore_operator_"):
@@ -61,7 +61,7 @@ def test_etcd_panels_show_what_the_etcd_alerts_and_the_runbooks_read() -> None:
     panel, and every etcd metric a panel reads is one docs/monitoring.md explains."""
     queries = " ".join(_queries())
     panel_etcd = set(ETCD_METRIC.findall(queries))
-    alerting = {m for rule in _rules(RULES_DIR / "etcd-rules.yaml") for m in ETCD_METRIC.findall(rule["expr"])}
+    alerting = {m for rule in alert_rules(RULES_DIR / "etcd-rules.yaml") for m in ETCD_METRIC.findall(rule["expr"])}
     # Proposals fail in bursts an hourly alert catches; a panel adds nothing to the leader changes.
     assert alerting - {"etcd_server_has_leader", "etcd_server_proposals_failed_total"} <= panel_etcd
     assert "etcd_mvcc_db_total_size_in_use_in_bytes" in panel_etcd

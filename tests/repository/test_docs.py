@@ -2,7 +2,8 @@
 pages resolves to a file (and a heading, for an anchor), every `make` target, console script and
 `python -m` module they name exists, every alert of deploy/prometheus/ has its runbook section in
 docs/monitoring.md, docs/flags.md lists exactly the flags each command's --help shows, and the
-README stays a short page that opens with the two commands."""
+README stays a short page that opens with the two commands, without run times; CHANGELOG.md is
+release notes in Keep a Changelog form."""
 from __future__ import annotations
 
 import configparser
@@ -176,6 +177,36 @@ def test_readme_is_short_and_opens_with_the_two_commands() -> None:
     block = text[:text.index("```\n", text.index("```sh") + 1)]
     assert "\n## " not in block, "the two commands come before the first section"
     assert re.search(r"^make demo +#", block, re.MULTILINE) and re.search(r"^make test +#", block, re.MULTILINE)
+    timings = re.findall(r"\d+ min \d+ s|last took|\d(?:\.\d+)? ?s for `\.ci/run`", text)
+    assert not timings, f"README.md carries run times {timings}: the current figures are docs/dev/benchmarks.md's"
+
+
+CHANGELOG_SECTIONS = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
+
+
+def test_changelog_is_release_notes() -> None:
+    """CHANGELOG.md follows Keep a Changelog: `## [Unreleased]` first, then released versions newest
+    first as `## [x.y.z] - YYYY-MM-DD`, the newest being setup.cfg's version; under each only the
+    standard sections, each a list of one-line entries. No measurement journal: figures live in
+    docs/dev/benchmarks.md (the current ones) and git (their history)."""
+    text = (REPO / "CHANGELOG.md").read_text()
+    versions = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert versions and versions[0] == "[Unreleased]", versions
+    released = [re.fullmatch(r"\[(\d+)\.(\d+)\.(\d+)\] - \d{4}-\d{2}-\d{2}", version) for version in versions[1:]]
+    assert released and all(released), f"version headings not as '## [x.y.z] - YYYY-MM-DD': {versions[1:]}"
+    numbers = [tuple(int(part) for part in match.groups()) for match in released if match]
+    assert numbers == sorted(set(numbers), reverse=True), "versions are not newest first, once each"
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert ".".join(map(str, numbers[0])) == config["metadata"]["version"], "the newest version is not setup.cfg's"
+    body = text[text.index("\n## [Unreleased]"):]
+    for section in re.split(r"^## .+$", body, flags=re.MULTILINE)[1:]:
+        names = re.findall(r"^### (.+)$", section, re.MULTILINE)
+        assert names and set(names) <= set(CHANGELOG_SECTIONS) and len(names) == len(set(names)), names
+    strays = [line for line in body.splitlines() if line and not line.startswith(("## ", "### ", "- ", "["))]
+    assert not strays, f"CHANGELOG.md lines that are not headings or one-line entries: {strays[:5]}"
+    timings = re.findall(r"\d+ min \d+ s|for `\.ci/run`|\| run \|", text)
+    assert not timings, f"CHANGELOG.md records measurements {timings[:5]}: the current figures go to docs/dev/benchmarks.md"
 
 
 SHIPPED_PACKAGES = ("kube_adapter", "operator_runtime", "etcd_common", "etcd_operator", "backup_operator",

@@ -1,12 +1,11 @@
-"""The planner's maintenance rules: etcd's alarms and online defragmentation. Pure functions of
-one pass's observation, called by `planning.plan_next_action` (rules 11c and 16b there); like
-membership changes, one step per pass, only with quorum, never two members at once.
+"""The planner's maintenance rules: etcd's alarms and online defragmentation. Like membership
+changes, one step per pass, only with quorum, never two members at once.
 
-Alarms (rule 11c, after the quorum checks, before membership changes):
+Alarms (`alarms`, after the quorum checks, before membership changes):
 - An alarm raised for a member that is no longer in the cluster -> DisarmAlarm (a CORRUPT member
   replaced below; etcd would otherwise refuse every write for a member that does not exist).
 - CORRUPT on some members while the others (healthy, not corrupt) are a majority of the voters ->
-  the corrupt one is removed (leadership moved off it first) and rule 14 adds a new member that
+  the corrupt one is removed (leadership moved off it first) and `membership.scale_to_size` adds a new member that
   copies the majority's data. Otherwise ReportAlarm: nothing is removed (which data is right is a
   person's call; the way back is a restore). `spec.alarms.replaceCorruptMembers: false`: report only.
 - NOSPACE (etcd refuses writes; reads go on, so members stay healthy and in the client service)
@@ -14,22 +13,23 @@ Alarms (rule 11c, after the quorum checks, before membership changes):
   (no write can move it meanwhile), then Defragment every member not defragmented since the alarm
   (or with space to reclaim), one at a time, the leader last (MoveLeader first), then DisarmAlarm
   once the data in use fits the quota with room to write. If it does not fit (nothing left to
-  compact), ReportAlarm says so; a larger spec.backendQuota rolls the members (rule 16) and the
+  compact), ReportAlarm says so; a larger spec.backendQuota rolls the members (`membership.upgrade_outdated`) and the
   alarm is disarmed after.
 
-Defragmentation (rule 16b, only when nothing else is to do: every member healthy and up to date,
+Defragmentation (`defragmentation`, only when nothing else is to do: every member healthy and up to date,
 no learner, no alarm, inside `spec.defragmentation.window`): a member whose reclaimable space
 (database size minus size in use) passes `thresholdPercent` of its database and
 `minimumFreeSize`, or whose database passes QUOTA_PRESSURE_RATIO of the quota with
 PRESSURE_RECLAIM_RATIO of it reclaimable, is defragmented: followers first (most to reclaim
 first), the leader last after leadership moved away. The member is drained from the client
-service first (planning's `_drain_first`); a failed defragmentation is retried after
+service first (`draining.drain_first`); a failed defragmentation is retried after
 DEFRAGMENT_RETRY_SECONDS.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from etcd_common.api.etcd_cluster import ClusterSpec
 from etcd_common.etcd.alarms import CORRUPT, NOSPACE
@@ -46,6 +46,10 @@ from etcd_operator.actions import (
     Wait,
 )
 from etcd_operator.observed import ObservedCluster, as_utc, parse_timestamp, seconds_since
+from etcd_operator.planning.findings import CONDITION_ALARM_RAISED
+
+if TYPE_CHECKING:
+    from etcd_operator.planning.context import Context
 
 MIB = 1024 * 1024
 # Routine defragmentation of a member that failed one waits this long.
@@ -64,11 +68,21 @@ NO_SPACE_RECLAIM_RATIO = 0.05
 # NOSPACE is disarmed only when every member's data in use is below this fraction of the quota:
 # disarmed any fuller, the next writes would raise it again at once.
 FITS_QUOTA_RATIO = 0.9
-CONDITION_ALARM_RAISED = "AlarmRaised"
+
+
+def alarms(context: Context) -> Action | None:
+    """etcd's alarms (see the module): a stale one disarmed, CORRUPT members replaced or reported,
+    NOSPACE recovered step by step."""
+    return plan_alarms(context.observed, context.spec, context.outdated)
+
+
+def defragmentation(context: Context) -> Action | None:
+    """Routine online defragmentation, one member at a time (see the module)."""
+    return plan_defragmentation(context.observed, context.spec, context.outdated)
 
 
 def plan_alarms(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
-    """Rule 11c (see the module docstring); None: no alarm needs a step now."""
+    """The next alarm step (see the module docstring); None: no alarm needs a step now."""
     members = observed.members or ()
     known = {member.id for member in members}
     for alarm in observed.alarms:
@@ -84,7 +98,7 @@ def plan_alarms(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str
 
 
 def plan_defragmentation(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str, str]) -> Action | None:
-    """Rule 16b (see the module docstring); None: no member needs it now."""
+    """The next member to defragment (see the module docstring); None: no member needs it now."""
     policy = spec.defragmentation
     voters = observed.voting_members
     if (not policy.enabled or observed.alarms or outdated or observed.learners or len(voters) != spec.size
@@ -184,7 +198,7 @@ def _plan_no_space(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[
     if step is not None:
         return step
     if outdated:
-        return None  # a changed quota (or anything else) rolls the members first (rule 16)
+        return None  # a changed quota (or anything else) rolls the members first (`membership.upgrade_outdated`)
     quota = spec.effective_quota_bytes
     in_use = max((s.db_size_in_use for s in observed.endpoint_status.values()), default=0)
     if in_use < FITS_QUOTA_RATIO * quota:

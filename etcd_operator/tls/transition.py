@@ -137,7 +137,7 @@ def tls_outdated(observed: ObservedCluster, pod: ObservedPod) -> str | None:
         if _ORDER[pod.tls_mode] <= _ORDER[target]:
             return None
         if target == TLS_MODE_PLAIN and any(p.tls_mode == TLS_MODE_TLS for p in observed.live_pods):
-            return None  # TLS-only members and nothing remembered to bridge with: refused (planning.py)
+            return None  # TLS-only members and nothing remembered to bridge with: refused (planning/)
         step = STEP_OFF_BRIDGE if target == TLS_MODE_BRIDGE else STEP_OFF_PLAIN
         return f"moving off TLS, step {step}: its etcd runs {pod.tls_mode}"
     if _ORDER[pod.tls_mode] >= _ORDER[target]:

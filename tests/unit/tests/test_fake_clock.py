@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.unit.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 
 
 class Ticker:
@@ -89,7 +89,7 @@ def test_an_event_ends_a_wait_without_time_moving(clock: FakeClock) -> None:
 
 
 def test_a_thread_that_does_not_come_back_fails_the_test(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.unit import fake_clock
+    from tests.support import fake_clock
     monkeypatch.setattr(fake_clock, "SETTLE_TIMEOUT_SECONDS", 0.2)
     release = threading.Event()
 

@@ -1,5 +1,5 @@
 """CA rotation of `spec.TLS.issued` (issue 24) through an overlap, without a dropped request:
-when it starts, which step comes next, and what status shows. Pure; planning.py calls it.
+when it starts, which step comes next, and what status shows. Pure; planning/tls.py decides from it.
 
 etcd reads its certificate and key files on every handshake, but its trusted CA files
 (`--trusted-ca-file`, `--peer-trusted-ca-file`) only at start (client/pkg/transport/listener.go:
@@ -12,8 +12,8 @@ Every step is decided from the Secrets and pods alone (the operator may stop bet
    Secret does not record yet, or less than a third of caValidity is left of the CA.
  - StartCARotation: a new CA into the CA Secret as `next-ca.crt`/`next-ca.key` (it signs nothing)
    with the request and the start time as annotations. Phase TrustingNewCA.
- - PublishCATrust (rule 2c): every leaf Secret's CA file becomes old + new CA.
- - The roll (rule 16): a member pod created before that (its `trusted-ca` annotation, the
+ - PublishCATrust (planning/tls.py): every leaf Secret's CA file becomes old + new CA.
+ - The roll (planning/membership.py, `upgrade_outdated`): a member pod created before that (its `trusted-ca` annotation, the
    fingerprint of the CAs its Secrets held at its creation, differs) is outdated, and is replaced
    or restarted like any outdated member: drained first, one at a time, health-gated, leader last.
  - ReissueFromNewCA, once the cluster is otherwise converged (every member healthy, every pod
@@ -21,10 +21,10 @@ Every step is decided from the Secrets and pods alone (the operator may stop bet
    kubelet refreshes mounted Secrets within its sync period; the operators re-read their client
    Secret every 30 s): the new CA signs (`ca.crt`), the old one stays trusted as
    `previous-ca.crt`, and every leaf is issued again from the new CA. Phase ReissuingFromNewCA
-   while a leaf is still the old CA's (rule 2c issues it), then DroppingOldCA.
+   while a leaf is still the old CA's (planning/tls.py issues it), then DroppingOldCA.
  - DropOldCA, once the newest leaf was issued the trust propagation time ago (every member's
    files hold its new-CA certificate, which etcd serves at the next handshake): the old CA leaves
-   the CA Secret, then (rule 2c, PublishCATrust) every leaf Secret's CA file.
+   the CA Secret, then (planning/tls.py, PublishCATrust) every leaf Secret's CA file.
 """
 from __future__ import annotations
 
@@ -35,10 +35,8 @@ from typing import Any, Final
 from cryptography import x509
 
 from etcd_common.api import constants as c
-from etcd_common.etcd.access import SECRET_REFRESH_SECONDS
-from etcd_operator import certificates as certs
-from etcd_operator.actions import Action, DropOldCA, ReissueFromNewCA, StartCARotation, Wait
-from etcd_operator.observed import ObservedCluster, ObservedPod, format_timestamp, parse_timestamp, seconds_since
+from etcd_operator.observed import ObservedCluster, ObservedPod, format_timestamp, parse_timestamp
+from etcd_operator.tls import certificates as certs
 
 PHASE_TRUSTING: Final = "TrustingNewCA"
 PHASE_REISSUING: Final = "ReissuingFromNewCA"
@@ -103,16 +101,6 @@ def rotation_due(observed: ObservedCluster) -> tuple[str, str] | None:
     return None
 
 
-def plan_rotation_start(observed: ObservedCluster) -> StartCARotation | None:
-    """Rule 2c, after the Secrets are found fine: start a rotation that is due."""
-    if rotation_of(observed) is not None:
-        return None
-    due = rotation_due(observed)
-    if due is None:
-        return None
-    return StartCARotation(due[0], due[1])
-
-
 def trust_outdated(observed: ObservedCluster, pod: ObservedPod) -> str | None:
     """While the new CA comes in: why the member pod must be rolled (its etcd trusts only the CAs
     its Secrets held when it started), or None."""
@@ -123,38 +111,6 @@ def trust_outdated(observed: ObservedCluster, pod: ObservedPod) -> str | None:
     if pod.trusted_ca == wanted:
         return None
     return "a CA rotation: its etcd reads the trusted CAs only at start, and must trust the new CA"
-
-
-def plan_rotation_steps(observed: ObservedCluster, propagation_seconds: float) -> Action | None:
-    """Once the cluster is otherwise converged (the planner's NoOp): the rotation's next step,
-    or how long it waits for the Secrets to propagate (None: no rotation step is due)."""
-    rotation = rotation_of(observed)
-    if rotation is None:
-        return None
-    bound = max(propagation_seconds, SECRET_REFRESH_SECONDS)
-    if rotation.phase == PHASE_TRUSTING:
-        untrusting = sorted(pod.name for pod in observed.live_pods if trust_outdated(observed, pod))
-        if untrusting:
-            return Wait(f"CA rotation: member pod(s) {', '.join(untrusting)} do not trust the new CA yet")
-        published = _newest_publication(observed)
-        waited = seconds_since(observed, published)
-        if waited is None or waited < bound:
-            return Wait(_propagation(waited, bound, "the CA bundle (old and new CA)"))
-        return ReissueFromNewCA(f"every member trusts the new CA, and the CA bundle was published "
-                                f"{waited:.0f}s ago")
-    if rotation.phase == PHASE_DROPPING:
-        issued = _newest_leaf_start(observed)
-        waited = seconds_since(observed, issued)
-        if waited is None or waited < bound:
-            return Wait(_propagation(waited, bound, "the certificates of the new CA"))
-        return DropOldCA(f"every certificate is the new CA's, issued {waited:.0f}s ago")
-    return None
-
-
-def _propagation(waited: float | None, bound: float, what: str) -> str:
-    so_far = f"{waited:.0f}s" if waited is not None else "an unknown time"
-    return (f"CA rotation: {what} reach every mounted Secret and every operator's client within {bound:.0f}s "
-            f"(--trust-propagation-seconds); published {so_far} ago")
 
 
 def _leaf_signed_by(observed: ObservedCluster, role: certs.Role, ca: x509.Certificate) -> bool:
@@ -172,7 +128,7 @@ def _annotations(secret: Any) -> dict[str, Any]:
     return dict(((secret or {}).get("metadata") or {}).get("annotations") or {})
 
 
-def _newest_publication(observed: ObservedCluster) -> datetime | None:
+def newest_publication(observed: ObservedCluster) -> datetime | None:
     """When the leaf Secrets' CA files last changed (None: one was never published by a rotation)."""
     times = [parse_timestamp(_annotations(observed.issued_secrets.get(role)).get(c.ANNOTATION_TRUST_PUBLISHED_AT))
              for role in certs.LEAF_ROLES]
@@ -180,7 +136,7 @@ def _newest_publication(observed: ObservedCluster) -> datetime | None:
     return max(known) if len(known) == len(times) else None
 
 
-def _newest_leaf_start(observed: ObservedCluster) -> datetime | None:
+def newest_leaf_start(observed: ObservedCluster) -> datetime | None:
     """When the newest leaf was issued (its notBefore is backdated by BACKDATE_SECONDS)."""
     starts = []
     for role in certs.LEAF_ROLES:

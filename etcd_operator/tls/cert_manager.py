@@ -13,11 +13,8 @@ from typing import Any, Final
 
 from etcd_common.api import cert_manager_tls as cm
 from etcd_common.api.cert_manager_tls import CertManagerTLS, cert_manager_secret_names
-from etcd_operator.actions import Action, ApplyCertManagerCertificates, ReportCertificateProblem, Wait
-from etcd_operator.certificates import LEAF_ROLES, OPERATOR_COMMON_NAME, Identity, Role, identity_of, required_names
 from etcd_operator.manifests import cluster_labels
-from etcd_operator.observed import ObservedCluster
-from etcd_operator.ownership import is_owned_by
+from etcd_operator.tls.certificates import OPERATOR_COMMON_NAME, Identity, Role, required_names
 
 REASON_ISSUER_NOT_FOUND: Final = "IssuerNotFound"
 REASON_CERTIFICATE_NAME_TAKEN: Final = "CertificateNameTaken"
@@ -90,47 +87,7 @@ def ready_message(certificate: Mapping[str, Any] | None) -> str:
     return "not issued yet"
 
 
-def plan_cert_manager(observed: ObservedCluster) -> Action | None:
-    """spec.TLS.certManager: its issuer missing or a Certificate name taken ->
-    ReportCertificateProblem (nothing changes, a running cluster runs on); a Certificate missing
-    or outdated -> ApplyCertManagerCertificates; a Secret cert-manager has not written yet ->
-    Wait (member pods mount them). None: every certificate is there."""
-    spec = observed.cluster.require_spec()
-    seen = observed.cert_manager
-    if spec.cert_manager_tls is None or seen is None:
-        return None
-    cluster, issuer = observed.cluster, spec.cert_manager_tls.issuer
-    if seen.issuer_exists is False:
-        return ReportCertificateProblem(REASON_ISSUER_NOT_FOUND, (
-            f"spec.TLS.certManager.issuerRef: {issuer.kind} {issuer.name} not found"
-            f"{f' in namespace {cluster.namespace}' if issuer.kind == 'Issuer' else ''}: cert-manager cannot issue "
-            f"the cluster's certificates; create it or name an existing one (nothing was changed)"))
-    if seen.error:
-        return Wait(f"cert-manager: {seen.error}")
-    taken = sorted(certificate_name(cluster.name, role) for role in LEAF_ROLES
-                   if (cert := seen.certificates.get(role)) is not None and not is_owned_by(cert, cluster.uid))
-    if taken:
-        return ReportCertificateProblem(REASON_CERTIFICATE_NAME_TAKEN, (
-            f"cert-manager Certificate {', '.join(taken)} exists and is not owned by EtcdCluster {cluster.name}: "
-            f"spec.TLS.certManager needs that name; delete or rename it"))
-    identity = identity_of(observed)
-    outdated: dict[Role, list[str]] = {}
-    for role in LEAF_ROLES:
-        cert = seen.certificates.get(role)
-        fields = ["missing"] if cert is None else outdated_fields(cert, certificate_spec(identity, role, spec.cert_manager_tls))
-        if fields:
-            outdated[role] = fields
-    if outdated:
-        return ApplyCertManagerCertificates(
-            tuple(outdated), "; ".join(f"{certificate_name(cluster.name, role)}: {', '.join(fields)}"
-                                       for role, fields in outdated.items()))
-    waiting = [role for role in LEAF_ROLES if not _issued(observed.static_secrets.get(role))]
-    if waiting:
-        return Wait("waiting for cert-manager to issue " + "; ".join(
-            f"{certificate_name(cluster.name, role)} ({ready_message(seen.certificates.get(role))})" for role in waiting))
-    return None
-
-
-def _issued(secret: Mapping[str, Any] | None) -> bool:
+def secret_issued(secret: Mapping[str, Any] | None) -> bool:
+    """Has cert-manager written the Secret (certificate, key and CA)?"""
     data = (secret or {}).get("data") or {}
     return all(data.get(key) for key in (cm.CERT_KEY, cm.KEY_KEY, cm.CA_KEY))

@@ -26,10 +26,9 @@ import binascii
 import hashlib
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
-from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -48,8 +47,6 @@ from etcd_common.api.issued_tls import (
     IssuedTLS,
     issued_secret_names,
 )
-from etcd_common.etcd.endpoints import client_service_url
-from etcd_operator.actions import Action, AdoptCA, IssueCertificates, PublishCATrust, RefuseNames, RejectSpec
 from etcd_operator.manifests import cluster_labels
 from etcd_operator.observed import ObservedCluster, format_timestamp
 from etcd_operator.ownership import is_owned_by
@@ -208,7 +205,7 @@ def encode(files: Mapping[str, bytes]) -> dict[str, str]:
 
 def ca_from_secret(secret: Mapping[str, Any]) -> KeyPair:
     """The CA of a CA Secret `ca_problem` found nothing wrong with (the one that signs)."""
-    files = _files(secret)
+    files = decoded_files(secret)
     return KeyPair(files[CA_CERT_KEY], files[CA_KEY_KEY])
 
 
@@ -276,8 +273,8 @@ def secret_files(secret: Mapping[str, Any] | None) -> dict[str, bytes]:
     if secret is None:
         return {}
     try:
-        return _files(secret)
-    except _Unreadable:
+        return decoded_files(secret)
+    except UnreadableCertificate:
         return {}
 
 
@@ -319,18 +316,18 @@ def ca_problem(secret: Mapping[str, Any] | None, now: datetime | None) -> Checke
     if secret is None:
         return "missing"
     try:
-        files = _files(secret)
+        files = decoded_files(secret)
         missing = [key for key in SECRET_KEYS["ca"] if key not in files]
         if missing:
             return f"has no key {', '.join(missing)} (it needs {', '.join(SECRET_KEYS['ca'])})"
-        cert = _certificate(files[CA_CERT_KEY], CA_CERT_KEY)
-        _check_key_matches(cert, files[CA_KEY_KEY], CA_KEY_KEY)
-    except _Unreadable as e:
+        cert = read_certificate(files[CA_CERT_KEY], CA_CERT_KEY)
+        check_key_matches(cert, files[CA_KEY_KEY], CA_KEY_KEY)
+    except UnreadableCertificate as e:
         return str(e)
     constraints = _extension(cert, x509.BasicConstraints)
     if constraints is None or not constraints.ca:
         return f"{CA_CERT_KEY} is not a CA certificate"
-    expired = _expiry_problem(cert, now)
+    expired = expiry_problem(cert, now)
     return expired or Checked("ca", "", cert.not_valid_after_utc)
 
 
@@ -346,13 +343,13 @@ def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | Non
         return Checked(role, name, problem="missing")
     cert_key, key_key, ca_key = LEAF_KEYS[role]
     try:
-        files = _files(secret)
+        files = decoded_files(secret)
         missing = [key for key in LEAF_KEYS[role] if key not in files]
         if missing:
             return Checked(role, name, problem=f"has no key {', '.join(missing)} (it needs {', '.join(LEAF_KEYS[role])})")
-        cert = _certificate(files[cert_key], cert_key)
-        _check_key_matches(cert, files[key_key], key_key)
-    except _Unreadable as e:
+        cert = read_certificate(files[cert_key], cert_key)
+        check_key_matches(cert, files[key_key], key_key)
+    except UnreadableCertificate as e:
         return Checked(role, name, problem=str(e))
     end = cert.not_valid_after_utc
     if ca is None:
@@ -367,7 +364,7 @@ def leaf_problem(role: Role, secret: Mapping[str, Any] | None, ca: KeyPair | Non
         uncovered = [host for host in hosts if not names_host(cert, host)]
         if uncovered:
             return Checked(role, name, end, f"{cert_key} does not name member host {', '.join(uncovered)}")
-    expired = _expiry_problem(cert, now)
+    expired = expiry_problem(cert, now)
     if expired:
         return Checked(role, name, end, expired)
     if now is not None and end - now < timedelta(seconds=issued.renew_before_seconds) \
@@ -413,22 +410,22 @@ def names_host(cert: x509.Certificate, host: str) -> bool:
     return False
 
 
-class _Unreadable(Exception):
+class UnreadableCertificate(Exception):
     pass
 
 
-def _files(secret: Mapping[str, Any]) -> dict[str, bytes]:
+def decoded_files(secret: Mapping[str, Any]) -> dict[str, bytes]:
     data = secret.get("data") or {}
     try:
         return {str(key): base64.b64decode(value, validate=True) for key, value in data.items()}
     except (binascii.Error, TypeError, ValueError) as e:
-        raise _Unreadable(f"its data is not base64: {e}") from e
+        raise UnreadableCertificate(f"its data is not base64: {e}") from e
 
 
-def _leaf_files(role: Role, secret: Mapping[str, Any]) -> dict[str, bytes]:
+def leaf_files(role: Role, secret: Mapping[str, Any]) -> dict[str, bytes]:
     """A leaf Secret's files under the CoreOS names, also when cert-manager wrote it (tls.crt,
     tls.key, ca.crt: spec.TLS.certManager)."""
-    files = _files(secret)
+    files = decoded_files(secret)
     for name in LEAF_KEYS[role]:
         found = secret_file(files, name)
         if found is not None:
@@ -436,20 +433,20 @@ def _leaf_files(role: Role, secret: Mapping[str, Any]) -> dict[str, bytes]:
     return files
 
 
-def _certificate(pem: bytes, key: str) -> x509.Certificate:
+def read_certificate(pem: bytes, key: str) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(pem)
     except ValueError as e:
-        raise _Unreadable(f"{key} is not a PEM certificate") from e
+        raise UnreadableCertificate(f"{key} is not a PEM certificate") from e
 
 
-def _check_key_matches(cert: x509.Certificate, pem: bytes, key: str) -> None:
+def check_key_matches(cert: x509.Certificate, pem: bytes, key: str) -> None:
     try:
         private = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as e:
-        raise _Unreadable(f"{key} is not an unencrypted PEM private key") from e
+        raise UnreadableCertificate(f"{key} is not an unencrypted PEM private key") from e
     if _public_der(private.public_key()) != _public_der(cert.public_key()):
-        raise _Unreadable(f"{key} is not the key of the certificate beside it")
+        raise UnreadableCertificate(f"{key} is not the key of the certificate beside it")
 
 
 def _public_der(key: Any) -> bytes:
@@ -464,7 +461,7 @@ def _extension(cert: x509.Certificate, kind: type[Any]) -> Any:
         return None
 
 
-def _expiry_problem(cert: x509.Certificate, now: datetime | None) -> str:
+def expiry_problem(cert: x509.Certificate, now: datetime | None) -> str:
     if now is None:
         return ""
     if cert.not_valid_after_utc <= now:
@@ -518,7 +515,7 @@ def check_issued(secrets: Mapping[Role, Mapping[str, Any] | None], identity: Ide
 
 
 # ---------------------------------------------------------------------------------------------
-# The planner's rule 2c
+# The checks planning/tls.py decides from
 
 
 REASON_SECRET_NAME_TAKEN: Final = "SecretNameTaken"
@@ -546,119 +543,6 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
     return check_issued(secrets, identity_of(observed), spec.issued_tls, member_hosts(observed), observed.observed_at)
 
 
-# ---------------------------------------------------------------------------------------------
-# spec.TLS.static: when the user's certificates end (nothing is issued; they are reported)
-
-# A static certificate ending sooner than this is a problem in status (the alert fires at 14 days).
-STATIC_ENDING_SECONDS: Final = 30 * 24 * 3600
-STATIC_RENEW_HINT: Final = "put a renewed certificate into the secret"
-CERT_MANAGER_RENEW_HINT: Final = "cert-manager did not renew it: see its Certificate's conditions"
-
-
-def static_leaf(role: Role, name: str, secret: Mapping[str, Any] | None, now: datetime | None,
-                hosts: Sequence[str] = (), cert_manager: bool = False) -> Checked:
-    """A static Secret's certificate end, and what is wrong: missing, wrong key names, unreadable,
-    a key that is not the certificate's, not signed by a CA of its CA file, lacking one of `hosts`
-    (the names members and clients reach it by), expired or ending within STATIC_ENDING_SECONDS.
-    Reported only: the operator never changes a user's certificates nor the cluster for them."""
-    if secret is None:
-        return Checked(role, name, problem="missing")
-    cert_key, key_key, ca_key = LEAF_KEYS[role]
-    try:
-        files = _leaf_files(role, secret) if cert_manager else _files(secret)
-        # cert-manager's issuers other than CA issuers may write no ca.crt
-        needed = (cert_key, key_key) if cert_manager else LEAF_KEYS[role]
-        missing = [key for key in needed if key not in files]
-        if missing:
-            names = "cert-manager's keys: tls.crt, tls.key, ca.crt" if cert_manager else \
-                f"CoreOS's key names: {', '.join(LEAF_KEYS[role])}"
-            return Checked(role, name, problem=f"has no key {', '.join(missing)} ({names})")
-        cert = _certificate(files[cert_key], cert_key)
-        _check_key_matches(cert, files[key_key], key_key)
-        authorities = certificates_in(files[ca_key]) if ca_key in files else ()
-        if ca_key in files and not authorities:
-            raise _Unreadable(f"{ca_key} is not a PEM certificate")
-    except _Unreadable as e:
-        return Checked(role, name, problem=str(e))
-    end = cert.not_valid_after_utc
-    # A chain in the certificate file (intermediates after the leaf) may sign it, too.
-    if authorities and not any(signed_by(cert, authority) for authority in (*authorities, *certificates_in(files[cert_key])[1:])):
-        return Checked(role, name, end, f"{cert_key} is not signed by the CA in {ca_key}")
-    uncovered = [host for host in hosts if not names_host(cert, host)]
-    if uncovered:
-        return Checked(role, name, end, f"{cert_key} does not name {', '.join(uncovered)} "
-                                        f"(its names: {', '.join(alt_names(cert).dns) or 'none'})")
-    return Checked(role, name, end, _static_end_problem(cert, now))
-
-
-def static_hosts(observed: ObservedCluster, role: Role) -> list[str]:
-    """The host names a static certificate of `role` is checked for: each member's (peers dial
-    it, and the operator reaches members by it), and for the server the client service's, as
-    `<cluster>-client.<namespace>.svc` (what the backup and restore operators dial)."""
-    if role == "operator":
-        return []
-    hosts = member_hosts(observed)
-    if role == "server":
-        hosts.append(urlsplit(client_service_url(observed.cluster)).hostname or "")
-    return hosts
-
-
-def static_ca(secrets: Mapping[Role, tuple[str, Mapping[str, Any] | None]], now: datetime | None) -> Checked | None:
-    """The CA certificate (`*-ca.crt`) that ends first among the static Secrets (name, secret) by
-    role; None when none can be read."""
-    found: list[tuple[x509.Certificate, str]] = []
-    for role, (name, secret) in secrets.items():
-        if secret is None or role not in LEAF_KEYS:
-            continue
-        ca_key = LEAF_KEYS[role][2]
-        try:
-            files = _leaf_files(role, secret)
-            if ca_key in files:
-                found.append((_certificate(files[ca_key], ca_key), name))
-        except _Unreadable:
-            continue  # the leaf's own check says what is wrong with this Secret
-    if not found:
-        return None
-    cert, name = min(found, key=lambda pair: pair[0].not_valid_after_utc)
-    return Checked("ca", name, cert.not_valid_after_utc, _static_end_problem(cert, now))
-
-
-def _static_end_problem(cert: x509.Certificate, now: datetime | None) -> str:
-    expired = _expiry_problem(cert, now)
-    if expired:
-        return f"{expired}; {STATIC_RENEW_HINT}"
-    end = cert.not_valid_after_utc
-    if now is not None and end - now < timedelta(seconds=STATIC_ENDING_SECONDS):
-        return f"ends at {format_timestamp(end)}, in less than 30 days; {STATIC_RENEW_HINT}"
-    return ""
-
-
-def check_static(observed: ObservedCluster) -> tuple[Checked, ...] | None:
-    """spec.TLS.static: each named Secret's certificate, and the first CA to end (None: the
-    cluster has no static TLS, or its Secrets were not read)."""
-    spec = observed.cluster.require_spec()
-    if spec.issued_tls is not None or not observed.static_secrets:
-        return None
-    tls = spec.tls
-    names: dict[Role, str] = {"peer": tls.member_peer_secret, "server": tls.member_server_secret,
-                              "operator": tls.operator_secret}
-    secrets = {role: (names[role], observed.static_secrets.get(role)) for role in LEAF_ROLES if names[role]}
-    now = observed.observed_at
-    leaves = tuple(static_leaf(role, name, secret, now, static_hosts(observed, role), spec.cert_manager_tls is not None)
-                   for role, (name, secret) in secrets.items())
-    ca = static_ca(secrets, now)
-    checked = ((ca,) if ca is not None else ()) + leaves
-    if spec.cert_manager_tls is None:
-        return checked
-    # spec.TLS.certManager: cert-manager renews before the end; only an end it let pass (or a
-    # Secret it has not written) is a problem, and the fix is cert-manager's.
-    return tuple(replace(entry, problem=_cert_manager_problem(entry.problem)) for entry in checked)
-
-
-def _cert_manager_problem(static_problem: str) -> str:
-    if not static_problem or static_problem.startswith("ends at "):
-        return ""
-    return static_problem.replace(STATIC_RENEW_HINT, CERT_MANAGER_RENEW_HINT)
 
 
 def source_switch_problem(observed: ObservedCluster) -> str | None:
@@ -712,31 +596,3 @@ def _source_of(secret_volumes: frozenset[str], cluster: str) -> str:
     return "static"
 
 
-def plan_certificates(observed: ObservedCluster) -> Action | None:
-    """Rule 2c: a running cluster switched between static and issued -> RejectSpec. With
-    spec.TLS.issued, a CA Secret a restore kept for this cluster (`kept_ca`) -> AdoptCA; a Secret
-    of ours that is someone else's -> RefuseNames
-    (nothing is overwritten); one missing, wrong, expired or within renewBefore of its end ->
-    IssueCertificates (before anything else: the seed pod mounts them). None: nothing to do."""
-    switch = source_switch_problem(observed)
-    if switch is not None:
-        return RejectSpec(switch)
-    check = check_observed(observed)
-    if check is None:
-        return None
-    cluster = observed.cluster
-    kept = kept_ca(observed)
-    if kept is not None:
-        return AdoptCA(kept)
-    taken = sorted(str((secret.get("metadata") or {}).get("name"))
-                   for secret in observed.issued_secrets.values()
-                   if secret is not None and not is_owned_by(secret, cluster.uid))
-    if taken:
-        return RefuseNames(REASON_SECRET_NAME_TAKEN,
-                           f"secret {', '.join(taken)} exists and is not owned by EtcdCluster {cluster.name}: "
-                           f"spec.TLS.issued writes its certificates there; delete or rename it")
-    if check.to_issue:
-        return IssueCertificates(check.to_issue, check.describe())
-    if check.to_publish:
-        return PublishCATrust(check.to_publish, check.describe())
-    return None

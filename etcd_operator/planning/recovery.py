@@ -1,7 +1,8 @@
 """Quorum-loss recovery from the surviving member furthest ahead (pure planning; opt-in through
 spec.recovery.quorumLoss: FromSurvivor, or once through the annotation
-ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR). planning.py calls `plan_recovery_start` where it
-reports a quorum loss (rules 5 and 8) and `plan_recovery_steps` before rule 5 (rule 4b).
+ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR). The planner calls `plan_recovery_start` where it
+reports a quorum loss (`bootstrap.without_member_list`, `removal.no_quorum`) and takes the steps of
+one in progress (`recovery_in_progress`) before anything that reads the member list.
 
 When: quorum is lost, the members whose data still exists cannot make a quorum even if all came
 back (on emptyDir a member's data is gone with its pod: absent, terminal or being deleted; on
@@ -31,20 +32,16 @@ Failed: its pod and PVC are deleted, the survivor is left as it was (and serves 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.etcd_cluster import (
     RECOVERY_FAILED,
-    RECOVERY_RECOVERED,
-    RECOVERY_SEEDING,
-    RECOVERY_SOURCE_BACKUP,
-    RECOVERY_SOURCE_SURVIVOR,
     ClusterSpec,
     RecordedRecovery,
 )
-from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, RestoreSource, restore_source_to_api
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, RestoreSource
 from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_common.seed.space import seed_space_problem
 from etcd_common.seed.tools import restore_tool
@@ -67,10 +64,20 @@ from etcd_operator.manifests import (
     member_peer_url,
     recovery_cluster_token,
 )
-from etcd_operator.observed import ObservedCluster, format_timestamp, parse_timestamp, seconds_since
+from etcd_operator.observed import ObservedCluster, parse_timestamp, seconds_since
+
+if TYPE_CHECKING:
+    from etcd_operator.planning.context import Context
 
 # The longest a recovery's seed may take to serve (snapshot, restore, start), from startedAt.
 RECOVERY_TIMEOUT_SECONDS = 600.0
+
+
+def recovery_in_progress(context: Context) -> Action | None:
+    """A quorum-loss recovery recorded in status.recovery -> its next step, before anything below:
+    while it is in progress the observation asks only its seed, so the survivor (which may still
+    answer) is never taken for the cluster. Nothing of the old cluster is deleted before the seed serves."""
+    return plan_recovery_steps(context.observed, context.spec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,56 +331,3 @@ def _seed_problem(observed: ObservedCluster, seed: str) -> str:
     return pod.problem or f"pod {pod.phase}{', ready' if pod.ready else ''}"
 
 
-def recovery_record(observed: ObservedCluster, action: Action | None) -> dict[str, Any] | None:
-    """status.recovery after this pass's action: a new record (StartQuorumRecovery), the recorded
-    one with its outcome (Finish/Fail), or the recorded one unchanged (None: there is none)."""
-    at = format_timestamp(observed.observed_at) if observed.observed_at is not None else ""
-    recorded = observed.cluster.recorded.recovery
-    if isinstance(action, StartQuorumRecovery):
-        return _without_empty({
-            "phase": RECOVERY_SEEDING, "survivor": action.survivor, "survivorRevision": action.survivor_revision,
-            "survivorRaftIndex": action.survivor_raft_index, "lostMembers": list(action.lost_members),
-            "seedMember": action.seed_member, "startedAt": at, "request": action.request,
-            "reason": action.reason, **_source_record(action),
-        })
-    if recorded is None:
-        return None
-    record: dict[str, Any] = {
-        "phase": recorded.phase, "survivor": recorded.survivor, "survivorRevision": recorded.survivor_revision,
-        "survivorRaftIndex": recorded.survivor_raft_index, "lostMembers": list(recorded.lost_members),
-        "seedMember": recorded.seed_member, "startedAt": recorded.started_at, "finishedAt": recorded.finished_at,
-        "request": recorded.request, "reason": recorded.reason, "source": recorded.source,
-    }
-    if recorded.from_backup:
-        record.update(backup=recorded.backup, backupRevision=recorded.backup_revision)
-        if recorded.restore is not None:
-            record["restore"] = restore_source_to_api(recorded.restore)
-    if recorded.recovered_revision:
-        record["recoveredRevision"] = recorded.recovered_revision
-    if isinstance(action, FinishQuorumRecovery) and recorded.in_progress:
-        record.update(phase=RECOVERY_RECOVERED, finishedAt=at, recoveredRevision=action.revision,
-                      reason=action.describe())
-    elif isinstance(action, FailQuorumRecovery) and recorded.in_progress:
-        record.update(phase=RECOVERY_FAILED, finishedAt=at, reason=action.reason)
-    return _without_empty(record)
-
-
-def recorded_source(record: dict[str, Any]) -> str:
-    """What a status.recovery record restores, for status messages."""
-    if record.get("source") == RECOVERY_SOURCE_BACKUP:
-        return (f"EtcdBackup {record.get('backup')} (revision {record.get('backupRevision')}; surviving member "
-                f"{record.get('survivor')} was behind it at revision {record.get('survivorRevision')})")
-    return f"surviving member {record.get('survivor')} (revision {record.get('survivorRevision')})"
-
-
-def _source_record(action: StartQuorumRecovery) -> dict[str, Any]:
-    """status.recovery's source fields: Survivor, or Backup with the backup, its revision and its
-    object (as spec.restore names one: what the seed fetches)."""
-    if not action.backup or action.restore is None:
-        return {"source": RECOVERY_SOURCE_SURVIVOR}
-    return {"source": RECOVERY_SOURCE_BACKUP, "backup": action.backup, "backupRevision": action.backup_revision,
-            "restore": restore_source_to_api(action.restore)}
-
-
-def _without_empty(record: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in record.items() if value != ""}

@@ -3,10 +3,8 @@ tests say (`promtool test rules`), name only metrics the operators export or etc
 carry a runbook_url to their section of docs/monitoring.md."""
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -15,50 +13,23 @@ from backup_operator.metrics import BackupMetrics
 from etcd_operator.metrics import OperatorMetrics
 from kube_sandbox.binaries import go_tool
 from restore_operator.metrics import RestoreMetrics
+from tests.repository.metric_names import (
+    ETCD_HISTOGRAMS,
+    ETCD_METRIC,
+    ETCD_METRICS,
+    OUR_METRIC,
+    RULES_DIR,
+    alert_rules,
+    readable_metric_names,
+)
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULE_FILES = sorted(p for p in RULES_DIR.glob("*-rules.yaml"))
 RULE_TESTS = sorted(RULES_DIR.glob("*-rules.test.yaml"))
-# Our metric names in a PromQL expression (the operators' prefixes).
-OUR_METRIC = re.compile(r"\b(etcd_(?:operator|backup|restore)_[a-z_]+)")
-# etcd's own metric names (its subsystems' prefixes).
-ETCD_METRIC = re.compile(r"\b(etcd_(?:server|mvcc|disk|network|debugging|snap|cluster)_[a-z_]+)")
-# The etcd metrics the rules and the dashboard read, named as both etcd 3.5.35 and 3.6.16 serve them
-# on --listen-metrics-urls (server/etcdserver/metrics.go, storage/metrics.go, mvcc/metrics.go,
-# wal/metrics.go, backend/metrics.go of go.etcd.io/etcd/server/v3): a misspelt name fails here.
-ETCD_HISTOGRAMS = ("etcd_disk_wal_fsync_duration_seconds", "etcd_disk_backend_commit_duration_seconds")
-ETCD_METRICS = frozenset({
-    "etcd_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_use_in_bytes", "etcd_server_quota_backend_bytes",
-    "etcd_server_has_leader", "etcd_server_leader_changes_seen_total", "etcd_server_proposals_failed_total",
-    *(f"{name}{suffix}" for name in ETCD_HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")),
-})
 RUNBOOK_PAGE = "docs/monitoring.md"
 
 
 def _promtool() -> str:
     return str(go_tool("promtool"))
-
-
-def _exported_metric_names() -> set[str]:
-    """Every sample name the operators can export (counters as `_total`, histograms' series)."""
-    names: set[str] = set()
-    for registry in (OperatorMetrics().registry, BackupMetrics().registry, RestoreMetrics().registry):
-        for family in registry.collect():
-            names.add(family.name)
-            if family.type == "counter":
-                names.add(f"{family.name}_total")
-            if family.type == "histogram":
-                names.update(f"{family.name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
-    return names
-
-
-def _readable_metric_names() -> set[str]:
-    """What a query may name: our exported metrics and etcd's."""
-    return _exported_metric_names() | ETCD_METRICS
-
-
-def _rules(path: Path) -> list[dict[str, Any]]:
-    return [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
 
 
 def test_rule_files_and_their_tests_exist() -> None:
@@ -81,14 +52,14 @@ def test_promtool_test_rules(tests: Path) -> None:
 
 @pytest.mark.parametrize("rules", RULE_FILES, ids=lambda p: p.name)
 def test_every_metric_in_an_alert_is_exported(rules: Path) -> None:
-    readable = _readable_metric_names()
-    named = {m for rule in _rules(rules) for m in OUR_METRIC.findall(rule["expr"]) + ETCD_METRIC.findall(rule["expr"])}
+    readable = readable_metric_names()
+    named = {m for rule in alert_rules(rules) for m in OUR_METRIC.findall(rule["expr"]) + ETCD_METRIC.findall(rule["expr"])}
     assert named, f"{rules.name} names none of our metrics"
     assert named <= readable, f"not exported: {sorted(named - readable)}"
 
 
 def test_etcd_rules_read_etcd_and_the_operators_maintenance_metrics() -> None:
-    exprs = " ".join(rule["expr"] for rule in _rules(RULES_DIR / "etcd-rules.yaml"))
+    exprs = " ".join(rule["expr"] for rule in alert_rules(RULES_DIR / "etcd-rules.yaml"))
     assert set(ETCD_METRIC.findall(exprs)) == ETCD_METRICS - {
         "etcd_mvcc_db_total_size_in_use_in_bytes", *(f"{name}{suffix}" for name in ETCD_HISTOGRAMS
                                                      for suffix in ("_sum", "_count"))}
@@ -99,15 +70,15 @@ def test_etcd_rules_read_etcd_and_the_operators_maintenance_metrics() -> None:
 @pytest.mark.parametrize("rules", RULE_FILES, ids=lambda p: p.name)
 def test_every_alert_has_a_runbook_url_to_its_section(rules: Path) -> None:
     """runbook_url is `docs/monitoring.md#<anchor of the alert's heading>` (that every alert has its
-    `### <alert>` heading there is checked by tests/unit/test_docs.py)."""
-    for rule in _rules(rules):
+    `### <alert>` heading there is checked by tests/repository/test_docs.py)."""
+    for rule in alert_rules(rules):
         if "alert" in rule:
             assert rule["annotations"].get("runbook_url") == f"{RUNBOOK_PAGE}#{rule['alert'].lower()}", rule["alert"]
 
 
 @pytest.mark.parametrize("rules", RULE_FILES, ids=lambda p: p.name)
 def test_every_alert_has_a_severity_and_names_where(rules: Path) -> None:
-    for rule in _rules(rules):
+    for rule in alert_rules(rules):
         if "alert" not in rule:
             continue
         assert rule["labels"]["severity"] in {"warning", "critical"}, rule["alert"]
