@@ -137,13 +137,15 @@ def _last_termination(pod: ObservedPod) -> str:
         parts.append(f"etcd exited with code {pod.last_exit_code}")
     if pod.last_termination_reason:
         parts.append(f"({pod.last_termination_reason})")
-    text = " ".join(parts) or "etcd exited"
+    head = " ".join(parts) or "etcd exited"
+    advice = "; it needs more memory than its limit (spec.pod.resources.limits.memory) allows" \
+        if pod.last_termination_reason == OOM_KILLED else ""
     lines = [line.strip() for line in (pod.last_termination_message or "").splitlines() if line.strip()]
-    if lines:
-        text = f"{text}: {lines[-1]}"
-    if pod.last_termination_reason == OOM_KILLED:
-        text = f"{text}; it needs more memory than its limit (spec.pod.resources.limits.memory) allows"
-    return _clip(text)
+    if not lines:
+        return _clip(head + advice)
+    # Only etcd's own line is clipped: the advice after it always reaches the reader.
+    room = max(0, MAX_DETAIL_CHARS - len(head) - len(": ") - len(advice))
+    return f"{head}: {_clip(lines[-1], room)}{advice}"
 
 
 def _init_container_detail(init: WaitingInitContainer) -> str:
@@ -157,5 +159,5 @@ def _init_container_detail(init: WaitingInitContainer) -> str:
     return _clip(f"{text}: {lines[-1]}" if lines else text)
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 3] + "..."
+def _clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."

@@ -31,12 +31,15 @@ def assert_only_leader_change_drops(failures: list[str], leader_changes: int, du
 class Writer:
     """Writes `<prefix><n>` through `endpoint` (a cluster's client service), one etcdctl put after
     another, until finished; remembers what was acknowledged, when, and what failed. `flags`: extra
-    etcdctl flags, e.g. the TLS files of an https endpoint."""
+    etcdctl flags, e.g. the TLS files of an https endpoint. `deadline_seconds`: each put's
+    `--command-timeout`; above etcd's own 7-s request timeout, a failed put is etcd's verdict (the
+    proposal dropped or timed out in raft), not the client giving up on a slow machine."""
 
     sandbox: Sandbox
     endpoint: str
     prefix: str
     flags: tuple[str, ...] = ()
+    deadline_seconds: int = 5
     acknowledged: dict[str, str] = field(default_factory=dict)
     success_times: list[float] = field(default_factory=list)
     failures: list[tuple[float, str]] = field(default_factory=list)
@@ -58,7 +61,8 @@ class Writer:
             key, value = f"{self.prefix}{n:06d}", f"value-{n}"
             n += 1
             try:
-                result = self.sandbox.etcdctl([self.endpoint], *self.flags, "put", key, value, "--command-timeout=5s")
+                result = self.sandbox.etcdctl([self.endpoint], *self.flags, "put", key, value,
+                                             f"--command-timeout={self.deadline_seconds}s")
                 ok = result.returncode == 0 and result.stdout.strip() == "OK"
                 error = result.stderr.strip()[-200:]
             except Exception as e:  # a hung etcdctl counts as a failed write

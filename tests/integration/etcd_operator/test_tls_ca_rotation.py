@@ -21,6 +21,7 @@ from tests.integration.etcd_operator.etcd_data import read_prefix
 from tests.integration.etcd_operator.operator_clusters import GROUP, PLURAL, VERSION, Clusters, etcd_cluster
 from tests.integration.etcd_operator.tls_certs import IssuedClient, secret_files, served_certificate
 
+ETCD_REQUEST_TIMEOUT_SECONDS = 7  # etcd's own deadline for a proposal (its "request timed out")
 ISSUED = {"validity": "1h", "renewBefore": "20m"}  # no leaf renewal during the test
 ROTATION_TIMEOUT_SECONDS = 900.0  # a roll of 3 members plus two trust propagation waits (90 s each)
 PORTS = {"server": 2379, "peer": 2380}
@@ -78,7 +79,11 @@ def test_the_ca_rotates_through_an_overlap_under_writes(clusters: Clusters, tmp_
         before = _pods(clusters, name)
         watch = RotationWatch(clusters, name, client)
 
-        writer = Writer(clusters.sandbox, f"https://{name}-client.{ns}.svc:2379", PREFIX, tuple(client.flags()))
+        # No request dropped: a put that fails does so in etcd (its 7-s request timeout), not at a
+        # client deadline a loaded machine overruns (measured in CI: one 5-s deadline missed in
+        # 3,743 puts while two sandboxes ran).
+        writer = Writer(clusters.sandbox, f"https://{name}-client.{ns}.svc:2379", PREFIX, tuple(client.flags()),
+                        deadline_seconds=ETCD_REQUEST_TIMEOUT_SECONDS + 3)
         writer.start()
         try:
             wait_for(lambda: writer.progressed(5), timeout=60, what="TLS writes through the client service")

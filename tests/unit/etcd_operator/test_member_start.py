@@ -59,6 +59,18 @@ def test_the_pods_own_reason_is_in_message_and_condition(container_status: dict[
     assert _condition(status, "MemberStartBlocked")[:2] == ("True", reason)
 
 
+def test_the_memory_advice_survives_a_long_last_log_line() -> None:
+    """etcd's last line before an OOM kill is often a long JSON log line: it is clipped, the advice
+    naming spec.pod.resources.limits.memory is not (measured in the sandbox: it was cut off)."""
+    line = '{"level":"info","msg":"now serving peer/client/metrics","urls":["' + "x" * 600 + '"]}'
+    observed = _seed_pod(restartCount=4, state={"waiting": {"reason": "CrashLoopBackOff"}},
+                         lastState={"terminated": {"exitCode": 137, "reason": "OOMKilled", "message": line}})
+    [problem] = start_problems(observed)
+    assert problem.message.startswith('etcd exited with code 137 (OOMKilled): {"level":"info"'), problem.message
+    assert problem.message.endswith("(spec.pod.resources.limits.memory) allows") and "..." in problem.message
+    assert len(problem.message) <= 400, len(problem.message)
+
+
 def test_a_failed_mount_event_is_reported_while_the_pod_sets_up() -> None:
     observed = dataclasses.replace(
         _seed_pod(state={"waiting": {"reason": "ContainerCreating"}}),
