@@ -12,7 +12,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.etcd.types import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, HashKV, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
     TLS_MODE_PLAIN,
@@ -166,6 +166,17 @@ def replace_pod(observed: ObservedCluster, member: str, **fields: Any) -> Observ
         observed,
         pods=tuple(dataclasses.replace(p, **fields) if p.member_name == member else p for p in observed.pods),
     )
+
+
+def with_hash_kvs(observed: ObservedCluster, hashes: dict[int, int], *, revision: int = 5000,
+                  compacted: dict[int, int] | None = None) -> ObservedCluster:
+    """Members' keyspace hashes at `revision` (member index -> hash; a member left out did not
+    answer), each compacted at revision 100 unless `compacted` says otherwise."""
+    answers = {name(i): HashKV(hash=h, compact_revision=(compacted or {}).get(i, 100), hash_revision=revision)
+               for i, h in hashes.items()}
+    statuses = {member: dataclasses.replace(status, revision=revision)
+                for member, status in observed.endpoint_status.items()}
+    return dataclasses.replace(observed, hash_kvs=answers, hash_kv_revision=revision, endpoint_status=statuses)
 
 
 def add_pod(observed: ObservedCluster, pod: ObservedPod) -> ObservedCluster:
