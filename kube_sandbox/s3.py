@@ -61,6 +61,19 @@ START_ATTEMPTS = 3
 MAX_PORT_WITH_GRPC = 65535 - 10000
 
 
+# What weed says when a port it was given is taken: by another process, or by its own gRPC port
+# of another server (a port picked equal to another's + 10000).
+PORT_CLASHES = ("address already in use", "reserved for gRPC calculation")
+
+
+def _weed_ports() -> list[int]:
+    """Six distinct free ports, none another's + 10000 (SeaweedFS's gRPC port for that server)."""
+    while True:
+        ports = [free_port(below=MAX_PORT_WITH_GRPC) for _ in range(6)]
+        if len(set(ports)) == len(ports) and not set(ports) & {port + 10000 for port in ports}:
+            return ports
+
+
 def start_standalone_s3(directory: Path, access_key: str = "standalone", secret_key: str = "standalone-secret",
                         timeout_seconds: float = 120.0) -> StandaloneS3:
     """SeaweedFS on free loopback ports with its data and log in `directory`; stop it with `.stop()`.
@@ -69,7 +82,7 @@ def start_standalone_s3(directory: Path, access_key: str = "standalone", secret_
     (gRPC): another process (a parallel test's) may take one before it binds. It then exits at
     start, and is started again on other ports, at most START_ATTEMPTS times."""
     for attempt in range(1, START_ATTEMPTS + 1):
-        ports = [free_port(below=MAX_PORT_WITH_GRPC) for _ in range(6)]
+        ports = _weed_ports()
         process = ManagedProcess("s3 (weed mini, standalone)",
                                  _weed_mini_argv(directory, LOOPBACK, ports, access_key, secret_key),
                                  directory / "s3.log")
@@ -78,7 +91,7 @@ def start_standalone_s3(directory: Path, access_key: str = "standalone", secret_
             wait_until_listening(process, ports[0], timeout_seconds)
         except RuntimeError:
             process.stop()
-            if attempt == START_ATTEMPTS or "address already in use" not in process.tail():
+            if attempt == START_ATTEMPTS or not any(clash in process.tail() for clash in PORT_CLASHES):
                 raise
             continue
         return StandaloneS3(process, ports[0], access_key, secret_key)
