@@ -106,7 +106,9 @@ def plan_alarms(observed: ObservedCluster, spec: ClusterSpec, outdated: dict[str
     members = observed.members or ()
     known = {member.id for member in members}
     for alarm in observed.alarms:
-        if alarm.member_id not in known and not alarm.cluster_wide:
+        # NOSPACE is the cluster's: disarmed only once the data fits (`_plan_no_space`), whichever
+        # member raised it.
+        if alarm.member_id not in known and not alarm.cluster_wide and alarm.kind != NOSPACE:
             return DisarmAlarm(alarm, f"member {alarm.member_id:x} is no longer in the cluster",
                                raised_for_seconds=alarm_raised_seconds(observed))
     corrupt = _plan_corrupt(observed, spec)

@@ -269,7 +269,7 @@ def _terminating(observed: ObservedCluster, terminating: tuple[str, ...], bound:
             details.append(name)
             continue
         member = next((m for m in observed.members or () if m.member_name == pod.member_name), None)
-        if member is not None and _serves(observed, member) and observed.volume(pod.member_name) is None:
+        if member is not None and _serves(observed, member):
             details.append(f"{name} (its grace period ended at {format_timestamp(pod.deletion_deadline)}, "
                            f"{what_holds(pod)}; its member still serves, so its node is cut off rather than "
                            f"gone: it is not replaced while it serves)")
@@ -286,6 +286,12 @@ def _deleting_pod_fate(observed: ObservedCluster, member: Member, pod: ObservedP
     """A listed member whose pod is being deleted: "stuck" (dead: its pod stays past the bound),
     "terminating" (waited for) or "dead" (its emptyDir data goes with the pod)."""
     past = stuck_terminating_seconds(pod, observed)
+    if member.started and _serves(observed, member) and not _still_stopping(observed, pod):
+        # Past its grace period, yet it serves: the operator reaches it, or a healthy voter has an
+        # active peer stream to it. Its node is cut off from the control plane (a NotReady node's
+        # taint eviction marks its pods deleted), not shown gone: no proof that it is dead, so it
+        # is waited for, never replaced while its peers see it serve (on a volume or not).
+        return "terminating"
     if (on_volume or not member.started) and past is not None and past >= stuck_bound:
         # It would come back only when its pod goes, which nothing here can make happen.
         return "stuck"
@@ -293,12 +299,6 @@ def _deleting_pod_fate(observed: ObservedCluster, member: Member, pod: ObservedP
         # Restarts on its volume / its add completes / it is shutting down gracefully: its
         # clients move to other members with their requests finished. Removing it meanwhile
         # would cut them ("raft: stopped"): it is removed once its pod is gone.
-        return "terminating"
-    if _serves(observed, member):
-        # Past its grace period, yet it serves: the operator reaches it, or a healthy voter has an
-        # active peer stream to it. Its node is cut off from the control plane (a NotReady node's
-        # taint eviction marks its pods deleted), not shown gone: no proof that it is dead, so it
-        # is waited for, never replaced while its peers see it serve.
         return "terminating"
     # Past its grace period and serving no one (its node is gone, say): the pod never comes back,
     # and its emptyDir data goes with it. The member is dead.

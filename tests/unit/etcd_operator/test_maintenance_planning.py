@@ -145,6 +145,13 @@ def test_corruption_on_a_majority_is_reported_and_nothing_is_removed() -> None:
     assert status["reason"] == "CorruptAlarm", status
 
 
+def test_no_space_of_a_member_no_longer_in_the_cluster_is_disarmed_only_once_the_data_fits() -> None:
+    """NOSPACE refuses every write whichever member raised it: the member's removal is no reason
+    to disarm it while the data still does not fit (the next write would raise it again)."""
+    action = plan_next_action(_no_space(compacted=False, alarms=(Alarm(NOSPACE, 0xDEAD),)))
+    assert isinstance(action, actions.CompactHistory), action
+
+
 def test_the_alarm_of_a_member_no_longer_in_the_cluster_is_disarmed() -> None:
     gone = Alarm(CORRUPT, 0xDEAD)
     action = plan_next_action(_storage(healthy_cluster(3), {}, alarms=(gone,)))
