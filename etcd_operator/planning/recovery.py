@@ -131,15 +131,16 @@ def gone_proof(observed: ObservedCluster, name: str, named: frozenset[str]) -> s
     """Why member `name` is known to be gone, not merely silent or cut off, or None: a person
     named it in the annotation; its pod is terminal (the kubelet, or the control plane for a
     node deleted or declared out of service, stopped its containers for good); or its pod is being
-    deleted on a node whose Node object is deleted. A pod being deleted on a node that exists
-    (NotReady, tainted, partitioned) is no proof: a majority may be serving behind a partition,
-    and taint eviction marks its pods deleted all the same; nor is a pod that is gone, as where
-    it ran is then unknown (a force-deleted pod's containers may still run)."""
+    deleted on a node whose Node object is deleted; or its pod object is gone (the kubelet removes
+    it only once its containers stopped, the pod garbage collector only once its Node is deleted,
+    and otherwise a person force-deleted it: their word that it is gone). A pod being deleted on a
+    node that exists (NotReady, tainted, partitioned) is no proof: a majority may be serving behind
+    a partition, and taint eviction marks its pods deleted all the same."""
     if name in named:
         return f"named in {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}"
     pod = observed.pod(name)
     if pod is None:
-        return None
+        return "its pod is gone (its containers stopped, its node deleted, or a person force-deleted it)"
     if pod.terminal:
         return f"its pod is {pod.phase}"
     if pod.deleting and pod.node_name is not None and pod.node_name in observed.nodes_gone:
@@ -206,8 +207,7 @@ def _proof_missing(observed: ObservedCluster, unproven: list[str], lost: tuple[s
     for name in unproven:
         pod = observed.pod(name)
         where = f" on node {pod.node_name}, which exists or cannot be read" if pod and pod.node_name else ""
-        states.append(f"{name} (its pod {'is gone: where it ran is not known' if pod is None else 'is being deleted'}"
-                      f"{where})")
+        states.append(f"{name} (its pod is being deleted{where})")
     return (f"quorum-loss recovery waits for proof that {', '.join(states)} is gone, not cut off (a majority "
             f"behind a partition may be serving; a pod being deleted, or a NotReady or tainted node, is no "
             f"proof): a terminal pod, or its Node deleted (kubectl delete node, once the machine is dead), or "

@@ -48,7 +48,9 @@ BOTH = f"{name(2)},{name(3)}"
     pytest.param(GONE_NODE_DELETED, None, None, True, id="nodes-deleted"),
     pytest.param(GONE_TERMINAL, None, None, True, id="pods-terminal"),
     pytest.param(GONE_DELETING, None, None, False, id="pods-terminating-on-nodes-that-exist-split-brain"),
-    pytest.param(GONE_ABSENT, None, None, False, id="pods-gone-their-nodes-unknown"),
+    # A pod object gone: the kubelet confirmed its containers stopped, the pod garbage collector
+    # removed it with its deleted Node, or a person force-deleted it (their word it is gone).
+    pytest.param(GONE_ABSENT, None, None, True, id="pods-gone"),
     pytest.param(GONE_DELETING, {}, "please", False, id="annotation-naming-no-one-is-no-proof"),
     pytest.param(GONE_DELETING, {}, BOTH, True, id="annotation-naming-them"),
     pytest.param(GONE_ABSENT, None, f"{name(2)} {name(3)}", True, id="annotation-naming-them-space-separated"),
