@@ -575,8 +575,16 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
     if spec.issued_tls is None:
         return None
     secrets: dict[Role, Mapping[str, Any] | None] = {role: observed.issued_secrets.get(role) for role in ROLES}
-    return check_issued(secrets, identity_of(observed), spec.issued_tls, member_hosts(observed), observed.observed_at,
-                        members_run=any(not pod.never_ran for pod in observed.live_pods))
+    identity = identity_of(observed)
+    return check_issued(secrets, identity, spec.issued_tls, member_hosts(observed), observed.observed_at,
+                        members_run=bool(pods_trusting_issued_ca(observed, identity)))
+
+
+def pods_trusting_issued_ca(observed: ObservedCluster, identity: Identity) -> tuple[str, ...]:
+    """Live member pods that ran with the issued certificates mounted, so trust the CA they were
+    issued from; a member still on plaintext (a cluster moving to TLS) trusts no CA."""
+    leaves = {identity.secret_name(role) for role in LEAF_ROLES}
+    return tuple(sorted(pod.name for pod in observed.live_pods if not pod.never_ran and pod.secret_volumes & leaves))
 
 
 

@@ -62,8 +62,8 @@ def lost_ca(observed: ObservedCluster, check: certs.IssuanceCheck) -> LostCA | N
     if not check.ca_lost:
         return None
     ca = next(checked for checked in check.checked if checked.role == "ca")
-    running = tuple(sorted(pod.name for pod in observed.live_pods if not pod.never_ran))
     identity = certs.identity_of(observed)
+    running = certs.pods_trusting_issued_ca(observed, identity)
     old, why_not = old_signing_ca(observed.issued_secrets, identity, observed.observed_at)
     return LostCA(ca.secret, ca.problem, running, old, why_not)
 

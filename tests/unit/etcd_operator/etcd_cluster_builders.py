@@ -261,4 +261,7 @@ def with_issued_certificates(observed: ObservedCluster, *, now: datetime | None 
     for role in certs.LEAF_ROLES:
         pair = certs.issue_leaf(ca, identity, role, at, validity_seconds or issued.validity_seconds)
         secrets[role] = issued_secret(observed.cluster, role, certs.secret_data(role, pair, ca))
-    return dataclasses.replace(observed, issued_secrets=secrets)
+    # Its member pods run with the issued peer and server Secrets mounted (as manifests.py mounts them).
+    mounted = frozenset(identity.secret_name(role) for role in ("peer", "server"))
+    pods = tuple(dataclasses.replace(pod, secret_volumes=pod.secret_volumes | mounted) for pod in observed.pods)
+    return dataclasses.replace(observed, issued_secrets=secrets, pods=pods)

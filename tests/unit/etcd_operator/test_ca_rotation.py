@@ -434,3 +434,14 @@ def test_a_ca_lost_before_any_member_ran_or_after_it_expired_is_issued_again_wit
     validity = expired.cluster.require_spec().issued_tls.ca_validity_seconds  # type: ignore[union-attr]
     action = plan_next_action(dataclasses.replace(expired, observed_at=T0 + timedelta(seconds=validity + 1)), POLICY)
     assert isinstance(action, a.IssueCertificates) and action.roles == ("ca", "peer", "server", "operator")
+
+
+def test_a_plaintext_cluster_moving_to_issued_tls_gets_a_new_ca_not_a_lost_one() -> None:
+    """Members that run on plaintext trust no CA: a cluster whose spec gains TLS.issued has every
+    Secret issued, CA first (measured in the sandbox: its running plaintext members were taken for
+    members trusting a lost CA, and the move to TLS never began)."""
+    plaintext = healthy_cluster(3)
+    assert all(not pod.secret_volumes for pod in plaintext.pods)
+    moving = dataclasses.replace(plaintext, cluster=with_issued_certificates(plaintext).cluster, issued_secrets={})
+    action = plan_next_action(moving, POLICY)
+    assert isinstance(action, a.IssueCertificates) and action.roles == ("ca", "peer", "server", "operator"), action
