@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 SANDBOX := $(PYTHON) -m kube_sandbox
 
-.PHONY: deps demo test unit down status bench typecheck imports lint failure-injection image image-push
+.PHONY: deps demo test unit down status bench typecheck imports lint failure-injection image image-push simulate
 
 deps:
 	VENV=$(VENV) bash scripts/install-deps.sh
@@ -20,6 +20,12 @@ test: deps
 ## Fast feedback: the unit tests and the repository checks (lint, types, layers, docs, chart, rules), no sandbox.
 unit: deps
 	$(PYTHON) -m pytest tests/unit tests/repository
+
+## The planner's fault simulator over many seeds (docs/dev/simulator.md); `make simulate SEEDS=N FIRST=S`.
+SEEDS ?= 10000
+FIRST ?= 0
+simulate: deps
+	$(PYTHON) -m tests.simulation --seeds $(SEEDS) --first $(FIRST)
 
 ## The failure-injection suite alone (the operator killed before/after each membership effect).
 failure-injection: deps

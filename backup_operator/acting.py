@@ -15,13 +15,19 @@ from backup_operator import actions as a
 from backup_operator import reasons, trial_restore
 from backup_operator.endpoint_policy import DEFAULT_POLICY, EndpointPolicy
 from backup_operator.metrics import BackupMetrics
-from backup_operator.observed import BackupResult, ObservedBackup
+from backup_operator.observed import BackupResult, ObservedBackup, RecordedBackup
 from backup_operator.observing import parse_last_backup, parse_recorded, parse_recorded_trial
 from backup_operator.planning import plan_next_action
 from backup_operator.reasons import BackupFailed
 from backup_operator.schedule import IDLE_SECONDS, timeout_seconds
 from backup_operator.slots import DEFAULT_MAX_CONCURRENT_BACKUPS, BackupSlots
-from backup_operator.status import failure_status, success_status, trial_failed_status, trial_verified_status
+from backup_operator.status import (
+    attempt_started_status,
+    failure_status,
+    success_status,
+    trial_failed_status,
+    trial_verified_status,
+)
 from backup_operator.taking import BackupEnvironment, BackupRequest, Logger, take_backup
 from etcd_common.api.etcd_backup import EtcdBackup
 from kube_adapter.errors import KubeError, NotFound
@@ -133,9 +139,15 @@ class ActionExecutor(runtime.ActionExecutor[BackupPass, float]):
         return self._delay_after(self._patch_status(raw, current, status) or raw, observed)
 
     def _take(self, raw: dict[str, Any], observed: ObservedBackup, action: a.TakeBackup) -> float:
-        """Take the backup (holding a slot), write its outcome; the delay until the next pass."""
+        """Record the attempt's start, take the backup (holding a slot), write its outcome; the
+        delay until the next pass. A start that cannot be written raises (KubeError): not started."""
         ctx = self.context
         backup, now = observed.backup, observed.now
+        recorded = parse_recorded(raw.get("status"))  # before this attempt: its outcome counts from it
+        marked = self._record_start(raw, backup.generation, now)
+        if marked is None:
+            return IDLE_SECONDS
+        raw = marked
         self.log.info("taking a backup (%s)", action.why)
         started = time.monotonic()
         try:
@@ -143,14 +155,34 @@ class ActionExecutor(runtime.ActionExecutor[BackupPass, float]):
         except BackupFailed as failure:
             self.log.warning("backup failed: %s: %s", failure.reason, failure.message)
             updated = self._write_failure(raw, backup, failure.reason, failure.message, now,
-                                          seconds=time.monotonic() - started)
+                                          seconds=time.monotonic() - started, recorded=recorded)
         except Exception as error:  # a bug must show in status too, not only in the log
             self.log.exception("backup crashed")
             updated = self._write_failure(raw, backup, reasons.INTERNAL_ERROR, short_error(error), now,
-                                          seconds=time.monotonic() - started)
+                                          seconds=time.monotonic() - started, recorded=recorded)
         else:
             updated = self._write_success(raw, backup, result)
         return self._delay_after(updated or raw, observed)
+
+    def _record_start(self, raw: dict[str, Any], generation: int, now: datetime) -> dict[str, Any] | None:
+        """Write `attemptStarted` before the backup starts (a crash or an eviction mid-backup then
+        still counts as an attempt); the object as written, None when it was deleted meanwhile."""
+        current = raw.get("status") or {}
+        marked = attempt_started_status(current, generation, now)
+        try:  # only the new field: the rest of the status stays as it is
+            updated = self.context.backup_api.patch_status(self.key[0], self.key[1],
+                                                           {"attemptStarted": marked["attemptStarted"]})
+        except NotFound:
+            self.log.info("EtcdBackup deleted meanwhile; no backup taken")
+            return None
+        except KubeError as error:
+            self.log.warning("cannot record the attempt's start: %s; the backup is not started (retried next pass)",
+                             short_error(error))
+            raise
+        if not updated:
+            return {**raw, "status": marked}
+        self.context.backups.upsert(updated)
+        return updated
 
     def _delay_after(self, raw: dict[str, Any], observed: ObservedBackup) -> float:
         """Until the next backup (or trial restore) is due, by the status just written (the spec as this pass read it)."""
@@ -175,13 +207,15 @@ class ActionExecutor(runtime.ActionExecutor[BackupPass, float]):
         return self._patch_status(raw, current, success_status(current, backup.generation, result, ctx.clock()))
 
     def _write_failure(self, raw: dict[str, Any], backup: EtcdBackup, reason: str, message: str, attempt: datetime,
-                       *, seconds: float | None) -> dict[str, Any] | None:
+                       *, seconds: float | None, recorded: RecordedBackup | None = None) -> dict[str, Any] | None:
+        """The failure's status, counted from `recorded` (the status before the attempt's start
+        was written; by default what `raw` records)."""
         ctx = self.context
         ctx.metrics.observe_failure(backup.namespace, backup.name, reason, seconds=seconds)
         ctx.events.record(raw, WARNING, reason, message)
         current = raw.get("status") or {}
-        status = failure_status(current, backup.generation, parse_recorded(current), reason, message, attempt,
-                                ctx.clock())
+        status = failure_status(current, backup.generation, parse_recorded(current) if recorded is None else recorded,
+                                reason, message, attempt, ctx.clock())
         return self._patch_status(raw, current, status)
 
     def _patch_status(self, raw: dict[str, Any], current: dict[str, Any],

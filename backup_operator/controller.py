@@ -11,12 +11,12 @@ from backup_operator.metrics import BackupMetrics
 from backup_operator.settings import BackupOperatorSettings
 from backup_operator.slots import BackupSlots
 from backup_operator.supervisor import BackupSupervisor, SupervisorContext
-from backup_operator.taking import BackupEnvironment, remove_stale_snapshots
+from backup_operator.taking import BackupEnvironment, WorkSpace, remove_stale_snapshots
 from etcd_common.api.resources import ETCD_BACKUPS, ETCD_CLUSTERS
 from etcd_common.etcd.access import EtcdAccess
 from kube_adapter.client import KubeApi
 from kube_adapter.events import EventRecorder
-from kube_adapter.resources import SECRETS, ResourceClient
+from kube_adapter.resources import SECRETS, SERVICES, ResourceClient
 from operator_runtime import controller as runtime
 from operator_runtime.cache import Key, ObjectCache
 from operator_runtime.running import MayAct, always_may_act
@@ -28,7 +28,9 @@ EVENT_COMPONENT = "etcd-backup-operator"
 
 def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | None,
                        etcdutl_binary: str | None, endpoint_policy: EndpointPolicy = DEFAULT_POLICY,
-                       etcd_binary: str | None = None, allow_pod_identity: bool = False) -> BackupEnvironment:
+                       etcd_binary: str | None = None, allow_pod_identity: bool = False,
+                       work_dir_size_limit_bytes: int | None = None,
+                       check_etcd_endpoints: bool = False) -> BackupEnvironment:
     """What taking a backup needs, with this API client (shared by the operator and `etcd-backup`)."""
     secrets = ResourceClient(api, SECRETS)
     return BackupEnvironment(
@@ -41,6 +43,9 @@ def backup_environment(api: KubeApi, *, work_dir: str, etcdctl_binary: str | Non
         etcdctl_binary=etcdctl_binary,
         endpoint_policy=endpoint_policy,
         allow_pod_identity=allow_pod_identity,
+        work_space=WorkSpace(size_limit_bytes=work_dir_size_limit_bytes),
+        read_service=ResourceClient(api, SERVICES).get,
+        check_etcd_endpoints=check_etcd_endpoints,
     )
 
 
@@ -58,7 +63,9 @@ class Controller:
                                            etcdutl_binary=settings.etcdutl_binary,
                                            endpoint_policy=settings.endpoint_policy,
                                            etcd_binary=settings.etcd_binary,
-                                           allow_pod_identity=settings.allow_pod_identity),
+                                           allow_pod_identity=settings.allow_pod_identity,
+                                           work_dir_size_limit_bytes=settings.work_dir_size_limit_bytes,
+                                           check_etcd_endpoints=True),
             events=EventRecorder(api, component=EVENT_COMPONENT),
             metrics=metrics,
             stop=stop,

@@ -4,30 +4,33 @@ flags. Without flags, `etcdEndpoints` reach only the EtcdBackup's own namespace'
 pods (`<name>.<namespace>.svc[.<cluster domain>]`) and an object store's `endpoint` may name any host."""
 from __future__ import annotations
 
-import ipaddress
-import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from typing import Any
 from urllib.parse import urlsplit
 
-from etcd_common.api.storage_locations import STORAGE_TYPE_ABS, STORAGE_TYPE_GCS, STORAGE_TYPE_OSS, STORAGE_TYPE_S3
+from etcd_common.storage.endpoint_allowance import (
+    ALLOWED_SCHEMES,
+    AWS_HOST_PATTERNS,
+    PROVIDER_HOSTS,
+    UnusableUrl,
+    host_refusal,
+    is_ip_literal,
+    matches_any,
+    url_host,
+)
+from etcd_common.storage.endpoint_allowance import token_uri_refusal as _token_uri_refusal
+
+__all__ = ["ALLOWED_SCHEMES", "PROVIDER_HOSTS", "UnusableUrl", "is_ip_literal", "matches_any", "url_host"]
 
 CROSS_NAMESPACE_FLAG = "--allow-cross-namespace-endpoints"
 ENDPOINT_HOSTS_FLAG = "--allowed-endpoint-hosts"
 S3_ENDPOINT_HOSTS_FLAG = "--allowed-s3-endpoint-hosts"
-ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
-# AWS's own S3 endpoints stay allowed whatever the S3 allow list says.
-AWS_HOST_PATTERNS = ("*.amazonaws.com", "*.amazonaws.com.cn")
-# And each provider's own endpoints for its storage type (the allow list applies to all four).
-PROVIDER_HOSTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    STORAGE_TYPE_S3: ("AWS", AWS_HOST_PATTERNS),
-    STORAGE_TYPE_ABS: ("Azure", ("*.blob.core.windows.net", "*.blob.core.usgovcloudapi.net",
-                                 "*.blob.core.chinacloudapi.cn", "*.blob.core.cloudapi.de")),
-    STORAGE_TYPE_GCS: ("Google", ("storage.googleapis.com",)),
-    STORAGE_TYPE_OSS: ("Alibaba Cloud", ("*.aliyuncs.com",)),
-}
-_DNS_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
+# An ExternalName Service naming another ExternalName Service...: followed this many times at most.
+MAX_EXTERNAL_NAME_HOPS = 4
+# (namespace, name) -> the Service as the API has it, or None when there is none.
+ServiceReader = Callable[[str, str], Mapping[str, Any] | None]
 
 
 @dataclass(frozen=True)
@@ -48,40 +51,6 @@ class EndpointPolicy:
 DEFAULT_POLICY = EndpointPolicy()
 
 
-class UnusableUrl(ValueError):
-    """A URL that is not a plain http(s) URL with a host; the message says why."""
-
-
-def url_host(url: str) -> str:
-    """The host of an http(s) URL, lower-case, without a trailing dot or IPv6 brackets; raises
-    UnusableUrl for another scheme, user information, a missing or malformed host or port."""
-    if any(ch.isspace() or ord(ch) < 0x20 or ch == "\\" for ch in url):
-        raise UnusableUrl("contains whitespace, control characters or a backslash")
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ALLOWED_SCHEMES:
-        raise UnusableUrl("must be an http:// or https:// URL")
-    if "@" in parts.netloc:
-        raise UnusableUrl("must not carry user information (user@host)")
-    try:
-        _ = parts.port  # parsing the port raises for a malformed one
-    except ValueError as error:
-        raise UnusableUrl(f"has a malformed port ({error})") from error
-    host = (parts.hostname or "").rstrip(".")
-    if not host:
-        raise UnusableUrl("has no host")
-    if not is_ip_literal(host) and not _DNS_NAME.match(host):
-        raise UnusableUrl(f"host {host!r} is neither a DNS name nor an IP address")
-    return host
-
-
-def is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def service_namespace(host: str, cluster_domain: str) -> str | None:
     """The namespace in `<name>.<namespace>.svc` or `<name>.<namespace>.svc.<cluster domain>`
     (the name may have several labels: `<pod>.<service>`), else None."""
@@ -90,10 +59,6 @@ def service_namespace(host: str, cluster_domain: str) -> str | None:
         if len(labels) >= len(suffix) + 2 and labels[-len(suffix):] == suffix:
             return labels[-len(suffix) - 1]
     return None
-
-
-def matches_any(host: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatchcase(host, pattern.strip().lower().strip("[]").rstrip(".")) for pattern in patterns)
 
 
 def etcd_endpoint_refusal(url: str, namespace: str, policy: EndpointPolicy) -> str | None:
@@ -135,16 +100,50 @@ def storage_endpoint_refusal(url: str, policy: EndpointPolicy, *, where: str, pr
     used, or None when it may: the S3 allow list (`--allowed-s3-endpoint-hosts`) applies to every
     object store's endpoint; the provider's own hosts (`provider_hosts`) and "" (the provider's
     default) are always allowed. A bare `host[:port]` means https."""
-    url = url.strip()
-    if not url:
+    return host_refusal(url, policy.allowed_s3_hosts, where=where, provider_hosts=provider_hosts, provider=provider,
+                        flag=f"backup operator's {S3_ENDPOINT_HOSTS_FLAG}")
+
+
+def token_uri_refusal(token_uri: str, policy: EndpointPolicy, *, where: str) -> str | None:
+    """Why a gcpSecret's `token_uri` may not be posted to, or None: Google's token hosts, or one
+    the S3 allow list (`--allowed-s3-endpoint-hosts`) allows."""
+    return _token_uri_refusal(token_uri, policy.allowed_s3_hosts, where=where,
+                              flag=f"backup operator's {S3_ENDPOINT_HOSTS_FLAG}")
+
+
+def service_of(host: str, cluster_domain: str) -> tuple[str, str] | None:
+    """(namespace, Service name) behind `<name>.<namespace>.svc[.<domain>]` or
+    `<pod>.<service>.<namespace>.svc[.<domain>]`, else None."""
+    labels = host.split(".")
+    for suffix in (["svc", *cluster_domain.lower().strip(".").split(".")], ["svc"]):
+        if len(labels) >= len(suffix) + 2 and labels[-len(suffix):] == suffix:
+            namespace_at = len(labels) - len(suffix) - 1
+            return labels[namespace_at], labels[namespace_at - 1]
+    return None
+
+
+def resolved_endpoint_refusal(url: str, namespace: str, policy: EndpointPolicy, read_service: ServiceReader,
+                              *, hops: int = 0) -> str | None:
+    """`etcd_endpoint_refusal` after resolution: a Service the endpoint names that is an
+    ExternalName is followed, and its external name must pass the same policy (an ExternalName in
+    the EtcdBackup's namespace pointing at another namespace's Service, or outside the cluster,
+    is refused unless allowed). Hosts the administrator allowed by name are not resolved."""
+    refusal = etcd_endpoint_refusal(url, namespace, policy)
+    if refusal is not None:
+        return refusal
+    host = url_host(url)
+    service = None if matches_any(host, policy.allowed_hosts) else service_of(host, policy.cluster_domain)
+    if service is None:
         return None
-    if "://" not in url:
-        url = f"https://{url}"
-    try:
-        host = url_host(url)
-    except UnusableUrl as error:
-        return f"{where} {url!r} {error}"
-    if not policy.allowed_s3_hosts or matches_any(host, policy.allowed_s3_hosts + provider_hosts):
+    found = read_service(*service)
+    spec = (found or {}).get("spec") or {}
+    if spec.get("type") != "ExternalName":
         return None
-    return (f"{where} {url!r}: host {host} is not in the backup operator's {S3_ENDPOINT_HOSTS_FLAG} "
-            f"({','.join(policy.allowed_s3_hosts)}) nor one of {provider}'s")
+    target = str(spec.get("externalName") or "").strip().rstrip(".").lower()
+    what = f"etcd endpoint {url!r} is ExternalName Service {service[0]}/{service[1]} naming {target or 'nothing'}"
+    if not target or hops >= MAX_EXTERNAL_NAME_HOPS:
+        return f"{what}; not followed further"
+    parts = urlsplit(url)
+    resolved = f"{parts.scheme}://{target}{f':{parts.port}' if parts.port else ''}"
+    inner = resolved_endpoint_refusal(resolved, namespace, policy, read_service, hops=hops + 1)
+    return None if inner is None else f"{what}: {inner}"

@@ -73,3 +73,7 @@ class BackupResult:
     compression: str = ""
     key_id: str = ""
     fingerprint: SnapshotFingerprint | None = None
+    # The incarnation the snapshot is of (status.lastBackup.etcdClusterID / etcdClusterUID): the
+    # etcd cluster ID its member answered for; the EtcdCluster's UID (spec.etcdCluster.name only).
+    etcd_cluster_id: int = 0
+    etcd_cluster_uid: str = ""

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from backup_operator import reasons
 from backup_operator.observed import ObservedBackup, RecordedBackup, RecordedTrial
 from backup_operator.status import RESULT_SUCCEEDED
 from etcd_common.api.etcd_backup import LastBackup, parse_etcd_backup, parse_snapshot_fingerprint
@@ -24,16 +25,32 @@ def _integer(value: Any) -> int:
 
 
 def parse_recorded(status: Any) -> RecordedBackup:
+    """What the status records; an attempt it says was started (`attemptStarted`) after the last
+    attempt whose outcome it records counts as a failed attempt, reason BackupInterrupted (its
+    outcome was never written: the operator stopped mid-backup), so the schedule backs off from it."""
     if not isinstance(status, Mapping):
         return RecordedBackup()
     last_result = status.get("lastResult")
-    return RecordedBackup(
+    recorded = RecordedBackup(
         observed_generation=_integer(status.get("observedGeneration")),
         succeeded=status.get("succeeded") is True,
         last_attempt_time=parse_timestamp(status.get("lastAttemptTime")),
         first_attempt_time=parse_timestamp(status.get("firstAttemptTime")),
         consecutive_failures=_integer(status.get("consecutiveFailures")),
         last_reason=last_result if isinstance(last_result, str) and last_result != RESULT_SUCCEEDED else "",
+    )
+    started = status.get("attemptStarted")
+    started_time = parse_timestamp(started.get("time")) if isinstance(started, Mapping) else None
+    if started_time is None or (recorded.last_attempt_time is not None and started_time <= recorded.last_attempt_time):
+        return recorded
+    assert isinstance(started, Mapping)
+    generation = _integer(started.get("observedGeneration"))
+    same_run = recorded.observed_generation == generation and recorded.consecutive_failures > 0
+    return RecordedBackup(
+        observed_generation=generation, succeeded=False, last_attempt_time=started_time,
+        first_attempt_time=(recorded.first_attempt_time or started_time) if same_run else started_time,
+        consecutive_failures=recorded.consecutive_failures + 1 if same_run else 1,
+        last_reason=reasons.INTERRUPTED,
     )
 
 

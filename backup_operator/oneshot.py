@@ -188,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             return list_backups(request, ResourceClient(api, SECRETS).get)
         environment = backup_environment(api, work_dir=args.work_dir, etcdctl_binary=args.etcdctl,
-                                         etcdutl_binary=args.etcdutl, allow_pod_identity=OWN_POD_IDENTITY)
+                                         etcdutl_binary=args.etcdutl, allow_pod_identity=OWN_POD_IDENTITY,
+                                         work_dir_size_limit_bytes=args.work_dir_size_limit)
         result = take_backup(request, environment, log)
     except BackupFailed as failure:
         print(f"etcd-backup: backup failed: {failure.reason}: {failure.message}", file=sys.stderr)

@@ -34,6 +34,9 @@ ENCODING_FAILED: Final = "EncodingFailed"
 # the backups running at the same time: retried with backoff, never given up (space frees up when
 # they finish; a database larger than the volume needs a bigger volume).
 WORK_DIRECTORY_FULL: Final = "WorkDirectoryFull"
+# An attempt recorded as started (status.attemptStarted) whose outcome was never written: the
+# operator crashed, was evicted or OOM-killed mid-backup. Counted as a failure (the schedule backs off).
+INTERRUPTED: Final = "BackupInterrupted"
 # Not failures: a due backup waiting for a slot (condition Queued); backupIntervalInSecond below
 # the operator's minimum (condition IntervalRaised, and a Warning event).
 WAITING_FOR_SLOT: Final = "WaitingForBackupSlot"
@@ -66,10 +69,11 @@ FAILURE_REASONS: Final = (
     INVALID_SPEC, UNSUPPORTED_STORAGE_TYPE, ENDPOINT_NOT_ALLOWED, ETCD_CLUSTER_NOT_FOUND, ETCD_CLIENT_TLS_UNAVAILABLE,
     ETCD_UNREACHABLE,
     SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, RETENTION_FAILED, INTERNAL_ERROR,
-    ENCRYPTION_KEY_MISSING, ENCRYPTION_KEY_INVALID, ENCODING_FAILED, WORK_DIRECTORY_FULL, *STORAGE_REASONS,
+    ENCRYPTION_KEY_MISSING, ENCRYPTION_KEY_INVALID, ENCODING_FAILED, WORK_DIRECTORY_FULL, INTERRUPTED,
+    *STORAGE_REASONS,
 )
 TRANSIENT_REASONS: Final = frozenset({
-    ETCD_UNREACHABLE, SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, INTERNAL_ERROR,
+    ETCD_UNREACHABLE, SNAPSHOT_FAILED, SNAPSHOT_INVALID, TIMED_OUT, KUBE_API_ERROR, INTERNAL_ERROR, INTERRUPTED,
     s3.REASON_UNREACHABLE, s3.REASON_FAILED,
     *(f"{backend}{kind}" for backend in OTHER_BACKENDS for kind in (objects.Unreachable.kind, objects.StorageError.kind)),
 })

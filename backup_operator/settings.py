@@ -16,6 +16,7 @@ from backup_operator.endpoint_policy import (
     EndpointPolicy,
 )
 from backup_operator.slots import DEFAULT_MAX_CONCURRENT_BACKUPS
+from etcd_common.api.maintenance import parse_quantity_bytes
 from etcd_common.storage.locations import POD_IDENTITY_FLAG
 from operator_runtime.flags import (
     RuntimeSettings,
@@ -51,6 +52,8 @@ class BackupOperatorSettings:
     # An EtcdBackup naming no storage secret may use this pod's own identity (the SDK's default
     # credential chain: IRSA, GKE workload identity); off: refused, CredentialsRequired.
     allow_pod_identity: bool = False
+    # The work directory's own size limit in bytes (its emptyDir's sizeLimit); None: the disk's free space.
+    work_dir_size_limit_bytes: int | None = None
 
 
 def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
@@ -58,8 +61,25 @@ def add_etcd_tool_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", default=env_str("BACKUP_WORK_DIR", tempfile.gettempdir()),
                         help="where snapshots are written before upload (an emptyDir with room for the "
                              "largest database) [BACKUP_WORK_DIR, else TMPDIR]")
+    parser.add_argument("--work-dir-size-limit", type=_size_limit,
+                        default=_size_limit(env_str("BACKUP_WORK_DIR_SIZE_LIMIT", "")),
+                        help="the work directory's own size limit (its emptyDir's sizeLimit, a quantity such as "
+                             "20Gi): a backup starts only if it fits in this limit less what the directory "
+                             "holds, as well as in the disk's free space (the kubelet evicts the pod of an "
+                             "emptyDir over its limit); empty: the disk's free space only "
+                             "[BACKUP_WORK_DIR_SIZE_LIMIT]")
     add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
     add_program_flag(parser, "etcdutl", env="ETCDUTL_BINARY")
+
+
+def _size_limit(value: str) -> int | None:
+    """A Kubernetes quantity ("20Gi", "500M", bytes) in bytes; "" or "0": no limit."""
+    if not value.strip():
+        return None
+    size = parse_quantity_bytes(value.strip())
+    if size is None:
+        raise argparse.ArgumentTypeError(f"not a quantity (like 20Gi or 500M): {value!r}")
+    return size or None
 
 
 def add_endpoint_policy_flags(parser: argparse.ArgumentParser) -> None:
@@ -134,6 +154,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> BackupOperatorSettings:
         min_backup_interval_seconds=max(0.0, args.min_backup_interval_seconds),
         etcd_binary=args.etcd,
         allow_pod_identity=args.allow_pod_identity,
+        work_dir_size_limit_bytes=args.work_dir_size_limit,
     )
 
 

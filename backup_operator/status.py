@@ -105,6 +105,10 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
         last_backup["compression"] = result.compression
     if result.key_id:
         last_backup["encryptionKeyId"] = result.key_id
+    if result.etcd_cluster_id and result.etcd_cluster_uid:
+        # The incarnation (hex: uint64 IDs do not fit the API's int64): etcd_common/api/etcd_backup.py.
+        last_backup["etcdClusterID"] = f"{result.etcd_cluster_id:x}"
+        last_backup["etcdClusterUID"] = result.etcd_cluster_uid
     status: dict[str, Any] = {
         "succeeded": True,
         "etcdVersion": result.etcd_version,
@@ -121,6 +125,13 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
         status["backupsRetained"] = result.retained
     status.update(_kept(current, "trialRestore"))
     return status
+
+
+def attempt_started_status(current: Mapping[str, Any], generation: int, started: datetime) -> dict[str, Any]:
+    """`current` with `attemptStarted` set, written before a backup starts: the attempt's outcome
+    removes it; if none ever does (a crash, an eviction), `observing.parse_recorded` reads it as
+    a failed attempt."""
+    return {**current, "attemptStarted": {"time": format_timestamp(started), "observedGeneration": generation}}
 
 
 def failure_status(current: Mapping[str, Any], generation: int, recorded: RecordedBackup, reason: str,

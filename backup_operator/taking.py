@@ -25,7 +25,12 @@ from datetime import UTC, datetime
 from typing import IO, Any, cast
 
 from backup_operator import reasons
-from backup_operator.endpoint_policy import EndpointPolicy, location_endpoint_refusal
+from backup_operator.endpoint_policy import (
+    EndpointPolicy,
+    location_endpoint_refusal,
+    resolved_endpoint_refusal,
+    token_uri_refusal,
+)
 from backup_operator.keys import keys_to_delete, our_backups, periodic_key
 from backup_operator.observed import BackupResult
 from backup_operator.reasons import BackupFailed
@@ -99,27 +104,57 @@ def work_bytes_needed(db_size: int, identity: bool) -> int:
     return db_size if identity else db_size + int(db_size * ENCODED_ALLOWANCE)
 
 
+def directory_bytes(path: str) -> int:
+    """The bytes the files under `path` take (what the kubelet counts against an emptyDir's sizeLimit)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed meanwhile
+                continue
+    return total
+
+
 class WorkSpace:
     """The work directory's free space, shared by the backups taken at once: a backup starts only
     if what it needs fits in the free space less what the other running backups reserved and have
-    not written yet (they write as they go, so this errs on the safe side)."""
+    not written yet (they write as they go, so this errs on the safe side). The free space is the
+    node's disk's free space and, when the work directory has a size limit of its own (an emptyDir's
+    `sizeLimit`, --work-dir-size-limit), that limit less what the directory holds: the kubelet
+    evicts a pod whose emptyDir outgrows its limit however much room the node has."""
 
-    def __init__(self, free_bytes: Callable[[str], int] = lambda path: shutil.disk_usage(path).free) -> None:
+    def __init__(self, free_bytes: Callable[[str], int] = lambda path: shutil.disk_usage(path).free,
+                 *, size_limit_bytes: int | None = None,
+                 used_bytes: Callable[[str], int] = directory_bytes) -> None:
         self._free_bytes = free_bytes
+        self._size_limit = size_limit_bytes or None
+        self._used_bytes = used_bytes
         self._lock = threading.Lock()
         self._reserved = 0
+
+    def _free(self, work_dir: str) -> tuple[int, str]:
+        """The free bytes and, when the size limit is what bounds them, how they were counted."""
+        free = self._free_bytes(work_dir)
+        if self._size_limit is None:
+            return free, ""
+        room = self._size_limit - self._used_bytes(work_dir)
+        if room >= free:
+            return free, ""
+        return max(0, room), f" (its size limit {self._size_limit} less {self._size_limit - room} in use)"
 
     @contextmanager
     def reserve(self, work_dir: str, needed: int) -> Iterator[None]:
         """Hold `needed` bytes for one backup, or raise BackupFailed(WorkDirectoryFull)."""
         with self._lock:
-            free = self._free_bytes(work_dir)
+            free, bound = self._free(work_dir)
             if needed > free - self._reserved:
                 others = f", {self._reserved} of them held by backups running now" if self._reserved else ""
                 raise BackupFailed(reasons.WORK_DIRECTORY_FULL,
                                    f"the backup needs {needed} bytes in the work directory {work_dir}, "
-                                   f"{free} are free{others}; retried later (--work-dir: a volume with room for "
-                                   "--max-concurrent-backups databases, twice each when compressed or encrypted)")
+                                   f"{free} are free{bound}{others}; retried later (--work-dir: a volume with room "
+                                   "for --max-concurrent-backups databases, twice each when compressed or encrypted; "
+                                   "--work-dir-size-limit: its emptyDir's sizeLimit)")
             self._reserved += needed
         try:
             yield
@@ -148,6 +183,13 @@ class BackupEnvironment:
     # A location without a secret may use this process's own identity (--allow-pod-identity; the
     # one-shot command: its own pod's); else CredentialsRequired.
     allow_pod_identity: bool = False
+    # Services, read to resolve an etcd endpoint before it is dialed (an ExternalName is followed
+    # and checked against the endpoint policy); None: endpoints are checked by name only.
+    read_service: ObjectReader | None = None
+    # The operator (tenants' EtcdBackups): every etcd endpoint dialed, the member list's too, is
+    # checked against `endpoint_policy` after resolution. Off for the one-shot command (its caller
+    # is an administrator choosing endpoints on the command line).
+    check_etcd_endpoints: bool = False
 
 
 def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
@@ -168,8 +210,9 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
     bucket, base_key = split_or_fail(request.location)
     storage = storage_client(request, env)
     _s3_call(lambda: storage.check_bucket(bucket))
-    encoding, (endpoints, tls_secret) = spec_encoding(request, env), _target(request, env)
-    candidates, version, member_revision, db_size = _members_by_revision(request, env, endpoints, tls_secret, log)
+    encoding, (endpoints, tls_secret, cluster_uid) = spec_encoding(request, env), _target(request, env)
+    candidates, version, member_revision, db_size, cluster_ids = _members_by_revision(
+        request, env, endpoints, tls_secret, log)
     with _work_directory(request, env, work_bytes_needed(db_size, encoding.identity)) as directory:
         path = os.path.join(directory, SNAPSHOT_FILE)
         # The key and status carry the revision the member reported just before the snapshot (as
@@ -195,6 +238,9 @@ def take_backup(request: BackupRequest, env: BackupEnvironment, log: Logger,
         key=key, size=size, sha256=sha256, etcd_revision=member_revision, etcd_version=version,
         started=started, duration_seconds=monotonic() - clock_start, endpoint=endpoint,
         retained=retained, retention_error=retention_error, fingerprint=fingerprint,
+        # The incarnation: the cluster ID the snapshot's member answered for, and (by
+        # spec.etcdCluster.name only) the EtcdCluster's UID; quorum-loss recovery compares only these.
+        etcd_cluster_id=cluster_ids.get(endpoint, 0), etcd_cluster_uid=cluster_uid,
         **_encoding_facts(encoding),
     )
 
@@ -378,7 +424,9 @@ def storage_client(request: BackupRequest, env: BackupEnvironment) -> ObjectStor
     # Only the awsSecret (`endpoint_url`) and the absSecret (`endpoint`) can name an endpoint.
     secret_key = "endpoint_url" if location.s3 is not None else "endpoint"
     where = f"spec.{location.section}.endpoint" if location.endpoint else f"{secret_key} of secret {location.secret}"
-    refusal = location_endpoint_refusal(location.storage_type, storage.endpoint, env.endpoint_policy, where=where)
+    refusal = location_endpoint_refusal(location.storage_type, storage.endpoint, env.endpoint_policy, where=where) \
+        or token_uri_refusal(getattr(storage, "token_uri", ""), env.endpoint_policy,
+                             where=f"token_uri of the service-account key in secret {location.secret}")
     if refusal is not None:
         raise BackupFailed(reasons.ENDPOINT_NOT_ALLOWED, refusal)
     return storage
@@ -442,12 +490,13 @@ def _s3_call(call: Callable[[], None]) -> None:
         raise BackupFailed(error.reason, error.message) from error
 
 
-def _target(request: BackupRequest, env: BackupEnvironment) -> tuple[tuple[str, ...], str]:
-    """The endpoints to ask and the client-certificate secret ("" = none)."""
+def _target(request: BackupRequest, env: BackupEnvironment) -> tuple[tuple[str, ...], str, str]:
+    """The endpoints to ask, the client-certificate secret ("" = none) and the EtcdCluster's UID
+    ("": spec.etcdEndpoints, no EtcdCluster named)."""
     if not request.etcd_cluster_name:
         if not request.endpoints:
             raise BackupFailed(reasons.INVALID_SPEC, "spec.etcdEndpoints or spec.etcdCluster.name is required")
-        return request.endpoints, request.client_tls_secret
+        return request.endpoints, request.client_tls_secret, ""
     name = request.etcd_cluster_name
     try:
         raw = env.read_etcd_cluster(request.namespace, name)
@@ -461,7 +510,8 @@ def _target(request: BackupRequest, env: BackupEnvironment) -> tuple[tuple[str, 
     except SpecError as error:
         raise BackupFailed(reasons.ETCD_UNREACHABLE,
                            f"EtcdCluster {request.namespace}/{name} has an invalid spec: {error}") from error
-    return (access.url,), request.client_tls_secret or access.tls_secret
+    uid = str((raw.get("metadata") or {}).get("uid") or "")
+    return (access.url,), request.client_tls_secret or access.tls_secret, uid
 
 
 def _client(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str, ...], tls_secret: str,
@@ -475,11 +525,13 @@ def _client(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str
 
 
 def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoints: tuple[str, ...],
-                         tls_secret: str, log: Logger) -> tuple[list[str], str, int, int]:
+                         tls_secret: str, log: Logger) -> tuple[list[str], str, int, int, dict[str, int]]:
     """Every voting member that answers, highest revision first, the etcd version, the highest
-    revision and the largest database size (bytes) among them. The given
+    revision, the largest database size (bytes) among them and the cluster ID each answered for. The given
     endpoints may be a service; the members' own client URLs come from the member list. Members
-    that do not answer, or answer for another cluster than the member list's, are skipped."""
+    that do not answer, or answer for another cluster than the member list's, are skipped.
+    Every endpoint is checked against the endpoint policy after resolution before it is dialed."""
+    endpoints = _allowed_endpoints(request, env, endpoints, log, member_list=False)
     client = _client(request, env, endpoints, tls_secret)
     member_urls: list[str] = []
     cluster_id = 0
@@ -487,6 +539,7 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
         answer = client.cluster_members()
         cluster_id = answer.cluster_id
         member_urls = [url for m in answer.members if m.started and not m.is_learner for url in m.client_urls[:1]]
+        member_urls = list(_allowed_endpoints(request, env, tuple(member_urls), log, member_list=True))
     except ctl.EtcdctlError as error:
         log.warning("member list through %s failed (%s); trying the given endpoints themselves",
                     ",".join(endpoints), error.message)
@@ -509,7 +562,45 @@ def _members_by_revision(request: BackupRequest, env: BackupEnvironment, endpoin
         raise BackupFailed(reasons.ETCD_UNREACHABLE, f"no healthy etcd member among {', '.join(candidates)}")
     healthy.sort(key=lambda s: (s.revision, s.raft_index), reverse=True)
     return ([s.endpoint for s in healthy], healthy[0].version, healthy[0].revision,
-            max(s.db_size for s in healthy))
+            max(s.db_size for s in healthy), {s.endpoint: s.cluster_id or cluster_id for s in healthy})
+
+
+def _allowed_endpoints(request: BackupRequest, env: BackupEnvironment, urls: tuple[str, ...], log: Logger,
+                       *, member_list: bool) -> tuple[str, ...]:
+    """The etcd endpoints of `urls` the endpoint policy allows after resolution (an ExternalName
+    Service followed to what it names). The given endpoints: all, or BackupFailed(EndpointNotAllowed).
+    The member list's client URLs (`member_list`): those allowed, the others skipped with a warning;
+    none allowed of several is EndpointNotAllowed (a member list pointing elsewhere is not followed)."""
+    if not env.check_etcd_endpoints:
+        return urls
+    allowed: list[str] = []
+    refusals: list[str] = []
+    for url in urls:
+        refusal = resolved_endpoint_refusal(url, request.namespace, env.endpoint_policy,
+                                            lambda namespace, name: _read_service(env, namespace, name))
+        if refusal is None:
+            allowed.append(url)
+            continue
+        refusals.append(refusal)
+        if member_list:
+            log.warning("skipping etcd member URL %s from the member list: %s", url, refusal)
+    if refusals and (not member_list or not allowed):
+        where = "the member list's client URLs: " if member_list else ""
+        raise BackupFailed(reasons.ENDPOINT_NOT_ALLOWED, where + "; ".join(refusals))
+    return tuple(allowed)
+
+
+def _read_service(env: BackupEnvironment, namespace: str, name: str) -> dict[str, Any] | None:
+    """Service `namespace/name`, None when there is none (or no reader: the endpoint is not resolved)."""
+    if env.read_service is None:
+        return None
+    try:
+        return env.read_service(namespace, name)
+    except NotFound:
+        return None
+    except KubeError as error:
+        raise BackupFailed(reasons.KUBE_API_ERROR, f"cannot read Service {namespace}/{name} to check the etcd "
+                                                   f"endpoint it serves: {error}") from error
 
 
 def _save_snapshot(request: BackupRequest, env: BackupEnvironment, candidates: list[str], tls_secret: str,

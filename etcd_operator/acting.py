@@ -282,6 +282,11 @@ class ActionExecutor(runtime.ActionExecutor[ObservedCluster, None]):
         recorded = c.ANNOTATION_DEFRAGMENTED_AT if error is None else c.ANNOTATION_DEFRAGMENT_FAILED_AT
         metadata: dict[str, Any] = {"labels": {c.LABEL_SERVING: c.LABEL_SERVING_VALUE},
                                     "annotations": {recorded: at, c.ANNOTATION_DRAINED_AT: None}}
+        if error is not None and defragment_may_go_on(error):
+            # etcd goes on rewriting the file after we stop waiting: the member stays drained. It
+            # fails the health check meanwhile (its reads wait for the rewrite), and the planner
+            # serves a drained member again only once it is healthy or the cluster converged.
+            metadata = {"annotations": {recorded: at}}
         if action.pod_uid:
             metadata["uid"] = action.pod_uid
         self.pods.patch(cluster.namespace, action.pod_name, {"metadata": metadata})
@@ -403,10 +408,14 @@ class ActionExecutor(runtime.ActionExecutor[ObservedCluster, None]):
         now = _now(observed)
         new = certs.issue_ca(certs.identity_of(observed), now, spec.issued_tls.ca_validity_seconds)
         name = certs.identity_of(observed).secret_name("ca")
-        self._patch_secret(observed, name, observed.issued_secrets.get("ca"),
-                           certs.encode({NEXT_CA_CERT_KEY: new.cert_pem, NEXT_CA_KEY_KEY: new.key_pem}),
-                           {c.ANNOTATION_CA_ROTATION_REQUEST: action.request or None,
-                            c.ANNOTATION_CA_ROTATION_STARTED_AT: format_timestamp(now)})
+        incoming = {NEXT_CA_CERT_KEY: new.cert_pem, NEXT_CA_KEY_KEY: new.key_pem}
+        annotations = {c.ANNOTATION_CA_ROTATION_REQUEST: action.request or None,
+                       c.ANNOTATION_CA_ROTATION_STARTED_AT: format_timestamp(now)}
+        if action.recovered_ca:  # a lost CA Secret (tls/lost_ca.py): written again, the lost CA's certificate kept
+            self._write_secret(observed, name, certs.encode({CA_CERT_KEY: action.recovered_ca.encode(), **incoming}),
+                               observed.issued_secrets.get("ca"), annotations)
+            return
+        self._patch_secret(observed, name, observed.issued_secrets.get("ca"), certs.encode(incoming), annotations)
 
     def _reissue_from_new_ca(self, action: a.ReissueFromNewCA, observed: ObservedCluster) -> None:
         """The new CA signs from now on, the old one stays trusted (`previous-ca.crt`); then every
@@ -456,21 +465,24 @@ class ActionExecutor(runtime.ActionExecutor[ObservedCluster, None]):
         self.secrets.patch(observed.cluster.namespace, name, {"metadata": metadata, "data": dict(data)})
 
     def _write_secret(self, observed: ObservedCluster, name: str, data: dict[str, str],
-                      existing: Mapping[str, Any] | None) -> None:
+                      existing: Mapping[str, Any] | None, annotations: Mapping[str, str | None] | None = None) -> None:
         assert self.secrets is not None, "no Secret client"
         cluster = observed.cluster
         if existing is None:
-            body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
-                    "metadata": {"name": name, "namespace": cluster.namespace, "labels": cluster_labels(cluster.name),
-                                 "ownerReferences": [owner_reference(cluster)]}}
+            body: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
+                                    "metadata": {"name": name, "namespace": cluster.namespace,
+                                                 "labels": cluster_labels(cluster.name),
+                                                 "ownerReferences": [owner_reference(cluster)]}}
+            if annotations:
+                body["metadata"]["annotations"] = {k: v for k, v in annotations.items() if v is not None}
             self.secrets.create(cluster.namespace, body)
             return
         metadata = existing.get("metadata") or {}
         stale = {key: None for key in existing.get("data") or {} if key not in data}  # wrong key names go
-        self.secrets.patch(cluster.namespace, name, {
-            "metadata": {"resourceVersion": metadata.get("resourceVersion")},
-            "data": {**stale, **data},
-        })
+        written: dict[str, Any] = {"resourceVersion": metadata.get("resourceVersion")}
+        if annotations:
+            written["annotations"] = dict(annotations)
+        self.secrets.patch(cluster.namespace, name, {"metadata": written, "data": {**stale, **data}})
 
     # --- spec.TLS.certManager (tls/cert_manager.py)
 
@@ -536,6 +548,12 @@ _EFFECTS: dict[type[Any], Effect[ObservedCluster, None]] = {
     a.ReissueFromNewCA: ActionExecutor._reissue_from_new_ca,
     a.DropOldCA: ActionExecutor._drop_old_ca,
 }
+
+
+def defragment_may_go_on(error: ctl.EtcdctlError) -> bool:
+    """Did the defragmentation end on our side only (no answer in time, the connection lost), so
+    that etcd may still be rewriting the member's database? (Refused: it never started.)"""
+    return isinstance(error, ctl.Unreachable) and "connection refused" not in error.message.lower()
 
 
 def defragment_timeout_seconds(db_size_bytes: int) -> float:

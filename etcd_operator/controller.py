@@ -21,6 +21,7 @@ from etcd_operator.metrics import OperatorMetrics
 from etcd_operator.observing import KubeSources
 from etcd_operator.planning import PlanningPolicy
 from etcd_operator.rechecking import CONTROLLER_RESYNC_MULTIPLE
+from etcd_operator.recovery_inputs import NODES
 from etcd_operator.settings import OperatorSettings
 from etcd_operator.supervisor import ClusterSupervisor, SupervisorContext
 from kube_adapter.client import KubeApi
@@ -67,7 +68,8 @@ class Controller:
                              slices=ResourceClient(api, ENDPOINT_SLICES), secrets=secrets,
                              etcd_backups=ResourceClient(api, ETCD_BACKUPS), certificates=certificates,
                              issuers=ResourceClient(api, CERT_MANAGER_ISSUERS),
-                             cluster_issuers=ResourceClient(api, CERT_MANAGER_CLUSTER_ISSUERS)),
+                             cluster_issuers=ResourceClient(api, CERT_MANAGER_CLUSTER_ISSUERS),
+                             nodes=ResourceClient(api, NODES)),
             executor=ActionExecutor(pods, services, pvcs, etcd, pdbs=pdbs, metrics=metrics, secrets=secrets,
                                     certificates=certificates,
                                     failpoints=Failpoints.from_environment(),

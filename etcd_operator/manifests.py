@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from etcd_common.api import constants as c
 from etcd_common.api.cert_manager_tls import CERT_MANAGER_KEY
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy
+from etcd_common.api.maintenance import QUOTA_ENV_VARIABLE
 from etcd_common.api.restore_source import RestoreSource
 from etcd_common.etcd.endpoints import client_service_url  # noqa: F401 (re-exported: what clients connect to)
 from etcd_common.seed.pod import recovery_seed_init_containers, seed_restore_init_containers, seed_restore_volumes
@@ -41,7 +42,7 @@ READINESS_HEALTH_PATH = "/health?exclude=NOSPACE"
 # spec.backendQuota now say: honoured, the operator then leaves its own flag out
 # (`maintenance_flags`), since etcd refuses to start when a variable shadows a flag.
 COMPACTION_ENV = ("ETCD_AUTO_COMPACTION_MODE", "ETCD_AUTO_COMPACTION_RETENTION")
-QUOTA_ENV = ("ETCD_QUOTA_BACKEND_BYTES",)
+QUOTA_ENV = (QUOTA_ENV_VARIABLE,)
 # etcd's check of its data against its peers' before it serves (`corruption_check_flags`), per
 # minor version: 3.5 has it as an experimental flag, 3.6 as a feature gate (the flag deprecated).
 INITIAL_CORRUPT_CHECK_FLAGS = {

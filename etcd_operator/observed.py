@@ -21,7 +21,7 @@ from etcd_common.api.etcd_backup import EtcdBackup
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.etcd.alarms import Alarm
-from etcd_common.etcd.types import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, HashKV, Member
 from etcd_operator.ownership import NameProblem
 
 # Re-exported: the planner and status read them from here.
@@ -390,6 +390,11 @@ class ObservedCluster:
     alarms: tuple[Alarm, ...] = ()
     # Under NOSPACE only: is history compacted up to the current revision? (None: not asked.)
     history_compacted: bool | None = None
+    # While a CORRUPT alarm is raised only: each voting member's keyspace hash at one revision,
+    # `hash_kv_revision` (`etcdctl endpoint hashkv --rev`), by member name; a member that did not
+    # answer is missing (0: not asked). What planning/maintenance.py compares.
+    hash_kvs: Mapping[str, HashKV] = field(default_factory=dict)
+    hash_kv_revision: int = 0
     # The client service exists but its selector does not require the serving label (CoreOS-made,
     # or made before draining existed): migrated before any member is drained.
     client_selector_outdated: bool = False
@@ -418,6 +423,9 @@ class ObservedCluster:
     # rebuilds from a survivor behind the newest succeeded backup); why they could not be listed.
     backups: tuple[EtcdBackup, ...] = ()
     backups_error: str = ""
+    # Then too: the nodes of member pods being deleted or terminal that the API says no longer
+    # exist (Node deleted: the proof a recovery takes that those members are gone; recovery.py).
+    nodes_gone: frozenset[str] = frozenset()
 
     # --- pods and volumes
 

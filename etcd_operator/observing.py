@@ -14,13 +14,12 @@ from typing import Any, Protocol
 from etcd_common.api import constants as c
 from etcd_common.api.cert_manager_tls import GROUP as CERT_MANAGER_GROUP
 from etcd_common.api.cert_manager_tls import cert_manager_secret_names
-from etcd_common.api.etcd_backup import parse_etcd_backup
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, EtcdCluster, RecordedRecovery
 from etcd_common.api.issued_tls import issued_secret_names
 from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd import types as etcd_types
 from etcd_common.etcd.access import EtcdAccess
-from etcd_common.etcd.alarms import NOSPACE
+from etcd_common.etcd.alarms import CORRUPT, NOSPACE
 from etcd_common.etcd.tcp_probe import accepting_connections
 from etcd_operator.adoption import services_hiding_unready_members
 from etcd_operator.logs import cluster_logger
@@ -52,6 +51,7 @@ from etcd_operator.ownership import (
     owned_by,
     service_name_problem,
 )
+from etcd_operator.recovery_inputs import NodeReader, with_recovery_inputs
 from etcd_operator.tls.transition import with_tls_step
 from kube_adapter.errors import KubeError, NotFound
 from kube_adapter.resources import ResourceClient
@@ -143,6 +143,7 @@ class KubeSources:
     certificates: ResourceClient | None = None
     issuers: ResourceClient | None = None
     cluster_issuers: ResourceClient | None = None
+    nodes: ResourceClient | None = None  # read by name only while a quorum-loss recovery may start
 
     def synced(self) -> bool:
         """Has every watch of the owned kinds listed once? Before that, a missing pod may just be
@@ -182,6 +183,9 @@ class KubeSources:
     def issuer(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
         return _get_or_none(self.cluster_issuers if kind == "ClusterIssuer" else self.issuers, namespace, name)
 
+    def node(self, name: str) -> dict[str, Any] | None:
+        return _get_or_none(self.nodes, "", name)
+
 
 def _get_or_none(client: ResourceClient | None, namespace: str, name: str) -> dict[str, Any] | None:
     if client is None:
@@ -200,7 +204,8 @@ def observe(cluster: EtcdCluster, kube: KubeSources, etcd: EtcdAccess) -> Observ
         return owned_by(kind.select(cluster.namespace, selector), cluster.uid)
 
     return observe_cluster(cluster, pods=owned(kube.pods), services=owned(kube.services), pvcs=owned(kube.pvcs),
-                           budgets=owned(kube.pdbs), etcd=etcd, lookups=kube)
+                           budgets=owned(kube.pdbs), etcd=etcd, lookups=kube,
+                           read_node=kube.node if kube.nodes is not None else None)
 
 
 def observe_cluster(
@@ -214,29 +219,17 @@ def observe_cluster(
     lookups: Lookups | None = None,
     now: datetime | None = None,
     connectable: Connectable = _accepting,
+    read_node: NodeReader | None = None,
 ) -> ObservedCluster:
     """The observation from the objects the cluster owns (API dicts), `lookups` (None: nothing is
-    looked up, so no name problem, mount failure or client endpoint is seen) and etcd."""
+    looked up, so no name problem, mount failure or client endpoint is seen) and etcd; `read_node`:
+    whether a node exists (None: no node is known gone; recovery_inputs.py)."""
     kube = _kubernetes_side(cluster, pods=pods, services=services, pvcs=pvcs, budgets=budgets, lookups=lookups,
                             now=now or datetime.now(UTC))
     if cluster.spec is None or cluster.paused:
         return kube
     observed = _etcd_side(kube, etcd, connectable)
-    return _with_backups(observed, lookups) if lookups is not None else observed
-
-
-def _with_backups(observed: ObservedCluster, lookups: Lookups) -> ObservedCluster:
-    """Without a member list, when a quorum-loss recovery is asked for: the namespace's
-    EtcdBackups (planning/recovery.py seeds from the newest one when the survivor is behind it)."""
-    cluster = observed.cluster
-    spec = cluster.require_spec()
-    if observed.members is not None or not (spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR or cluster.recovery_request):
-        return observed
-    try:
-        raw = lookups.backups(cluster.namespace)
-    except KubeError as error:
-        return replace(observed, backups_error=f"EtcdBackups could not be listed: {short_error(error)}")
-    return replace(observed, backups=tuple(parse_etcd_backup(dict(b)) for b in raw))
+    return with_recovery_inputs(observed, lookups, read_node) if lookups is not None else observed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,6 +551,8 @@ def _alarms(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
     if not alarms:
         return observed
     observed = replace(observed, alarms=alarms)
+    if observed.alarmed(CORRUPT):
+        observed = _hash_kvs(observed, etcd)
     if not observed.alarmed(NOSPACE) or observed.revision == 0:
         return observed
     newest = max(observed.endpoint_status.items(), key=lambda item: item[1].revision)[0]
@@ -568,6 +563,31 @@ def _alarms(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
         log.warning("%s/%s: cannot tell whether history is compacted: %s", cluster.namespace, cluster.name, e)
         return observed
     return replace(observed, history_compacted=compacted)
+
+
+def _hash_kvs(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
+    """Under CORRUPT only (a normal pass asks nothing more): every voting member's keyspace hash
+    at one revision, the lowest any voter reports (every voter has it; writes are refused, so it
+    stays put), for the planner to find which members disagree with a majority."""
+    voters = [m for m in observed.voting_members if m.member_name in observed.endpoint_status]
+    revision = min((observed.endpoint_status[m.member_name].revision for m in voters), default=0)
+    if revision <= 0:
+        return observed
+    cluster = observed.cluster
+    urls = [member_client_url(cluster, m.member_name) for m in voters]
+    try:
+        answers = etcd.probe(cluster, urls, timeout_seconds=PROBE_TIMEOUT_SECONDS).hash_kvs(revision, observed.cluster_id)
+    except (ctl.EtcdctlError, ValueError) as e:
+        log.warning("%s/%s: no keyspace hashes: %s", cluster.namespace, cluster.name, e)
+        return observed
+    hashes: dict[str, etcd_types.HashKV] = {}
+    for member, answer in zip(voters, answers, strict=True):
+        if isinstance(answer, ctl.EtcdctlError):
+            log.warning("%s/%s: no keyspace hash from %s: %s", cluster.namespace, cluster.name, member.member_name,
+                        answer.message)
+        else:
+            hashes[member.member_name] = answer
+    return replace(observed, hash_kvs=hashes, hash_kv_revision=revision)
 
 
 def _log_timing(cluster: EtcdCluster, started: float, asked: int, outcome: str) -> None:

@@ -38,6 +38,7 @@ DISRUPTION_BUDGET_CREATED: Final = "DisruptionBudgetCreated"
 DISRUPTION_BUDGET_UPDATED: Final = "DisruptionBudgetUpdated"
 QUORUM_RECOVERY_FROM_BACKUP: Final = "QuorumRecoveryFromBackup"
 QUORUM_RECOVERY_STARTED: Final = "QuorumRecoveryStarted"
+QUORUM_RECOVERY_REFUSED: Final = "QuorumRecoveryRefused"
 NO_SPACE_ALARM: Final = "NoSpaceAlarm"
 CORRUPT_ALARM: Final = "CorruptAlarm"
 # A member pod that does not start (an image pull, a volume, scheduling): once per incident.

@@ -4,7 +4,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
+from etcd_common.api.images import (
+    DEFAULT_TRUSTED_REPOSITORIES,
+    OPERATOR_IMAGE_ENV,
+    OPERATOR_IMAGE_FLAG,
+    OPERATOR_IMAGE_HELP,
+    parse_trusted_repositories,
+)
 from etcd_common.api.restore_source import DEFAULT_FETCH_IMAGE
 from etcd_operator.tls.ca_rotation import DEFAULT_TRUST_PROPAGATION_SECONDS
 from operator_runtime.flags import (
@@ -49,6 +55,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         help="comma-separated image repositories EtcdClusters may use in spec.repository and "
              "spec.restore.fetchImage (an entry ending in / trusts every repository under it); others are refused "
              f"[TRUSTED_REPOSITORIES, default {','.join(DEFAULT_TRUSTED_REPOSITORIES)}]")
+    parser.add_argument(OPERATOR_IMAGE_FLAG, default=env_str(OPERATOR_IMAGE_ENV, ""), help=OPERATOR_IMAGE_HELP)
     parser.add_argument(
         "--unhealthy-member-timeout-seconds", type=float,
         default=float(env_str("UNHEALTHY_MEMBER_TIMEOUT_SECONDS", str(DEFAULT_UNHEALTHY_MEMBER_TIMEOUT_SECONDS))),
@@ -75,7 +82,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),
         unhealthy_member_timeout_seconds=args.unhealthy_member_timeout_seconds or None,
-        trusted_repositories=parse_trusted_repositories(args.trusted_repositories),
+        trusted_repositories=parse_trusted_repositories(args.trusted_repositories, args.operator_image),
         recovery_fetch_image=args.recovery_fetch_image,
         trust_propagation_seconds=args.trust_propagation_seconds,
     )

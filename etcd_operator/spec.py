@@ -15,7 +15,13 @@ from etcd_common.api import etcd_cluster as shared
 from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster, PodPolicy, UnsupportedVersion
 from etcd_common.api.fields import JsonDict, SpecError
 from etcd_common.api.images import TRUSTED_REPOSITORIES_FLAG, repository_trusted, untrusted_image_problem
-from etcd_common.api.maintenance import Compaction, format_bytes, parse_quantity_bytes
+from etcd_common.api.maintenance import (
+    QUOTA_ENV_VARIABLE,
+    Compaction,
+    env_quota_bytes,
+    format_bytes,
+    parse_quantity_bytes,
+)
 from etcd_operator.manifests import COMPACTION_ENV, QUOTA_ENV, etcd_env_sets
 from etcd_operator.versions import (
     accepted_versions_text,
@@ -177,9 +183,9 @@ def _check_backend_quota(spec: ClusterSpec) -> list[str]:
     """Raises SpecError for a spec.backendQuota the member volumes cannot hold; warns about one
     above etcd's suggested maximum, and about a volume too small for etcd's default quota (not
     refused: CoreOS manifests must keep working). No check on emptyDir, nor when the quota is
-    left to an etcdEnv variable."""
+    left to an etcdEnv variable (`_check_env_quota` warns about that one)."""
     if etcd_env_sets(spec.pod, *QUOTA_ENV):
-        return []
+        return _check_env_quota(spec)
     warnings: list[str] = []
     quota = spec.backend_quota_bytes
     if quota is not None and quota > c.SUGGESTED_MAX_QUOTA_BACKEND_BYTES:
@@ -213,6 +219,24 @@ def _check_backend_quota(spec: ClusterSpec) -> list[str]:
         f"spec.backendQuota {format_bytes(quota)} does not fit {_STORAGE_FIELD} {written}: {rule}; "
         f"{advice}request at least {format_bytes(needed)} of storage"
     )
+
+
+def _check_env_quota(spec: ClusterSpec) -> list[str]:
+    """ETCD_QUOTA_BACKEND_BYTES in etcdEnv: honoured by etcd, and the operator's decisions use it
+    (`ClusterSpec.effective_quota_bytes`); a warning when the operator cannot read it (it then
+    decides with etcd's default) or when the member volume cannot hold it."""
+    if env_quota_bytes(spec.pod.etcd_env) is None:
+        return [f"spec.pod.etcdEnv sets {QUOTA_ENV_VARIABLE} to something this operator does not read as a "
+                f"number of bytes (valueFrom, a negative or an unreadable value): NOSPACE and defragmentation "
+                f"are decided with etcd's default quota of {format_bytes(c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES)}; "
+                f"set spec.backendQuota instead"]
+    storage = _volume_storage(spec)
+    needed = volume_needed_bytes(spec.effective_quota_bytes)
+    if storage is None or storage[1] >= needed:
+        return []
+    return [f"{_STORAGE_FIELD} {storage[0]} is too small for the quota {QUOTA_ENV_VARIABLE} sets "
+            f"({format_bytes(spec.effective_quota_bytes)}): a member's volume must hold 2 x the quota + "
+            f"{format_bytes(QUOTA_VOLUME_HEADROOM_BYTES)} = {format_bytes(needed)}"]
 
 
 def _volume_storage(spec: ClusterSpec) -> tuple[str, int] | None:

@@ -38,6 +38,7 @@ from etcd_operator.actions import (
     FinishQuorumRecovery,
     NoOp,
     RefuseNames,
+    RefuseQuorumRecovery,
     RejectSpec,
     RemoveMember,
     ReportCertificateProblem,
@@ -55,7 +56,7 @@ from etcd_operator.planning.findings import (
     running_member_versions,
     version_change_problem,
 )
-from etcd_operator.tls import ca_rotation, certificates, static
+from etcd_operator.tls import ca_rotation, certificates, lost_ca, static
 from etcd_operator.tls.transition import moving_off_tls, transition_step
 
 PHASE_CREATING = "Creating"
@@ -114,8 +115,8 @@ def compute_status(
     if spec is not None and any(version != spec.version for version in versions):
         upgrading_to = str(spec.version)
 
-    availability = _availability(observed, bootstrapped)
     alarm = _alarm(observed)
+    availability = _writes_refused(observed, _availability(observed, bootstrapped), alarm)
     recovery = recovery_record(observed, action)
     phase, reason, summary = _phase(observed, action, availability, bootstrapped, alarm, recovery)
     problems = start_problems(observed)
@@ -185,7 +186,7 @@ def _message(summary: str, problems: tuple[StartProblem, ...], action: Action | 
     if problems:
         message = f"{message}; {'; '.join(p.describe() for p in problems)}"
     if action is not None and not isinstance(action, (NoOp, RejectSpec, ReportMembersLost, RefuseNames,
-                                                      ReportCertificateProblem)):
+                                                      ReportCertificateProblem, RefuseQuorumRecovery)):
         message = f"{message}; {action.describe()}"
     if last_error:
         message = f"{message}; last error: {last_error}"
@@ -347,10 +348,24 @@ def static_tls_event(observed: ObservedCluster, previous: Mapping[str, Any] | No
     return (REASON_CERTIFICATE_PROBLEM, "; ".join(new)) if new else None
 
 
+def _writes_refused(observed: ObservedCluster, availability: Verdict, alarm: Verdict) -> Verdict:
+    """Not Available while etcd refuses every write: CORRUPT (for a member, or member ID 0, the
+    whole cluster) switches every member to refusing writes; the members' /health fails, so every
+    pod turns unready. (NOSPACE refuses writes too, but reads go on and the operator clears it.)"""
+    if availability[0] == "True" and observed.alarmed(CORRUPT):
+        return "False", alarm[1], f"{alarm[2]} ({availability[2]})"
+    return availability
+
+
 def _alarm(observed: ObservedCluster) -> Verdict:
+    if any(a.cluster_wide for a in observed.alarmed(CORRUPT)):
+        return ("True", "CorruptAlarm", "etcd raised CORRUPT for member ID 0 (the whole cluster: its corruption "
+                                        "check found the members' data disagreeing and singled out no member): every "
+                                        "write is refused and every member pod is unready until a person compares the "
+                                        "members' data and disarms it; the operator never disarms it")
     if observed.alarmed(CORRUPT):
         members = ", ".join(_member_name(observed, a.member_id) for a in observed.alarmed(CORRUPT))
-        return "True", "CorruptAlarm", f"etcd raised CORRUPT for {members}: it refuses writes until it is cleared"
+        return "True", "CorruptAlarm", f"etcd raised CORRUPT for {members}: it refuses every write until it is cleared"
     if observed.alarmed(NOSPACE):
         spec = observed.cluster.spec
         quota = f" of {spec.effective_quota_bytes} bytes" if spec is not None else ""
@@ -387,7 +402,7 @@ def _phase(
         return PHASE_FAILED, "InvalidSpec", action.reason
     if isinstance(action, RefuseNames):
         return PHASE_FAILED, action.reason, action.message
-    if isinstance(action, ReportCertificateProblem):
+    if isinstance(action, (ReportCertificateProblem, RefuseQuorumRecovery)):
         # Nothing is changed: a running cluster runs on (and says so), a new one cannot start.
         running = availability[0] == "True"
         return (PHASE_RUNNING if running else PHASE_FAILED), action.reason, \
@@ -469,8 +484,8 @@ def _recovering(observed: ObservedCluster, action: Action | None, recovery: dict
 
 def _degraded(observed: ObservedCluster, availability: Verdict, phase_reason: str, summary: str,
               alarm: Verdict) -> Verdict:
-    if observed.cluster.spec is None or phase_reason in FAILED_WITHOUT_ETCD_REASONS:
-        return "True", phase_reason, summary
+    if observed.cluster.spec is None or phase_reason in (*FAILED_WITHOUT_ETCD_REASONS, lost_ca.REASON_CA_LOST):
+        return "True", phase_reason, summary  # CASecretLost: serving, but no certificate can be renewed
     available, reason, message = availability
     if available == "Unknown":
         return "Unknown", reason, message

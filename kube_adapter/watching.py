@@ -141,7 +141,9 @@ class _ListWatch:
         backoff: _Backoff,
         clock: Clock,
         list_kwargs: dict[str, Any],
+        on_progress: Callable[[], None] = lambda: None,
     ) -> None:
+        self.on_progress = on_progress
         self.list_fn = list_fn
         self.stop = stop
         self.on_event = on_event
@@ -211,6 +213,7 @@ class _ListWatch:
         self._emit(RELISTED, {"keys": sorted(object_key(item) for item in items), "resourceVersion": resource_version})
         logger.info("watch %s: listed %d objects at resourceVersion %s", self.name, len(items), resource_version)
         self.resource_version = resource_version
+        self.on_progress()
 
     def watch(self, closer: _StreamCloser) -> None:
         response = call_api(
@@ -242,6 +245,7 @@ class _ListWatch:
             response.release_conn()
         # The server closed the stream at timeout_seconds: an ordinary, healthy end.
         self.backoff.reset()
+        self.on_progress()
         logger.debug("watch %s: stream ended after %d events; rewatching", self.name, delivered)
 
     def _handle_line(self, line: bytes) -> None:
@@ -261,6 +265,7 @@ class _ListWatch:
         resource_version = (obj.get("metadata") or {}).get("resourceVersion")
         if resource_version:
             self.resource_version = str(resource_version)
+        self.on_progress()
         if event_type == "BOOKMARK":
             return
         self.backoff.reset()
@@ -284,6 +289,7 @@ def watch_forever(
     backoff_seconds: float = 1.0,
     max_backoff_seconds: float = 30.0,
     clock: Clock = SYSTEM_CLOCK,
+    on_progress: Callable[[], None] = lambda: None,
     **list_kwargs: Any,
 ) -> None:
     """List and watch whatever `list_fn` lists (e.g. `CoreV1Api.list_namespaced_pod` with
@@ -294,6 +300,9 @@ def watch_forever(
     - ADDED / MODIFIED / DELETED from the watch.
 
     Objects are plain API dicts. `on_event` runs in this thread; its exceptions are logged.
+    `on_progress()` hears that the watch is working: after each (re)list, event or bookmark, and
+    each stream the server ended in the ordinary way (a quiet watch, at least every
+    `timeout_seconds`); a watch that keeps failing calls it no more (the operator's /healthz).
     The backoff after a failure waits on `clock` (tests pass a fake).
     """
     _ListWatch(
@@ -305,4 +314,5 @@ def watch_forever(
         backoff=_Backoff(backoff_seconds, max_backoff_seconds),
         clock=clock,
         list_kwargs=list_kwargs,
+        on_progress=on_progress,
     ).run()

@@ -14,6 +14,7 @@ from kube_adapter.clock import SYSTEM_CLOCK, Clock
 from kube_adapter.resources import ResourceClient
 from kube_adapter.watching import DELETED, RELISTED, SYNC, object_key
 from operator_runtime.cache import Key, ObjectCache
+from operator_runtime.liveness import PROCESS_LIVENESS, Liveness
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,9 @@ WATCH_RESTART_SECONDS = 1.0
 # What `on_error` is told about.
 WATCH_FAILED = "watch_failed"
 WORKER_DIED = "worker_died"
+# /healthz: a watch that neither delivered nor relisted nor ended a quiet stream in the ordinary
+# way for this long is stalled (a healthy one does at least every watch timeout, 60 s + 15 s).
+WATCH_STALL_SECONDS = 300.0
 
 
 class Worker(Protocol):
@@ -60,6 +64,7 @@ class Controller:
         on_deleted: Callable[[Key], None] = lambda key: None,
         on_error: Callable[[str], None] = lambda what: None,
         clock: Clock = SYSTEM_CLOCK,
+        liveness: Liveness = PROCESS_LIVENESS,
     ) -> None:
         """`namespace` None watches every namespace. `on_workers_changed(count)` hears how many
         workers run, `on_deleted(key)` that a primary object went, `on_error(WATCH_FAILED or
@@ -76,6 +81,7 @@ class Controller:
         self._on_deleted = on_deleted
         self._on_error = on_error
         self._clock = clock
+        self._liveness = liveness
         self._workers: dict[Key, Worker] = {}
         self._lock = threading.Lock()
 
@@ -85,11 +91,15 @@ class Controller:
         """Watch and work until `stop` is set; then stop every worker."""
         ns = self.namespace
         log.info("controller watching %ss in %s", self.primary.resource.kind, ns or "all namespaces")
+        primary_progress = self._liveness.expect(f"watch {self.primary.resource.plural}", WATCH_STALL_SECONDS)
         watches: list[tuple[str, Callable[[], None]]] = [
             (kind.client.resource.plural, self._owned_watch(kind)) for kind in self.owned
         ]
         watches.append((self.primary.resource.plural,
-                        lambda: self.primary.watch(ns, stop=self.stop, on_event=self._on_primary_event)))
+                        lambda: self.primary.watch(ns, stop=self.stop, on_event=self._on_primary_event,
+                                                   on_progress=primary_progress)))
+        self._liveness.expect("resync", max(3 * self.resync_seconds, 60.0))
+        self._liveness.add_check("workers", self._dead_workers)
         threads = [threading.Thread(target=self._guard(name, fn), name=f"watch {name}", daemon=True)
                    for name, fn in watches]
         for thread in threads:
@@ -106,10 +116,18 @@ class Controller:
             worker.join(WORKER_JOIN_SECONDS)
 
     def _owned_watch(self, kind: OwnedKind) -> Callable[[], None]:
+        progress = self._liveness.expect(f"watch {kind.client.resource.plural}", WATCH_STALL_SECONDS)
+
         def watch() -> None:
             kind.client.watch(self.namespace, kind.label_selector, stop=self.stop,
-                              on_event=self._on_owned_event(kind))
+                              on_event=self._on_owned_event(kind), on_progress=progress)
         return watch
+
+    def _dead_workers(self) -> str | None:
+        """/healthz: workers whose thread died (the resync restarts them)."""
+        with self._lock:
+            dead = [f"{k[0]}/{k[1]}" for k, w in self._workers.items() if not w.alive()]
+        return f"worker thread died: {', '.join(sorted(dead)[:5])}" if dead else None
 
     def _guard(self, name: str, fn: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
@@ -125,6 +143,7 @@ class Controller:
     def _resync_loop(self) -> None:
         """Safety net: wake every worker periodically even if no event arrives."""
         while not self._clock.wait(self.stop, self.resync_seconds):
+            self._liveness.beat("resync")
             with self._lock:
                 workers = list(self._workers.values())
             for worker in workers:

@@ -1,17 +1,35 @@
 """An operator's HTTP side: /metrics for Prometheus and /healthz for the liveness probe,
-served from a daemon thread so it answers even while every supervisor is busy."""
+served from a daemon thread so it answers even while every supervisor is busy. /healthz answers
+503 with what is wrong (a stalled watch, a dead worker thread: `operator_runtime.liveness`) or
+while stopping; 200 "ok" otherwise."""
 from __future__ import annotations
 
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 logger = logging.getLogger(__name__)
+
+# /healthz asks this: True/False, or the problems found now (none: healthy).
+Health = Callable[[], bool | Sequence[str]]
+
+
+def health_answer(healthy: Health) -> tuple[bool, list[str]]:
+    """Whether healthy, and what is wrong (a health callable that raises is unhealthy)."""
+    try:
+        answer = healthy()
+    except Exception as error:
+        logger.exception("health check raised")
+        return False, [f"health check raised {type(error).__name__}"]
+    if isinstance(answer, bool):
+        return answer, [] if answer else ["unhealthy"]
+    problems = [str(p) for p in answer]
+    return not problems, problems
 
 
 class _IPv6HTTPServer(ThreadingHTTPServer):
@@ -31,7 +49,7 @@ def url_for(host: str, port: int) -> str:
 class HttpEndpoints:
     """A running /metrics + /healthz server; `port` is the bound port (useful with port 0)."""
 
-    def __init__(self, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
+    def __init__(self, host: str, port: int, registry: CollectorRegistry, healthy: Health,
                  *, server_name: str = "operator") -> None:
         handler = _handler_class(registry, healthy, server_name)
         self._server = server_class_for(host)((host, port), handler)
@@ -61,7 +79,7 @@ class HttpEndpoints:
 
 
 def _handler_class(
-    registry: CollectorRegistry, healthy: Callable[[], bool], server_name: str
+    registry: CollectorRegistry, healthy: Health, server_name: str
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = server_name
@@ -82,15 +100,13 @@ def _handler_class(
             if path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
-                try:
-                    ok = healthy()
-                except Exception:
-                    logger.exception("health check raised")
-                    ok = False
+                ok, problems = health_answer(healthy)
                 if ok:
                     self._send(200, b"ok\n", "text/plain; charset=utf-8")
                 else:
-                    self._send(503, b"unhealthy\n", "text/plain; charset=utf-8")
+                    logger.warning("/healthz: unhealthy: %s", "; ".join(problems))
+                    body = "unhealthy\n" + "".join(f"{p}\n" for p in problems)
+                    self._send(503, body.encode(), "text/plain; charset=utf-8")
             else:
                 self._send(404, b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8")
 
@@ -100,9 +116,9 @@ def _handler_class(
 
 
 def serve(
-    port: int, host: str, registry: CollectorRegistry, healthy: Callable[[], bool], *, server_name: str = "operator"
+    port: int, host: str, registry: CollectorRegistry, healthy: Health, *, server_name: str = "operator"
 ) -> HttpEndpoints:
-    """Start serving /metrics (from `registry`) and /healthz (200 "ok" while `healthy()`,
-    else 503) on host:port in a daemon thread, answering as `server_name`. Call `.shutdown()`
-    to stop."""
+    """Start serving /metrics (from `registry`) and /healthz (200 "ok" while `healthy()` is True
+    or lists no problem, else 503 with the problems) on host:port in a daemon thread, answering as
+    `server_name`. Call `.shutdown()` to stop."""
     return HttpEndpoints(host, port, registry, healthy, server_name=server_name)

@@ -19,6 +19,10 @@ LOG_FORMATS = ("text", "json")
 OBJECT_ATTRIBUTE = "object_key"
 FIELD_ATTRIBUTE = "object_field"
 DEFAULT_OBJECT_FIELD = "object"
+# Loggers of the libraries that send credentials (object-store SDKs and their HTTP clients): never
+# below INFO, as they print request headers, signed URLs and tokens at DEBUG.
+CREDENTIAL_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "azure", "oss2", "google.auth",
+                      "google.resumable_media", "requests_oauthlib")
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -78,8 +82,12 @@ def configure_logging(fmt: str = "text", level: str = "INFO") -> None:
         root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(numeric_level)
-    # The kubernetes client logs every request body at DEBUG; keep that out of our DEBUG.
-    logging.getLogger("kubernetes").setLevel(max(numeric_level, logging.INFO))
+    # The kubernetes client logs every request body at DEBUG; keep that out of our DEBUG. The
+    # object-store SDKs log request headers (botocore: the signed Authorization header, the session
+    # token; urllib3 and azure: the request lines and headers; oss2 and google-auth their requests)
+    # at DEBUG: credentials must never reach a log, whatever --log-level says.
+    for name in ("kubernetes", *CREDENTIAL_LOGGERS):
+        logging.getLogger(name).setLevel(max(numeric_level, logging.INFO))
 
 
 class ObjectLoggerAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]

@@ -20,6 +20,7 @@ from kube_adapter.errors import stop_retrying
 from kube_adapter.leadership import LeaderElector, service_account_owner
 from operator_runtime.flags import RuntimeSettings
 from operator_runtime.http_endpoints import serve
+from operator_runtime.liveness import PROCESS_LIVENESS
 from operator_runtime.logs import configure_logging
 
 EXIT_LOST_LEADERSHIP = 3
@@ -80,7 +81,8 @@ def run_operator(
     stop = threading.Event()
     _stop_on_signals(stop, log)
     api = load_api_client(settings.kubeconfig)
-    endpoints = serve(settings.http_port, settings.http_address, registry, healthy=lambda: not stop.is_set(),
+    endpoints = serve(settings.http_port, settings.http_address, registry,
+                      healthy=lambda: ["stopping"] if stop.is_set() else PROCESS_LIVENESS.problems(),
                       server_name=name)
     log.info("serving /metrics and /healthz on %s", endpoints.url)
     try:

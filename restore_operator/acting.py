@@ -22,8 +22,9 @@ from etcd_common.etcd import etcdctl as ctl
 from etcd_common.etcd.access import EtcdAccess
 from etcd_common.storage.codec import CodecError
 from etcd_common.storage.encryption_keys import read_encryption_key
+from etcd_common.storage.endpoint_allowance import S3_ENDPOINT_HOSTS_FLAG, storage_refusal
 from etcd_common.storage.locations import SecretReader, split_location, storage_for_location
-from etcd_common.storage.objects import ObjectNotFound, StorageError
+from etcd_common.storage.objects import ObjectNotFound, ObjectStorage, StorageError
 from kube_adapter.errors import AlreadyExists, NotFound
 from kube_adapter.events import EventRecorder
 from kube_adapter.patching import status_merge_patch
@@ -349,6 +350,10 @@ class ActionExecutor(runtime.ActionExecutor[RestorePass, float]):
             encryption = restore.spec.encryption
             key = None if encryption is None else read_encryption_key(ctx.read_secret, restore.namespace, encryption)
             storage = storage_for_location(location, restore.namespace, ctx.read_secret)
+            refusal = self._endpoint_refusal(location, storage)
+            if refusal is not None:
+                self._fail(raw, restore, current, reasons.ENDPOINT_NOT_ALLOWED, f"{refusal}; {NOTHING_TOUCHED}")
+                return ctx.settings.resync_seconds
             verified = verify_snapshot(storage, location, work_dir=ctx.settings.work_dir,
                                        etcdutl=ctx.settings.etcdutl_binary, encryption_key=key)
         except CodecError as error:
@@ -392,6 +397,10 @@ class ActionExecutor(runtime.ActionExecutor[RestorePass, float]):
         bucket, key = split_location(location)
         try:
             storage = storage_for_location(location, restore.namespace, self.context.read_secret)
+            refusal = self._endpoint_refusal(location, storage)
+            if refusal is not None:
+                self._fail(raw, restore, current, reasons.ENDPOINT_NOT_ALLOWED, f"{refusal}; {consequence}")
+                return self.context.settings.resync_seconds
             info = storage.head(bucket, key, version_id=facts.version_id)
         except ObjectNotFound:
             info = None
@@ -407,6 +416,16 @@ class ActionExecutor(runtime.ActionExecutor[RestorePass, float]):
             return None
         self._fail(raw, restore, current, problem.reason, problem.message)
         return self.context.settings.resync_seconds
+
+    def _endpoint_refusal(self, location: StorageLocation, storage: ObjectStorage) -> str | None:
+        """Why no request may go to `storage` (its endpoint, or its gcpSecret's token_uri, outside
+        --allowed-s3-endpoint-hosts); checked before the first request, as the backup operator does."""
+        secret_key = "endpoint_url" if location.s3 is not None else "endpoint"
+        where = f"spec.{location.section}.endpoint" if location.endpoint else \
+            f"{secret_key} of secret {location.secret}"
+        return storage_refusal(location.storage_type, storage.endpoint, getattr(storage, "token_uri", ""),
+                               self.context.settings.allowed_s3_endpoint_hosts, where=where, secret=location.secret,
+                               flag=f"restore operator's {S3_ENDPOINT_HOSTS_FLAG}")
 
     def _s3_failing(self, raw: dict[str, Any], restore: EtcdRestore, current: dict[str, Any], error: StorageError,
                     doing: str, *, verified: bool, consequence: str) -> float:

@@ -24,6 +24,8 @@ CLUSTER_NOT_FOUND: Final = "ClusterNotFound"
 SNAPSHOT_MISSING: Final = "SnapshotMissing"
 SNAPSHOT_CHANGED: Final = "SnapshotChanged"
 INSUFFICIENT_SPACE: Final = "InsufficientSpace"
+# The object store's endpoint (or a gcpSecret's token_uri) is outside --allowed-s3-endpoint-hosts.
+ENDPOINT_NOT_ALLOWED: Final = "EndpointNotAllowed"
 
 # Not failures: the conditions' reasons while a restore goes on or when it finished.
 CHECK_FAILED: Final = "SnapshotCheckFailed"  # etcdutl itself failed: retried

@@ -5,8 +5,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from etcd_common.api.images import DEFAULT_TRUSTED_REPOSITORIES, parse_trusted_repositories
+from etcd_common.api.images import (
+    DEFAULT_TRUSTED_REPOSITORIES,
+    OPERATOR_IMAGE_ENV,
+    OPERATOR_IMAGE_FLAG,
+    OPERATOR_IMAGE_HELP,
+    parse_trusted_repositories,
+)
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, DEFAULT_FETCH_IMAGE
+from etcd_common.storage.endpoint_allowance import S3_ENDPOINT_HOSTS_FLAG
 from operator_runtime.flags import (
     RuntimeSettings,
     add_program_flag,
@@ -29,6 +36,9 @@ class RestoreSettings:
     etcdctl_binary: str | None
     runtime: RuntimeSettings
     trusted_repositories: tuple[str, ...] = DEFAULT_TRUSTED_REPOSITORIES
+    # Host patterns an object-store endpoint (spec's, or its secret's) and a gcpSecret's token_uri
+    # may name besides the provider's own; () = any host (as the backup operator's flag).
+    allowed_s3_endpoint_hosts: tuple[str, ...] = ()
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
@@ -53,6 +63,13 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
         help="the etcd operator's trusted image repositories (set both the same): a restore whose fetch image "
              "or EtcdCluster repository is not among them fails before anything is deleted "
              f"[TRUSTED_REPOSITORIES, default {','.join(DEFAULT_TRUSTED_REPOSITORIES)}]")
+    parser.add_argument(OPERATOR_IMAGE_FLAG, default=env_str(OPERATOR_IMAGE_ENV, ""), help=OPERATOR_IMAGE_HELP)
+    parser.add_argument(
+        S3_ENDPOINT_HOSTS_FLAG, default=env_str("RESTORE_ALLOWED_S3_ENDPOINT_HOSTS", ""),
+        help="comma-separated host patterns (* wildcards) an object-store endpoint (spec.s3.endpoint and the other "
+             "stores', or the one their secret names) and a gcpSecret's token_uri may name besides the provider's "
+             "own; others fail the restore (EndpointNotAllowed) before any request; empty: any host "
+             "(set it as the backup operator's) [RESTORE_ALLOWED_S3_ENDPOINT_HOSTS]")
     add_program_flag(parser, "etcdutl", env="ETCDUTL_BINARY")
     add_program_flag(parser, "etcdctl", env="ETCDCTL_BINARY")
     args = parser.parse_args(argv)
@@ -67,5 +84,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> RestoreSettings:
         etcdutl_binary=args.etcdutl,
         etcdctl_binary=args.etcdctl,
         runtime=runtime_settings(args),
-        trusted_repositories=parse_trusted_repositories(args.trusted_repositories),
+        trusted_repositories=parse_trusted_repositories(args.trusted_repositories, args.operator_image),
+        allowed_s3_endpoint_hosts=tuple(p.strip().lower() for p in args.allowed_s3_endpoint_hosts.split(",")
+                                        if p.strip()),
     )

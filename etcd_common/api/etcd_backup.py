@@ -110,6 +110,17 @@ class LastBackup:
     etcd_revision: int = 0
     fingerprint: SnapshotFingerprint | None = None
     size: int = 0
+    # The incarnation the snapshot is of: the etcd cluster ID its member answered for, and the
+    # EtcdCluster's metadata.uid (spec.etcdCluster.name only). 0 / "": not recorded (a backup by
+    # spec.etcdEndpoints, or one taken before they were recorded): of no known incarnation.
+    etcd_cluster_id: int = 0
+    etcd_cluster_uid: str = ""
+
+    def of_incarnation(self, etcd_cluster_id: int, cluster_uid: str) -> bool:
+        """Is the snapshot of the etcd cluster `etcd_cluster_id` run by the EtcdCluster of UID
+        `cluster_uid`? Only then are its revisions comparable with that cluster's."""
+        return (bool(self.etcd_cluster_id and self.etcd_cluster_uid and etcd_cluster_id and cluster_uid)
+                and (self.etcd_cluster_id, self.etcd_cluster_uid) == (etcd_cluster_id, cluster_uid))
 
 
 @dataclass(frozen=True)
@@ -241,7 +252,18 @@ def _last_backup(raw: Any) -> LastBackup | None:
         return None
     return LastBackup(key=raw["key"], taken=_timestamp(raw.get("time")), sha256=raw["sha256"],
                       etcd_revision=_integer_or_none(raw.get("etcdRevision")) or 0,
-                      fingerprint=parse_snapshot_fingerprint(raw), size=_integer_or_none(raw.get("size")) or 0)
+                      fingerprint=parse_snapshot_fingerprint(raw), size=_integer_or_none(raw.get("size")) or 0,
+                      etcd_cluster_id=_hex_or_zero(raw.get("etcdClusterID")),
+                      etcd_cluster_uid=_string_or_empty(raw.get("etcdClusterUID")))
+
+
+def _hex_or_zero(value: Any) -> int:
+    """An etcd cluster ID as status records it (hex, as etcdctl prints IDs; uint64 does not fit
+    the API's int64); 0 when absent or not hex."""
+    try:
+        return int(value, 16) if isinstance(value, str) and value else 0
+    except ValueError:
+        return 0
 
 
 def parse_snapshot_fingerprint(last_backup: Mapping[str, Any]) -> SnapshotFingerprint | None:

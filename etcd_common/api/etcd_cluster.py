@@ -25,6 +25,8 @@ from etcd_common.api.maintenance import (
     Alarms,
     Compaction,
     Defragmentation,
+    env_quota_bytes,
+    env_sets_quota,
     parse_alarms,
     parse_backend_quota,
     parse_compaction,
@@ -124,10 +126,17 @@ class ClusterSpec:
 
     @property
     def effective_quota_bytes(self) -> int:
-        """The quota etcd runs with: spec.backendQuota, or etcd's default (2 GiB)."""
-        if self.backend_quota_bytes is None:
-            return c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES
-        return self.backend_quota_bytes
+        """The quota etcd runs with: spec.backendQuota, else ETCD_QUOTA_BACKEND_BYTES in
+        spec.pod.etcdEnv (CoreOS-era manifests; etcd honours it), else etcd's default (2 GiB)."""
+        if self.backend_quota_bytes is not None:
+            return self.backend_quota_bytes
+        from_env = env_quota_bytes(self.pod.etcd_env)
+        return from_env if from_env is not None else c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES
+
+    @property
+    def quota_from_env(self) -> bool:
+        """The quota is set by ETCD_QUOTA_BACKEND_BYTES in spec.pod.etcdEnv, not spec.backendQuota."""
+        return self.backend_quota_bytes is None and env_sets_quota(self.pod.etcd_env)
 
     @property
     def image(self) -> str:

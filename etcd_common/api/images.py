@@ -13,6 +13,14 @@ OPERATOR_IMAGE_REPOSITORY: Final = DEFAULT_FETCH_IMAGE.rsplit(":", 1)[0]
 DEFAULT_TRUSTED_REPOSITORIES: Final = ("quay.io/coreos/etcd", "gcr.io/etcd-development/etcd",
                                        OPERATOR_IMAGE_REPOSITORY)
 TRUSTED_REPOSITORIES_FLAG: Final = "--trusted-repositories / TRUSTED_REPOSITORIES"
+# The image the operator itself runs from (the deploy manifests and the chart set it to the image
+# they deploy, relocated or not): its repository is trusted besides the trusted repositories.
+OPERATOR_IMAGE_FLAG: Final = "--operator-image"
+OPERATOR_IMAGE_ENV: Final = "OPERATOR_IMAGE"
+OPERATOR_IMAGE_HELP: Final = (
+    "the image this operator runs from (the deploy manifests and the chart set it to the image they deploy): "
+    "its repository is trusted besides --trusted-repositories, so the fetch image, this same image, runs "
+    "wherever the image was moved to; empty: only --trusted-repositories [OPERATOR_IMAGE]")
 
 
 def image_repository(image: str) -> str:
@@ -36,6 +44,11 @@ def untrusted_image_problem(field: str, image: str, trusted: tuple[str, ...]) ->
             f"(trusted: {', '.join(trusted) or 'none'}; an administrator sets them with {TRUSTED_REPOSITORIES_FLAG})")
 
 
-def parse_trusted_repositories(text: str) -> tuple[str, ...]:
-    """The comma-separated flag value as a tuple (blanks dropped)."""
-    return tuple(entry.strip() for entry in text.split(",") if entry.strip())
+def parse_trusted_repositories(text: str, operator_image: str = "") -> tuple[str, ...]:
+    """The comma-separated flag value as a tuple (blanks dropped), and the repository of the image
+    the operator runs from (`operator_image`, "" = none) when it is not trusted already."""
+    trusted = tuple(entry.strip() for entry in text.split(",") if entry.strip())
+    if not operator_image.strip():
+        return trusted
+    own = image_repository(operator_image)
+    return trusted if repository_trusted(own, trusted) else (*trusted, own)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -227,6 +228,35 @@ def parse_backend_quota(spec: FieldReader) -> int | None:
             f"runs (etcd suggests at most {format_bytes(c.SUGGESTED_MAX_QUOTA_BACKEND_BYTES)})"
         )
     return quota
+
+
+# The variable CoreOS-era manifests set the quota with (spec.pod.etcdEnv); etcd honours it.
+QUOTA_ENV_VARIABLE: Final = "ETCD_QUOTA_BACKEND_BYTES"
+_GO_OCTAL_RE: Final = re.compile(r"[+-]?0[0-7_]+")
+
+
+def env_sets_quota(etcd_env: Sequence[Mapping[str, Any]]) -> bool:
+    """Does spec.pod.etcdEnv set ETCD_QUOTA_BACKEND_BYTES (by value or valueFrom)?"""
+    return any(variable.get("name") == QUOTA_ENV_VARIABLE for variable in etcd_env)
+
+
+def env_quota_bytes(etcd_env: Sequence[Mapping[str, Any]]) -> int | None:
+    """The quota etcd runs with when spec.pod.etcdEnv sets ETCD_QUOTA_BACKEND_BYTES (the last entry
+    counts, as in Kubernetes), read as etcd reads it (Go's strconv.ParseInt with base 0: decimal,
+    0x, 0o, 0b, a leading 0 for octal); 0 is etcd's default quota. None: not set, set through
+    valueFrom (not readable here), not a number etcd reads (it then refuses to start), or negative
+    (etcd then runs without a quota)."""
+    values = [variable.get("value") for variable in etcd_env if variable.get("name") == QUOTA_ENV_VARIABLE]
+    if not values or not isinstance(values[-1], str):
+        return None
+    text = values[-1]  # as etcd reads it: no space trimmed
+    try:
+        quota = int(text, 8) if _GO_OCTAL_RE.fullmatch(text) else int(text, 0)
+    except ValueError:
+        return None
+    if quota < 0:
+        return None
+    return quota or c.ETCD_DEFAULT_QUOTA_BACKEND_BYTES
 
 
 def parse_defragmentation(section: FieldReader) -> Defragmentation:

@@ -80,8 +80,10 @@ class EtcdAccess:
 
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> EtcdProbe:
         """Read-only questions (member list, status, health) over etcd's HTTP endpoints, with the
-        same client certificate as `client`; raises `ClientTLSUnavailable` as `client` does."""
-        return EtcdProbe(endpoints, tls=self._cluster_tls(cluster), timeout_seconds=timeout_seconds)
+        same client certificate as `client`; raises `ClientTLSUnavailable` as `client` does. A
+        question etcd's gateway cannot answer for the TLS layout is asked with etcdctl (probe.py)."""
+        return EtcdProbe(endpoints, tls=self._cluster_tls(cluster), timeout_seconds=timeout_seconds,
+                         etcdctl_binary=self._binary)
 
     def maintenance(self, cluster: EtcdCluster) -> EtcdMaintenance:
         """Compaction, defragmentation and alarm calls, with the same client certificate as `probe`."""

@@ -319,8 +319,14 @@ def parse_hash_kv(output: str) -> HashKV:
     if not isinstance(answers, list) or len(answers) != 1:
         raise ValueError(f"endpoint hashkv: expected one answer, got {answers!r}")
     document = _as_dict(_as_dict(answers[0], "endpoint hashkv").get("HashKV"), "endpoint hashkv: HashKV")
+    return parse_hash_kv_answer(document)
+
+
+def parse_hash_kv_answer(document: Mapping[str, Any], revision: int = 0) -> HashKV:
+    """A `HashKVResponse` (etcdctl's JSON, or the gateway's: uint64s as strings, zero values left
+    out). etcd 3.5 does not report `hash_revision`: it is then the revision asked (0: unknown)."""
     return HashKV(hash=int(document.get("hash", 0)), compact_revision=int(document.get("compact_revision", 0)),
-                  hash_revision=int(document.get("hash_revision", 0)))
+                  hash_revision=int(document.get("hash_revision", 0)) or revision)
 
 
 def parse_snapshot_status(output: str) -> SnapshotStatus:

@@ -11,6 +11,7 @@ callers treat both alike. Membership changes stay with etcdctl (`etcd_common.etc
 """
 from __future__ import annotations
 
+import base64
 import functools
 import http.client
 import json
@@ -22,21 +23,24 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from etcd_common.etcd.etcdctl import (
+    Etcdctl,
     EtcdctlError,
     classify_error,
     foreign_cluster_error,
     header_cluster_id,
+    parse_hash_kv_answer,
     parse_member_list_answer,
     unreachable_status,
 )
 from etcd_common.etcd.peer_metrics import PeerView, parse_peer_view
-from etcd_common.etcd.types import ClientTLS, EndpointHealth, EndpointStatus, Member, MemberList
+from etcd_common.etcd.types import ClientTLS, EndpointHealth, EndpointStatus, HashKV, Member, MemberList
 
 log = logging.getLogger(__name__)
 
 MEMBER_LIST_PATH = "/v3/cluster/member/list"
 STATUS_PATH = "/v3/maintenance/status"
 RANGE_PATH = "/v3/kv/range"
+HASH_KV_PATH = "/v3/maintenance/hashkv"
 METRICS_PATH = "/metrics"
 # etcdctl's health check reads the key "health" (base64 below), linearizable (the default).
 HEALTH_READ_REQUEST = {"key": "aGVhbHRo"}
@@ -68,7 +72,7 @@ class EtcdProbe:
     """Member list, status, health and peer views of a cluster's client endpoints, over HTTP(S)."""
 
     def __init__(self, endpoints: Sequence[str], *, tls: ClientTLS | None = None,
-                 timeout_seconds: float = 2.0) -> None:
+                 timeout_seconds: float = 2.0, etcdctl_binary: str | None = None) -> None:
         if isinstance(endpoints, str):
             raise TypeError("endpoints must be a sequence of URLs, not one string")
         self.endpoints: tuple[str, ...] = tuple(dict.fromkeys(endpoints))
@@ -76,6 +80,7 @@ class EtcdProbe:
             raise ValueError("a probe needs at least one endpoint")
         self.tls = tls
         self.timeout_seconds = timeout_seconds
+        self.etcdctl_binary = etcdctl_binary  # asked over gRPC when the gateway cannot be (`ask_over_grpc`)
 
     def __repr__(self) -> str:
         return f"EtcdProbe(endpoints={list(self.endpoints)!r})"
@@ -147,7 +152,24 @@ class EtcdProbe:
         endpoint order; one that does not answer, or answers unreadably, gives its error."""
         return self._each(self._peer_view_of)
 
+    def hash_kvs(self, revision: int, cluster_id: int = 0) -> list[HashKV | EtcdctlError]:
+        """Each endpoint's keyspace hash at `revision` (`etcdctl endpoint hashkv --rev`), in
+        endpoint order; one that does not answer, or answers for another cluster than `cluster_id`
+        (0: any), gives its error. A read of the member's own store, served under any alarm."""
+        return self._each(functools.partial(self._hash_kv_of, revision=revision, cluster_id=cluster_id))
+
     # --- one endpoint
+
+    def _hash_kv_of(self, endpoint: str, revision: int, cluster_id: int = 0) -> HashKV | EtcdctlError:
+        try:
+            document = self._request(endpoint, "POST", HASH_KV_PATH, {"revision": revision})
+            answer = parse_hash_kv_answer(document, revision)
+            foreign = foreign_cluster_error(header_cluster_id(document), cluster_id)
+        except EtcdctlError as e:
+            return e
+        except (ValueError, KeyError) as e:
+            return EtcdctlError(f"{endpoint}: unreadable hashkv: {e}")
+        return EtcdctlError(f"{endpoint}: {foreign}") if foreign else answer
 
     def _peer_view_of(self, endpoint: str) -> PeerView | EtcdctlError:
         try:
@@ -199,7 +221,14 @@ class EtcdProbe:
             return list(pool.map(ask, self.endpoints))
 
     def _request(self, endpoint: str, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        return gateway_request(endpoint, method, path, body, tls=self.tls, timeout_seconds=self.timeout_seconds)
+        try:
+            return gateway_request(endpoint, method, path, body, tls=self.tls, timeout_seconds=self.timeout_seconds)
+        except EtcdctlError as e:
+            if not gateway_cannot_dial_itself(e) or path not in GRPC_QUESTIONS:
+                raise
+            log.debug("%s: etcd's gateway cannot dial its own gRPC port (%s); asking over gRPC", endpoint, e.message)
+            return ask_over_grpc(endpoint, path, body, tls=self.tls, timeout_seconds=self.timeout_seconds,
+                                 binary=self.etcdctl_binary)
 
 
 def gateway_request(endpoint: str, method: str, path: str, body: dict[str, Any] | None, *,
@@ -219,7 +248,8 @@ def gateway_request(endpoint: str, method: str, path: str, body: dict[str, Any] 
         described = message or f"HTTP {status}: {text.strip()[:200]}"
         if "permission denied" in described.lower():
             raise PermissionDenied(described)
-        raise classify_error(f"Error: {described}")
+        code = document.get("code") if isinstance(document, dict) else None
+        raise classify_error(f"Error: {described}") from GatewayAnswer(status, code if isinstance(code, int) else None)
     return document
 
 
@@ -299,3 +329,67 @@ def parse_health_read(endpoint: str, document: dict[str, Any]) -> EndpointHealth
     """The health read's `RangeResponse`: it answered, so the endpoint is healthy (for the
     cluster in its header)."""
     return EndpointHealth(endpoint=endpoint, healthy=True, error="", cluster_id=header_cluster_id(document))
+
+
+# ---------------------------------------------------------------------------------------------
+# When the gateway cannot answer: the same question over gRPC (etcdctl)
+#
+# etcd's gRPC gateway (the JSON endpoints above) is a gRPC client of its own member: it dials the
+# client port with the member's server certificate as its client certificate, and checks the
+# member against the trusted CA file (`--trusted-ca-file`). In CoreOS's static TLS layout that file
+# (`server-ca.crt`) is the CA of the clients, which did not sign `server.crt`: etcd refuses its own
+# gateway ("remote error: tls: unknown certificate authority", measured on 3.5.35 and 3.6.16), and
+# every JSON request fails, while a gRPC client with the same files (etcdctl, the members' peers)
+# is served. Then, and only then, the question goes over gRPC; the gateway stays the cheap path.
+
+# gRPC's code for Unavailable: with a message not from etcd's server ("etcdserver: no leader" is
+# Unavailable too), the gateway's own connection to its member failed. The message varies with
+# the moment ("remote error: tls: unknown certificate authority", "write: broken pipe", ...).
+GRPC_UNAVAILABLE = 14
+
+
+class GatewayAnswer(Exception):
+    """The cause of an error the gateway answered (HTTP `status`, gRPC `code` if it gave one)."""
+
+    def __init__(self, status: int, code: int | None) -> None:
+        super().__init__(f"HTTP {status}, gRPC code {code}")
+        self.status = status
+        self.code = code
+# Path -> etcdctl arguments (given the request body) and how to pick the gateway's answer out of
+# etcdctl's JSON (the same protobuf fields; numbers as JSON numbers, which the parsers accept).
+GRPC_QUESTIONS: dict[str, tuple[Callable[[dict[str, Any]], list[str]], Callable[[Any], Any]]] = {
+    STATUS_PATH: (lambda body: ["endpoint", "status"], lambda answer: answer[0]["Status"]),
+    MEMBER_LIST_PATH: (lambda body: ["member", "list"] + ([] if body.get("linearizable") else ["--consistency=s"]),
+                       lambda answer: answer),
+    RANGE_PATH: (lambda body: ["get", base64.b64decode(body["key"]).decode()], lambda answer: answer),
+    HASH_KV_PATH: (lambda body: ["endpoint", "hashkv", f"--rev={int(body.get('revision', 0))}"],
+                   lambda answer: answer[0]["HashKV"]),
+}
+
+
+def gateway_cannot_dial_itself(error: EtcdctlError) -> bool:
+    """The gateway answered (our connection to the member works), and its own connection to the
+    member's gRPC server failed (see above). Never our own TLS failure: no gateway answered it."""
+    answer = error.__cause__
+    return (isinstance(answer, GatewayAnswer) and answer.code == GRPC_UNAVAILABLE
+            and not error.message.lower().startswith("etcdserver:"))
+
+
+def ask_over_grpc(endpoint: str, path: str, body: dict[str, Any] | None, *, tls: ClientTLS | None,
+                  timeout_seconds: float, binary: str | None = None) -> dict[str, Any]:
+    """The gateway's answer to `path`, asked with etcdctl (gRPC) of the one `endpoint`; errors as
+    `gateway_request` raises them (a refused read: PermissionDenied)."""
+    arguments, pick = GRPC_QUESTIONS[path]
+    etcdctl = Etcdctl([endpoint], binary=binary, tls=tls, dial_timeout_seconds=timeout_seconds,
+                      command_timeout_seconds=timeout_seconds)
+    try:
+        output = etcdctl._run(arguments(body or {}))
+    except EtcdctlError as e:
+        if "permission denied" in e.message.lower():
+            raise PermissionDenied(e.message) from e
+        raise
+    try:
+        document = pick(json.loads(output))
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise EtcdctlError(f"{endpoint}: unreadable etcdctl answer to {path}: {e}") from e
+    return _as_dict(document, f"etcdctl answer to {path}")

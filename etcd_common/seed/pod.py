@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from etcd_common.api import constants as c
-from etcd_common.api.restore_source import RestoreSource
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, RestoreSource
 from etcd_common.api.versions import EtcdVersion
 from etcd_common.seed.tools import ETCDCTL_BINARY, RestoreTool, restore_tool
 
@@ -261,13 +261,17 @@ def recovery_seed_init_containers(
     survivor_client_url: str,
     security_context: Mapping[str, Any],
     client_tls_volume: str = "",
+    bump_revision: int = DEFAULT_BUMP_REVISION,
 ) -> list[dict[str, Any]]:
     """A recovery seed's init containers, both in the cluster's own etcd image:
      1. `recovery-snapshot`: `etcdctl snapshot save` from the survivor's client URL (etcd serves a
         snapshot without quorum) onto the seed's data volume;
      2. `recovery-restore`: `etcdutl snapshot restore` (3.4: `etcdctl`) straight into etcd's data
-        directory as a one-member cluster (`member`, a new `cluster_token`), keeping the
-        survivor's revisions; the tool checks the snapshot's integrity hash.
+        directory as a one-member cluster (`member`, a new `cluster_token`), with
+        `--bump-revision=<bump_revision> --mark-compacted` where the tool has them (etcdctl 3.4.27+,
+        etcdutl 3.5.10+): the lost majority may have used revisions past the survivor's, and a
+        watcher resuming from one of them must be told to re-list (compacted), never be served
+        other events under a revision it saw; the tool checks the snapshot's integrity hash.
     etcd starts only after both succeeded, so it never runs on an empty data directory. With
     `client_tls_volume` (a cluster with client TLS: the volume of the operator's client
     certificate, spec.TLS.static.operatorSecret), the snapshot step alone mounts it and dials the
@@ -276,7 +280,6 @@ def recovery_seed_init_containers(
     if tool is None:
         raise ValueError(f"etcd {etcd_version} has no snapshot restore tool this operator knows")
     data_mount: list[dict[str, Any]] = [{"name": c.DATA_VOLUME_NAME, "mountPath": c.DATA_VOLUME_MOUNT_PATH}]
-    peer_urls = [url for name, url in initial_cluster if name == member]
     security = dict(security_context)
     snapshot_mounts, client_tls = _client_tls(data_mount, client_tls_volume)
     snapshot_command = [
@@ -285,14 +288,7 @@ def recovery_seed_init_containers(
         f"--command-timeout={RECOVERY_SNAPSHOT_TIMEOUT_SECONDS}s",
         "snapshot", "save", RECOVERY_SNAPSHOT_FILE,
     ]
-    restore_command = [
-        tool.binary, "snapshot", "restore", RECOVERY_SNAPSHOT_FILE,
-        f"--data-dir={c.DATA_DIR}",
-        f"--name={member}",
-        "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
-        f"--initial-advertise-peer-urls={','.join(peer_urls)}",
-        f"--initial-cluster-token={cluster_token}",
-    ]
+    restore_command = _recovery_restore_command(tool, member, initial_cluster, cluster_token, bump_revision)
     return [
         {
             "name": RECOVERY_SNAPSHOT_CONTAINER, "image": etcd_image, "imagePullPolicy": "IfNotPresent",
@@ -308,3 +304,21 @@ def recovery_seed_init_containers(
             **({"env": [{"name": k, "value": v} for k, v in tool.env]} if tool.env else {}),
         },
     ]
+
+
+def _recovery_restore_command(tool: RestoreTool, member: str, initial_cluster: Sequence[tuple[str, str]],
+                              cluster_token: str, bump_revision: int) -> list[str]:
+    """`snapshot restore` of the survivor's snapshot into etcd's data directory, bumped and
+    marked compacted where the tool can."""
+    peer_urls = [url for name, url in initial_cluster if name == member]
+    command = [
+        tool.binary, "snapshot", "restore", RECOVERY_SNAPSHOT_FILE,
+        f"--data-dir={c.DATA_DIR}",
+        f"--name={member}",
+        "--initial-cluster=" + ",".join(f"{name}={url}" for name, url in initial_cluster),
+        f"--initial-advertise-peer-urls={','.join(peer_urls)}",
+        f"--initial-cluster-token={cluster_token}",
+    ]
+    if bump_revision and tool.can_bump_revision:
+        command += [f"--bump-revision={bump_revision}", "--mark-compacted"]
+    return command

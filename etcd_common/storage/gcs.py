@@ -88,6 +88,12 @@ class GcsCredentials:
     def project(self) -> str:
         return str((self.service_account_info or {}).get("project_id") or "")
 
+    @property
+    def token_uri(self) -> str:
+        """Where the service-account key's signed grant is posted ("" for an access token): an
+        operator checks it against its endpoint allow list before any request."""
+        return str((self.service_account_info or {}).get("token_uri") or "")
+
     def google_credentials(self) -> Credentials:
         if self.access_token:
             return oauth2_credentials.Credentials(token=self.access_token)  # type: ignore[no-untyped-call]
@@ -216,6 +222,8 @@ class GcsStorage:
                  chunk_size_bytes: int = CHUNK_SIZE_BYTES, timeout_seconds: float = TIMEOUT_SECONDS,
                  retry_deadline_seconds: float = RETRY_DEADLINE_SECONDS) -> None:
         self.endpoint = normalize_endpoint(endpoint)
+        # The gcpSecret key's token_uri (checked by the operators before any request), "" when none.
+        self.token_uri = credentials.token_uri if credentials is not None else ""
         self.chunk_size_bytes = chunk_size_bytes
         self.timeout_seconds = timeout_seconds
         self.retry: Retry = DEFAULT_RETRY.with_deadline(retry_deadline_seconds).with_timeout(retry_deadline_seconds)

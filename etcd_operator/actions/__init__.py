@@ -89,6 +89,9 @@ from etcd_operator.actions.recovery import (
     FinishQuorumRecovery as FinishQuorumRecovery,
 )
 from etcd_operator.actions.recovery import (
+    RefuseQuorumRecovery as RefuseQuorumRecovery,
+)
+from etcd_operator.actions.recovery import (
     StartQuorumRecovery as StartQuorumRecovery,
 )
 from etcd_operator.actions.reports import (
@@ -177,4 +180,5 @@ Action = Union[
     CreateRecoverySeed,
     FinishQuorumRecovery,
     FailQuorumRecovery,
+    RefuseQuorumRecovery,
 ]

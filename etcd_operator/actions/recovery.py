@@ -104,3 +104,22 @@ class FailQuorumRecovery(_Action):
 
     def describe(self) -> str:
         return f"quorum-loss recovery from {self.survivor} failed: {self.reason}; {self.survivor} left as it was"
+
+
+@dataclass(frozen=True)
+class RefuseQuorumRecovery(_Action):
+    """A quorum-loss recovery asked for that the operator will not do (the annotation on a cluster
+    that has quorum, or naming members that answer; a survivor behind a backup that is not of its
+    incarnation): nothing is changed; status (reason QuorumRecoveryRefused) and one Warning event
+    say why and what a person can do."""
+
+    message: str
+    reason: str = reasons.QUORUM_RECOVERY_REFUSED  # the status reason (as ReportCertificateProblem's)
+
+    KIND: ClassVar[str] = "quorum-recovery"
+    event_reason: ClassVar[str | None] = reasons.QUORUM_RECOVERY_REFUSED
+    event_type: ClassVar[str] = "Warning"
+    has_effect: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return f"quorum-loss recovery refused, nothing changed: {self.message}"

@@ -60,10 +60,13 @@ class AdoptCA(_Action):
 class StartCARotation(_Action):
     """spec.TLS.issued: a new CA goes into the CA Secret beside the one that signs (it signs
     nothing yet); `request` is the rotate-ca annotation's value acted on ("" when the CA is near
-    its end) (tls/ca_rotation.py)."""
+    its end) (tls/ca_rotation.py). `recovered_ca`: the CA Secret is lost under running members
+    (tls/lost_ca.py): it is written again with this PEM certificate of the lost CA (found in the
+    leaf Secrets; its key is gone) beside the new CA, and the rotation goes on from there."""
 
     reason: str
     request: str = ""
+    recovered_ca: str = ""
 
     KIND: ClassVar[str] = "start-ca-rotation"
     event_reason: ClassVar[str | None] = reasons.CA_ROTATION_STARTED

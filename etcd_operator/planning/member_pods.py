@@ -157,21 +157,13 @@ def _members_without_pods(
         if pod is not None:
             if not pod.deleting:
                 continue
-            past = stuck_terminating_seconds(pod, observed)
-            if (on_volume or not member.started) and past is not None and past >= stuck_bound:
-                # It would come back only when its pod goes, which nothing here can make happen.
-                dead.append(member)
-                stuck.append(member.member_name)
-                continue
-            if on_volume or not member.started or _still_stopping(observed, pod):
-                # Restarts on its volume / its add completes / it is shutting down gracefully:
-                # its clients move to other members with their requests finished. Removing it
-                # meanwhile would cut them ("raft: stopped"): it is removed once its pod is gone.
+            fate = _deleting_pod_fate(observed, member, pod, on_volume, stuck_bound)
+            if fate == "terminating":
                 terminating.append(pod.name)
                 continue
-            # Past its grace period (its node is gone, say): the pod never comes back, and its
-            # emptyDir data goes with it. The member is dead.
             dead.append(member)
+            if fate == "stuck":
+                stuck.append(member.member_name)
             continue
         if not member.started:
             if member_peer_url(cluster, member.member_name) in member.peer_urls:
@@ -276,11 +268,47 @@ def _terminating(observed: ObservedCluster, terminating: tuple[str, ...], bound:
         if pod is None or pod.deletion_deadline is None or stuck_terminating_seconds(pod, observed) is None:
             details.append(name)
             continue
+        member = next((m for m in observed.members or () if m.member_name == pod.member_name), None)
+        if member is not None and _serves(observed, member):
+            details.append(f"{name} (its grace period ended at {format_timestamp(pod.deletion_deadline)}, "
+                           f"{what_holds(pod)}; its member still serves, so its node is cut off rather than "
+                           f"gone: it is not replaced while it serves)")
+            continue
         # Times, not durations: the same wait reads the same pass after pass (rechecking.py backs off).
         replaced_at = pod.deletion_deadline + timedelta(seconds=STOP_MARGIN_SECONDS + bound)
         details.append(f"{name} (its grace period ended at {format_timestamp(pod.deletion_deadline)}, "
                        f"{what_holds(pod)}; its member is replaced at {format_timestamp(replaced_at)} if it stays)")
     return Wait(f"pod(s) {', '.join(details)} still terminating")
+
+
+def _deleting_pod_fate(observed: ObservedCluster, member: Member, pod: ObservedPod, on_volume: bool,
+                       stuck_bound: float) -> str:
+    """A listed member whose pod is being deleted: "stuck" (dead: its pod stays past the bound),
+    "terminating" (waited for) or "dead" (its emptyDir data goes with the pod)."""
+    past = stuck_terminating_seconds(pod, observed)
+    if member.started and _serves(observed, member) and not _still_stopping(observed, pod):
+        # Past its grace period, yet it serves: the operator reaches it, or a healthy voter has an
+        # active peer stream to it. Its node is cut off from the control plane (a NotReady node's
+        # taint eviction marks its pods deleted), not shown gone: no proof that it is dead, so it
+        # is waited for, never replaced while its peers see it serve (on a volume or not).
+        return "terminating"
+    if (on_volume or not member.started) and past is not None and past >= stuck_bound:
+        # It would come back only when its pod goes, which nothing here can make happen.
+        return "stuck"
+    if on_volume or not member.started or _still_stopping(observed, pod):
+        # Restarts on its volume / its add completes / it is shutting down gracefully: its
+        # clients move to other members with their requests finished. Removing it meanwhile
+        # would cut them ("raft: stopped"): it is removed once its pod is gone.
+        return "terminating"
+    # Past its grace period and serving no one (its node is gone, say): the pod never comes back,
+    # and its emptyDir data goes with it. The member is dead.
+    return "dead"
+
+
+def _serves(observed: ObservedCluster, member: Member) -> bool:
+    """Proof of life: the operator's health check passed, or a healthy voter has an active peer
+    stream to it (the peers' view, asked while voters fail the operator's check)."""
+    return observed.is_healthy(member) or observed.seen_connected(member)
 
 
 def _restarting(observed: ObservedCluster) -> Action | None:

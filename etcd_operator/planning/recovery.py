@@ -6,17 +6,28 @@ one in progress (`recovery_in_progress`) before anything that reads the member l
 
 When: quorum is lost, the members whose data still exists cannot make a quorum even if all came
 back (on emptyDir a member's data is gone with its pod: absent, terminal or being deleted; on
-PVCs with its claim), and every member whose data exists answers `endpoint status` (one that
-does not, say a pod pending on a dead node, might come back ahead of the others: wait for it).
-The survivor is the answering voter with the highest raft index, then revision.
+PVCs with its claim; or a person named the member in the annotation), every member whose data
+exists answers `endpoint status` (one that does not, say a pod pending on a dead node, might
+come back ahead of the others: wait for it), and every lost member is known gone (`gone_proof`:
+named in the annotation, its pod terminal, or its pod's Node deleted), never merely terminating
+or on a NotReady or tainted node: a majority behind a partition may still be serving, and taint
+eviction marks its pods deleted all the same. The survivor is the answering voter with the
+highest raft index, then revision. Refused (RefuseQuorumRecovery, nothing changed): a new
+annotation value on a cluster that has quorum (`request_under_quorum`, from removal.no_quorum),
+or naming members that answer.
 
 What from: the survivor, unless the newest succeeded EtcdBackup of the cluster (same namespace,
-`etcdCluster.name` or an endpoint on its client service; observing.py lists them only then) has
-a higher revision: then the seed restores that backup (source Backup) with spec.restore's init
+`etcdCluster.name` or an endpoint on its client service; recovery_inputs.py lists them only then)
+of the survivor's incarnation (the etcd cluster ID and EtcdCluster UID the backup recorded) has a
+higher revision: then the seed restores that backup (source Backup) with spec.restore's init
 containers (fetch with the backup's secret, sha256 checked, restore, install) instead of taking a
-snapshot of the survivor. Refused (reported) when the data (the survivor's dbSize, or the backup's
-object) does not fit the seed's volume (etcd_common/seed/space.py), when the newer backup has no
-secret the seed could fetch it with, and held (reported) while the EtcdBackups cannot be listed.
+snapshot of the survivor. A backup of another incarnation, or of none recorded, is never
+compared: ahead of the survivor by revision, it refuses the recovery (a person decides). Refused
+(reported) when the data (the survivor's dbSize, or the backup's object) does not fit the seed's
+volume (etcd_common/seed/space.py), when the newer backup has no secret the seed could fetch it
+with, and held (reported) while the EtcdBackups cannot be listed. Either way the seed restores
+with `--bump-revision` (DEFAULT_BUMP_REVISION) and `--mark-compacted` where the tool has them, so
+no revision the lost majority may have used is reused.
 
 How: StartQuorumRecovery records the recovery in status.recovery (phase Seeding) before anything
 changes; the survivor is drained; a seed member with a new name and a new cluster token takes a
@@ -31,6 +42,7 @@ Failed: its pod and PVC are deleted, the survivor is left as it was (and serves 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,7 +56,7 @@ from etcd_common.api.etcd_cluster import (
 from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION, RestoreSource
 from etcd_common.etcd.types import EndpointStatus, Member
 from etcd_common.seed.space import seed_space_problem
-from etcd_common.seed.tools import restore_tool
+from etcd_common.seed.tools import no_bump_warning, restore_tool
 from etcd_operator.actions import (
     Action,
     CreateMemberPod,
@@ -53,6 +65,7 @@ from etcd_operator.actions import (
     DeletePVC,
     FailQuorumRecovery,
     FinishQuorumRecovery,
+    RefuseQuorumRecovery,
     ReportQuorumLoss,
     SetServing,
     StartQuorumRecovery,
@@ -94,54 +107,136 @@ def has_data(observed: ObservedCluster, spec: ClusterSpec, name: str) -> bool:
     return live_pod
 
 
+def new_request(observed: ObservedCluster) -> str:
+    """The annotation's value when no recovery has acted on it yet ("": none, or acted on)."""
+    cluster = observed.cluster
+    recorded = cluster.recorded.recovery
+    request = cluster.recovery_request
+    return request if request and (recorded is None or recorded.request != request) else ""
+
+
 def recovery_requested(observed: ObservedCluster, spec: ClusterSpec) -> bool:
     """spec.recovery.quorumLoss is FromSurvivor, or the annotation carries a value no recovery
     has acted on yet."""
-    cluster = observed.cluster
-    if spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR:
-        return True
-    recorded = cluster.recorded.recovery
-    return bool(cluster.recovery_request) and (recorded is None or recorded.request != cluster.recovery_request)
+    return spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR or bool(new_request(observed))
+
+
+def named_members(observed: ObservedCluster) -> frozenset[str]:
+    """The words of a new annotation value (comma- or space-separated): a person's word that the
+    members of those names are gone (other words, "please" say, name no one)."""
+    return frozenset(word for word in re.split(r"[\s,]+", new_request(observed)) if word)
+
+
+def gone_proof(observed: ObservedCluster, name: str, named: frozenset[str]) -> str | None:
+    """Why member `name` is known to be gone, not merely silent or cut off, or None: a person
+    named it in the annotation; its pod is terminal (the kubelet, or the control plane for a
+    node deleted or declared out of service, stopped its containers for good); or its pod is being
+    deleted on a node whose Node object is deleted; or its pod object is gone (the kubelet removes
+    it only once its containers stopped, the pod garbage collector only once its Node is deleted,
+    and otherwise a person force-deleted it: their word that it is gone). A pod being deleted on a
+    node that exists (NotReady, tainted, partitioned) is no proof: a majority may be serving behind
+    a partition, and taint eviction marks its pods deleted all the same."""
+    if name in named:
+        return f"named in {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}"
+    pod = observed.pod(name)
+    if pod is None:
+        return "its pod is gone (its containers stopped, its node deleted, or a person force-deleted it)"
+    if pod.terminal:
+        return f"its pod is {pod.phase}"
+    if pod.deleting and pod.node_name is not None and pod.node_name in observed.nodes_gone:
+        return f"its node {pod.node_name} is deleted"
+    return None
+
+
+def request_under_quorum(observed: ObservedCluster) -> RefuseQuorumRecovery | None:
+    """A new annotation value on a cluster that has quorum -> refused: rebuilding it from one
+    member would drop the others' writes. None without one."""
+    request = new_request(observed)
+    if not request:
+        return None
+    evidence = (observed.quorum_evidence if observed.operator_cut_off else
+                f"{len(observed.healthy_voters)} of {len(observed.voting_members)} voting members are healthy")
+    return RefuseQuorumRecovery(
+        f"the cluster has quorum ({evidence}), yet {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}={request} asks "
+        f"to rebuild it from one member, which would drop the others' data; remove the annotation (the operator "
+        f"changes nothing while it stands)")
 
 
 def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
                         voters: tuple[Member, ...] | None, report: ReportQuorumLoss) -> Action:
     """Under a quorum loss (`report`, what the planner would report): StartQuorumRecovery when
-    it is asked for and safe; else `report`, its detail saying why not (when that is news)."""
+    it is asked for, safe and every lost member is known gone (`gone_proof`); a request naming
+    members that answer -> RefuseQuorumRecovery; else `report`, its detail saying why not and
+    what proof is missing."""
     if voters is None or not voters:
         return report
-    lost = tuple(sorted(m.member_name for m in voters if not has_data(observed, spec, m.member_name)))
-    with_data = [m for m in voters if has_data(observed, spec, m.member_name)]
+    named = named_members(observed)
+    answering_named = sorted(m.member_name for m in voters if m.member_name in named
+                             and (m.member_name in observed.endpoint_status or observed.is_healthy(m)))
+    if answering_named:
+        return _refused(report, f"{c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}={new_request(observed)} names "
+                                f"member(s) {', '.join(answering_named)}, which answer: a member that answers is "
+                                f"not gone; name only the members that are, or remove the annotation")
+    lost = tuple(sorted(m.member_name for m in voters
+                        if m.member_name in named or not has_data(observed, spec, m.member_name)))
+    with_data = [m for m in voters if m.member_name not in lost]
     quorum = len(voters) // 2 + 1
     if len(with_data) >= quorum:
         return report  # they can come back: a quorum of them still has its data
-    requested = recovery_requested(observed, spec)
     how = (f"set spec.recovery.quorumLoss: {c.QUORUM_LOSS_FROM_SURVIVOR} or annotate the cluster with "
-           f"{c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}=<any new value> to rebuild from the surviving member "
-           f"furthest ahead, or restore from a backup")
+           f"{c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}={','.join(lost)} (the members gone) to rebuild from the "
+           f"surviving member furthest ahead, or restore from a backup")
     gone = (f"member(s) {', '.join(lost)} lost their data: the {len(with_data)} of {len(voters)} voting "
             f"member(s) with data cannot make a quorum of {quorum}")
-    if not requested:
+    if not recovery_requested(observed, spec):
         return _with_detail(report, f"{gone}; {how}")
     silent = [m.member_name for m in with_data if m.member_name not in observed.endpoint_status]
     if silent:
         return _with_detail(report, f"{gone}; quorum-loss recovery waits: member(s) {', '.join(sorted(silent))} "
                                     f"have data but do not answer (they may be ahead of the others)")
-    answering = [m for m in with_data if m.member_name in observed.endpoint_status]
-    if not answering:
+    unproven = [name for name in lost if gone_proof(observed, name, named) is None]
+    if unproven:
+        return _with_detail(report, f"{gone}; {_proof_missing(observed, unproven, lost)}")
+    proofs = "; ".join(f"{name}: {gone_proof(observed, name, named)}" for name in lost)
+    return _start(observed, spec, voters, lost, report, f"{gone} (gone: {proofs})")
+
+
+def _proof_missing(observed: ObservedCluster, unproven: list[str], lost: tuple[str, ...]) -> str:
+    """What the report says while a lost member is not known gone, and how a person proves it."""
+    states = []
+    for name in unproven:
+        pod = observed.pod(name)
+        where = f" on node {pod.node_name}, which exists or cannot be read" if pod and pod.node_name else ""
+        states.append(f"{name} (its pod is being deleted{where})")
+    return (f"quorum-loss recovery waits for proof that {', '.join(states)} is gone, not cut off (a majority "
+            f"behind a partition may be serving; a pod being deleted, or a NotReady or tainted node, is no "
+            f"proof): a terminal pod, or its Node deleted (kubectl delete node, once the machine is dead), or "
+            f"a person's word: annotate the cluster with {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}="
+            f"{','.join(lost)} once you know these members are gone")
+
+
+def _start(observed: ObservedCluster, spec: ClusterSpec, voters: tuple[Member, ...], lost: tuple[str, ...],
+           report: ReportQuorumLoss, gone: str) -> Action:
+    """Every lost member is known gone and the others answer: StartQuorumRecovery from the voter
+    furthest ahead (or the newest backup of its incarnation ahead of it), unless something refuses it."""
+    with_data = [m for m in voters if m.member_name not in lost]
+    if not with_data:
         return _with_detail(report, f"{gone}; no member with data answers: nothing to recover from")
-    if restore_tool(spec.version) is None:
+    tool = restore_tool(spec.version)
+    if tool is None:
         return _with_detail(report, f"{gone}; etcd {spec.version} has no snapshot restore tool this operator knows")
-    survivor = max(answering, key=lambda m: (observed.endpoint_status[m.member_name].raft_index,
+    survivor = max(with_data, key=lambda m: (observed.endpoint_status[m.member_name].raft_index,
                                              observed.endpoint_status[m.member_name].revision, m.member_name))
     status = observed.endpoint_status[survivor.member_name]
     recorded = observed.cluster.recorded.recovery
     if (recorded is not None and recorded.phase == RECOVERY_FAILED and recorded.survivor == survivor.member_name
-            and not (observed.cluster.recovery_request and recorded.request != observed.cluster.recovery_request)):
+            and not new_request(observed)):
         return _with_detail(report, f"{gone}; the recovery from {survivor.member_name} failed ({recorded.reason}); "
                                     f"annotate the cluster with {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}=<a new "
                                     f"value> to try again")
     source = _recovery_source(observed, spec, survivor.member_name, status)
+    if isinstance(source, RefuseQuorumRecovery):
+        return _refused(report, source.message)
     if isinstance(source, str):
         return _with_detail(report, f"{gone}; {source}")
     cluster = observed.cluster
@@ -149,11 +244,13 @@ def plan_recovery_start(observed: ObservedCluster, spec: ClusterSpec,
     taken = {m.member_name for m in voters} | {p.member_name for p in observed.pods} | {v.member_name for v in observed.pvcs}
     if seed in taken:
         return Wait(f"generated member name {seed} is taken; retrying with another")
-    why = (f"spec.recovery.quorumLoss is {c.QUORUM_LOSS_FROM_SURVIVOR}" if spec.quorum_loss == c.QUORUM_LOSS_FROM_SURVIVOR
-           else f"requested by annotation {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}={cluster.recovery_request}")
+    request = new_request(observed)
+    why = (f"requested by annotation {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR}={request}" if request
+           else f"spec.recovery.quorumLoss is {c.QUORUM_LOSS_FROM_SURVIVOR}")
+    unbumped = "" if source is not None or tool.can_bump_revision else f"; {no_bump_warning(spec.version, tool)}"
     return StartQuorumRecovery(
         survivor=survivor.member_name, survivor_revision=status.revision, survivor_raft_index=status.raft_index,
-        lost_members=lost, seed_member=seed, request=cluster.recovery_request, reason=f"{gone}; {why}",
+        lost_members=lost, seed_member=seed, request=cluster.recovery_request, reason=f"{gone}; {why}{unbumped}",
         backup=source.backup.name if source is not None else "",
         backup_revision=source.revision if source is not None else 0,
         restore=source.restore if source is not None else None,
@@ -174,26 +271,64 @@ def backup_revision(backup: EtcdBackup) -> int:
     return (last.etcd_revision if last is not None else 0) or backup.status.etcd_revision
 
 
-def newest_backup(observed: ObservedCluster) -> EtcdBackup | None:
-    """The newest succeeded EtcdBackup of this cluster (by revision), if any. A backup whose last
-    attempt failed does not count, nor one of another cluster."""
+def _succeeded_backups(observed: ObservedCluster) -> list[EtcdBackup]:
+    """The succeeded EtcdBackups of this cluster (by name or client service) with a last backup."""
     name = observed.cluster.name
-    ours = [b for b in observed.backups
-            if b.targets(name) and b.status.succeeded and b.status.last_backup is not None]
+    return [b for b in observed.backups if b.targets(name) and b.status.succeeded and b.status.last_backup is not None]
+
+
+def _of_incarnation(backup: EtcdBackup, observed: ObservedCluster, etcd_cluster_id: int) -> bool:
+    last = backup.status.last_backup
+    return last is not None and last.of_incarnation(etcd_cluster_id, observed.cluster.uid)
+
+
+def newest_backup(observed: ObservedCluster, etcd_cluster_id: int) -> EtcdBackup | None:
+    """The newest succeeded EtcdBackup (by revision) of this cluster's incarnation: of the etcd
+    cluster `etcd_cluster_id` run by this EtcdCluster (its UID), as the backup recorded them. A
+    backup whose last attempt failed does not count, nor one of another cluster or incarnation
+    (a cluster deleted and recreated under its name, an earlier recovery's), nor one that
+    recorded none: their revisions are not comparable with this cluster's."""
+    ours = [b for b in _succeeded_backups(observed) if _of_incarnation(b, observed, etcd_cluster_id)]
     return max(ours, key=lambda b: (backup_revision(b), b.name), default=None)
 
 
+def _incomparable_ahead(observed: ObservedCluster, survivor: str, status: EndpointStatus) -> RefuseQuorumRecovery | None:
+    """A backup of this cluster ahead of the survivor by revision, but not of its incarnation ->
+    refused: such a backup never replaces the survivor's data, and whether the survivor holds
+    the newest data is then not known (a person decides)."""
+    ahead = sorted((b for b in _succeeded_backups(observed) if not _of_incarnation(b, observed, status.cluster_id)
+                    and backup_revision(b) > status.revision), key=lambda b: (-backup_revision(b), b.name))
+    if not ahead:
+        return None
+    backup = ahead[0]
+    last = backup.status.last_backup
+    assert last is not None
+    this = f"{survivor}'s: etcd cluster {status.cluster_id:x}, EtcdCluster UID {observed.cluster.uid}"
+    which = (f"of another incarnation (etcd cluster {last.etcd_cluster_id:x}, EtcdCluster UID {last.etcd_cluster_uid}; "
+             f"{this})" if last.etcd_cluster_id and last.etcd_cluster_uid else
+             f"of no recorded incarnation (taken by spec.etcdEndpoints, or before backups recorded one; {this})")
+    return RefuseQuorumRecovery(
+        f"{survivor} (revision {status.revision}) is behind EtcdBackup {backup.name} (revision "
+        f"{backup_revision(backup)}), which is {which}: revisions are compared only within one incarnation, so that "
+        f"backup never replaces the survivor's data, and whether the survivor holds the newest data is not known. "
+        f"To keep the survivor's data, delete EtcdBackup {backup.name} (its snapshot stays in the bucket); to "
+        f"take the backup's, restore it with an EtcdRestore")
+
+
 def _recovery_source(observed: ObservedCluster, spec: ClusterSpec, survivor: str,
-                     status: EndpointStatus) -> BackupSource | None | str:
-    """What the seed restores: None (the survivor), the newest backup when it is ahead of the
-    survivor, or (a str) why the recovery cannot start now."""
+                     status: EndpointStatus) -> BackupSource | None | str | RefuseQuorumRecovery:
+    """What the seed restores: None (the survivor), the newest backup of its incarnation when it
+    is ahead of the survivor, or why the recovery cannot start now (a str), or is refused."""
     refused = "quorum-loss recovery refused"
     if observed.backups_error:
         return (f"quorum-loss recovery waits: whether a backup is ahead of {survivor} is not known "
                 f"({observed.backups_error})")
-    backup = newest_backup(observed)
+    backup = newest_backup(observed, status.cluster_id)
     revision = backup_revision(backup) if backup is not None else 0
     if backup is None or revision <= status.revision:
+        incomparable = _incomparable_ahead(observed, survivor, status)
+        if incomparable is not None:
+            return incomparable
         no_room = seed_space_problem(spec, status.db_size, f"member {survivor}'s database (dbSize)")
         return f"{refused}: {no_room}" if no_room else None
     location = backup.snapshot_location
@@ -215,6 +350,11 @@ def _recovery_source(observed: ObservedCluster, spec: ClusterSpec, survivor: str
 def _with_detail(report: ReportQuorumLoss, detail: str) -> ReportQuorumLoss:
     return ReportQuorumLoss(report.healthy_voters, report.voters, report.unhealthy,
                             f"{report.detail}; {detail}" if report.detail else detail)
+
+
+def _refused(report: ReportQuorumLoss, why: str) -> RefuseQuorumRecovery:
+    """A refusal under a quorum loss: why, and the loss as `report` describes it."""
+    return RefuseQuorumRecovery(f"{why} ({report.describe()})")
 
 
 # ---------------------------------------------------------------------------------------------

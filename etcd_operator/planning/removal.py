@@ -37,7 +37,7 @@ from etcd_operator.observed import (
 )
 from etcd_operator.planning.findings import MEMBERS_LOST_REASON, member_created_at
 from etcd_operator.planning.member_pods import stuck_terminating_bound
-from etcd_operator.planning.recovery import plan_recovery_start
+from etcd_operator.planning.recovery import plan_recovery_start, request_under_quorum
 from etcd_operator.tls.transition import (
     interrupted_peer_change,
 )
@@ -55,7 +55,8 @@ def no_quorum(context: Context) -> Action | None:
     """Healthy voting members not a majority -> ReportQuorumLoss (or, when asked for, a recovery from
     the survivor: recovery.py), unless the cluster showed it has quorum while the operator reaches
     too few voters (`operator_cut_off`) -> Wait. Nothing destructive happens past this rule without
-    quorum."""
+    quorum. With quorum, a new recovery annotation -> RefuseQuorumRecovery (nothing changes while
+    it stands)."""
     return _no_quorum(context.observed, context.spec, context.without_pods.dead)
 
 
@@ -92,11 +93,12 @@ def _no_quorum(observed: ObservedCluster, spec: ClusterSpec, dead: tuple[Member,
     """Nothing destructive without quorum (but an opt-in recovery from the survivor: recovery.py)."""
     if observed.operator_cut_off:
         unreachable = ", ".join(_unhealthy_detail(observed, m) for m in observed.unhealthy_voters)
-        return Wait(f"the operator cannot reach {unreachable}, but the cluster has quorum "
-                    f"({observed.quorum_evidence}): nothing changes until they answer here")
+        return request_under_quorum(observed) or Wait(
+            f"the operator cannot reach {unreachable}, but the cluster has quorum "
+            f"({observed.quorum_evidence}): nothing changes until they answer here")
     if not observed.has_quorum:
         return plan_recovery_start(observed, spec, observed.voting_members, _quorum_loss(observed, list(dead)))
-    return None
+    return request_under_quorum(observed)
 
 
 def _dead_members(

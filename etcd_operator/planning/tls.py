@@ -42,12 +42,14 @@ from etcd_operator.tls.cert_manager import (
 from etcd_operator.tls.certificates import (
     LEAF_ROLES,
     REASON_SECRET_NAME_TAKEN,
+    IssuanceCheck,
     Role,
     check_observed,
     identity_of,
     kept_ca,
     source_switch_problem,
 )
+from etcd_operator.tls.lost_ca import REASON_CA_LOST, lost_ca
 
 
 def certificates_due(context: Context) -> Action | None:
@@ -63,11 +65,12 @@ def next_rotation_step(context: Context) -> Action | None:
 
 
 def plan_certificates(observed: ObservedCluster) -> Action | None:
-    """Rule 2c: a running cluster switched between static and issued -> RejectSpec. With
+    """A running cluster switched between static and issued -> RejectSpec. With
     spec.TLS.issued, a CA Secret a restore kept for this cluster (`kept_ca`) -> AdoptCA; a Secret
     of ours that is someone else's -> RefuseNames
     (nothing is overwritten); one missing, wrong, expired or within renewBefore of its end ->
-    IssueCertificates (before anything else: the seed pod mounts them). None: nothing to do."""
+    IssueCertificates (before anything else: the seed pod mounts them); the CA Secret lost under
+    running members -> `plan_lost_ca`, never a new CA at once. None: nothing to do."""
     switch = source_switch_problem(observed)
     if switch is not None:
         return RejectSpec(switch)
@@ -85,11 +88,25 @@ def plan_certificates(observed: ObservedCluster) -> Action | None:
         return RefuseNames(REASON_SECRET_NAME_TAKEN,
                            f"secret {', '.join(taken)} exists and is not owned by EtcdCluster {cluster.name}: "
                            f"spec.TLS.issued writes its certificates there; delete or rename it")
+    if check.ca_lost:
+        return plan_lost_ca(observed, check)
     if check.to_issue:
         return IssueCertificates(check.to_issue, check.describe())
     if check.to_publish:
         return PublishCATrust(check.to_publish, check.describe())
     return None
+
+
+def plan_lost_ca(observed: ObservedCluster, check: IssuanceCheck) -> Action:
+    """The CA Secret lost under members that trust only its CA (tls/lost_ca.py): its certificate
+    found in the leaf Secrets -> StartCARotation that keeps it trusted until every member trusts
+    a new one; not found -> ReportCertificateProblem (CASecretLost), nothing changed."""
+    lost = lost_ca(observed, check)
+    assert lost is not None, "plan_lost_ca without a lost CA"
+    if not lost.old_ca_pem:
+        return ReportCertificateProblem(REASON_CA_LOST, lost.refusal())
+    return StartCARotation(lost.recovery_reason(), observed.cluster.ca_rotation_request or "",
+                           recovered_ca=lost.old_ca_pem.decode())
 
 
 def plan_cert_manager(observed: ObservedCluster) -> Action | None:
@@ -134,7 +151,7 @@ def plan_cert_manager(observed: ObservedCluster) -> Action | None:
 
 
 def plan_rotation_start(observed: ObservedCluster) -> StartCARotation | None:
-    """Rule 2c, after the Secrets are found fine: start a rotation that is due."""
+    """After the Secrets are found fine: start a rotation that is due."""
     if rotation_of(observed) is not None:
         return None
     due = rotation_due(observed)

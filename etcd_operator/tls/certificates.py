@@ -204,9 +204,10 @@ def encode(files: Mapping[str, bytes]) -> dict[str, str]:
 
 
 def ca_from_secret(secret: Mapping[str, Any]) -> KeyPair:
-    """The CA of a CA Secret `ca_problem` found nothing wrong with (the one that signs)."""
+    """The CA of a CA Secret `ca_problem` found nothing wrong with (the one that signs; its key
+    b"" while a lost CA is recovered: tls/lost_ca.py, only its certificate is left)."""
     files = decoded_files(secret)
-    return KeyPair(files[CA_CERT_KEY], files[CA_KEY_KEY])
+    return KeyPair(files[CA_CERT_KEY], files.get(CA_KEY_KEY, b""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,10 +319,11 @@ def ca_problem(secret: Mapping[str, Any] | None, now: datetime | None) -> Checke
     try:
         files = decoded_files(secret)
         missing = [key for key in SECRET_KEYS["ca"] if key not in files]
-        if missing:
+        if missing and not (missing == [CA_KEY_KEY] and next_ca_from_secret(secret) is not None):
             return f"has no key {', '.join(missing)} (it needs {', '.join(SECRET_KEYS['ca'])})"
         cert = read_certificate(files[CA_CERT_KEY], CA_CERT_KEY)
-        check_key_matches(cert, files[CA_KEY_KEY], CA_KEY_KEY)
+        if not missing:  # else a lost CA recovered (tls/lost_ca.py): its certificate, a new CA coming in
+            check_key_matches(cert, files[CA_KEY_KEY], CA_KEY_KEY)
     except UnreadableCertificate as e:
         return str(e)
     constraints = _extension(cert, x509.BasicConstraints)
@@ -481,9 +483,16 @@ class IssuanceCheck:
     next (all of them when the CA is)."""
 
     checked: tuple[Checked, ...]
+    # The CA Secret is lost under members that run trusting its CA: nothing is issued (a new CA
+    # would lock them out); tls/lost_ca.py recovers it through a CA rotation or refuses.
+    ca_lost: bool = False
+    # The CA cannot sign (a lost CA recovered, its key gone): leaves wait for the new CA.
+    ca_signs: bool = True
 
     @property
     def to_issue(self) -> tuple[Role, ...]:
+        if self.ca_lost or not self.ca_signs:
+            return ()
         return tuple(check.role for check in self.checked if check.problem and not check.trust_only)
 
     @property
@@ -496,11 +505,17 @@ class IssuanceCheck:
 
 
 def check_issued(secrets: Mapping[Role, Mapping[str, Any] | None], identity: Identity, issued: IssuedTLS,
-                 hosts: Sequence[str], now: datetime | None) -> IssuanceCheck:
+                 hosts: Sequence[str], now: datetime | None, members_run: bool = False) -> IssuanceCheck:
     """Check the CA Secret, then each leaf against it. A CA with a problem is issued again, and
-    every leaf with it (a new CA signed none of them)."""
+    every leaf with it (a new CA signed none of them), unless `members_run` (member pods that
+    started trusting the CA run) and the CA did not expire: then it is lost (`ca_lost`), and
+    nothing is issued (etcd reads its trusted CAs only at start: members would refuse the new
+    leaves, and the operator be locked out)."""
     ca_name = identity.secret_name("ca")
     ca_result = ca_problem(secrets.get("ca"), now)
+    if isinstance(ca_result, str) and members_run and not _ca_expired(secrets.get("ca"), now):
+        kept = tuple(leaf_problem(role, secrets.get(role), None, identity, hosts, issued, now) for role in LEAF_ROLES)
+        return IssuanceCheck((Checked("ca", ca_name, problem=ca_result), *kept), ca_lost=True)
     if isinstance(ca_result, str):
         reissued = [Checked(role, identity.secret_name(role), problem=f"is issued again with the CA ({ca_result})")
                     for role in LEAF_ROLES]
@@ -511,7 +526,27 @@ def check_issued(secrets: Mapping[Role, Mapping[str, Any] | None], identity: Ide
     trust = trust_bundle(ca_secret)
     leaves = tuple(leaf_problem(role, secrets.get(role), ca, identity, hosts, issued, now, trust)
                    for role in LEAF_ROLES)
-    return IssuanceCheck((Checked("ca", ca_name, ca_result.not_after), *leaves))
+    if not ca.key_pem:  # a lost CA recovered: nothing is issued before the new CA signs, but trust comes first
+        leaves = tuple(_publish_first(leaf, secrets.get(leaf.role), trust) for leaf in leaves)
+    return IssuanceCheck((Checked("ca", ca_name, ca_result.not_after), *leaves), ca_signs=bool(ca.key_pem))
+
+
+def _publish_first(leaf: Checked, secret: Mapping[str, Any] | None, trust: bytes) -> Checked:
+    """A leaf the keyless CA cannot issue again: its CA file still gets both CAs (trust_only)."""
+    if not leaf.problem or leaf.trust_only or leaf.role == "ca":
+        return leaf
+    ca_file = secret_files(secret).get(LEAF_KEYS[leaf.role][2])
+    if secret is None or ca_file is None or same_certificates(ca_file, trust):
+        return leaf
+    return Checked(leaf.role, leaf.secret, leaf.not_after,
+                   f"{leaf.problem} (issued from the new CA once every member trusts it)", trust_only=True)
+
+
+def _ca_expired(secret: Mapping[str, Any] | None, now: datetime | None) -> bool:
+    """The CA Secret's certificate is readable and expired (or not valid yet): so are the leaves
+    it signed, the members cannot use them, and a new CA loses nothing."""
+    found = certificates_in(secret_files(secret).get(CA_CERT_KEY, b""))
+    return bool(found) and bool(expiry_problem(found[0], now))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,7 +575,16 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
     if spec.issued_tls is None:
         return None
     secrets: dict[Role, Mapping[str, Any] | None] = {role: observed.issued_secrets.get(role) for role in ROLES}
-    return check_issued(secrets, identity_of(observed), spec.issued_tls, member_hosts(observed), observed.observed_at)
+    identity = identity_of(observed)
+    return check_issued(secrets, identity, spec.issued_tls, member_hosts(observed), observed.observed_at,
+                        members_run=bool(pods_trusting_issued_ca(observed, identity)))
+
+
+def pods_trusting_issued_ca(observed: ObservedCluster, identity: Identity) -> tuple[str, ...]:
+    """Live member pods that ran with the issued certificates mounted, so trust the CA they were
+    issued from; a member still on plaintext (a cluster moving to TLS) trusts no CA."""
+    leaves = {identity.secret_name(role) for role in LEAF_ROLES}
+    return tuple(sorted(pod.name for pod in observed.live_pods if not pod.never_ran and pod.secret_volumes & leaves))
 
 
 

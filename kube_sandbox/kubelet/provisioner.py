@@ -35,6 +35,7 @@ PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 DEFAULT_STORAGE_REQUEST = "1Gi"
+CLAIM_DIRECTORY_MODE = 0o777
 SIZED_CLASS_OBJECT: dict[str, Any] = {
     "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
     "metadata": {"name": SIZED_STORAGE_CLASS, "annotations": {
@@ -125,6 +126,10 @@ class ClaimBinder:
         elif self._armed_fills.pop((namespace, name), None) is not None:
             log.warning("%s/%s: the no-space fault armed for this claim is dropped: it is not of the StorageClass "
                         "%s", namespace, name, SIZED_STORAGE_CLASS)
+        # Writable by the pod's user whoever it is, as hostPath provisioners make their directories
+        # (local-path-provisioner, minikube's: 0777): the kubelet applies no fsGroup to a hostPath
+        # volume, and a non-root pod (uid 65532: member and restore staging pods) must write it.
+        directory.chmod(CLAIM_DIRECTORY_MODE)
         volume = persistent_volume(claim, directory)
         pv_name = volume["metadata"]["name"]
         try:

@@ -378,3 +378,63 @@ def test_pod_identity_is_off_by_default_and_a_value_turns_on_the_backup_operator
     accounts = {d["metadata"]["name"]: d["metadata"].get("annotations", {}) for d in rendered if d["kind"] == "ServiceAccount"}
     assert accounts["etcd-backup-operator"] == {"eks.amazonaws.com/role-arn": "arn:r"}
     assert "podIdentity" in refused("--set-json=podIdentity={\"enabled\":\"yes\"}")
+
+
+def test_the_work_directory_size_limit_reaches_the_backup_operator_as_its_volumes() -> None:
+    spec = pod_spec(render("backupOperator.workDirSizeLimit=3Gi"), "etcd-backup-operator")
+    work = next(v for v in spec["volumes"] if v["name"] == "work")
+    assert work["emptyDir"]["sizeLimit"] == "3Gi"
+    assert {"name": "BACKUP_WORK_DIR_SIZE_LIMIT", "value": "3Gi"} in spec["containers"][0]["env"]
+
+
+@pytest.mark.parametrize("values, image", [
+    ((), "etcd-operator-py:0.1.0"),
+    (("image.repository=registry.example.com/team/etcd-operator-py", "image.tag=1.2.3"),
+     "registry.example.com/team/etcd-operator-py:1.2.3"),
+])
+def test_the_operators_own_image_is_passed_to_the_operators_that_start_it(values: tuple[str, ...],
+                                                                          image: str) -> None:
+    """The restore and etcd operators trust their own image's repository (the fetch image), relocated or not."""
+    rendered = render(*values)
+    for base in ("etcd-operator", "etcd-restore-operator"):
+        container = pod_spec(rendered, base)["containers"][0]
+        assert container["image"] == image
+        assert {"name": "OPERATOR_IMAGE", "value": image} in container["env"]
+
+
+def _secret_rules(rendered: list[dict[str, Any]], kind: str, name: str) -> list[list[str]]:
+    role = next(d for d in rendered if d["kind"] == kind and d["metadata"]["name"] == name)
+    return [r["verbs"] for r in role["rules"] if "secrets" in r["resources"]]
+
+
+def test_secret_writes_are_granted_apart_and_can_be_narrowed_to_named_namespaces() -> None:
+    """The etcd operator's Secret create/patch and the restore operator's patch are never in the
+    ClusterRoles that read everything; bound cluster-wide by default, or in the namespaces named."""
+    default = render()
+    assert _secret_rules(default, "ClusterRole", "etcd-operator") == [["get"]]
+    assert _secret_rules(default, "ClusterRole", "etcd-restore-operator") == [["get"]]
+    assert _secret_rules(default, "ClusterRole", "etcd-operator-secret-writer") == [["create", "patch"]]
+    assert _secret_rules(default, "ClusterRole", "etcd-restore-operator-secret-writer") == [["patch"]]
+    assert {d["metadata"]["name"] for d in default if d["kind"] == "ClusterRoleBinding"} >= {
+        "etcd-operator-secret-writer", "etcd-restore-operator-secret-writer"}
+    narrowed = render_json(rbac={"create": True, "scope": "cluster", "secretWriteNamespaces": ["team-a", "team-b"]})
+    bindings = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in narrowed
+                if d["kind"] in ("RoleBinding", "ClusterRoleBinding") and "secret-writer" in d["metadata"]["name"]}
+    assert sorted(bindings) == sorted(("RoleBinding", ns, name) for name in ("etcd-operator-secret-writer",
+                                                                             "etcd-restore-operator-secret-writer")
+                                      for ns in ("team-a", "team-b"))
+    binding = bindings[("RoleBinding", "team-a", "etcd-restore-operator-secret-writer")]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "etcd-restore-operator-secret-writer"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "etcd-restore-operator",
+                                    "namespace": "etcd-operator"}]
+    # Namespace scope: the Roles hold the writes, nothing cluster-wide.
+    namespaced = render("rbac.scope=namespace")
+    assert _secret_rules(namespaced, "Role", "etcd-operator") == [["get", "create", "patch"]]
+    assert _secret_rules(namespaced, "Role", "etcd-restore-operator") == [["get", "patch"]]
+    assert not [d for d in namespaced if "secret-writer" in d["metadata"]["name"]]
+
+
+def test_the_backup_operator_may_read_services_to_resolve_etcd_endpoints() -> None:
+    rules = next(d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "etcd-backup-operator")
+    assert {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]} in rules["rules"]

@@ -70,16 +70,19 @@ class EtcdMember:
     data_dir: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    scheme: str = "http"  # "https" with TLS `flags` (test_static_tls_layout.py)
+    flags: tuple[str, ...] = ()
 
     @property
     def client_url(self) -> str:
-        return f"http://{self.address}:{CLIENT_PORT}"
+        return f"{self.scheme}://{self.address}:{CLIENT_PORT}"
 
     @property
     def peer_url(self) -> str:
-        return f"http://{self.address}:{PEER_PORT}"
+        return f"{self.scheme}://{self.address}:{PEER_PORT}"
 
-    def start(self, initial_cluster: str, state: str, token: str) -> None:
+    def start(self, initial_cluster: str, state: str, token: str, *, env: dict[str, str] | None = None) -> None:
+        """Start etcd; `env`: variables added to its environment (etcd reads ETCD_* as its flags)."""
         command = [
             self.binary,
             "--name", self.name,
@@ -93,10 +96,12 @@ class EtcdMember:
             "--initial-cluster-token", token,
             "--heartbeat-interval", "50",
             "--election-timeout", "500",
+            *self.flags,
         ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env={**os.environ, **env} if env else None)
 
     def healthy(self) -> bool:
         """A linearizable v3 read answers (the gRPC gateway's range, on every version). Not /health:
@@ -157,9 +162,9 @@ class EtcdCluster:
     def wait_healthy(self, member: EtcdMember) -> None:
         wait_for(member.healthy, timeout=START_TIMEOUT_SECONDS, what=f"{member.name} healthy", describe=self.describe)
 
-    def start_seed(self, name: str = "m1") -> EtcdMember:
+    def start_seed(self, name: str = "m1", *, env: dict[str, str] | None = None) -> EtcdMember:
         seed = self.new_member(name)
-        seed.start(f"{name}={seed.peer_url}", "new", self.token)
+        seed.start(f"{name}={seed.peer_url}", "new", self.token, env=env)
         self.wait_healthy(seed)
         return seed
 

@@ -29,3 +29,12 @@ def test_a_bad_limit_in_the_environment_is_refused_at_start(monkeypatch: pytest.
     monkeypatch.setenv("BACKUP_MAX_CONCURRENT_BACKUPS", "0")
     with pytest.raises(SystemExit):
         parse_settings([])
+
+
+@pytest.mark.parametrize("value, expected", [("20Gi", 20 * 1024**3), ("500M", 500 * 10**6), ("4096", 4096),
+                                             ("", None), ("0", None)])
+def test_the_work_directory_size_limit_is_a_quantity(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                     expected: int | None) -> None:
+    monkeypatch.setenv("BACKUP_WORK_DIR_SIZE_LIMIT", value)
+    assert parse_settings([]).work_dir_size_limit_bytes == expected
+    assert parse_settings(["--work-dir-size-limit", value]).work_dir_size_limit_bytes == expected

@@ -115,13 +115,20 @@ def test_a_lease_ending_before_the_snapshot_starts_takes_no_backup(monkeypatch: 
 
 
 class FlakyBackupApi(FakeBackupApi):
-    """Refuses the first `failures` status writes as the API server would when overloaded."""
+    """Refuses the first `failures` writes of an attempt's outcome as the API server would when
+    overloaded (the writes of attempts' starts go through, kept in `starts`, not in `patches`)."""
 
     def __init__(self, cache: ObjectCache, failures: int) -> None:
         super().__init__(cache)
         self.failures = failures
+        self.starts: list[dict[str, Any]] = []
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        if set(patch) == {"attemptStarted"}:
+            self.starts.append(patch)
+            updated = super().patch_status(namespace, name, patch)
+            self.patches.pop()
+            return updated
         if self.failures > 0:
             self.failures -= 1
             raise Transient("503 Service Unavailable")
@@ -188,7 +195,9 @@ def test_a_kept_status_is_not_written_to_an_object_recreated_under_the_name(
         supervisor.reconcile_once()
     raw = supervisor.context.backups.get(KEY)
     assert raw is not None
-    supervisor.context.backups.upsert({**raw, "metadata": {**raw["metadata"], "uid": "another"}})
+    # The new object has the old one's status, but not the start of the attempt the old one was under.
+    status = {k: v for k, v in raw["status"].items() if k != "attemptStarted"}
+    supervisor.context.backups.upsert({**raw, "metadata": {**raw["metadata"], "uid": "another"}, "status": status})
     assert supervisor.reconcile_once() == 600
     assert taken == [1, 1]  # a new object: its own first backup
     assert len(api.patches) == 1
@@ -234,3 +243,67 @@ def test_an_interval_below_the_minimum_is_raised_with_a_warning_once(monkeypatch
     supervisor.context.backups.upsert({**raw, "spec": PERIODIC})
     supervisor.reconcile_once()
     assert [c["type"] for c in api.patches[-1]["conditions"]] == ["Succeeded"]
+
+
+class CrashingTake(BaseException):
+    """The operator's process ends mid-backup (evicted, OOM-killed): nothing after this runs."""
+
+
+def test_an_attempt_is_recorded_before_it_starts_and_its_outcome_removes_the_mark(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    supervisor, api, _, _ = make_supervisor(PERIODIC)
+    seen: list[Any] = []
+
+    def take(*args: Any, **kwargs: Any) -> BackupResult:
+        seen.append((supervisor.context.backups.get(KEY) or {})["status"].get("attemptStarted"))
+        return backup_result()
+    monkeypatch.setattr(acting, "take_backup", take)
+    assert supervisor.reconcile_once() == 600
+    assert seen == [{"time": "2024-01-01T12:00:00Z", "observedGeneration": 1}]  # written before the snapshot
+    assert api.patches[0] == {"attemptStarted": seen[0]}
+    assert api.patches[-1]["attemptStarted"] is None  # the outcome removes it
+    assert "attemptStarted" not in (supervisor.context.backups.get(KEY) or {})["status"]
+
+
+@pytest.mark.parametrize("earlier_failures, backoff", [(0, 5.0), (1, 10.0), (5, 160.0), (9, 300.0)])
+def test_a_backup_whose_operator_died_mid_way_counts_as_a_failed_attempt_and_backs_off(
+        monkeypatch: pytest.MonkeyPatch, earlier_failures: int, backoff: float) -> None:
+    """The kubelet evicts the operator mid-backup: after the restart the same backup is not due
+    at once (first in line again, evicted again, forever) but after the backoff."""
+    def evicted(*args: Any, **kwargs: Any) -> BackupResult:
+        raise CrashingTake()
+    monkeypatch.setattr(acting, "take_backup", evicted)
+    last = (NOW - timedelta(seconds=3600)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {"observedGeneration": 1, "succeeded": earlier_failures == 0, "lastAttemptTime": last,
+              "consecutiveFailures": earlier_failures, "lastResult": "Succeeded" if earlier_failures == 0
+              else "S3Unreachable", "firstAttemptTime": last}
+    supervisor, api, _, _ = make_supervisor(PERIODIC)
+    supervisor.context.backups.upsert(stored_backup(PERIODIC, status=status))
+    with pytest.raises(CrashingTake):
+        supervisor.reconcile_once()
+    # A new operator process: the same cache contents (as the API has them), a new supervisor.
+    restarted = BackupSupervisor(KEY, supervisor.context)
+    taken: list[int] = []
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: taken.append(1) or backup_result())
+    assert restarted.reconcile_once() == backoff
+    assert taken == []
+    # Once due, the next attempt's outcome counts the interrupted one.
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: (_ for _ in ()).throw(
+        BackupFailed("S3Unreachable", "cannot reach the S3 server")))
+    later = NOW + timedelta(seconds=backoff)
+    object.__setattr__(restarted.context, "clock", lambda: later)
+    restarted.reconcile_once()
+    assert api.patches[-1]["consecutiveFailures"] == earlier_failures + 2
+    assert api.patches[-1]["attemptStarted"] is None
+
+
+def test_a_backup_is_not_started_when_its_start_cannot_be_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acting, "take_backup", lambda *a, **k: pytest.fail("started without its start recorded"))
+    supervisor, _, _, _ = make_supervisor(PERIODIC)
+
+    class Refusing(FakeBackupApi):
+        def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+            raise Transient("503 Service Unavailable")
+    object.__setattr__(supervisor.context, "backup_api", Refusing(supervisor.context.backups))
+    with pytest.raises(Transient):
+        supervisor.reconcile_once()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from backup_operator import reasons, taking
+from backup_operator.endpoint_policy import EndpointPolicy
 from backup_operator.reasons import BackupFailed
 from backup_operator.taking import WORK_PREFIX, BackupEnvironment, BackupRequest, WorkSpace, take_backup
 from etcd_common.api.etcd_backup import SnapshotFingerprint
@@ -598,3 +599,121 @@ def test_a_streamed_backup_whose_late_metadata_cannot_be_set_fails_with_the_stor
     assert "the uploaded object stays, without sha256" in failure.value.message
     assert etcd.snapshots_from == [A] and os.listdir(tmp_path / "work") == []
     assert "sha256" not in streaming.metadata["etcd.backup"]  # what stays: the object, as completed
+
+
+@pytest.mark.parametrize("disk_free, limit, in_use, fits", [
+    (10**12, 1500, 0, True),       # the node's disk has room, the emptyDir's limit too
+    (10**12, 1500, 600, False),    # the node's disk has room, the emptyDir's limit not: the kubelet would evict
+    (10**12, 999, 0, False),
+    (999, 10**12, 0, False),       # the disk is the smaller bound
+    (10**12, None, 10**9, True),   # no limit given: the disk's free space alone
+])
+def test_the_work_directory_is_checked_against_its_own_size_limit(
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path, disk_free: int, limit: int | None,
+        in_use: int, fits: bool) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, db_size=1000, snapshot=whole_snapshot(b"a"))])
+    env = environment(etcd, tmp_path)
+    env.work_space = WorkSpace(free_bytes=lambda path: disk_free, size_limit_bytes=limit,
+                               used_bytes=lambda path: in_use)
+    if fits:
+        take_backup(request((A,)), env, LOG, now=lambda: STARTED)
+        return
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((A,)), env, LOG, now=lambda: STARTED)
+    assert failed.value.reason == reasons.WORK_DIRECTORY_FULL and etcd.snapshots_from == []
+    if limit is not None and limit < disk_free:
+        assert f"its size limit {limit} less {in_use} in use" in failed.value.message
+
+
+def test_what_the_work_directory_holds_counts_against_its_size_limit(tmp_path: Path) -> None:
+    (tmp_path / "left").mkdir()
+    (tmp_path / "left" / "snapshot.db").write_bytes(b"x" * 700)
+    space = WorkSpace(free_bytes=lambda path: 10**12, size_limit_bytes=1000)
+    with pytest.raises(BackupFailed) as failed:
+        with space.reserve(str(tmp_path), 301):
+            pass
+    assert "300 are free" in failed.value.message
+    with space.reserve(str(tmp_path), 300):
+        pass
+
+
+# Finding 9: every etcd endpoint the operator dials is checked after resolution.
+OWN_SERVICE = "http://etcd-client.ns.svc:2379"
+ALIAS = "http://alias.ns.svc:2379"
+OTHER_TENANT = "http://etcd-client.tenant-b.svc:2379"
+
+
+def resolving_environment(etcd: FakeEtcd, tmp_path: Path, services: dict[tuple[str, str], dict[str, Any]],
+                          policy: EndpointPolicy | None = None) -> BackupEnvironment:
+    env = environment(etcd, tmp_path)
+    env.read_service = lambda namespace, name: services.get((namespace, name)) or _not_found(namespace, name)
+    env.check_etcd_endpoints = True
+    if policy is not None:
+        env.endpoint_policy = policy
+    return env
+
+
+def _not_found(namespace: str, name: str) -> dict[str, Any]:
+    raise NotFound(f"services {name!r} not found")
+
+
+def external_name(target: str) -> dict[str, Any]:
+    return {"spec": {"type": "ExternalName", "externalName": target}}
+
+
+@pytest.mark.parametrize("case, services, policy, refused", [
+    ("an ExternalName in the namespace pointing at another tenant's client Service",
+     {("ns", "alias"): external_name("etcd-client.tenant-b.svc.cluster.local")}, None, "tenant-b"),
+    ("an ExternalName pointing outside the cluster", {("ns", "alias"): external_name("etcd.example.com")}, None,
+     "etcd.example.com"),
+    ("an ExternalName pointing at an IP", {("ns", "alias"): external_name("10.0.0.5")}, None, "IP address"),
+    ("an ExternalName chain that ends in another tenant's namespace",
+     {("ns", "alias"): external_name("hop.ns.svc"), ("ns", "hop"): external_name("etcd-client.tenant-b.svc")}, None,
+     "tenant-b"),
+    ("an ExternalName to the namespace's own client Service", {("ns", "alias"): external_name("etcd-client.ns.svc")},
+     None, ""),
+    ("a ClusterIP Service", {("ns", "alias"): {"spec": {"type": "ClusterIP"}}}, None, ""),
+    ("cross-namespace endpoints allowed by the administrator",
+     {("ns", "alias"): external_name("etcd-client.tenant-b.svc")}, EndpointPolicy(allow_cross_namespace=True), ""),
+])
+def test_an_endpoint_is_checked_after_its_external_name_is_resolved(
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path, case: str,
+        services: dict[tuple[str, str], dict[str, Any]], policy: EndpointPolicy | None, refused: str) -> None:
+    etcd = FakeEtcd([Member(ALIAS, revision=1, snapshot=whole_snapshot(b"a"))])
+    env = resolving_environment(etcd, tmp_path, services, policy)
+    if not refused:
+        assert take_backup(request((ALIAS,)), env, LOG, now=lambda: STARTED).endpoint == ALIAS, case
+        return
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((ALIAS,)), env, LOG, now=lambda: STARTED)
+    assert failed.value.reason == reasons.ENDPOINT_NOT_ALLOWED, case
+    assert "ExternalName Service ns/alias" in failed.value.message and refused in failed.value.message, case
+    assert etcd.snapshots_from == [] and storage.uploads == {}
+
+
+def test_member_list_urls_outside_the_policy_are_never_dialed(
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
+    """The given endpoint is the tenant's own, but its member list names another tenant's members."""
+    etcd = FakeEtcd([Member(OTHER_TENANT, revision=9, snapshot=whole_snapshot(b"theirs"))])
+    etcd.members[OWN_SERVICE] = etcd.members.pop(OTHER_TENANT)  # the given endpoint answers ...
+    etcd.members[OWN_SERVICE].url = OTHER_TENANT  # ... with a member list naming the other tenant's URL
+    env = resolving_environment(etcd, tmp_path, {("ns", "etcd-client"): {"spec": {"type": "ClusterIP"}}})
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((OWN_SERVICE,)), env, LOG, now=lambda: STARTED)
+    assert failed.value.reason == reasons.ENDPOINT_NOT_ALLOWED
+    assert "member list" in failed.value.message and "tenant-b" in failed.value.message
+    assert etcd.snapshots_from == [] and storage.uploads == {}
+
+
+def test_a_token_uri_outside_the_allow_list_is_refused_before_any_request(
+        storage: FakeStorage, revision_reads: list[str], tmp_path: Path) -> None:
+    etcd = FakeEtcd([Member(A, revision=1, snapshot=whole_snapshot(b"a"))])
+    env = environment(etcd, tmp_path)
+    env.endpoint_policy = EndpointPolicy(allowed_s3_hosts=("minio.example.com",))
+    storage.token_uri = "http://169.254.169.254/computeMetadata/v1/token"  # type: ignore[attr-defined]
+    with pytest.raises(BackupFailed) as failed:
+        take_backup(request((A,)), env, LOG, now=lambda: STARTED)
+    assert failed.value.reason == reasons.ENDPOINT_NOT_ALLOWED and "token_uri" in failed.value.message
+    assert etcd.snapshots_from == [] and storage.uploads == {}
+    storage.token_uri = "https://oauth2.googleapis.com/token"  # type: ignore[attr-defined]
+    take_backup(request((A,)), env, LOG, now=lambda: STARTED)

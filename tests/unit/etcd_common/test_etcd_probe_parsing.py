@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from etcd_common.etcd.etcdctl import EtcdctlError, Unreachable, parse_member
+from etcd_common.etcd.etcdctl import EtcdctlError, Unreachable, parse_hash_kv_answer, parse_member
 from etcd_common.etcd.probe import MEMBER_LIST_PATH, RANGE_PATH, STATUS_PATH, EtcdProbe, parse_status
-from etcd_common.etcd.types import MemberList
+from etcd_common.etcd.types import HashKV, MemberList
 
 STATUS = json.loads(
     '{"header":{"cluster_id":"12558503185269689621","member_id":"3335757982543269782","revision":"1",'
@@ -127,3 +127,14 @@ def test_local_member_lists_ask_each_endpoint_for_its_own_view() -> None:
     ours, failed = probe.local_member_lists()
     assert isinstance(ours, MemberList) and ours.responder is not None and ours.responder.name == "a"
     assert isinstance(failed, EtcdctlError)
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    # etcd 3.6: the revision hashed is in the answer (uint32 hash as a number, int64s as strings).
+    ({"header": {"revision": "9"}, "hash": 3628877040, "compact_revision": "-1", "hash_revision": "2"},
+     HashKV(3628877040, -1, 2)),
+    # etcd 3.5 leaves hash_revision out: it is the revision asked.
+    ({"header": {"revision": "9"}, "hash": 3628877040, "compact_revision": "4"}, HashKV(3628877040, 4, 7)),
+])
+def test_the_gateways_hashkv_answer_is_parsed(document: dict[str, Any], expected: HashKV) -> None:
+    assert parse_hash_kv_answer(document, 7) == expected

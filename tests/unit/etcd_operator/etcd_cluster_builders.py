@@ -12,7 +12,7 @@ from typing import Any
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
 from etcd_common.api.versions import EtcdVersion
-from etcd_common.etcd.types import EndpointStatus, Member
+from etcd_common.etcd.types import EndpointStatus, HashKV, Member
 from etcd_operator.manifests import member_peer_url, pod_policy_hash
 from etcd_operator.observed import (
     TLS_MODE_PLAIN,
@@ -168,6 +168,17 @@ def replace_pod(observed: ObservedCluster, member: str, **fields: Any) -> Observ
     )
 
 
+def with_hash_kvs(observed: ObservedCluster, hashes: dict[int, int], *, revision: int = 5000,
+                  compacted: dict[int, int] | None = None) -> ObservedCluster:
+    """Members' keyspace hashes at `revision` (member index -> hash; a member left out did not
+    answer), each compacted at revision 100 unless `compacted` says otherwise."""
+    answers = {name(i): HashKV(hash=h, compact_revision=(compacted or {}).get(i, 100), hash_revision=revision)
+               for i, h in hashes.items()}
+    statuses = {member: dataclasses.replace(status, revision=revision)
+                for member, status in observed.endpoint_status.items()}
+    return dataclasses.replace(observed, hash_kvs=answers, hash_kv_revision=revision, endpoint_status=statuses)
+
+
 def add_pod(observed: ObservedCluster, pod: ObservedPod) -> ObservedCluster:
     return dataclasses.replace(observed, pods=(*observed.pods, pod))
 
@@ -250,4 +261,7 @@ def with_issued_certificates(observed: ObservedCluster, *, now: datetime | None 
     for role in certs.LEAF_ROLES:
         pair = certs.issue_leaf(ca, identity, role, at, validity_seconds or issued.validity_seconds)
         secrets[role] = issued_secret(observed.cluster, role, certs.secret_data(role, pair, ca))
-    return dataclasses.replace(observed, issued_secrets=secrets)
+    # Its member pods run with the issued peer and server Secrets mounted (as manifests.py mounts them).
+    mounted = frozenset(identity.secret_name(role) for role in ("peer", "server"))
+    pods = tuple(dataclasses.replace(pod, secret_volumes=pod.secret_volumes | mounted) for pod in observed.pods)
+    return dataclasses.replace(observed, issued_secrets=secrets, pods=pods)

@@ -71,9 +71,15 @@ class FakeClient:
         self.etcd.expected_cluster_ids.append(cluster_id)
         return [etcd_types.EndpointStatus(endpoint=url, member_id=FOREIGN_MEMBER.id if url in self.etcd.foreign else fake_member_id(url),
                                    leader_id=self.etcd.leader_id, version="3.5.1", raft_index=10, raft_term=2, db_size=1,
-                                   is_learner=False, errors=(),
+                                   is_learner=False, errors=self.etcd.status_errors, revision=self.etcd.revision,
                                    cluster_id=FOREIGN_CLUSTER_ID if url in self.etcd.foreign else CLUSTER_ID)
                 for url in self.endpoints]
+
+    def hash_kvs(self, revision: int, cluster_id: int = 0) -> list[etcd_types.HashKV | ctl.EtcdctlError]:
+        """Each endpoint's `etcd.hashes` entry at `revision`, else it does not answer."""
+        self.etcd.asked.append((f"hashkv {revision}", self.endpoints))
+        return [etcd_types.HashKV(self.etcd.hashes[url], 1, revision) if url in self.etcd.hashes
+                else ctl.Unreachable(f"{url}: context deadline exceeded") for url in self.endpoints]
 
 
 def fake_member_id(url: str) -> int:
@@ -90,6 +96,9 @@ class FakeEtcd:
         self.leader_id = 1  # the leader every status names (0: none)
         self.peer_views: dict[str, PeerView] = {}  # what an endpoint's /metrics says (absent: it fails)
         self.peer_views_asked: list[list[str]] = []
+        self.status_errors: tuple[str, ...] = ()  # every status's errors (alarms: "alarm:CORRUPT ")
+        self.revision = 0  # every status's store revision
+        self.hashes: dict[str, int] = {}  # each endpoint's keyspace hash (absent: it does not answer)
 
     def probe(self, cluster: EtcdCluster, endpoints: Sequence[str], *, timeout_seconds: float = 2.0) -> Any:
         return FakeClient(self, endpoints)

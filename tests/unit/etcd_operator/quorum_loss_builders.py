@@ -27,6 +27,13 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
 )
 
 FROM_SURVIVOR = {"recovery": {"quorumLoss": c.QUORUM_LOSS_FROM_SURVIVOR}}
+# The etcd cluster ID the survivors answer for (their status header); a backup of this incarnation
+# recorded it with the EtcdCluster's UID.
+ETCD_CLUSTER_ID = 0xC1A57E4
+# How lost_majority's lost members show: their pods being deleted on nodes deleted (proof that
+# they are gone), gone with no trace of their node, being deleted on nodes that still exist
+# (NotReady, tainted: no proof), or terminal.
+GONE_NODE_DELETED, GONE_ABSENT, GONE_DELETING, GONE_TERMINAL = "node-deleted", "absent", "deleting", "terminal"
 
 
 def recovering_cluster(observed: ObservedCluster, *, spec: dict[str, Any] | None = None, annotation: str | None = None,
@@ -47,20 +54,28 @@ def recovering_cluster(observed: ObservedCluster, *, spec: dict[str, Any] | None
 
 
 def answering_status(member: int, raft_index: int, revision: int) -> EndpointStatus:
-    return EndpointStatus(member_id(member), 0, "3.6.16", raft_index=raft_index, revision=revision)
+    return EndpointStatus(member_id(member), 0, "3.6.16", raft_index=raft_index, revision=revision,
+                          cluster_id=ETCD_CLUSTER_ID)
 
 
 def lost_majority(count: int = 3, *, gone: tuple[int, ...] = (2, 3), answering: dict[int, tuple[int, int]] | None = None,
                   pvc: bool = False, spec: dict[str, Any] | None = FROM_SURVIVOR, annotation: str | None = None,
-                  recovery: dict[str, Any] | None = None) -> ObservedCluster:
+                  recovery: dict[str, Any] | None = None, gone_as: str = GONE_NODE_DELETED) -> ObservedCluster:
     """etcd 3.5+ after a quorum loss: no member list; the members of `answering` (index -> (raft
     index, revision); default: member 1 at 100/42) answer `endpoint status` with no leader and list
-    all `count` voters locally; the members `gone` lost their pods (and on PVCs their claims)."""
+    all `count` voters locally; the members `gone` lost their pods (and on PVCs their claims), as
+    `gone_as` says (default: being deleted on nodes that are deleted)."""
     observed = healthy_cluster(count, size=count, pvc=pvc)
     names = [name(i) for i in gone]
     observed = without_pods(observed, *names)
     if pvc:
         observed = without_volumes(observed, *names)
+    if gone_as != GONE_ABSENT:
+        fields: dict[str, Any] = {"phase": "Failed"} if gone_as == GONE_TERMINAL else {"deleting": True}
+        pods = tuple(make_pod(observed.cluster, name(i), index=i, ready=False, node_name=f"node-{i}", **fields)
+                     for i in gone)
+        observed = dataclasses.replace(observed, pods=(*observed.pods, *pods), nodes_gone=frozenset(
+            f"node-{i}" for i in gone) if gone_as == GONE_NODE_DELETED else frozenset())
     answering = answering if answering is not None else {1: (100, 42)}
     observed = dataclasses.replace(
         observed, local_members=observed.members, members=None, health={}, member_list_error="context deadline exceeded",

@@ -48,6 +48,7 @@ SAMPLES: list[actions.Action] = [
     actions.CreateRecoverySeed("example-d", "http://example-d:2380", "http://example-a:2379", "t-example-d", "r"),
     actions.FinishQuorumRecovery("example-d", "example-a", 42, ("example-b", "example-c")),
     actions.FailQuorumRecovery("example-d", "example-a", "seed did not serve"),
+    actions.RefuseQuorumRecovery("the cluster has quorum"),
 ]
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
@@ -82,4 +83,5 @@ def test_membership_kind_follows_purpose(purpose: actions.Purpose, add_kind: str
 def test_warnings_for_what_needs_a_human() -> None:
     warnings = {type(a).__name__ for a in SAMPLES if a.event_type == "Warning"}
     assert warnings == {"RejectSpec", "ReportQuorumLoss", "ReportMembersLost", "RefuseNames", "ReportAlarm",
-                        "StartQuorumRecovery", "FailQuorumRecovery", "ReportCertificateProblem"}
+                        "StartQuorumRecovery", "FailQuorumRecovery", "ReportCertificateProblem",
+                        "RefuseQuorumRecovery"}

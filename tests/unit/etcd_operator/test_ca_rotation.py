@@ -10,6 +10,7 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from cryptography import x509
 
 from etcd_common.api import constants as c
@@ -39,7 +40,9 @@ class Secrets:
         self.writes: list[str] = []
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.by_name[body["metadata"]["name"]] = copy.deepcopy(body)
+        body = copy.deepcopy(body)
+        body["metadata"]["resourceVersion"] = "1"
+        self.by_name[body["metadata"]["name"]] = body
         self.writes.append(body["metadata"]["name"])
         return body
 
@@ -314,3 +317,131 @@ def test_an_operator_restart_mid_rotation_reads_the_phase_from_the_secrets() -> 
     fresh = dataclasses.replace(observed, issued_secrets=Secrets(observed.issued_secrets).by_role())
     assert plan_next_action(fresh, POLICY) == plan_next_action(observed, POLICY)
     assert ca_rotation.rotation_of(fresh) == ca_rotation.rotation_of(observed)
+
+
+# ---------------------------------------------------------------------------------------------
+# A lost CA Secret under running members (issue 41, tls/lost_ca.py): through the rotation, or refused
+
+
+def _garbage(secret: dict[str, Any]) -> dict[str, Any]:
+    return {**secret, "data": {CA_CERT_KEY: "bm90IGEgY2VydGlmaWNhdGU="}}  # "not a certificate"
+
+
+def _keyless(secret: dict[str, Any]) -> dict[str, Any]:
+    return {**secret, "data": {CA_CERT_KEY: secret["data"][CA_CERT_KEY]}}
+
+
+LOSSES = {"deleted": lambda secret: None, "unreadable": _garbage, "without its key": _keyless}
+
+
+def _lost(how: str) -> tuple[ObservedCluster, Secrets, bytes]:
+    """A running cluster whose CA Secret was lost `how`; the API holds the same Secrets."""
+    observed = _running()
+    old_ca = _file(observed.issued_secrets["ca"], CA_CERT_KEY)
+    secrets = dict(observed.issued_secrets)
+    secrets["ca"] = LOSSES[how](secrets["ca"])
+    api = Secrets({role: secret for role, secret in secrets.items() if secret is not None})
+    return dataclasses.replace(observed, issued_secrets=secrets), api, old_ca
+
+
+@pytest.mark.parametrize("how", sorted(LOSSES))
+def test_a_lost_ca_secret_comes_back_through_the_rotation_and_the_old_ca_stays_trusted(how: str) -> None:
+    observed, api, old_ca = _lost(how)
+    leaves = {role: copy.deepcopy(observed.issued_secrets[role]["data"]) for role in certs.LEAF_ROLES}
+    action = _step(observed, api)
+    # Never a new CA with new leaves at once: members read their trusted CAs only at start.
+    assert isinstance(action, a.StartCARotation), action
+    assert f"secret {NAMES['ca']}" in action.reason and "run trusting only its CA" in action.reason
+    ca = api.by_name[NAMES["ca"]]
+    assert certs.same_certificates(_file(ca, CA_CERT_KEY), old_ca) and "ca.key" not in ca["data"]
+    assert _file(ca, NEXT_CA_CERT_KEY) and ca["metadata"]["annotations"][c.ANNOTATION_CA_ROTATION_STARTED_AT]
+    assert {role: api.by_name[NAMES[role]]["data"] for role in certs.LEAF_ROLES} == leaves  # untouched
+    observed = _seen(observed, api)
+    assert compute_status(observed, None, now=T0)["tls"]["caRotation"]["phase"] == ca_rotation.PHASE_TRUSTING
+    action = _step(observed, api)
+    assert action == a.PublishCATrust(("peer", "server", "operator"), action.reason)
+    observed = _seen(observed, api)
+    new = _ca_serial(api.by_name[NAMES["ca"]], NEXT_CA_CERT_KEY)
+    for role in certs.LEAF_ROLES:
+        cert_key, _, ca_key = certs.LEAF_KEYS[role]
+        assert _subjects(_file(api.by_name[NAMES[role]], ca_key)) == sorted([_subjects(old_ca)[0], new])
+        assert api.by_name[NAMES[role]]["data"][cert_key] == leaves[role][cert_key]
+    # The members roll to trust both, and only then does the new CA sign.
+    roll = plan_next_action(observed, POLICY)
+    assert isinstance(roll, a.AddMember) and "CA rotation" in roll.reason
+    bundle = certs.trust_fingerprint(certs.trust_bundle(observed.issued_secrets["ca"]))
+    later = _seen(observed, api, after_seconds=61, trusting=bundle)
+    assert isinstance(_step(later, api), a.ReissueFromNewCA)
+    signing = x509.load_pem_x509_certificate(_file(api.by_name[NAMES["ca"]], CA_CERT_KEY))
+    assert certs.same_certificates(_file(api.by_name[NAMES["ca"]], PREVIOUS_CA_CERT_KEY), old_ca)
+    for role in certs.LEAF_ROLES:
+        cert_key = certs.LEAF_KEYS[role][0]
+        assert certs.signed_by(x509.load_pem_x509_certificate(_file(api.by_name[NAMES[role]], cert_key)), signing)
+    done = _seen(later, api, after_seconds=61)
+    assert isinstance(_step(done, api), a.DropOldCA)
+    assert isinstance(plan_next_action(_seen(done, api), POLICY), a.NoOp)
+
+
+def test_a_recovered_ca_records_the_rotate_annotation_so_no_second_rotation_follows() -> None:
+    observed, api, _ = _lost("deleted")
+    observed = dataclasses.replace(observed, cluster=dataclasses.replace(observed.cluster, ca_rotation_request="7"))
+    action = _step(observed, api)
+    assert isinstance(action, a.StartCARotation) and action.request == "7"
+    assert api.by_name[NAMES["ca"]]["metadata"]["annotations"][c.ANNOTATION_CA_ROTATION_REQUEST] == "7"
+
+
+def _foreign_ca_files(secrets: dict[str, Any]) -> None:
+    other = base64.b64encode(certs.issue_ca(certs.Identity("other", "default"), T0, 3600 * 24 * 365).cert_pem).decode()
+    for role in certs.LEAF_ROLES:
+        secrets[role] = {**secrets[role], "data": {**secrets[role]["data"], certs.LEAF_KEYS[role][2]: other}}
+
+
+def _no_peer_secret(secrets: dict[str, Any]) -> None:
+    secrets["peer"] = None
+
+
+def _unreadable_server_certificate(secrets: dict[str, Any]) -> None:
+    secrets["server"] = {**secrets["server"], "data": {**secrets["server"]["data"], c.SERVER_CERT_FILE: "eA=="}}
+
+
+@pytest.mark.parametrize("damage, why", [
+    (_no_peer_secret, "secret example-tls-peer is gone too"),
+    (_unreadable_server_certificate, "secret example-tls-server holds no readable server.crt"),
+    (_foreign_ca_files, "no CA certificate in the leaf Secrets' CA files signed all of their certificates"),
+])
+def test_a_lost_ca_that_cannot_be_recovered_is_refused_with_a_reason_and_nothing_changes(damage: Any, why: str) -> None:
+    observed, _, _ = _lost("deleted")
+    secrets = dict(observed.issued_secrets)
+    damage(secrets)
+    observed = dataclasses.replace(observed, issued_secrets=secrets)
+    action = plan_next_action(observed, POLICY)
+    assert isinstance(action, a.ReportCertificateProblem) and action.reason == "CASecretLost"
+    assert not action.has_effect and action.event_type == "Warning"
+    assert why in action.message
+    assert f"restore the Secret {NAMES['ca']} from a backup" in action.message
+    status = compute_status(observed, action, now=T0)
+    assert status["phase"] == "Running" and status["reason"] == "CASecretLost"
+    degraded = next(cond for cond in status["conditions"] if cond["type"] == "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "CASecretLost"
+
+
+def test_a_ca_lost_before_any_member_ran_or_after_it_expired_is_issued_again_with_everything() -> None:
+    observed, _, _ = _lost("deleted")
+    never_ran = tuple(dataclasses.replace(pod, unschedulable_message="0/3 nodes available", phase="Pending", restart_count=0) for pod in observed.pods)
+    action = plan_next_action(dataclasses.replace(observed, pods=never_ran), POLICY)
+    assert isinstance(action, a.IssueCertificates) and action.roles == ("ca", "peer", "server", "operator")
+    expired, _, _ = _lost("without its key")
+    validity = expired.cluster.require_spec().issued_tls.ca_validity_seconds  # type: ignore[union-attr]
+    action = plan_next_action(dataclasses.replace(expired, observed_at=T0 + timedelta(seconds=validity + 1)), POLICY)
+    assert isinstance(action, a.IssueCertificates) and action.roles == ("ca", "peer", "server", "operator")
+
+
+def test_a_plaintext_cluster_moving_to_issued_tls_gets_a_new_ca_not_a_lost_one() -> None:
+    """Members that run on plaintext trust no CA: a cluster whose spec gains TLS.issued has every
+    Secret issued, CA first (measured in the sandbox: its running plaintext members were taken for
+    members trusting a lost CA, and the move to TLS never began)."""
+    plaintext = healthy_cluster(3)
+    assert all(not pod.secret_volumes for pod in plaintext.pods)
+    moving = dataclasses.replace(plaintext, cluster=with_issued_certificates(plaintext).cluster, issued_secrets={})
+    action = plan_next_action(moving, POLICY)
+    assert isinstance(action, a.IssueCertificates) and action.roles == ("ca", "peer", "server", "operator"), action

@@ -209,6 +209,49 @@ def test_a_missing_ca_issues_everything_again() -> None:
     assert _problem(check, "ca") == "missing" and "issued again with the CA (missing)" in _problem(check, "peer")
 
 
+def _without_ca_key(secrets: dict[str, Any]) -> None:
+    secrets["ca"] = {**secrets["ca"], "data": {"ca.crt": secrets["ca"]["data"]["ca.crt"]}}
+
+
+def _ca_garbage(secrets: dict[str, Any]) -> None:
+    secrets["ca"] = {**secrets["ca"], "data": {"ca.crt": "eA=="}}
+
+
+def _ca_deleted(secrets: dict[str, Any]) -> None:
+    secrets["ca"] = None
+
+
+@pytest.mark.parametrize("lose", [_ca_deleted, _ca_garbage, _without_ca_key])
+@pytest.mark.parametrize("members_run, days, lost", [
+    (True, 1, True),  # members trust only the lost CA: nothing is issued (tls/lost_ca.py recovers it)
+    (False, 1, False),  # nothing runs that trusts it: everything is issued again
+    (True, 3651, False),  # the CA itself expired (so did its leaves): everything is issued again
+])
+def test_a_lost_ca_under_running_members_issues_nothing(lose: Any, members_run: bool, days: int, lost: bool) -> None:
+    secrets = _secrets()
+    lose(secrets)
+    check = certs.check_issued(secrets, IDENTITY, POLICY, HOSTS, T0 + timedelta(days=days), members_run=members_run)
+    expired_unknown = lose is not _without_ca_key and days > 1  # no readable CA certificate: not known to be expired
+    if lost or expired_unknown:
+        assert check.ca_lost and check.to_issue == ()
+        assert _problem(check, "peer") in ("the cluster CA is missing or invalid", "expired at 2024-07-30T12:00:00Z")
+    else:
+        assert not check.ca_lost and check.to_issue == ("ca", "peer", "server", "operator")
+
+
+def test_a_ca_without_its_key_signs_nothing_while_a_new_ca_comes_in() -> None:
+    """A lost CA recovered (tls/lost_ca.py): its certificate and the incoming CA; a leaf near its
+    end waits for the new CA (ReissueFromNewCA), it is not issued from a key that is gone."""
+    secrets = _secrets()
+    _without_ca_key(secrets)
+    incoming = certs.issue_ca(IDENTITY, T0, POLICY.ca_validity_seconds)
+    secrets["ca"]["data"].update(certs.encode({"next-ca.crt": incoming.cert_pem, "next-ca.key": incoming.key_pem}))
+    check = _check(secrets, T0 + timedelta(days=70))
+    assert _problem(check, "ca") == "" and not check.ca_signs
+    assert "within renewBefore" in _problem(check, "peer") and check.to_issue == ()
+    assert check.to_publish == ("peer", "server", "operator")  # both CAs trusted first
+
+
 def test_wrong_key_names_are_named() -> None:
     secrets = _secrets()
     data = dict(secrets["server"]["data"])

@@ -248,10 +248,24 @@ CASES = [
     # deletionTimestamp) and a margin are over: its node is gone, say.
     pytest.param(replace_pod(healthy_cluster(3), name(2), deleting=True, deletion_deadline=T0 + timedelta(hours=1)),
                  expect(actions.Wait, "terminating"), id="member-pod-terminating-emptydir-shuts-down-first"),
-    pytest.param(replace_pod(healthy_cluster(3), name(2), deleting=True,
-                             deletion_deadline=T0 + timedelta(hours=1) - timedelta(seconds=STOP_MARGIN_SECONDS)),
+    pytest.param(unhealthy(replace_pod(healthy_cluster(3), name(2), deleting=True,
+                                       deletion_deadline=T0 + timedelta(hours=1) - timedelta(seconds=STOP_MARGIN_SECONDS)),
+                           name(2)),
                  expect(actions.RemoveMember, "data", member_name=name(2), purpose="replace"),
                  id="member-pod-terminating-emptydir-past-its-grace-replaced"),
+    # Past its grace period yet serving (its node cut off from the control plane, the pod marked
+    # deleted by taint eviction): no proof it is dead, so it is waited for, never replaced.
+    pytest.param(replace_pod(healthy_cluster(3), name(2), deleting=True,
+                             deletion_deadline=T0 + timedelta(hours=1) - timedelta(seconds=STOP_MARGIN_SECONDS)),
+                 expect(actions.Wait, "still serves"),
+                 id="member-pod-terminating-emptydir-past-its-grace-but-healthy-waits"),
+    pytest.param(dataclasses.replace(
+                     unhealthy(replace_pod(healthy_cluster(3), name(2), deleting=True,
+                                           deletion_deadline=T0 + timedelta(hours=1)
+                                           - timedelta(seconds=STOP_MARGIN_SECONDS)), name(2)),
+                     peer_views={name(1): frozenset({member_id(2), member_id(3)})}),
+                 expect(actions.Wait, "still serves"),
+                 id="member-pod-terminating-emptydir-past-its-grace-seen-by-its-peers-waits"),
     pytest.param(replace_pod(healthy_cluster(3), name(2), deleting=False, pod_policy_hash=None),
                  expect(actions.NoOp), id="member-pod-without-hash-converged"),
     pytest.param(replace_pod(healthy_cluster(3, pvc=True), name(2), deleting=True), expect(actions.Wait, "terminating"),

@@ -24,6 +24,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     name,
     plan_through_drain,
     replace_pod,
+    with_hash_kvs,
 )
 
 MIB = 1024 * 1024
@@ -120,24 +121,35 @@ def test_no_space_recovery_can_be_turned_off() -> None:
 
 
 def test_a_corrupt_member_is_replaced_from_the_sound_majority() -> None:
-    observed = _storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(3)),))
+    observed = with_hash_kvs(_storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(3)),)),
+                             {1: 0xAA, 2: 0xAA, 3: 0xBB})
     action = plan_next_action(observed)
     assert isinstance(action, actions.RemoveMember) and action.member_name == name(3) and action.purpose == "replace"
 
 
 def test_a_corrupt_leader_hands_leadership_over_before_it_is_removed() -> None:
-    observed = _storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(1)),))
+    observed = with_hash_kvs(_storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(1)),)),
+                             {1: 0xBB, 2: 0xAA, 3: 0xAA})
     action = plan_through_drain(observed)
     assert isinstance(action, actions.MoveLeader) and action.from_member_name == name(1), action
     assert action.to_member_name != name(1)
 
 
 def test_corruption_on_a_majority_is_reported_and_nothing_is_removed() -> None:
-    observed = _storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(1)), Alarm(CORRUPT, member_id(2))))
+    observed = with_hash_kvs(
+        _storage(healthy_cluster(3), {}, alarms=(Alarm(CORRUPT, member_id(1)), Alarm(CORRUPT, member_id(2)))),
+        {1: 0xAA, 2: 0xBB, 3: 0xCC})
     action = plan_next_action(observed)
     assert isinstance(action, actions.ReportAlarm) and action.alarm_kind == CORRUPT and not action.has_effect, action
     status = compute_status(observed, action, now=observed.observed_at)
     assert status["reason"] == "CorruptAlarm", status
+
+
+def test_no_space_of_a_member_no_longer_in_the_cluster_is_disarmed_only_once_the_data_fits() -> None:
+    """NOSPACE refuses every write whichever member raised it: the member's removal is no reason
+    to disarm it while the data still does not fit (the next write would raise it again)."""
+    action = plan_next_action(_no_space(compacted=False, alarms=(Alarm(NOSPACE, 0xDEAD),)))
+    assert isinstance(action, actions.CompactHistory), action
 
 
 def test_the_alarm_of_a_member_no_longer_in_the_cluster_is_disarmed() -> None:

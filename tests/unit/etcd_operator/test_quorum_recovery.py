@@ -9,6 +9,7 @@ import pytest
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import RECOVERY_FAILED, RECOVERY_SEEDING, EtcdCluster
+from etcd_common.api.restore_source import DEFAULT_BUMP_REVISION
 from etcd_operator import actions
 from etcd_operator.manifests import build_recovery_seed_pod, member_client_url
 from etcd_operator.observed import ObservedPVC
@@ -32,6 +33,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
 )
 from tests.unit.etcd_operator.quorum_loss_builders import (
     FROM_SURVIVOR,
+    GONE_ABSENT,
     SEEDING,
     answering_status,
     in_progress,
@@ -68,7 +70,7 @@ def test_on_pvcs_a_member_whose_claim_is_gone_has_lost_its_data() -> None:
 
 
 def test_on_pvcs_members_whose_claims_remain_are_restarted_not_recovered() -> None:
-    observed = lost_majority(pvc=True)
+    observed = lost_majority(pvc=True, gone_as=GONE_ABSENT)
     observed = dataclasses.replace(observed, pvcs=(*observed.pvcs, ObservedPVC(name(2), name(2)),
                                                    ObservedPVC(name(3), name(3))))
     action = plan_next_action(observed)
@@ -105,7 +107,10 @@ def test_the_survivor_is_the_member_furthest_ahead_by_raft_index_then_revision()
 
 def test_quorum_loss_seen_with_a_member_list_etcd_34_starts_the_same_way() -> None:
     observed = unhealthy(without_pods(healthy_cluster(3), name(2), name(3)), name(2), name(3))
-    observed = dataclasses.replace(observed, endpoint_status={name(1): answering_status(1, 100, 42)})
+    # their pods being deleted on nodes that are deleted: the proof that they are gone
+    gone = tuple(make_pod(observed.cluster, name(i), index=i, deleting=True, node_name=f"node-{i}") for i in (2, 3))
+    observed = dataclasses.replace(observed, endpoint_status={name(1): answering_status(1, 100, 42)},
+                                   pods=(*observed.pods, *gone), nodes_gone=frozenset({"node-2", "node-3"}))
     action = plan_next_action(recovering_cluster(observed, spec=FROM_SURVIVOR))
     assert isinstance(action, actions.StartQuorumRecovery) and action.lost_members == (name(2), name(3))
     assert isinstance(plan_next_action(recovering_cluster(observed, spec={})), actions.ReportQuorumLoss)
@@ -315,12 +320,17 @@ def test_spec_recovery_policy_is_parsed_and_checked() -> None:
 # The seed pod's init containers
 
 
-@pytest.mark.parametrize("version, tool, env", [
-    ("3.6.16", "/usr/local/bin/etcdutl", None),
-    ("3.4.23", "/usr/local/bin/etcdctl", [{"name": "ETCDCTL_API", "value": "3"}]),
+# The survivor's revisions bumped past any the lost majority may have used, and marked compacted
+# (issue 41 item 7), where the tool has the flags (etcdutl 3.5.10+, etcdctl 3.4.27+).
+BUMPED = [f"--bump-revision={DEFAULT_BUMP_REVISION}", "--mark-compacted"]
+
+
+@pytest.mark.parametrize("version, tool, env, bump", [
+    ("3.6.16", "/usr/local/bin/etcdutl", None, BUMPED),
+    ("3.4.23", "/usr/local/bin/etcdctl", [{"name": "ETCDCTL_API", "value": "3"}], []),
 ])
 def test_recovery_seed_pod_snapshots_the_survivor_and_restores_it_as_a_one_member_cluster(
-        version: str, tool: str, env: Any) -> None:
+        version: str, tool: str, env: Any, bump: list[str]) -> None:
     cluster = parse_etcd_cluster(raw_cluster({"version": version}))
     survivor_url = member_client_url(cluster, name(1))
     pod = build_recovery_seed_pod(cluster, NEW_MEMBER, survivor_client_url=survivor_url, token=f"{UID}-{NEW_MEMBER}")
@@ -336,7 +346,7 @@ def test_recovery_seed_pod_snapshots_the_survivor_and_restores_it_as_a_one_membe
     assert restore["command"] == [
         tool, "snapshot", "restore", "/var/etcd/recovery-snapshot.db", "--data-dir=/var/etcd/data",
         f"--name={NEW_MEMBER}", f"--initial-cluster={NEW_MEMBER}={peer}", f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster-token={UID}-{NEW_MEMBER}",
+        f"--initial-cluster-token={UID}-{NEW_MEMBER}", *bump,
     ]
     assert restore.get("env") == env
     etcd = pod["spec"]["containers"][0]

@@ -104,9 +104,13 @@ PAST_GRACE = T0
 
 
 def test_a_dead_member_that_still_leads_and_answers_hands_leadership_over_first() -> None:
-    """Its emptyDir pod is terminating (its data goes with it), but its etcd still runs and
-    leads: MoveLeader first, so clients see no election, then it is removed."""
-    observed = replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True, deletion_deadline=PAST_GRACE)
+    """Its emptyDir pod is terminating (its data goes with it) and it fails the health check, but
+    its etcd still leads and answers `endpoint status`: MoveLeader first, so clients see no
+    election, then it is removed. (One that still passes the health check, or that a healthy peer
+    has an active stream to, serves: it is waited for, test_cluster_planning's
+    member-pod-terminating-emptydir-past-its-grace-but-healthy-waits.)"""
+    observed = unhealthy(replace_pod(healthy_cluster(3, leader=2), name(2), deleting=True,
+                                     deletion_deadline=PAST_GRACE), name(2))
     action = plan_next_action(observed)
     assert isinstance(action, actions.MoveLeader), action
     assert action.from_member_name == name(2) and action.to_member_name == name(1), action

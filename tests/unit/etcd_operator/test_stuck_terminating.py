@@ -17,6 +17,7 @@ from etcd_operator.status import compute_status
 from tests.unit.etcd_operator.etcd_cluster_builders import (
     T0,
     healthy_cluster,
+    member_id,
     name,
     replace_pod,
     unhealthy,
@@ -43,6 +44,16 @@ def test_a_member_pod_stuck_terminating_past_the_bound_is_replaced() -> None:
     assert action.purpose == "replace", action
     assert f"its pod {name(2)} is stuck terminating" in action.reason and FINALIZER in action.reason, action
     assert f"volume {name(2)} is kept while the pod stays" in action.reason, action
+
+
+def test_a_member_pod_stuck_past_the_bound_whose_etcd_still_serves_is_not_replaced() -> None:
+    """Its node is cut off from the control plane (the pod stays deleted, held by nobody), yet a
+    healthy voter has an active peer stream to it: no proof it is dead, so it is waited for."""
+    observed = dataclasses.replace(_stuck(STOP_MARGIN_SECONDS + TIMEOUT + 1, finalizers=()),
+                                   peer_views={name(1): frozenset({member_id(2), member_id(3)})})
+    action = plan_next_action(observed, POLICY)
+    assert isinstance(action, actions.Wait), action
+    assert "still serves" in action.reason, action
 
 
 def test_a_member_pod_terminating_within_the_bound_is_waited_for_and_says_why() -> None:

@@ -295,3 +295,20 @@ def test_object_key() -> None:
     assert object_key({"metadata": {"name": "n", "namespace": "ns"}}) == ("ns", "n")
     assert str(object_key({"metadata": {"name": "n", "namespace": "ns"}})) == "ns/n"
     assert str(object_key({"metadata": {"name": "node-1"}})) == "node-1"
+
+
+def test_progress_is_reported_on_lists_bookmarks_and_quiet_stream_ends_never_on_failures(
+    apiserver: ScriptedApiServer, run_watch: Callable[..., Recorder], recording_clock: RecordingClock,
+) -> None:
+    """What /healthz reads: a quiet watch still shows progress; one that keeps failing does not."""
+    progress: queue.Queue[str] = queue.Queue()
+    apiserver.script(
+        "GET", PODS,
+        Reply(503, status_body(503, "ServiceUnavailable")),
+        Reply(body=pod_list("10")),
+    )
+    apiserver.script("GET", PODS, Stream([bookmark("20")]), Stream([], end="hold"), watch=True)
+    run_watch(on_progress=lambda: progress.put("progress"))
+    # The failed list: none. The list, the bookmark, the stream the server ended: one each.
+    assert [progress.get(timeout=5) for _ in range(3)] == ["progress"] * 3
+    assert len(recording_clock.waits) == 1  # the one failure waited, and reported no progress

@@ -144,3 +144,10 @@ def test_a_sized_request_is_whole_pages_never_zero() -> None:
     assert sized_volumes.requested_bytes(claim(), "1Gi") == 2 * 2**30
     assert sized_volumes.whole_pages(0) == sized_volumes.PAGE_BYTES
     assert sized_volumes.whole_pages(sized_volumes.PAGE_BYTES + 1) == 2 * sized_volumes.PAGE_BYTES
+
+
+def test_a_claims_directory_is_writable_by_any_pod_user(tmp_path: Path) -> None:
+    """As hostPath provisioners make them: the kubelet applies no fsGroup to a hostPath volume, and
+    non-root pods (the restore's staging pod, uid 65532) write their claim's root."""
+    binder(ScriptedKubeApi(), tmp_path)._on_event("ADDED", claim())
+    assert (tmp_path / "pvc" / "ns" / "data-c-uid").stat().st_mode & 0o777 == 0o777

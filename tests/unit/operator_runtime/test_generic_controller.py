@@ -13,7 +13,8 @@ import pytest
 from kube_adapter.resources import PODS, Resource
 from kube_adapter.watching import ADDED, DELETED, MODIFIED, RELISTED, SYNC, ObjectKey
 from operator_runtime.cache import Key, ObjectCache
-from operator_runtime.controller import WORKER_DIED, Controller, OwnedKind
+from operator_runtime.controller import WATCH_STALL_SECONDS, WORKER_DIED, Controller, OwnedKind
+from operator_runtime.liveness import Liveness
 from tests.support.fake_clock import FakeClock
 
 PRIMARY = Resource("example.com", "v1", "widgets", "Widget")
@@ -29,11 +30,13 @@ class FakeWatchedKind:
     def __init__(self, resource: Resource) -> None:
         self.resource = resource
         self.handler: Handler | None = None
+        self.progress: Callable[[], None] | None = None
         self.watching = threading.Event()
 
     def watch(self, namespace: str | None, label_selector: str | None = None, *,
-              stop: threading.Event, on_event: Handler) -> None:
+              stop: threading.Event, on_event: Handler, on_progress: Callable[[], None] = lambda: None) -> None:
         self.handler = on_event
+        self.progress = on_progress
         self.watching.set()
         stop.wait()
 
@@ -84,6 +87,7 @@ class Running:
         self.counts: list[int] = []
         self.deleted: list[Key] = []
         self.errors: list[str] = []
+        self.liveness = Liveness(self.clock)
 
         def make_worker(key: Key) -> FakeWorker:
             worker = FakeWorker(key)
@@ -95,7 +99,7 @@ class Running:
             [OwnedKind(self.pods, self.pod_cache, "app=widget", OWNER_LABEL)],  # type: ignore[arg-type]
             namespace="ns", make_worker=make_worker, resync_seconds=RESYNC_SECONDS, stop=self.stop,
             on_workers_changed=self.counts.append, on_deleted=self.deleted.append, on_error=self.errors.append,
-            clock=self.clock,
+            clock=self.clock, liveness=self.liveness,
         )
         self.thread = threading.Thread(target=self.controller.run, daemon=True)
         self.thread.start()
@@ -239,3 +243,44 @@ def test_a_status_only_change_wakes_no_worker(running: Running) -> None:
     relabelled = {**changed, "metadata": {**changed["metadata"], "labels": {"team": "a"}}}
     running.primary.send(MODIFIED, relabelled)
     assert running.worker("w1").notified == before + 2
+
+
+def test_healthy_while_watches_progress_and_the_resync_runs(running: Running) -> None:
+    assert running.liveness.problems() == []
+    for _ in range(int(WATCH_STALL_SECONDS // RESYNC_SECONDS) + 2):  # quiet watches that end their streams
+        assert running.primary.progress is not None and running.pods.progress is not None
+        running.primary.progress()
+        running.pods.progress()
+        running.clock.advance(RESYNC_SECONDS)
+    assert running.liveness.problems() == []
+
+
+def test_a_watch_that_makes_no_progress_makes_the_operator_unhealthy(running: Running) -> None:
+    """A watch failing forever (its list refused, the API unreachable) must not leave /healthz "ok"."""
+    for _ in range(int(WATCH_STALL_SECONDS // RESYNC_SECONDS) + 1):
+        assert running.primary.progress is not None
+        running.primary.progress()
+        running.clock.advance(RESYNC_SECONDS)
+    problems = running.liveness.problems()
+    assert len(problems) == 1 and problems[0].startswith("watch pods: no progress for"), problems
+    assert running.pods.progress is not None
+    running.pods.progress()
+    assert running.liveness.problems() == []
+
+
+def test_a_dead_worker_thread_is_unhealthy_until_the_resync_restarts_it(running: Running) -> None:
+    running.primary.send(ADDED, obj("w1"))
+    running.worker("w1").dead = True
+    assert running.liveness.problems() == ["workers: worker thread died: ns/w1"]
+    running.clock.advance(RESYNC_SECONDS)
+    assert running.liveness.problems() == []
+
+
+def test_a_resync_loop_that_stopped_is_unhealthy() -> None:
+    clock = FakeClock()
+    liveness = Liveness(clock)
+    liveness.expect("resync", 90.0)
+    clock.advance(89.0)
+    assert liveness.problems() == []
+    clock.advance(2.0)
+    assert liveness.problems() == ["resync: no progress for 91s (bound 90s)"]

@@ -250,6 +250,29 @@ def test_the_staging_pod_is_owned_by_the_restore_and_no_member() -> None:
     assert body["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
+@pytest.mark.parametrize("pod_security, user, group", [
+    ({}, 65532, 65532),
+    ({"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000}, 1000, 2000),
+])
+def test_the_staging_pod_writes_its_claim_as_the_member_user_with_the_claim_given_to_its_group(
+        pod_security: dict[str, Any], user: int, group: int) -> None:
+    """Its containers (uid 65532) create /var/etcd/restore on the claim's root: the pod's fsGroup is
+    what makes that root theirs on volumes the kubelet manages (a hostPath volume must be made
+    writable by its provisioner, as the sandbox's and local-path-provisioner do)."""
+    source = staging_source(restore(), FACTS, fetch_image="etcd-operator-py:x")
+    spec = parse_cluster_spec({"size": 1, "version": "3.6.16", "pod": {"securityContext": pod_security}})
+    body = build_staging_pod(restore(), spec, source, claim="r-staging", deadline_seconds=300.0)
+    security = body["spec"]["securityContext"]
+    assert (security["runAsUser"], security["fsGroup"]) == (user, group)
+    assert security["fsGroupChangePolicy"] == "OnRootMismatch" and security["runAsNonRoot"] is True
+    [claim] = [v for v in body["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claim["persistentVolumeClaim"] == {"claimName": "r-staging"}
+    for container in (*body["spec"]["initContainers"], *body["spec"]["containers"]):
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts[claim["name"]]["mountPath"] == "/var/etcd" and not mounts[claim["name"]].get("readOnly")
+        assert "runAsUser" not in container["securityContext"]  # the pod's user, the one fsGroup serves
+
+
 # --- one staging claim per member of the restored cluster
 
 

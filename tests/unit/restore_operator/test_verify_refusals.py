@@ -79,7 +79,8 @@ def test_refused_before_anything_is_deleted(monkeypatch: pytest.MonkeyPatch, tmp
     context = SimpleNamespace(read_secret=read_secret, stop=threading.Event(),
                               settings=SimpleNamespace(work_dir=str(tmp_path), etcdutl_binary="/nonexistent/etcdutl",
                                                        resync_seconds=7.0, fetch_image="etcd-operator-py:0.1.0",
-                                                       bump_revision=0, trusted_repositories=()))
+                                                       bump_revision=0, trusted_repositories=(),
+                                                       allowed_s3_endpoint_hosts=()))
     supervisor = RestoreSupervisor(("ns", "r"), context)  # type: ignore[arg-type]
     failures: list[tuple[str, str]] = []
     monkeypatch.setattr(supervisor.executor, "_write", lambda *args, **kwargs: None)
@@ -90,3 +91,37 @@ def test_refused_before_anything_is_deleted(monkeypatch: pytest.MonkeyPatch, tmp
     [(why, message)] = failures
     assert why == reason and fragment in message and message.endswith("nothing was deleted"), message
     assert list(tmp_path.iterdir()) == []  # the downloaded copy removed
+
+
+@pytest.mark.parametrize("endpoint, token_uri, refused", [
+    ("http://169.254.169.254", "", "endpoint_url of secret aws 'http://169.254.169.254'"),
+    ("https://minio.internal:9000", "", ""),
+    ("", "http://10.0.0.1/token", "token_uri of the service-account key in secret aws"),
+    ("", "https://oauth2.googleapis.com/token", ""),
+])
+def test_an_object_store_endpoint_outside_the_allow_list_is_refused_before_any_request(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, endpoint: str, token_uri: str, refused: str) -> None:
+    class Refusing(OneObject):
+        def head(self, bucket: str, key: str, *, version_id: str = "") -> ObjectInfo:
+            raise AssertionError("a request was sent")
+        download_file = head  # type: ignore[assignment]
+    store = Refusing(b"")
+    store.endpoint, store.token_uri = endpoint, token_uri  # type: ignore[attr-defined]
+    monkeypatch.setattr(acting, "storage_for_location", lambda location, namespace, read_secret: store)
+    context = SimpleNamespace(read_secret=None, stop=threading.Event(),
+                              settings=SimpleNamespace(work_dir=str(tmp_path), etcdutl_binary="/nonexistent/etcdutl",
+                                                       resync_seconds=7.0, fetch_image="etcd-operator-py:0.1.0",
+                                                       bump_revision=0, trusted_repositories=(),
+                                                       allowed_s3_endpoint_hosts=("minio.internal",)))
+    supervisor = RestoreSupervisor(("ns", "r"), context)  # type: ignore[arg-type]
+    failures: list[tuple[str, str]] = []
+    monkeypatch.setattr(supervisor.executor, "_write", lambda *args, **kwargs: None)
+    monkeypatch.setattr(supervisor.executor, "_fail", lambda raw, restore, current, why, message: failures.append((why, message)))
+    raw = restore_body(None)
+    if not refused:
+        with pytest.raises(AssertionError, match="a request was sent"):
+            supervisor.executor._verify(raw, parse_etcd_restore(raw), {"lastError": "x"})
+        return
+    assert supervisor.executor._verify(raw, parse_etcd_restore(raw), {"lastError": "x"}) == 7.0
+    [(why, message)] = failures
+    assert why == "EndpointNotAllowed" and refused in message and message.endswith("nothing was deleted"), message

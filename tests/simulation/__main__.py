@@ -1,0 +1,5 @@
+import sys
+
+from tests.simulation.run import main
+
+sys.exit(main())
