@@ -105,9 +105,11 @@ def success_status(current: Mapping[str, Any], generation: int, result: BackupRe
         last_backup["compression"] = result.compression
     if result.key_id:
         last_backup["encryptionKeyId"] = result.key_id
-    if result.etcd_cluster_id and result.etcd_cluster_uid:
-        # The incarnation (hex: uint64 IDs do not fit the API's int64): etcd_common/api/etcd_backup.py.
+    # The incarnation (hex: uint64 IDs do not fit the API's int64): etcd_common/api/etcd_backup.py.
+    # The EtcdCluster's UID is known only for a backup by spec.etcdCluster.name.
+    if result.etcd_cluster_id:
         last_backup["etcdClusterID"] = f"{result.etcd_cluster_id:x}"
+    if result.etcd_cluster_id and result.etcd_cluster_uid:
         last_backup["etcdClusterUID"] = result.etcd_cluster_uid
     status: dict[str, Any] = {
         "succeeded": True,

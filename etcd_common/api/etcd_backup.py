@@ -110,17 +110,21 @@ class LastBackup:
     etcd_revision: int = 0
     fingerprint: SnapshotFingerprint | None = None
     size: int = 0
-    # The incarnation the snapshot is of: the etcd cluster ID its member answered for, and the
-    # EtcdCluster's metadata.uid (spec.etcdCluster.name only). 0 / "": not recorded (a backup by
-    # spec.etcdEndpoints, or one taken before they were recorded): of no known incarnation.
+    # The incarnation the snapshot is of: the etcd cluster ID its member answered for (0: not
+    # recorded, a backup taken before they were: of no known incarnation), and the EtcdCluster's
+    # metadata.uid ("" for a backup by spec.etcdEndpoints, which names no EtcdCluster).
     etcd_cluster_id: int = 0
     etcd_cluster_uid: str = ""
 
     def of_incarnation(self, etcd_cluster_id: int, cluster_uid: str) -> bool:
-        """Is the snapshot of the etcd cluster `etcd_cluster_id` run by the EtcdCluster of UID
-        `cluster_uid`? Only then are its revisions comparable with that cluster's."""
-        return (bool(self.etcd_cluster_id and self.etcd_cluster_uid and etcd_cluster_id and cluster_uid)
-                and (self.etcd_cluster_id, self.etcd_cluster_uid) == (etcd_cluster_id, cluster_uid))
+        """Is the snapshot of the etcd cluster `etcd_cluster_id`, run by the EtcdCluster of UID
+        `cluster_uid` when the backup recorded one? Only then are its revisions comparable with
+        that cluster's. The etcd cluster ID alone tells incarnations apart: etcd derives it from
+        its first members' IDs, new in a cluster created again under its name (new member names)
+        and in one rebuilt from a snapshot; the UID, when known, is a second check."""
+        if not (self.etcd_cluster_id and etcd_cluster_id) or self.etcd_cluster_id != etcd_cluster_id:
+            return False
+        return not self.etcd_cluster_uid or self.etcd_cluster_uid == cluster_uid
 
 
 @dataclass(frozen=True)

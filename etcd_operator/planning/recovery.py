@@ -304,9 +304,9 @@ def _incomparable_ahead(observed: ObservedCluster, survivor: str, status: Endpoi
     last = backup.status.last_backup
     assert last is not None
     this = f"{survivor}'s: etcd cluster {status.cluster_id:x}, EtcdCluster UID {observed.cluster.uid}"
-    which = (f"of another incarnation (etcd cluster {last.etcd_cluster_id:x}, EtcdCluster UID {last.etcd_cluster_uid}; "
-             f"{this})" if last.etcd_cluster_id and last.etcd_cluster_uid else
-             f"of no recorded incarnation (taken by spec.etcdEndpoints, or before backups recorded one; {this})")
+    uid = f", EtcdCluster UID {last.etcd_cluster_uid}" if last.etcd_cluster_uid else ""
+    which = (f"of another incarnation (etcd cluster {last.etcd_cluster_id:x}{uid}; {this})" if last.etcd_cluster_id
+             else f"of no recorded incarnation (taken before backups recorded one; {this})")
     return RefuseQuorumRecovery(
         f"{survivor} (revision {status.revision}) is behind EtcdBackup {backup.name} (revision "
         f"{backup_revision(backup)}), which is {which}: revisions are compared only within one incarnation, so that "

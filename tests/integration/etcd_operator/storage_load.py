@@ -9,7 +9,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_sandbox.testing import Sandbox
+from kube_sandbox.testing import Sandbox, wait_for
 
 NO_SPACE_ERROR = "database space exceeded"
 
@@ -96,3 +96,25 @@ def _post(pod_ip: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     with urllib.request.urlopen(request, timeout=10) as response:
         document: dict[str, Any] = json.loads(response.read())
         return document
+
+
+def corrupt_member_data(sandbox: Sandbox, pod_uid: str, original: bytes, damaged: bytes) -> None:
+    """Silent data corruption on one member, as a bad disk makes it: `original` (a value written
+    through etcd, unique in the cluster) overwritten in place with `damaged` (same length) in the
+    member's bbolt file on its emptyDir. etcd maps that file shared, so what it reads and hashes
+    changes at once, while its peers keep the true value."""
+    assert len(original) == len(damaged)
+    pattern = f"kubelet/pods/{pod_uid}/volumes/*/data/member/snap/db"
+    [database] = sandbox.config.state_dir.glob(pattern)
+
+    def committed() -> bool:  # etcd's backend commits every 100 ms
+        return original in database.read_bytes()
+    wait_for(committed, timeout=30, what=f"{original!r} written to {database}")
+    content = database.read_bytes()
+    with database.open("r+b") as file:
+        start = content.find(original)
+        while start >= 0:
+            file.seek(start)
+            file.write(damaged)
+            start = content.find(original, start + 1)
+        file.flush()

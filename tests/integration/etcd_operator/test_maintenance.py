@@ -16,7 +16,7 @@ from tests.integration.etcd_operator.client_writes import Writer, assert_only_le
 from tests.integration.etcd_operator.etcd_data import member_ids, read_prefix
 from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import StatusHistory, conditions
-from tests.integration.etcd_operator.storage_load import Overwriter, member_status, raise_alarm
+from tests.integration.etcd_operator.storage_load import Overwriter, corrupt_member_data, member_status, raise_alarm
 
 QUOTA = "16Mi"
 QUOTA_BYTES = 16 * 1024 * 1024
@@ -157,14 +157,20 @@ def test_defragmentation_under_writes_fails_no_write_and_takes_the_leader_last(c
 
 
 def test_a_corrupt_member_is_replaced_and_a_corrupt_majority_only_reported(clusters: Clusters) -> None:
+    """One member's data silently damaged (its bbolt file edited in place), CORRUPT raised for it:
+    the members' keyspace hashes at one revision single it out, it is replaced with a copy of the
+    majority's data, the others untouched. Then two members damaged two ways: no majority agrees,
+    so it is only reported, nothing removed."""
     name = "corrupt"
     clusters.create(etcd_cluster(name, size=3))
     clusters.wait_running(name, ready=3, timeout=180)
-    clusters.put(name, "kept", "yes")
+    true_value = "sound-value-0000000000"
+    clusters.put(name, "kept", true_value)
     ids = member_ids(clusters, name)
-    ips = _pod_ips(clusters, name)
+    uids = _pod_uids(clusters, name)
     victim = sorted(ids)[0]
-    raise_alarm(ips[victim], ids[victim], "CORRUPT")
+    corrupt_member_data(clusters.sandbox, uids[victim], true_value.encode(), b"rotten-value-111111111")
+    raise_alarm(_pod_ips(clusters, name)[victim], ids[victim], "CORRUPT")
 
     def replaced() -> dict[str, int] | None:
         now = member_ids(clusters, name)
@@ -174,14 +180,15 @@ def test_a_corrupt_member_is_replaced_and_a_corrupt_majority_only_reported(clust
     after = wait_for(replaced, timeout=180, what=f"corrupt member {victim} replaced")
     survivors = {n: i for n, i in ids.items() if n != victim}
     assert {n: after[n] for n in survivors} == survivors, f"sound members touched: {ids} -> {after}"
-    assert clusters.get_value(name, "kept") == "yes"
+    assert clusters.get_value(name, "kept") == true_value
 
-    ips = _pod_ips(clusters, name)
+    uids, ips = _pod_uids(clusters, name), _pod_ips(clusters, name)
     majority = sorted(after)[:2]
-    for member in majority:
+    for member, damaged in zip(majority, (b"rotten-value-222222222", b"rotten-value-333333333")):
+        corrupt_member_data(clusters.sandbox, uids[member], true_value.encode(), damaged)
         raise_alarm(ips[member], after[member], "CORRUPT")
     clusters.wait_status(name, lambda s: s.get("reason") == "CorruptAlarm", "CORRUPT reported")
     wait_for(lambda: [e for e in clusters.events(name) if e.reason == "CorruptAlarm" and "no majority" in (e.message or "")],
              timeout=60, what="the report that nothing is removed")
     assert member_ids(clusters, name) == after, "members removed with a corrupt majority"
-    assert _pod_uids(clusters, name).keys() == ips.keys()
+    assert _pod_uids(clusters, name) == uids

@@ -194,8 +194,17 @@ def test_the_backup_operator_records_the_incarnation_and_the_etcd_operator_reads
     last = parse_etcd_backup({"metadata": {"name": "b"}, "status": status}).status.last_backup
     assert last is not None and last.of_incarnation(0xFEDCBA9876543210, UID)
     assert not last.of_incarnation(0xFEDCBA9876543210, "another") and not last.of_incarnation(1, UID)
-    unrecorded = success_status({}, 1, dataclasses.replace(result, etcd_cluster_uid=""), T0)
+    # A backup by spec.etcdEndpoints names no EtcdCluster: its etcd cluster ID alone decides.
+    by_endpoints = success_status({}, 1, dataclasses.replace(result, etcd_cluster_uid=""), T0)
+    assert by_endpoints["lastBackup"]["etcdClusterID"] == "fedcba9876543210"
+    assert "etcdClusterUID" not in by_endpoints["lastBackup"]
+    last = parse_etcd_backup({"metadata": {"name": "b"}, "status": by_endpoints}).status.last_backup
+    assert last is not None and last.of_incarnation(0xFEDCBA9876543210, UID) and not last.of_incarnation(1, UID)
+    # One taken before incarnations were recorded is of none.
+    unrecorded = success_status({}, 1, dataclasses.replace(result, etcd_cluster_id=0, etcd_cluster_uid=""), T0)
     assert "etcdClusterID" not in unrecorded["lastBackup"]
+    last = parse_etcd_backup({"metadata": {"name": "b"}, "status": unrecorded}).status.last_backup
+    assert last is not None and not last.of_incarnation(0xFEDCBA9876543210, UID)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ from tests.simulation.world import Data, EtcdState, MemberRecord, Pod, World, ne
 # about 0.5 s, up to 1.5 s with spec.TLS.issued: the planner checks every certificate each pass);
 # `make simulate` runs more. Then seeds that once found a defect (docs/dev/simulator.md): 211 (NOSPACE
 # of a removed member disarmed before the data fits), 221 (a member stuck terminating on a volume
-# removed while its peers see it serve).
-SUITE_SEEDS = (*range(0, 50), 211, 221)
+# removed while its peers see it serve), 418 and 512 (a sound member stuck terminating replaced, so
+# copied from the leader, while CORRUPT was raised and the leader's data was the corrupt copy).
+SUITE_SEEDS = (*range(0, 50), 211, 221, 418, 512)
 
 
 @pytest.mark.parametrize("seed", SUITE_SEEDS)
