@@ -439,12 +439,15 @@ def _etcd_side(base: ObservedCluster, etcd: EtcdAccess, connectable: Connectable
 
 
 def _peer_views(observed: ObservedCluster, etcd: EtcdAccess) -> ObservedCluster:
-    """While started voters fail the operator's health check (only then: a healthy pass scrapes
-    nothing), which members each healthy voter has active peer streams to (its `/metrics`):
-    whether those voters are cut off from the operator only, or from their peers. A voter whose
-    answer fails, or comes from another member than its own (a reused address), is left out."""
+    """While started voters fail the operator's health check, or started learners do not answer
+    (only then: a healthy pass scrapes nothing), which members each healthy voter has active peer
+    streams to (its `/metrics`): whether those members are cut off from the operator only, or from
+    their peers. A voter whose answer fails, or comes from another member than its own (a reused
+    address), is left out."""
     healthy = observed.healthy_voters
-    if observed.health_error is not None or not healthy or not any(m.started for m in observed.unhealthy_voters):
+    unheard = [*observed.unhealthy_voters,
+               *(m for m in observed.learners if m.member_name not in observed.endpoint_status)]
+    if observed.health_error is not None or not healthy or not any(m.started for m in unheard):
         return observed
     cluster = observed.cluster
     urls = [member_client_url(cluster, m.member_name) for m in healthy]

@@ -109,12 +109,12 @@ def _dead_members(
     """Dead members, then terminal pods without volumes."""
     for member in dead:
         if removal_keeps_quorum(observed, member):
-            if member.member_name in stuck and observed.alarmed(CORRUPT):
-                # Its data is still there, and sound as far as anyone knows; its replacement would copy
-                # the leader's, which may be the corrupt copy: the alarm is resolved first (maintenance.py).
-                return Wait(f"{member.member_name}'s pod is stuck terminating, but etcd raised CORRUPT: it is "
-                            f"not replaced by a copy of the leader's data until the members' keyspace hashes "
-                            f"say whose data is sound")
+            if observed.alarmed(CORRUPT):
+                # Its data may still be there (a pod stuck terminating, or gone from the API while its
+                # node is cut off), and sound as far as anyone knows; its replacement would copy the
+                # leader's, which may be the corrupt copy: the alarm is resolved first (maintenance.py).
+                return Wait(f"{member.member_name} is dead, but etcd raised CORRUPT: it is not replaced by a "
+                            f"copy of the leader's data until the members' keyspace hashes say whose data is sound")
             if member.member_name in stuck:
                 why = _stuck_reason(observed, member, stuck_bound)
             else:

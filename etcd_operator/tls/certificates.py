@@ -581,10 +581,11 @@ def check_observed(observed: ObservedCluster) -> IssuanceCheck | None:
 
 
 def pods_trusting_issued_ca(observed: ObservedCluster, identity: Identity) -> tuple[str, ...]:
-    """Live member pods that ran with the issued certificates mounted, so trust the CA they were
-    issued from; a member still on plaintext (a cluster moving to TLS) trusts no CA."""
+    """Member pods that ran with the issued certificates mounted, so trust the CA they were issued
+    from: deleting ones too (a pod marked deleted on a node cut off from the control plane still
+    runs); a member still on plaintext (a cluster moving to TLS) trusts no CA."""
     leaves = {identity.secret_name(role) for role in LEAF_ROLES}
-    return tuple(sorted(pod.name for pod in observed.live_pods if not pod.never_ran and pod.secret_volumes & leaves))
+    return tuple(sorted(pod.name for pod in observed.pods if not pod.never_ran and pod.secret_volumes & leaves))
 
 
 

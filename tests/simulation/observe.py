@@ -150,7 +150,8 @@ def _with_member_list(world: World, base: ObservedCluster, answering: dict[str, 
     statuses = {name: status_of(world, name, state, leader_id if name in group else 0) for name in ours}
     alarms = tuple(sorted({a for s in statuses.values() for a in s.alarms}))
     peer_views = {}
-    if any(not h.healthy for h in health.values()) or len(health) < len(state.voters()):
+    unheard_learner = any(m.learner and m.name not in statuses for m in state.members.values())
+    if any(not h.healthy for h in health.values()) or len(health) < len(state.voters()) or unheard_learner:
         for name in group:
             if name in health:
                 peer_views[name] = frozenset(

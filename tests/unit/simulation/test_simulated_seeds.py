@@ -23,8 +23,11 @@ from tests.simulation.world import Data, EtcdState, MemberRecord, Pod, World, ne
 # `make simulate` runs more. Then seeds that once found a defect (docs/dev/simulator.md): 211 (NOSPACE
 # of a removed member disarmed before the data fits), 221 (a member stuck terminating on a volume
 # removed while its peers see it serve), 418 and 512 (a sound member stuck terminating replaced, so
-# copied from the leader, while CORRUPT was raised and the leader's data was the corrupt copy).
-SUITE_SEEDS = (*range(0, 50), 211, 221, 418, 512)
+# copied from the leader, while CORRUPT was raised and the leader's data was the corrupt copy), 5012
+# (the same with a member whose pod is gone from the API while its node is cut off), 5054 (a learner
+# cut off from the operator only, replaced: its peers' view was not asked for learners), 5287 (a new
+# CA issued for a lost one while the only member, its pod marked deleted, still ran trusting the old).
+SUITE_SEEDS = (*range(0, 50), 211, 221, 418, 512, 5012, 5054, 5287)
 
 
 @pytest.mark.parametrize("seed", SUITE_SEEDS)
