@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from etcd_common.api import constants as c
+from etcd_common.api.constants import RESTORE_FINALIZER
 from etcd_common.api.etcd_cluster import parse_cluster_spec
 from etcd_common.api.etcd_restore import EtcdRestore
 from etcd_common.api.issued_tls import issued_secret_names
@@ -141,6 +142,31 @@ def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str,
         claims.delete(namespace, name)
 
 
+def hold_restore(restores: ResourceClient, raw: dict[str, Any]) -> None:
+    """Add RESTORE_FINALIZER to the EtcdRestore (its resourceVersion as precondition: the
+    finalizers of others are kept; a conflict fails the pass, the next one reads again)."""
+    metadata = raw.get("metadata") or {}
+    finalizers = list(metadata.get("finalizers") or ())
+    if RESTORE_FINALIZER in finalizers:
+        return
+    restores.patch(str(metadata.get("namespace")), str(metadata.get("name")), {"metadata": {
+        "finalizers": [*finalizers, RESTORE_FINALIZER], "resourceVersion": metadata.get("resourceVersion")}})
+
+
+def release_restore(restores: ResourceClient, raw: dict[str, Any]) -> None:
+    """Remove RESTORE_FINALIZER from the EtcdRestore (same precondition); gone already: fine."""
+    metadata = raw.get("metadata") or {}
+    finalizers = list(metadata.get("finalizers") or ())
+    if RESTORE_FINALIZER not in finalizers:
+        return
+    try:
+        restores.patch(str(metadata.get("namespace")), str(metadata.get("name")), {"metadata": {
+            "finalizers": [f for f in finalizers if f != RESTORE_FINALIZER],
+            "resourceVersion": metadata.get("resourceVersion")}})
+    except NotFound:
+        return
+
+
 def create_cluster(clusters: ResourceClient, body: dict[str, Any]) -> str:
     """Create the cluster; returns its uid ("" when it existed already: the next pass reads it)."""
     try:
@@ -224,6 +250,11 @@ class ActionExecutor(runtime.ActionExecutor[RestorePass, float]):
         return self._recheck_snapshot(p.raw, p.restore, p.current, p.observed.recorded.snapshot,
                                       nothing_deleted=nothing_deleted)
 
+    def _release(self, action: a.ReleaseRestore, p: RestorePass) -> float:
+        release_restore(self.context.restore_api, p.raw)
+        self.log.info("%s", action.describe())
+        return self.context.settings.resync_seconds
+
     def _succeed_action(self, action: a.Succeed, p: RestorePass) -> float:
         return self._succeed(p.raw, p.restore, p.current, action)
 
@@ -295,6 +326,8 @@ class ActionExecutor(runtime.ActionExecutor[RestorePass, float]):
                          action: a.ReplaceCluster) -> float:
         ctx = self.context
         assert restore.spec is not None
+        # The finalizer first: deleted from here on, the restore still creates the restored cluster.
+        hold_restore(ctx.restore_api, raw)
         # Record the spec first: after the delete, only the status remembers it.
         self._write(raw, restore, current, action.phase, action.describe(),
                     updates={"clusterSpec": dict(action.cluster_spec), "lastError": None, **self._staged(current)})
@@ -491,6 +524,7 @@ _EFFECTS: dict[type[Any], Effect[RestorePass, float]] = {
     a.Stage: ActionExecutor._stage,
     a.RemoveStaging: ActionExecutor._stage,
     a.ReplaceCluster: ActionExecutor._replace,
+    a.ReleaseRestore: ActionExecutor._release,
     a.CreateCluster: ActionExecutor._create,
     a.Succeed: ActionExecutor._succeed_action,
     a.Wait: ActionExecutor._wait,

@@ -78,6 +78,17 @@ class RemoveStaging(Action):
 
 
 @dataclass(frozen=True)
+class ReleaseRestore(Action):
+    """Remove the restore's finalizer (RESTORE_FINALIZER): it finished, or it is deleted before it
+    deleted anything, so nothing is left for it to finish."""
+
+    why: str
+
+    def describe(self) -> str:
+        return f"let the EtcdRestore go: {self.why}"
+
+
+@dataclass(frozen=True)
 class ReplaceCluster(Action):
     cluster_uid: str
     cluster_spec: Mapping[str, Any]

@@ -5,8 +5,12 @@ Rules, first match wins (the order is the safety argument: nothing touches the c
 snapshot is verified, and a cluster carrying this restore's uid is never deleted):
 
  1. A finished restore (Completed, or Failed for this generation) -> RemoveStaging while any
-    staging pod or claim it owns is there (not being deleted already), else Done. A restore runs
-    once.
+    staging pod or claim it owns is there (not being deleted already), then ReleaseRestore while it
+    holds its finalizer, else Done. A restore runs once.
+    The EtcdRestore deleted before it finished: without its finalizer (set by ReplaceCluster
+    before the delete) -> Done, it deleted nothing; with it, but the cluster to replace still
+    there untouched -> ReleaseRestore; otherwise the rules below go on, so that the restored
+    cluster is created and serves before the restore lets go (never no cluster at all).
  2. Spec unreadable, or a storage type other than S3 -> Fail (nothing touched).
  3. No awsSecret -> Fail: the seed pod could not fetch the snapshot (`preflight.py`).
     No verified snapshot recorded -> VerifySnapshot (download, sha256, etcd's integrity checks);
@@ -58,12 +62,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from etcd_common.api.constants import RESTORE_FINALIZER
 from restore_operator import reasons
 from restore_operator.actions import (
     Action,
     CreateCluster,
     Done,
     Fail,
+    ReleaseRestore,
     RemoveStaging,
     ReplaceCluster,
     Stage,
@@ -107,7 +113,11 @@ def _plan(observed: ObservedRestore, policy: RestorePolicy) -> Action:
     recorded = observed.recorded
     if recorded.phase == PHASE_COMPLETED or (
             recorded.phase == PHASE_FAILED and recorded.observed_generation == restore.generation):
-        return _remove_staging(observed)
+        return _finished(observed)
+    if restore.deleting:
+        deleted = _deleted_midway(observed)
+        if deleted is not None:
+            return deleted
     if restore.spec is None:
         return Fail(reasons.INVALID_SPEC, restore.spec_error or "spec is invalid")
     no_credentials = seed_credentials_problem(restore)
@@ -280,13 +290,31 @@ def staging_claims_for(restore_name: str, spec: Mapping[str, Any]) -> tuple[str,
     return staging_claim_names(restore_name, size)
 
 
-def _remove_staging(observed: ObservedRestore) -> Action:
+def _finished(observed: ObservedRestore) -> Action:
     """A finished restore's staging objects go, all it owns (a claim a member still mounts stays
-    Terminating until the member's pod goes)."""
+    Terminating until the member's pod goes); then its finalizer."""
     pods = tuple(sorted(name for name, pod in observed.staging_pods.items() if pod.owned and not pod.deleting))
     claims = tuple(sorted(name for name, claim in observed.staging_claims.items()
                           if claim.owned and not claim.deleting))
-    return RemoveStaging(pods=pods, claims=claims) if pods or claims else Done()
+    if pods or claims:
+        return RemoveStaging(pods=pods, claims=claims)
+    if RESTORE_FINALIZER in observed.restore.finalizers:
+        return ReleaseRestore(f"the restore {observed.recorded.phase.lower()}")
+    return Done()
+
+
+def _deleted_midway(observed: ObservedRestore) -> Action | None:
+    """The EtcdRestore is being deleted before it finished. Without its finalizer it deleted
+    nothing: Done (its staging objects go with it, their owner). With it, the cluster it replaces
+    was (or is being) deleted: the restore goes on to create the restored cluster and see it serve
+    (None: plan as usual), and only then lets go; but if that cluster still stands untouched (the
+    operator stopped between setting the finalizer and the delete), it lets go at once."""
+    restore, cluster = observed.restore, observed.cluster
+    if RESTORE_FINALIZER not in restore.finalizers:
+        return Done()
+    if cluster is not None and not observed.cluster_is_ours() and not cluster.deleting:
+        return ReleaseRestore("it was deleted before it deleted the EtcdCluster it would replace, which serves on")
+    return None
 
 
 def new_cluster_spec(observed: ObservedRestore) -> dict[str, Any]:

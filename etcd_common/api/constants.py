@@ -185,6 +185,10 @@ RESTORE_PLURAL: Final = "etcdrestores"
 # restore operator's watch finds its clusters by it).
 ANNOTATION_RESTORE_UID: Final = f"{API_GROUP}/restore-uid"
 LABEL_RESTORE: Final = f"{API_GROUP}/restore"
+# On an EtcdRestore from the moment it deletes the cluster it replaces until it has finished (or
+# failed): a restore deleted meanwhile still creates the restored cluster before it goes, so that
+# deleting it never leaves no cluster at all.
+RESTORE_FINALIZER: Final = f"{API_GROUP}/restore-completes"
 
 # --- quorum-loss recovery (spec.recovery.quorumLoss; etcd_operator/planning/recovery.py)
 QUORUM_LOSS_REPORT: Final = "Report"

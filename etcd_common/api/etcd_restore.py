@@ -56,15 +56,21 @@ class EtcdRestore:
     spec: RestoreSpec | None
     spec_error: str | None = None
     status: RestoreStatus = field(default_factory=RestoreStatus)
+    # metadata.deletionTimestamp set, and metadata.finalizers.
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
 
 
 def parse_etcd_restore(obj: JsonDict) -> EtcdRestore:
     """Parse a whole EtcdRestore. Spec problems do not raise: they become `spec_error`."""
     identity = object_identity(obj)
     spec, spec_error = spec_or_error(obj.get("spec"), parse_restore_spec, InvalidRestoreSpec)
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     return EtcdRestore(
         name=identity.name, namespace=identity.namespace, uid=identity.uid, generation=identity.generation,
         spec=spec, spec_error=spec_error, status=parse_restore_status(obj.get("status")),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        finalizers=tuple(str(f) for f in metadata.get("finalizers") or () if isinstance(f, str)),
     )
 
 

@@ -32,6 +32,7 @@ from tests.unit.etcd_operator.etcd_cluster_builders import (
     replace_pod,
     unhealthy,
     with_hash_kvs,
+    without_pods,
 )
 from tests.unit.etcd_operator.observing_fakes import MEMBERS, FakeEtcd, observe
 from tests.unit.etcd_operator.recording_api import DeletingApi, recording_executor
@@ -270,3 +271,16 @@ def test_a_member_still_defragmenting_is_not_served_again_until_it_answers() -> 
     assert not (isinstance(busy, actions.SetServing) and busy.serving), busy
     done = plan_next_action(timed_out)
     assert isinstance(done, actions.SetServing) and done.serving and done.pod_name == name(2), done
+
+
+def test_no_dead_member_is_replaced_while_corrupt_stands() -> None:
+    """A member whose pod is gone is replaced as usual, but not while CORRUPT is raised: its
+    replacement would copy the leader's data, which may be the corrupt copy (simulator seeds
+    418, 512, 5012)."""
+    dead = unhealthy(without_pods(healthy_cluster(3), name(2)), name(2))
+    replaced = plan_through_drain(dead)
+    assert isinstance(replaced, actions.RemoveMember) and replaced.member_name == name(2), replaced
+    corrupt = _alarmed(dead, Alarm(CORRUPT, member_id(0)))
+    held = plan_next_action(corrupt)
+    assert not isinstance(held, actions.RemoveMember), held
+    assert isinstance(held, actions.Wait) and "CORRUPT" in held.reason, held

@@ -33,6 +33,16 @@ class RestoreApi:
         assert current is not None
         return {**current, "status": merged(dict(current.get("status") or {}), patch)}
 
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """The finalizer patches: metadata merged, resourceVersion as precondition."""
+        current = self.cache.get((namespace, name))
+        assert current is not None
+        metadata = dict(patch.get("metadata") or {})
+        assert metadata.pop("resourceVersion", None) == (current.get("metadata") or {}).get("resourceVersion")
+        updated = {**current, "metadata": merged(dict(current.get("metadata") or {}), metadata)}
+        self.cache.upsert(updated)
+        return updated
+
 
 def merged(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """A JSON merge patch (RFC 7386) applied."""
@@ -57,9 +67,11 @@ class Events:
 class World:
     def __init__(self, status: dict[str, Any], *, cluster: dict[str, Any] | None = None,
                  pods: dict[str, dict[str, Any]] | None = None, claims: dict[str, dict[str, Any]] | None = None,
-                 secrets: tuple[str, ...] = ("aws",)) -> None:
+                 secrets: tuple[str, ...] = ("aws",), metadata: dict[str, Any] | None = None) -> None:
         self.cache = ObjectCache()
-        self.cache.upsert({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdRestore", **raw_restore(),
+        raw = raw_restore()
+        raw["metadata"] = {**raw["metadata"], "resourceVersion": "7", **(metadata or {})}
+        self.cache.upsert({"apiVersion": "etcd.database.coreos.com/v1beta2", "kind": "EtcdRestore", **raw,
                            "status": status})
         self.clusters = FakeClient({"c": cluster} if cluster else {})
         self.pods = FakeClient(pods)
@@ -80,9 +92,15 @@ class World:
 
     def pass_once(self) -> dict[str, Any]:
         self.supervisor.reconcile_once()
+        return dict(self.restore().get("status") or {})
+
+    def restore(self) -> dict[str, Any]:
         restore = self.cache.get(("ns", "r"))
         assert restore is not None
-        return dict(restore.get("status") or {})
+        return restore
+
+    def finalizers(self) -> list[str]:
+        return list(self.restore()["metadata"].get("finalizers") or ())
 
 
 def owned(phase: str = "", **status: Any) -> dict[str, Any]:
@@ -371,3 +389,71 @@ def test_a_failed_pass_is_counted_by_its_kind_not_its_class_name() -> None:
     metrics = world.supervisor.context.metrics
     assert metrics.errors.labels(reason="crash")._value.get() == 1
     assert "KeyError" not in {s.labels.get("reason") for m in metrics.registry.collect() for s in m.samples}
+
+
+# ---------------------------------------------------------------------------------------------
+# An EtcdRestore deleted midway (issue 41 finding 12): it finishes, or it had deleted nothing.
+
+DELETING = {"deletionTimestamp": "2024-05-01T12:00:00Z"}
+RECORDED = {**VERIFIED, "phase": "Replacing", "clusterSpec": {"size": 1, "version": "3.6.16"},
+            "staging": {"claim": "r-staging", "pod": "r-staging", "staged": True}}
+
+
+def test_the_finalizer_is_set_before_the_replaced_cluster_is_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken by deleting the cluster without the finalizer: a restore deleted after that delete
+    would be gone with the only record of the cluster, and no cluster created."""
+    no_recheck(monkeypatch)
+    world = World({**VERIFIED, "phase": "Staging", "staging": {"claim": "r-staging", "pod": "r-staging"}},
+                  cluster=EXISTING, pods={"r-staging": owned("Succeeded")}, claims={"r-staging": owned("Bound")},
+                  metadata={"finalizers": ["someone.else/keep"]})
+
+    world.pass_once()
+
+    assert world.clusters.calls == [("delete", "c")]
+    assert world.finalizers() == ["someone.else/keep", c.RESTORE_FINALIZER]
+
+
+def test_a_restore_deleted_after_the_delete_creates_the_cluster_and_then_lets_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken by a deleted restore that stops (no cluster at all), or that lets go before the
+    restored cluster exists."""
+    no_recheck(monkeypatch)
+    world = World(dict(RECORDED), claims={"r-staging": owned("Bound")},
+                  metadata={**DELETING, "finalizers": [c.RESTORE_FINALIZER]})
+
+    status = world.pass_once()
+
+    assert world.clusters.calls == [("create", "c")] and status["phase"] == "Restoring"
+    assert world.finalizers() == [c.RESTORE_FINALIZER]
+    # Completed (the cluster serves): the staging objects go, then the finalizer.
+    world.cache.upsert({**world.restore(), "status": {**world.restore()["status"], "phase": "Completed"}})
+    world.pass_once()
+    assert world.claims.calls == [("delete", "r-staging")] and world.finalizers() == [c.RESTORE_FINALIZER]
+    world.claims.objects.clear()
+    world.pass_once()
+    assert world.finalizers() == []
+
+
+def test_a_restore_deleted_before_it_deleted_anything_lets_go_and_deletes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator stopped between setting the finalizer and the delete, and the restore was
+    deleted: broken by going on to delete the cluster nobody wants replaced any more."""
+    no_recheck(monkeypatch)
+    world = World(dict(RECORDED), cluster=EXISTING, pods={"r-staging": owned("Succeeded")},
+                  claims={"r-staging": owned("Bound")}, metadata={**DELETING, "finalizers": [c.RESTORE_FINALIZER]})
+
+    world.pass_once()
+
+    assert world.clusters.calls == [] and world.finalizers() == []
+
+
+def test_a_deleted_restore_without_the_finalizer_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleted while Staging (nothing deleted yet): broken by replacing the cluster anyway."""
+    no_recheck(monkeypatch)
+    world = World({**VERIFIED, "phase": "Staging", "staging": {"claim": "r-staging", "pod": "r-staging"}},
+                  cluster=EXISTING, pods={"r-staging": owned("Succeeded")}, claims={"r-staging": owned("Bound")},
+                  metadata={**DELETING, "finalizers": ["someone.else/keep"]})
+
+    world.pass_once()
+
+    assert world.clusters.calls == [] and world.pods.calls == [] and world.finalizers() == ["someone.else/keep"]
