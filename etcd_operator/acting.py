@@ -224,6 +224,10 @@ class ActionExecutor(runtime.ActionExecutor[ObservedCluster, None]):
                 return False
             time.sleep(STOP_POLL_SECONDS)
 
+    def _clear_leaving_mark(self, action: a.ClearLeavingMark, observed: ObservedCluster) -> None:
+        self.pvcs.patch(observed.cluster.namespace, action.pvc_name,
+                        {"metadata": {"annotations": {c.ANNOTATION_LEAVING_AT: None}}})
+
     def _delete_pvc(self, action: a.DeletePVC, observed: ObservedCluster) -> None:
         self.pvcs.delete(observed.cluster.namespace, action.pvc_name, uid_precondition=action.pvc_uid or None)
 
@@ -533,6 +537,7 @@ _EFFECTS: dict[type[Any], Effect[ObservedCluster, None]] = {
     a.UpgradeMember: ActionExecutor._upgrade_member,
     a.StopMember: ActionExecutor._stop_member,
     a.DeletePVC: ActionExecutor._delete_pvc,
+    a.ClearLeavingMark: ActionExecutor._clear_leaving_mark,
     a.AddMember: ActionExecutor._add_member,
     a.PromoteMember: ActionExecutor._promote_member,
     a.RemoveMember: ActionExecutor._remove_member,

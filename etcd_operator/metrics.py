@@ -27,7 +27,7 @@ ERROR_REASONS: Final = (
 # The `kind` of every action with an effect (etcd_operator/actions.py).
 MEMBERSHIP_CHANGE_KINDS: Final = (
     "seed", "add", "promote", "remove", "replace", "upgrade", "move-leader", "recreate",
-    "services", "delete-pod", "delete-pvc", "serving", "defragment", "compact", "disarm", "stop",
+    "services", "delete-pod", "delete-pvc", "clear-leaving-mark", "serving", "defragment", "compact", "disarm", "stop",
     "issue-certificates", "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
     "apply-certificates",
 )

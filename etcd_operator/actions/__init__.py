@@ -50,6 +50,9 @@ from etcd_operator.actions.membership import (
     UpgradeMember as UpgradeMember,
 )
 from etcd_operator.actions.objects import (
+    ClearLeavingMark as ClearLeavingMark,
+)
+from etcd_operator.actions.objects import (
     CreateMemberPod as CreateMemberPod,
 )
 from etcd_operator.actions.objects import (
@@ -160,6 +163,7 @@ Action = Union[
     CreateMemberPod,
     DeletePod,
     DeletePVC,
+    ClearLeavingMark,
     AddMember,
     PromoteMember,
     RemoveMember,

@@ -176,6 +176,24 @@ class DeletePod(_Action):
 
 
 @dataclass(frozen=True)
+class ClearLeavingMark(_Action):
+    """Remove StopMember's leaving mark from the PVC of a member whose pod runs and is not being
+    deleted: the stop never happened (the operator stopped between the mark and the delete), or the
+    scale-down was reverted. Left there, the mark would have the member taken for dead the next
+    time its pod goes, instead of restarted on its data."""
+
+    pvc_name: str
+    member_name: str
+
+    KIND: ClassVar[str] = "clear-leaving-mark"
+    event_reason: ClassVar[str | None] = reasons.LEAVING_MARK_CLEARED
+
+    def describe(self) -> str:
+        return (f"clear the leaving mark of PVC {self.pvc_name}: the pod of member {self.member_name} runs "
+                f"and it is not being removed")
+
+
+@dataclass(frozen=True)
 class DeletePVC(_Action):
     """Delete the PVC of a member that is no longer in the cluster."""
 

@@ -11,6 +11,7 @@ from etcd_common.api.etcd_cluster import ClusterSpec, EtcdCluster
 from etcd_common.etcd.types import Member
 from etcd_operator.actions import (
     Action,
+    ClearLeavingMark,
     CreateMemberPod,
     DeletePod,
     DeletePVC,
@@ -62,6 +63,19 @@ def leftovers(context: Context) -> Action | None:
     """Pods and PVCs of no member (removed members') -> DeletePod / DeletePVC; pods younger than
     ORPHAN_POD_GRACE_SECONDS are spared (a lagging member's list may not show a member just added)."""
     return _leftovers(context.observed)
+
+
+def stale_leaving_marks(context: Context) -> Action | None:
+    """A member's PVC marked leaving (StopMember) while its pod runs and is not being deleted ->
+    ClearLeavingMark: the stop never happened or the scale-down was reverted. A member that is to
+    go still is stopped again later (marked again), after this pass."""
+    observed = context.observed
+    listed = {m.member_name for m in observed.members or ()}
+    for pod in sorted(observed.live_pods, key=lambda p: p.name):
+        volume = observed.volume(pod.member_name)
+        if volume is not None and volume.leaving and not volume.deleting and pod.member_name in listed:
+            return ClearLeavingMark(volume.name, pod.member_name)
+    return None
 
 
 def pods_terminating(context: Context) -> Action | None:

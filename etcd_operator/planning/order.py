@@ -56,6 +56,7 @@ RULES: Final[tuple[Rule, ...]] = (
     drained(removal.no_quorum),
     drained(removal.dead_members),
     drained(member_pods.leftovers),
+    member_pods.stale_leaving_marks,
     drained(member_pods.pods_terminating),
     drained(member_pods.restarting_in_place),
     # Then alarms, stuck members, membership toward spec.size, upgrades, maintenance.

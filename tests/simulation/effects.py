@@ -101,6 +101,13 @@ def _delete_pod(world: World, action: a.DeletePod, observed: ObservedCluster) ->
     return [("delete pod", lambda: delete_pod(world, action.pod_name, action.pod_uid))]
 
 
+def _clear_leaving_mark(world: World, action: a.ClearLeavingMark, observed: ObservedCluster) -> list[Write]:
+    def clear() -> None:
+        if action.pvc_name in world.pvcs:
+            world.pvcs[action.pvc_name].leaving = False
+    return [("clear pvc leaving mark", clear)]
+
+
 def _delete_pvc(world: World, action: a.DeletePVC, observed: ObservedCluster) -> list[Write]:
     def write() -> None:
         pvc = world.pvcs.get(action.pvc_name)
@@ -291,6 +298,7 @@ EFFECTS: dict[type, Callable[..., list[Write]]] = {
     a.PublishNotReadyAddresses: _no_effect, a.UpdateClientSelector: _no_effect, a.SetDisruptionBudget: _no_effect,
     a.CreateServices: _create_services, a.CreateSeedMember: _create_seed, a.CreateMemberPod: _create_member_pod,
     a.SetServing: _set_serving, a.DeletePod: _delete_pod, a.DeletePVC: _delete_pvc,
+    a.ClearLeavingMark: _clear_leaving_mark,
     a.AddMember: _add_member, a.PromoteMember: _promote, a.RemoveMember: _remove, a.MoveLeader: _move_leader,
     a.StopMember: _stop_member, a.UpgradeMember: _upgrade,
     a.Defragment: _defragment, a.CompactHistory: _compact, a.DisarmAlarm: _disarm,

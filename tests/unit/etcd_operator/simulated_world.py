@@ -166,6 +166,8 @@ class World:
         elif isinstance(action, actions.DeletePVC):
             self.pvcs.discard(action.pvc_name)
             self.leaving.discard(action.pvc_name)
+        elif isinstance(action, actions.ClearLeavingMark):
+            self.leaving.discard(action.pvc_name)
         self.check_invariants()
 
     def _hand_over_if_leading(self, member: str) -> None:

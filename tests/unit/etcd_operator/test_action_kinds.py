@@ -26,6 +26,7 @@ SAMPLES: list[actions.Action] = [
     actions.CreateMemberPod("example-abcde", (), "interrupted add"),
     actions.DeletePod("example-abcde", "orphan"),
     actions.DeletePVC("example-abcde", "orphan"),
+    actions.ClearLeavingMark("example-abcde", "example-abcde"),
     actions.AddMember("example-abcde", "http://x:2380", True, ()),
     actions.PromoteMember("example-abcde", 0xABC),
     actions.RemoveMember("example-abcde", 0xABC, "scale", "too many"),
@@ -52,7 +53,7 @@ SAMPLES: list[actions.Action] = [
 ]
 KINDS = {
     "pause", "reject", "refuse-names", "quorum-lost", "members-lost", "wait", "noop", "services", "disruption-budget", "seed", "recreate",
-    "delete-pod", "delete-pvc", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
+    "delete-pod", "delete-pvc", "clear-leaving-mark", "add", "promote", "remove", "replace", "upgrade", "move-leader", "serving",
     "defragment", "compact", "disarm", "alarm", "stop", "issue-certificates",
     "publish-ca-trust", "start-ca-rotation", "reissue-from-new-ca", "drop-old-ca",
     "quorum-recovery", "apply-certificates", "certificate-problem",

@@ -100,3 +100,24 @@ def test_the_corruption_check_rolls_no_existing_member() -> None:
     assert pod_policy_hash(make_cluster().require_spec()) == "99b96668afb7a678"
     assert c.ANNOTATION_POD_POLICY_HASH in build_member_pod(make_cluster(), name(1), state="new",
                                                             initial_cluster=[])["metadata"]["annotations"]
+
+
+def _marked_leaving(observed: Any, member: str) -> Any:
+    pvcs = tuple(dataclasses.replace(pvc, leaving=True) if pvc.member_name == member else pvc for pvc in observed.pvcs)
+    return dataclasses.replace(observed, pvcs=pvcs)
+
+
+def test_a_leaving_mark_left_on_a_running_members_volume_is_cleared() -> None:
+    """StopMember marks the PVC, then deletes the pod: an operator that stopped in between (or a
+    scale-down reverted) leaves the mark on a member that runs on. Broken by keeping it: the next
+    time that pod goes, the healthy member is taken for dead and replaced instead of restarted."""
+    marked = _marked_leaving(healthy_cluster(3, pvc=True), name(2))
+    action = plan_next_action(marked)
+    assert action == actions.ClearLeavingMark(name(2), name(2)), action
+    # Once cleared, the member's pod going restarts it on its data.
+    cleared = dataclasses.replace(marked, pvcs=healthy_cluster(3, pvc=True).pvcs)
+    restart = plan_next_action(unhealthy(without_pods(cleared, name(2)), name(2)))
+    assert isinstance(restart, actions.CreateMemberPod) and restart.member_name == name(2), restart
+    # A mark whose pod is gone is StopMember's own: that member is removed, not restarted.
+    stopped = plan_next_action(unhealthy(without_pods(marked, name(2)), name(2)))
+    assert not isinstance(stopped, (actions.ClearLeavingMark, actions.CreateMemberPod)), stopped
