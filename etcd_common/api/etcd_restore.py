@@ -65,7 +65,8 @@ def parse_etcd_restore(obj: JsonDict) -> EtcdRestore:
     """Parse a whole EtcdRestore. Spec problems do not raise: they become `spec_error`."""
     identity = object_identity(obj)
     spec, spec_error = spec_or_error(obj.get("spec"), parse_restore_spec, InvalidRestoreSpec)
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    raw_metadata = obj.get("metadata")
+    metadata: JsonDict = raw_metadata if isinstance(raw_metadata, dict) else {}
     return EtcdRestore(
         name=identity.name, namespace=identity.namespace, uid=identity.uid, generation=identity.generation,
         spec=spec, spec_error=spec_error, status=parse_restore_status(obj.get("status")),
