@@ -60,10 +60,12 @@ class Overwriter:
             self.failures.append(error)
         return False
 
-    def run_for(self, seconds: float) -> None:
-        """Write steadily for `seconds` (paced to `bytes_per_second`), or until `stop` is set."""
+    def run_for(self, seconds: float, until_bytes: int = 0) -> None:
+        """Write steadily for `seconds` (paced to `bytes_per_second`), or until `stop` is set, or
+        (`until_bytes`) until that many bytes are written."""
         started = time.monotonic()
-        while not self.stop.is_set() and time.monotonic() - started < seconds:
+        while (not self.stop.is_set() and time.monotonic() - started < seconds
+               and not (until_bytes and self.written_bytes >= until_bytes)):
             began = time.monotonic()
             self.write_once()
             if self.bytes_per_second:  # a rate limit (no catching up after a slow write), not a synchronisation

@@ -143,7 +143,9 @@ def test_crashed_container_restarts_and_keeps_its_empty_dir(sandbox: Sandbox, na
     assert second["containerID"] != container_status(first)["containerID"]
     assert sandbox.faults.pod_pid(namespace, "crashy", "main") not in (None, first_pid)
     assert "runs=2" in wait_for(lambda: logs(sandbox, namespace, "crashy"), timeout=10, what="crashy logs")
-    assert "runs=1" in logs(sandbox, namespace, "crashy", "--previous")
+    # Polled like the current run's logs: under load one `kubectl logs` may fail (empty stdout).
+    assert "runs=1" in wait_for(lambda: logs(sandbox, namespace, "crashy", "--previous"), timeout=10,
+                                what="crashy's previous logs")
 
 
 def test_failing_liveness_probe_restarts_the_container(sandbox: Sandbox, namespace: str) -> None:
