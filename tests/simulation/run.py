@@ -206,6 +206,9 @@ def report(result: Result, *, verbose: bool) -> str:
     return "\n".join(lines)
 
 
+PROGRESS_EVERY = 250  # seeds between progress lines of a long run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.simulation", description=__doc__)
     parser.add_argument("--seeds", type=int, default=200, help="how many seeds to run")
@@ -215,13 +218,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.seeds))
     started = time.monotonic()
-    failed = 0
-    for seed in seeds:
-        result = run_seed(seed)
-        if not result.ok or args.verbose:
-            print(report(result, verbose=args.verbose), flush=True)
-        failed += not result.ok
-    print(f"{len(seeds)} seed(s), {failed} with a violation, {time.monotonic() - started:.1f}s")
+    failed = done = 0
+    try:
+        for seed in seeds:
+            result = run_seed(seed)
+            if not result.ok or args.verbose:
+                print(report(result, verbose=args.verbose), flush=True)
+            failed += not result.ok
+            done += 1
+            if done % PROGRESS_EVERY == 0 and done < len(seeds):
+                print(f"... {done} seed(s) ({seeds[0]}-{seed}), {failed} with a violation, "
+                      f"{time.monotonic() - started:.0f}s", flush=True)
+    except KeyboardInterrupt:  # a long run stopped by hand: what ran is still reported
+        print(f"interrupted: seeds {seeds[0]}-{seeds[0] + done - 1} ran", flush=True)
+    print(f"{done} seed(s), {failed} with a violation, {time.monotonic() - started:.1f}s")
     return 1 if failed else 0
 
 
