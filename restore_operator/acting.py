@@ -143,28 +143,28 @@ def remove_staging(claims: ResourceClient, pods: ResourceClient, namespace: str,
 
 
 def hold_restore(restores: ResourceClient, raw: dict[str, Any]) -> None:
-    """Add RESTORE_FINALIZER to the EtcdRestore (its resourceVersion as precondition: the
-    finalizers of others are kept; a conflict fails the pass, the next one reads again)."""
-    metadata = raw.get("metadata") or {}
-    finalizers = list(metadata.get("finalizers") or ())
-    if RESTORE_FINALIZER in finalizers:
-        return
-    restores.patch(str(metadata.get("namespace")), str(metadata.get("name")), {"metadata": {
-        "finalizers": [*finalizers, RESTORE_FINALIZER], "resourceVersion": metadata.get("resourceVersion")}})
+    """Add RESTORE_FINALIZER to the EtcdRestore."""
+    _set_finalizer(restores, raw, held=True)
 
 
 def release_restore(restores: ResourceClient, raw: dict[str, Any]) -> None:
-    """Remove RESTORE_FINALIZER from the EtcdRestore (same precondition); gone already: fine."""
-    metadata = raw.get("metadata") or {}
-    finalizers = list(metadata.get("finalizers") or ())
-    if RESTORE_FINALIZER not in finalizers:
-        return
+    """Remove RESTORE_FINALIZER from the EtcdRestore; gone already: fine."""
     try:
-        restores.patch(str(metadata.get("namespace")), str(metadata.get("name")), {"metadata": {
-            "finalizers": [f for f in finalizers if f != RESTORE_FINALIZER],
-            "resourceVersion": metadata.get("resourceVersion")}})
+        _set_finalizer(restores, raw, held=False)
     except NotFound:
         return
+
+
+def _set_finalizer(restores: ResourceClient, raw: dict[str, Any], *, held: bool) -> None:
+    """RESTORE_FINALIZER in or out of the EtcdRestore's finalizers, its resourceVersion as
+    precondition: the finalizers of others are kept; a conflict fails the pass, the next reads again."""
+    metadata = raw.get("metadata") or {}
+    finalizers = [f for f in metadata.get("finalizers") or () if f != RESTORE_FINALIZER]
+    if (RESTORE_FINALIZER in (metadata.get("finalizers") or ())) == held:
+        return
+    restores.patch(str(metadata.get("namespace")), str(metadata.get("name")), {"metadata": {
+        "finalizers": [*finalizers, RESTORE_FINALIZER] if held else finalizers,
+        "resourceVersion": metadata.get("resourceVersion")}})
 
 
 def create_cluster(clusters: ResourceClient, body: dict[str, Any]) -> str:
@@ -251,8 +251,7 @@ class ActionExecutor(runtime.ActionExecutor[RestorePass, float]):
                                       nothing_deleted=nothing_deleted)
 
     def _release(self, action: a.ReleaseRestore, p: RestorePass) -> float:
-        release_restore(self.context.restore_api, p.raw)
-        self.log.info("%s", action.describe())
+        release_restore(self.context.restore_api, p.raw)  # the supervisor logged what and why
         return self.context.settings.resync_seconds
 
     def _succeed_action(self, action: a.Succeed, p: RestorePass) -> float:
