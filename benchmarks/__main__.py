@@ -21,6 +21,7 @@ from benchmarks.maintenance_figures import QUICK_QUOTA_MIB, QUOTA_MIB, measure_m
 from benchmarks.membership_figures import measure_bring_up, measure_recovery, measure_scaling
 from benchmarks.restore_figures import measure_restore
 from benchmarks.results import Result, table, write_json
+from benchmarks.sandbox_figures import measure_sandbox_up
 from benchmarks.store_backup_figures import measure_store_backups
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox
@@ -28,7 +29,7 @@ from kube_sandbox.testing import Sandbox
 log = logging.getLogger("benchmarks")
 
 FIGURES = ("bring-up", "scale", "recovery", "restore", "idle-requests", "resources", "backup", "backup-stores",
-           "fleet", "maintenance", "client-view", "pod-cgroups")
+           "fleet", "maintenance", "client-view", "pod-cgroups", "sandbox-up")
 BRING_UP_SIZES = (1, 3, 5)
 QUICK_STORE_DATABASE_MIB = 64  # the other stores' backup figure with --quick
 RSS_SNAPSHOT_MIB = 1024  # the database each store's peak-RSS row backs up (issue 23: 1 GiB)
@@ -156,6 +157,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, Callable[[Sandbox, Operato
         steps.append(("client-view", lambda s, o: measure_client_view(s)))
     if "pod-cgroups" in selected:
         steps.append(("pod-cgroups", lambda s, o: measure_pod_cgroups(s)))
+    if "sandbox-up" in selected:
+        steps.append(("sandbox-up", lambda s, o: measure_sandbox_up(args.repeat)))
     return steps
 
 

@@ -233,6 +233,21 @@ def max_restart_backoff(pod: dict[str, Any]) -> float:
         return RESTART_BACKOFF_MAX_SECONDS
 
 
+def status_overwritten(published: dict[str, Any] | None, pod: dict[str, Any]) -> bool:
+    """Whether the pod's status in the API no longer says what this kubelet last published: its
+    phase or a condition changed by someone else. The node-lifecycle controller sets Ready=False
+    on every pod of a node whose heartbeat lapsed (e.g. while the apiserver restarted); a kubelet
+    that compared only with its own last report would never set it back. (A stale watch event
+    also counts: it costs one extra, identical status patch.)"""
+    if published is None:
+        return False
+    found = pod.get("status") or {}
+
+    def conditions(status: dict[str, Any]) -> dict[str, str]:
+        return {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []}
+    return found.get("phase") != published.get("phase") or conditions(found) != conditions(published)
+
+
 class PodWorker:
     def __init__(self, pod: dict[str, Any], services: PodServices) -> None:
         metadata = pod["metadata"]
@@ -297,6 +312,8 @@ class PodWorker:
     def update(self, pod: dict[str, Any]) -> None:
         with self.lock:
             self.pod = pod
+            if status_overwritten(self.last_status, pod):
+                self.last_status = None  # published again on the next sync
         self.wake()
 
     def mark_deleted(self) -> None:

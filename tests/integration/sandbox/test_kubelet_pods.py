@@ -148,6 +148,21 @@ def test_crashed_container_restarts_and_keeps_its_empty_dir(sandbox: Sandbox, na
                                 what="crashy's previous logs")
 
 
+def test_a_pod_marked_unready_by_the_node_lifecycle_controller_is_reported_ready_again(
+        sandbox: Sandbox, namespace: str) -> None:
+    """What the node-lifecycle controller does to every pod of a node whose heartbeat lapsed (an
+    apiserver restart can make it lapse): Ready=False, reason NodeNotReady. The kubelet, whose own
+    view did not change, publishes Ready=True again (it once never did: the pod stayed unready)."""
+    apply(sandbox, namespace, busybox_pod("steady", "exec sleep 3600"))
+    wait_for(lambda: running_and_ready(sandbox, namespace, "steady"), timeout=60, what="pod steady ready")
+    overwrite = {"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "NodeNotReady", "message": "Node is not ready"}]}}
+    sandbox.kubectl("-n", namespace, "patch", "pod", "steady", "--subresource=status", "--type=strategic",
+                    "-p", json.dumps(overwrite))
+    wait_for(lambda: running_and_ready(sandbox, namespace, "steady"), timeout=30,
+             what="pod steady ready again after Ready=False was written over its status")
+
+
 def test_failing_liveness_probe_restarts_the_container(sandbox: Sandbox, namespace: str) -> None:
     apply(sandbox, namespace, busybox_pod(
         "unhealthy", "exec sleep 3600",

@@ -1,4 +1,6 @@
-"""`up` and `down` of a whole sandbox: fast when the binaries are cached, nothing left behind.
+"""`up` and `down` of a whole sandbox: every component ready, nothing left behind. (How fast `up`
+is with the binaries cached is a benchmark figure, `make bench` `sandbox-up`: a timed assertion
+here failed whenever the shared phase loaded the machine.)
 
 Runs a second sandbox (own state dir, ports and pod IPs shifted from the session's) so the
 session's shared one is untouched.
@@ -15,8 +17,6 @@ from pathlib import Path
 from kube_sandbox.config import NODE_NAMES, POD_IP_PREFIX
 from kube_sandbox.namespace import processes_in_namespace
 
-WARM_UP_LIMIT_SECONDS = 30.0
-
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kube_sandbox", *args], env=env, capture_output=True,
@@ -30,15 +30,14 @@ def second_sandbox_env(state_dir: Path) -> dict[str, str]:
                 SANDBOX_POD_IP_PREFIX=f"127.{(octet + 100) % 256}")
 
 
-def test_up_is_fast_with_cached_binaries_and_down_leaves_no_process(tmp_path: Path) -> None:
+def test_up_starts_every_component_and_down_leaves_no_process(tmp_path: Path) -> None:
     env = second_sandbox_env(tmp_path / "second")
     started = time.monotonic()
     up = run_cli(env, "up")
     up_seconds = time.monotonic() - started
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        print(f"\nwarm up took {up_seconds:.1f}s")
-        assert up_seconds < WARM_UP_LIMIT_SECONDS
+        print(f"\nwarm up took {up_seconds:.1f}s (the benchmark's sandbox-up figure judges it)")
         status = run_cli(env, "status")
         assert status.returncode == 0, status.stdout + status.stderr
         report = json.loads(status.stdout)

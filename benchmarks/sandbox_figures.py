@@ -1,0 +1,50 @@
+"""How long `python -m kube_sandbox up` takes with every binary cached (a second sandbox beside the
+session's: its own state directory, ports and pod addresses, as the alone phase's extra sandboxes),
+against the 30 s the test workflow counts on (docs/dev/testing.md); `down` after each run."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.results import Result, describe_samples, median
+from kube_sandbox.config import POD_IP_PREFIX
+
+WARM_UP_TARGET_SECONDS = 30.0
+CLI_TIMEOUT_SECONDS = 240
+# Beyond the alone phase's extra sandboxes (500 per index) and the lifecycle test's (1000).
+PORT_SHIFT = 1500
+POD_OCTET_SHIFT = 110
+
+
+def _second_sandbox_env(state_dir: Path) -> dict[str, str]:
+    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + PORT_SHIFT
+    octet = int(os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX).split(".")[1])
+    return dict(os.environ, SANDBOX_DIR=str(state_dir), SANDBOX_PORT_OFFSET=str(offset),
+                SANDBOX_POD_IP_PREFIX=f"127.{(octet + POD_OCTET_SHIFT) % 256}")
+
+
+def _cli(env: dict[str, str], command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kube_sandbox", command], env=env, capture_output=True,
+                          text=True, timeout=CLI_TIMEOUT_SECONDS)
+
+
+def measure_sandbox_up(repeat: int) -> list[Result]:
+    samples = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as state:
+            env = _second_sandbox_env(Path(state) / "sandbox")
+            started = time.monotonic()
+            try:
+                up = _cli(env, "up")
+                elapsed = time.monotonic() - started
+                if up.returncode != 0:
+                    raise RuntimeError(f"kube_sandbox up failed:\n{up.stdout}{up.stderr}")
+            finally:
+                _cli(env, "down")
+            samples.append(elapsed)
+    return [Result.alone("sandbox up, binaries cached", "s", median(samples), target=WARM_UP_TARGET_SECONDS,
+                         note=describe_samples(samples))]
