@@ -15,8 +15,8 @@ from kube_sandbox.config import POD_IP_PREFIX
 
 WARM_UP_TARGET_SECONDS = 30.0
 CLI_TIMEOUT_SECONDS = 240
-# Beyond the alone phase's extra sandboxes (500 per index) and the lifecycle test's (1000).
-PORT_SHIFT = 1500
+# Beyond the alone phase's extra sandboxes (500 per index) and the lifecycle test's (3000).
+PORT_SHIFT = 3500
 POD_OCTET_SHIFT = 110
 
 

@@ -24,7 +24,7 @@ from tests.repository.metric_names import (
 )
 
 RULE_FILES = sorted(p for p in RULES_DIR.glob("*-rules.yaml"))
-RULE_TESTS = sorted(RULES_DIR.glob("*-rules.test.yaml"))
+RULE_TESTS = sorted(RULES_DIR.glob("*-rules*.test.yaml"))
 RUNBOOK_PAGE = "docs/monitoring.md"
 
 

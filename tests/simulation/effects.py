@@ -13,7 +13,7 @@ from etcd_operator.observed import ObservedCluster
 from tests.simulation import tls_model
 from tests.simulation.observe import reachable as reachable_member
 from tests.simulation.physics import NOSPACE
-from tests.simulation.world import GRACE_SECONDS, PVC, EtcdState, MemberRecord, Pod, Refused, World
+from tests.simulation.world import GRACE_SECONDS, PVC, EtcdState, MemberRecord, Pod, Refused, RemovalFacts, World
 
 Write = tuple[str, Callable[[], None]]
 FITS_QUOTA = 0.9  # NOSPACE disarmed with the data in use at or above this share of the real quota returns at once
@@ -162,17 +162,20 @@ def remove_member(world: World, observed: ObservedCluster, name: str, member_id:
         state.leader = None
 
 
-def _snapshot_peers(world: World, state: EtcdState, name: str) -> tuple[bool, int, int, str, bool]:
-    """(victim's data sound, voters agreeing with it and connected to it, voters, who, leader's data sound)."""
+def _snapshot_peers(world: World, state: EtcdState, name: str) -> RemovalFacts:
     data = world.data_of(name)
     leader = world.data_of(state.leader or "")
     leader_sound = leader is None or leader.lineage == 0
+    others = [world.data_of(m.name) for m in state.voters() if m.name != name]
+    other_sound = sum(1 for other in others if other is not None and other.lineage == 0)
     if data is None or world.etcd_of(name) is not state:
-        return (False, 0, len(state.voters()), "not running", leader_sound)
+        return RemovalFacts(False, 0, len(state.voters()), "not running", leader_sound, other_sound, False)
     pod = world.pods[name]
     agree = [m.name for m in state.voters() if world.etcd_of(m.name) is state
              and world.pods_linked(pod, world.pods[m.name]) and world.data_of(m.name).lineage == data.lineage]  # type: ignore[union-attr]
-    return (data.lineage == 0, len(agree), len(state.voters()), ", ".join(agree), leader_sound)
+    doomed = name not in world.pvcs and pod.deleting_at is not None
+    return RemovalFacts(data.lineage == 0, len(agree), len(state.voters()), ", ".join(agree), leader_sound,
+                        other_sound, doomed)
 
 
 def _remove(world: World, action: a.RemoveMember, observed: ObservedCluster) -> list[Write]:

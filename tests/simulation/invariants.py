@@ -79,18 +79,27 @@ PLANNED_REMOVALS = ("scale", "stop", "upgrade")
 def never_removed_healthy_consistent(world: World, facts: StepFacts) -> list[str]:
     """Never a member removed or rebuilt that a majority of its peers sees as healthy and consistent."""
     found = []
-    for name, purpose, (_sound, agree, voters, detail, _leader_sound) in world.removed:
-        if purpose not in PLANNED_REMOVALS and agree > voters // 2:
-            found.append(f"member {name} removed ({purpose}) while {agree} of {voters} voters, a majority, are "
-                         f"connected to it with the same data ({detail})")
+    for name, purpose, removal in world.removed:
+        if purpose not in PLANNED_REMOVALS and removal.agree > removal.voters // 2:
+            found.append(f"member {name} removed ({purpose}) while {removal.agree} of {removal.voters} voters, a "
+                         f"majority, are connected to it with the same data ({removal.detail})")
     return found
 
 
 def never_replaced_by_corrupt_copy(world: World, facts: StepFacts) -> list[str]:
-    """Never a healthy member replaced by a copy of a corrupt one (a new member copies the leader)."""
+    """Never a healthy member replaced by a copy of a corrupt one (a new member copies the leader)
+    where that makes things worse: sound data remains that the copies can outvote (another sound
+    voter: the corruption remedy replaces the minority), or the removed member's own data would
+    have survived (on its PVC, or in the emptyDir of a pod nobody deletes). Not flagged: the
+    leader is the only voter left and the removed member's emptyDir goes with its pod, deleted by
+    Kubernetes (a taint eviction): no action keeps that data, and every new member copies the
+    leader, which no one can compare with."""
     return [f"member {name}, whose data is sound, removed to be replaced by a copy of the leader's data, which is "
-            f"corrupt" for name, purpose, (sound, _a, _v, _d, leader_sound) in world.removed
-            if purpose == "replace" and sound and not leader_sound]
+            f"corrupt ({removal.other_sound_voters} other sound voter(s); its own data "
+            f"{'goes with its pod' if removal.doomed else 'would have stayed'})"
+            for name, purpose, removal in world.removed
+            if purpose == "replace" and removal.sound and not removal.leader_sound
+            and (removal.other_sound_voters > 0 or not removal.doomed)]
 
 
 def no_backup_of_another_incarnation(world: World, facts: StepFacts) -> list[str]:

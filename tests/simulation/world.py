@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from etcd_common.api import constants as c
 from etcd_common.api.etcd_cluster import EtcdCluster
@@ -152,6 +152,18 @@ class Backup:
     raw: dict[str, Any]
 
 
+class RemovalFacts(NamedTuple):
+    """The world at a member's removal, for the invariants (effects.remove_member)."""
+
+    sound: bool  # the removed member's data exists, runs in this etcd cluster and is not corrupt
+    agree: int  # voters connected to it with the same data
+    voters: int
+    detail: str  # who agrees
+    leader_sound: bool  # the leader's data (what a new member copies) is not corrupt
+    other_sound_voters: int  # voters besides it whose data is not corrupt (connected or not)
+    doomed: bool  # its data is an emptyDir of a pod being deleted: it goes with the pod, removed or not
+
+
 @dataclass
 class World:
     raw_cluster: dict[str, Any]
@@ -174,7 +186,7 @@ class World:
     events: list[str] = field(default_factory=list)  # what happened this step (invariants read it)
     seeded: list[tuple[str, str, Data, Data]] = field(default_factory=list)  # recovery seeds' data taken
     zero_id_corrupt: bool = False  # the corruption check raises CORRUPT with member ID 0 (etcd 3.6)
-    removed: list[tuple[str, str, tuple[bool, int, int, str, bool]]] = field(default_factory=list)
+    removed: list[tuple[str, str, RemovalFacts]] = field(default_factory=list)  # (member, purpose, facts)
     fault_scale: float = 1.0
     env_quota: int | None = None
     known_cas: dict[str, bytes] = field(default_factory=dict)  # every CA issued: fingerprint -> PEM

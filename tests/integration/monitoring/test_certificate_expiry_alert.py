@@ -2,7 +2,7 @@
 end: a cluster on spec.TLS.static certificates that end in a day, the operator's not-after gauge
 scraped through the shipped discovery config, the shipped alert rule evaluated on it. Only the
 rule's `for:` (1 h warning, 10 min critical) is shortened here, in a copy of the rule file; the
-`for:` durations themselves are promtool-tested (deploy/prometheus/etcd-operator-rules.test.yaml)."""
+`for:` durations themselves are promtool-tested (deploy/prometheus/etcd-operator-rules.days.test.yaml)."""
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -23,8 +23,13 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
                           text=True, timeout=240)
 
 
+# Ports beyond those of the alone phase's extra sandboxes (EXTRA_SANDBOX_PORT_STEP each), which
+# scripts/test.sh starts while this test runs in the shared phase.
+PORT_SHIFT = 3000
+
+
 def second_sandbox_env(state_dir: Path) -> dict[str, str]:
-    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + 1000
+    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + PORT_SHIFT
     octet = int(os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX).split(".")[1])
     return dict(os.environ, SANDBOX_DIR=str(state_dir), SANDBOX_PORT_OFFSET=str(offset),
                 SANDBOX_POD_IP_PREFIX=f"127.{(octet + 100) % 256}")

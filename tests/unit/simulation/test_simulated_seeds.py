@@ -16,7 +16,7 @@ from tests.simulation import invariants, tls_model
 from tests.simulation.effects import UnmodelledAction, writes_of
 from tests.simulation.observe import observe
 from tests.simulation.run import report, run_seed
-from tests.simulation.world import Data, EtcdState, MemberRecord, Pod, World, new_world
+from tests.simulation.world import Data, EtcdState, MemberRecord, Pod, RemovalFacts, World, new_world
 
 # The suite's fixed seeds: 50 seeds, about 15-20 s on 2 cores (a seed that passes runs all 120 steps,
 # about 0.5 s, up to 1.5 s with spec.TLS.issued: the planner checks every certificate each pass);
@@ -26,8 +26,10 @@ from tests.simulation.world import Data, EtcdState, MemberRecord, Pod, World, ne
 # copied from the leader, while CORRUPT was raised and the leader's data was the corrupt copy), 5012
 # (the same with a member whose pod is gone from the API while its node is cut off), 5054 (a learner
 # cut off from the operator only, replaced: its peers' view was not asked for learners), 5287 (a new
-# CA issued for a lost one while the only member, its pod marked deleted, still ran trusting the old).
-SUITE_SEEDS = (*range(0, 50), 211, 221, 418, 512, 5012, 5054, 5287)
+# CA issued for a lost one while the only member, its pod marked deleted, still ran trusting the old),
+# 3459 and 7812 (a corrupt only voter copied into the replacement of a learner whose pod Kubernetes
+# evicted: no action keeps the learner's data, so no violation; the invariant's line is drawn there).
+SUITE_SEEDS = (*range(0, 50), 211, 221, 418, 512, 5012, 5054, 5287, 3459, 7812)
 
 
 @pytest.mark.parametrize("seed", SUITE_SEEDS)
@@ -106,10 +108,29 @@ def test_a_reused_revision_is_caught() -> None:
 
 def test_a_healthy_member_removed_is_caught() -> None:
     world, _ = _serving_world()
-    world.removed.append(("example-m1", "replace", (True, 3, 3, "example-m0, example-m1, example-m2", True)))
+    world.removed.append(("example-m1", "replace", RemovalFacts(True, 3, 3, "example-m0, example-m1, example-m2",
+                                                                True, 2, False)))
     assert invariants.never_removed_healthy_consistent(world, invariants.StepFacts())
-    world.removed[0] = ("example-m1", "replace", (False, 1, 3, "example-m1", True))
+    world.removed[0] = ("example-m1", "replace", RemovalFacts(False, 1, 3, "example-m1", True, 2, False))
     assert invariants.never_removed_healthy_consistent(world, invariants.StepFacts()) == []
+
+
+def test_a_sound_member_replaced_by_a_copy_of_a_corrupt_leader_is_caught_where_it_makes_things_worse() -> None:
+    """Flagged when a sound voter remains (the copies would outvote it) or the member's own data
+    would have stayed; not when the corrupt leader is the only voter left and the member's emptyDir
+    goes with a pod Kubernetes deletes (seeds 3459, 7812: no action keeps that data)."""
+    world, _ = _serving_world()
+
+    def flagged(**facts: object) -> bool:
+        removal = RemovalFacts(**{"sound": True, "agree": 0, "voters": 1, "detail": "", "leader_sound": False,
+                                  "other_sound_voters": 0, "doomed": True, **facts})  # type: ignore[arg-type]
+        world.removed[:] = [("example-m1", "replace", removal)]
+        return bool(invariants.never_replaced_by_corrupt_copy(world, invariants.StepFacts()))
+    assert flagged(other_sound_voters=1)
+    assert flagged(doomed=False)
+    assert not flagged()
+    assert not flagged(leader_sound=True, doomed=False)
+    assert not flagged(sound=False, doomed=False)
 
 
 def test_an_action_without_a_model_effect_fails_loudly() -> None:
