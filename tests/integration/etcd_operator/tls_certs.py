@@ -111,6 +111,14 @@ class ClusterCertificates:
     peer: KeyPair
     server: KeyPair
     operator: KeyPair
+    # The CA that signed server.crt when it is not `ca` (CoreOS's TLS guide allows it: server-ca.crt
+    # then verifies clients only, and the operator's etcd-client-ca.crt is this one).
+    server_signer: CertificateAuthority | None = None
+
+    @property
+    def server_ca(self) -> CertificateAuthority:
+        """The CA clients verify the members' client port with."""
+        return self.server_signer or self.ca
 
     @property
     def peer_secret(self) -> str:
@@ -138,7 +146,7 @@ class ClusterCertificates:
                                  c.SERVER_CA_FILE: self.ca.cert_pem},
             self.operator_secret: {c.OPERATOR_CERT_FILE: self.operator.cert_pem,
                                    c.OPERATOR_KEY_FILE: self.operator.key_pem,
-                                   c.OPERATOR_CA_FILE: self.ca.cert_pem},
+                                   c.OPERATOR_CA_FILE: self.server_ca.cert_pem},
         }
         return [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                  "metadata": {"name": name, "namespace": self.namespace},
@@ -148,11 +156,11 @@ class ClusterCertificates:
     def client_flags(self, pair: KeyPair | None = None) -> list[str]:
         """etcdctl flags trusting the CA and presenting `pair` (default: the operator's certificate)."""
         pair = pair or self.operator
-        return [f"--cacert={self.ca.cert_file}", f"--cert={pair.cert_file}", f"--key={pair.key_file}"]
+        return [f"--cacert={self.server_ca.cert_file}", f"--cert={pair.cert_file}", f"--key={pair.key_file}"]
 
     def ca_only_flags(self) -> list[str]:
         """etcdctl flags trusting the CA but presenting no client certificate."""
-        return [f"--cacert={self.ca.cert_file}"]
+        return [f"--cacert={self.server_ca.cert_file}"]
 
 
 # etcd checks a peer's client certificate against the address the connection comes from (reverse
@@ -162,19 +170,24 @@ class ClusterCertificates:
 SANDBOX_PEER_SOURCE_IPS = ("127.0.0.1",)
 
 
-def coreos_static_tls(directory: Path, cluster: str, namespace: str, days: int = CERT_DAYS) -> ClusterCertificates:
+def coreos_static_tls(directory: Path, cluster: str, namespace: str, days: int = CERT_DAYS, *,
+                      separate_server_signer: bool = False) -> ClusterCertificates:
     """A CA and the certificates the CoreOS etcd-operator's TLS guide asks for:
     peer `*.<cluster>.<ns>.svc[.cluster.local]` (plus SANDBOX_PEER_SOURCE_IPS); server the same
     names plus the client service (`<cluster>-client[.<ns>.svc[.cluster.local]]`) and `localhost`;
-    operator a client certificate."""
+    operator a client certificate. `separate_server_signer`: server.crt signed by a second CA, not
+    the one in server-ca.crt (which then only verifies clients), as CoreOS's guide lays it out; etcd's
+    own JSON gateway refuses that server certificate (issue 41, finding 13)."""
     ca = CertificateAuthority.create(directory, f"{cluster}-ca", days)
+    signer = (CertificateAuthority.create(directory / "server-signer", f"{cluster}-server-signer", days)
+              if separate_server_signer else None)
     members = [f"*.{cluster}.{namespace}.svc", f"*.{cluster}.{namespace}.svc.cluster.local"]
     client_service = [f"{cluster}-client", f"{cluster}-client.{namespace}.svc",
                       f"{cluster}-client.{namespace}.svc.cluster.local"]
     peer = ca.issue("peer", f"{cluster}-peer", dns_names=members, ip_addresses=SANDBOX_PEER_SOURCE_IPS)
-    server = ca.issue("server", f"{cluster}-server", dns_names=[*members, *client_service, "localhost"])
+    server = (signer or ca).issue("server", f"{cluster}-server", dns_names=[*members, *client_service, "localhost"])
     operator = ca.issue("operator", "etcd-operator", server=False)
-    return ClusterCertificates(cluster, namespace, ca, peer, server, operator)
+    return ClusterCertificates(cluster, namespace, ca, peer, server, operator, signer)
 
 
 def member_url(cluster: str, namespace: str, member: str, port: int) -> str:
