@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from etcd_common.api import constants as c
 from kube_sandbox.testing import wait_for
 from tests.integration.etcd_operator.etcd_data import member_url, read_prefix
-from tests.integration.etcd_operator.operator_clusters import Clusters, etcd_cluster
+from tests.integration.etcd_operator.operator_clusters import GROUP, PLURAL, VERSION, Clusters, etcd_cluster
 from tests.integration.etcd_operator.status_history import conditions
 
 PREFIX = "/recovery/"
@@ -119,3 +120,42 @@ def test_policy_report_only_reports(clusters: Clusters, policy: dict[str, Any]) 
     assert [(p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)] == [(survivor, survivor_uid)]
     assert not [e for e in clusters.events(name) if e.reason.startswith("QuorumRecover")]
     assert any(e.reason == "QuorumLost" and e.type == "Warning" for e in clusters.events(name))
+
+
+def test_a_recovery_annotation_on_a_cluster_with_quorum_is_refused_and_changes_nothing(clusters: Clusters) -> None:
+    """Bad input (issue 41): the one-off recovery annotation, naming a member, on a healthy cluster.
+    Rebuilding from one member would drop the others' writes: refused with a reason (status reason
+    QuorumRecoveryRefused, a Warning event), every member and pod kept; the reason goes with the
+    annotation."""
+    name = "asked-under-quorum"
+    clusters.create(etcd_cluster(name, size=3))
+    clusters.wait_running(name, ready=3, timeout=180)
+    clusters.put(name, "/kept", "yes")
+    members_before = sorted((m["name"], m["ID"]) for m in clusters.member_list(name))
+    pods_before = sorted((p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name))
+    named = members_before[0][0]
+    _annotate(clusters, name, named)
+
+    status = clusters.wait_status(name, lambda s: s.get("reason") == "QuorumRecoveryRefused",
+                                  "the recovery request refused", timeout=60)
+    assert status.get("phase") == "Running", status
+    assert "the cluster has quorum (3 of 3 voting members are healthy)" in status.get("message", ""), status
+    assert "remove the annotation" in status.get("message", ""), status
+    events = wait_for(lambda: [e for e in clusters.events(name) if e.reason == "QuorumRecoveryRefused"],
+                      timeout=30, what="a QuorumRecoveryRefused event")
+    assert events[0].type == "Warning", events[0]
+    assert sorted((m["name"], m["ID"]) for m in clusters.member_list(name)) == members_before
+    assert sorted((p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)) == pods_before
+    assert clusters.get_value(name, "/kept") == "yes"
+
+    _annotate(clusters, name, None)
+    clusters.wait_status(name, lambda s: s.get("reason") != "QuorumRecoveryRefused" and s.get("phase") == "Running",
+                         "the refusal gone with the annotation", timeout=60)
+    assert sorted((p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)) == pods_before
+
+
+def _annotate(clusters: Clusters, name: str, value: str | None) -> None:
+    """Set (None: remove) the one-off recovery annotation, as `kubectl annotate` does."""
+    clusters.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, clusters.namespace, PLURAL, name,
+        {"metadata": {"annotations": {c.ANNOTATION_RECOVER_QUORUM_FROM_SURVIVOR: value}}})
