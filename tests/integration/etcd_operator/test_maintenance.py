@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import wait_for
 from tests.check_perf import raft_term
 from tests.integration.etcd_operator.client_writes import Writer, assert_only_leader_change_drops
@@ -170,6 +171,40 @@ def test_defragmentation_under_writes_fails_no_write_and_takes_the_leader_last(c
     stored = read_prefix(clusters.sandbox, [clusters.client_url(name)], "during/")
     assert all(stored.get(k) == v for k, v in writer.acknowledged.items()), "acknowledged writes lost"
     assert done["maintenance"]["members"]
+
+
+@pytest.mark.parametrize("minor", ["3.5", "3.6"])
+def test_a_corrupt_alarm_for_member_id_0_is_reported_as_an_outage_and_never_disarmed(clusters: Clusters,
+                                                                                     minor: str) -> None:
+    """CORRUPT for member ID 0, as etcd 3.5's periodic check and 3.6's compaction hash check raise
+    it when they cannot single out a member (issue 41, finding 4: once read as no alarm, so status
+    said Running/Available while etcd refused every request): reported as an outage with what to
+    do, nothing changed, the alarm left to a person; once they disarm it, the cluster is whole."""
+    name = f"corrupt0-{minor.replace('.', '-')}"
+    clusters.create(etcd_cluster(name, size=3, version=newest_etcd_version(minor)))
+    clusters.wait_running(name, ready=3, timeout=180)
+    clusters.put(name, "kept", "yes")
+    ids, uids = member_ids(clusters, name), _pod_uids(clusters, name)
+    raise_alarm(next(iter(_pod_ips(clusters, name).values())), 0, "CORRUPT")
+
+    status = clusters.wait_status(
+        name, lambda s: s.get("reason") == "CorruptAlarm" and _alarm_raised(s)[0] == "True"
+        and conditions(s).get("Available", ("",))[0] != "True", "CORRUPT for member ID 0 reported as an outage",
+        timeout=90)
+    assert "raised for member ID 0" in status.get("message", "") and "etcdctl alarm disarm" in status["message"], status
+    wait_for(lambda: [e for e in clusters.events(name) if e.reason == "CorruptAlarm" and e.type == "Warning"],
+             timeout=30, what="a CorruptAlarm Warning event")
+    alarms = clusters.sandbox.etcdctl(clusters.member_urls(name), "alarm", "list").stdout
+    assert "alarm:CORRUPT" in alarms, f"the operator disarmed what only a person may: {alarms!r}"
+    assert member_ids(clusters, name) == ids, "the membership changed"
+    assert _pod_uids(clusters, name) == uids, "a pod was deleted"
+
+    disarm = clusters.sandbox.etcdctl(clusters.member_urls(name), "alarm", "disarm")
+    assert disarm.returncode == 0, disarm.stderr
+    clusters.wait_status(name, lambda s: _alarm_raised(s)[0] == "False" and s.get("phase") == "Running"
+                         and s.get("readyCount") == 3, "whole again once a person disarmed it", timeout=90)
+    assert clusters.get_value(name, "kept") == "yes"
+    assert member_ids(clusters, name) == ids
 
 
 def test_a_corrupt_member_is_replaced_and_a_corrupt_majority_only_reported(clusters: Clusters) -> None:
