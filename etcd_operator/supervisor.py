@@ -77,6 +77,7 @@ class ClusterSupervisor:
         self.pacing = Pacing(context.resync_seconds)
         self._last_error: str | None = None
         self._reported: tuple[str, str] | None = None  # (reason, message) of the last report's event
+        self._status_from_before = True  # until our first pass wrote it, the status is a predecessor's
         self._deleting = False
         self._start_incidents: set[tuple[str, str]] | None = None  # None: not yet compared with status
         self._failing_with: str | None = None  # the failure of the last pass, if it failed
@@ -142,6 +143,7 @@ class ClusterSupervisor:
         if outcome is Outcome.DONE:
             self._report(raw, observed, action)
         self._write_status(raw, observed, action, self._last_error if outcome is Outcome.DONE else None)
+        self._status_from_before = False
         return self.pacing.delay_after(action, outcome)
 
     def _being_deleted(self, raw: dict[str, Any]) -> bool:
@@ -269,7 +271,10 @@ class ClusterSupervisor:
             return True
         incident = (str(action.event_reason), action.describe())
         previous, self._reported = self._reported, incident
-        if previous is None:
+        if self._status_from_before:
+            # Only a predecessor's status says it was reported: one written by a pass of ours
+            # may carry the same reason without this report (an alarm keeps the status' reason
+            # while the report changes, with waiting passes in between).
             return (raw.get("status") or {}).get("reason") != action.event_reason
         return previous != incident
 

@@ -238,8 +238,11 @@ def test_a_corrupt_member_is_replaced_and_a_corrupt_majority_only_reported(clust
 
     uids, ips = _pod_uids(clusters, name), _pod_ips(clusters, name)
     majority = sorted(after)[:2]
+    # Both damaged before either alarm: an alarm raised between the two would, rightly, have the
+    # first replaced from the two that still agree, and the second damage would meet a new member.
     for member, damaged in zip(majority, (b"rotten-value-222222222", b"rotten-value-333333333")):
         corrupt_member_data(clusters.sandbox, uids[member], true_value.encode(), damaged)
+    for member in majority:
         raise_alarm(ips[member], after[member], "CORRUPT")
     clusters.wait_status(name, lambda s: s.get("reason") == "CorruptAlarm", "CORRUPT reported")
     wait_for(lambda: [e for e in clusters.events(name) if e.reason == "CorruptAlarm" and "no majority" in (e.message or "")],

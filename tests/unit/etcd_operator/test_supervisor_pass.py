@@ -119,3 +119,38 @@ def test_a_failed_certificate_write_is_one_warning_per_distinct_error() -> None:
     assert len(issued) == 3, executor.executed
     warnings = [r for r in events.recorded if r[1] == "CertificateIssueFailed"]
     assert warnings == [("Warning", "CertificateIssueFailed")] * 2, events.recorded
+
+
+def test_a_changed_report_after_a_waiting_pass_is_news_though_our_status_kept_its_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While an alarm is raised every pass writes its reason into status, whatever the pass does:
+    a report that changes after a pass that only waited is a new event, not taken for the one a
+    predecessor's status showed (it hid "no majority agrees" behind an earlier CORRUPT report)."""
+    from etcd_common.etcd.alarms import CORRUPT
+    from etcd_operator import supervisor as supervisor_module
+
+    plans = iter([a.ReportAlarm(CORRUPT, "the members' keyspace hashes are not known yet"),
+                  a.Wait("CORRUPT: asking the members for their hashes again"),
+                  a.ReportAlarm(CORRUPT, "no majority of the 3 voting members agrees"),
+                  a.ReportAlarm(CORRUPT, "no majority of the 3 voting members agrees")])
+    monkeypatch.setattr(supervisor_module, "plan_next_action", lambda observed, policy: next(plans))
+    monkeypatch.setattr(supervisor_module, "compute_status", lambda observed, action, **_: {
+        "phase": "Running", "reason": "CorruptAlarm", "message": action.describe()})
+    supervisor, executor, events = _supervisor(raw_cluster(status={"phase": "Running", "reason": "Running"}))
+    for _ in range(4):
+        supervisor.reconcile_once()
+    assert [r for r in events.recorded if r[1] == "CorruptAlarm"] == [("Warning", "CorruptAlarm")] * 2
+
+
+def test_a_report_the_predecessors_status_shows_is_not_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted operator whose first pass finds its report in the status it inherits sends no
+    second event for it."""
+    from etcd_common.etcd.alarms import CORRUPT
+    from etcd_operator import supervisor as supervisor_module
+
+    report = a.ReportAlarm(CORRUPT, "no majority of the 3 voting members agrees")
+    monkeypatch.setattr(supervisor_module, "plan_next_action", lambda observed, policy: report)
+    supervisor, executor, events = _supervisor(raw_cluster(status={"phase": "Running", "reason": "CorruptAlarm"}))
+    for _ in range(3):
+        supervisor.reconcile_once()
+    assert [r for r in events.recorded if r[1] == "CorruptAlarm"] == []
