@@ -34,6 +34,19 @@ class ProcessSpec:
     cwd: Path
     log_path: Path
     pid_file: Path
+    user: int | None = None  # run as this uid (None: the kubelet's own), see `argv_as_user`
+    group: int | None = None  # ... with this gid (None: the uid)
+    extra_groups: tuple[int, ...] | None = None  # ... and these supplementary groups (None: none)
+
+
+def argv_as_user(spec: ProcessSpec) -> list[str]:
+    """The command that runs `spec.argv` as its user (`setpriv`, util-linux's), or `spec.argv`.
+    It goes inside a wrapper that must still be root (joining cgroups)."""
+    if spec.user is None:
+        return spec.argv
+    groups = ",".join(map(str, spec.extra_groups or ()))
+    return ["setpriv", f"--reuid={spec.user}", f"--regid={spec.group if spec.group is not None else spec.user}",
+            f"--groups={groups}" if groups else "--clear-groups", "--", *spec.argv]
 
 
 def exit_code_of(returncode: int) -> int:
@@ -91,7 +104,7 @@ class ContainerProcess:
         self.spec.cwd.mkdir(parents=True, exist_ok=True)
         with open(self.spec.log_path, "ab") as log_file:
             self._popen = subprocess.Popen(
-                self.spec.argv, env=self.spec.env, cwd=self.spec.cwd, stdin=subprocess.DEVNULL,
+                argv_as_user(self.spec), env=self.spec.env, cwd=self.spec.cwd, stdin=subprocess.DEVNULL,
                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
             )
         self.started_at = now_rfc3339()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ class ImageRuntime:
     links: tuple[tuple[Path, Path], ...] = ()  # symlinks (link, target) that path_dirs rely on
     env: tuple[tuple[str, str], ...] = ()  # variables the image sets (ENV), before the container's own
     scripts: tuple[tuple[Path, str], ...] = ()  # executable files (path, content) in path_dirs
+    # Programs (copy, original) hard-linked (copied across filesystems) where any user may run them:
+    # the originals may be under a directory only root enters (~/.cache), and a pod may run as another.
+    copies: tuple[tuple[Path, Path], ...] = ()
     local: LocalImage | None = None  # an image of the local store: runs in runc (runc.py), not as a process
 
     @property
@@ -190,18 +194,24 @@ class ImageCatalog:
             )
         source = self.etcd_binaries[version]
         bin_dir = self.images_dir / f"etcd-{version}" / "bin"
+        programs_dir = self.images_dir / f"etcd-{version}" / "programs"
         programs = [p for p in ETCD_PROGRAMS if (source / p).exists()]
-        links = tuple((bin_dir / p, source / p) for p in programs if p != "etcdctl")
-        scripts = tuple((bin_dir / p, ETCDCTL_WRAPPER.format(etcdctl=source / p)) for p in programs if p == "etcdctl")
+        copies = tuple((programs_dir / p, source / p) for p in programs)
+        links = tuple((bin_dir / p, programs_dir / p) for p in programs if p != "etcdctl")
+        scripts = tuple((bin_dir / p, ETCDCTL_WRAPPER.format(etcdctl=programs_dir / p))
+                        for p in programs if p == "etcdctl")
         rewrites = tuple((f"{d}/{p}", str(bin_dir / p)) for d in ETCD_IMAGE_BIN_DIRS for p in programs)
         return ImageRuntime(
             image=image, image_id=f"sandbox://etcd@{source}", path_dirs=(bin_dir,),
             rewrites=rewrites, entrypoint=(), cmd=("/usr/local/bin/etcd",), links=links, scripts=scripts,
+            copies=copies,
         )
 
     @staticmethod
     def materialize(runtime: ImageRuntime) -> None:
-        """Create the symlinks and scripts the runtime's PATH dirs rely on (idempotent)."""
+        """Create the copies, symlinks and scripts the runtime's PATH dirs rely on (idempotent)."""
+        for copy, original in runtime.copies:
+            _link_or_copy(original, copy)
         for path, content in runtime.scripts:
             if path.is_file() and not path.is_symlink() and path.read_text() == content:
                 continue
@@ -219,6 +229,28 @@ class ImageCatalog:
                 tmp.unlink()
             tmp.symlink_to(target)
             tmp.replace(link)
+
+
+def _link_or_copy(original: Path, copy: Path) -> None:
+    """`copy` is `original` (a hard link, or a copy across filesystems), readable and runnable by
+    every user; made again when the original changed."""
+    source = original.stat()
+    try:
+        present = copy.stat()
+    except FileNotFoundError:
+        present = None
+    if present is not None and (present.st_ino == source.st_ino and present.st_dev == source.st_dev
+                                or (present.st_size, present.st_mtime_ns) == (source.st_size, source.st_mtime_ns)):
+        return
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    tmp = copy.with_name(f".{copy.name}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(original, tmp)
+    except OSError:  # another filesystem
+        shutil.copy2(original, tmp)
+    os.chmod(tmp, source.st_mode | 0o555)
+    tmp.replace(copy)
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -19,7 +19,13 @@ from typing import Any
 
 from kube_sandbox.kubelet import events
 from kube_sandbox.kubelet.cgroups import CgroupLayout, PodCgroups, container_limits, join_argv
-from kube_sandbox.kubelet.containers import ContainerProcess, ProcessSpec, now_rfc3339, require_executable
+from kube_sandbox.kubelet.containers import (
+    ContainerProcess,
+    ProcessSpec,
+    argv_as_user,
+    now_rfc3339,
+    require_executable,
+)
 from kube_sandbox.kubelet.environment import ContainerConfigError, build_environment, expand
 from kube_sandbox.kubelet.images import POD_IP_ENV, ImageCatalog, ImageNotAvailable, ImageRuntime, container_argv
 from kube_sandbox.kubelet.ipam import IpAllocator
@@ -46,6 +52,7 @@ from kube_sandbox.kubelet.runc import (
     LocalImages,
     Mount,
     RuncProcess,
+    is_local_image,
     parse_user,
     runc_argv,
     write_bundle,
@@ -540,7 +547,7 @@ class PodWorker:
                 if self.cgroups is not None:
                     require_executable(spec)  # the wrapper shell would only exit 127
                     spec = replace(spec, argv=join_argv(self.cgroups.prepare(st.name, container_limits(st.spec)),
-                                                        spec.argv))
+                                                        argv_as_user(spec)), user=None, group=None, extra_groups=None)
                     oom_kills = self.cgroups.oom_kills(st.name)
                 process = ContainerProcess(spec, on_exit=self.wake)
             pid = process.start()
@@ -721,11 +728,46 @@ class PodWorker:
         ports = {p["name"]: int(p["containerPort"]) for p in container.get("ports") or [] if p.get("name")}
         inside_pod = Rewriter(paths=rewriter.paths, pod_ip=rewriter.pod_ip, loopback=True)
         target = ProbeTarget(pod_ip=self.ip, ports=ports, env=env, cwd=cwd, rewrite=inside_pod.apply)
-        return ProcessSpec(argv=argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file), target
+        process = ProcessSpec(argv=argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file)
+        if self._shares_files_with_runc():
+            # Its files meet those of a container that runs as its real user: this one does too
+            # (a process stands in for an image with no user of its own: root unless the pod says).
+            uid, gid, groups = self._container_user(st, 0, 0)
+            self._open_empty_dirs()
+            container_dir.mkdir(parents=True, exist_ok=True)
+            os.chown(container_dir, uid, gid)
+            process = replace(process, user=uid, group=gid, extra_groups=groups)
+        return process, target
 
     def _runc_name(self, st: ContainerState) -> str:
         """The container's name for runc and its root filesystem's for buildah (per pod container)."""
         return f"{self.uid}-{st.name}"
+
+    def _container_user(self, st: ContainerState, image_uid: int, image_gid: int) -> tuple[int, int, tuple[int, ...]]:
+        """(uid, gid, supplementary groups) the container runs as: runAsUser/runAsGroup of the
+        container or the pod, else the image's; fsGroup and supplementalGroups besides."""
+        pod_security = (self.pod.get("spec") or {}).get("securityContext") or {}
+        security = st.spec.get("securityContext") or {}
+        uid = int(security.get("runAsUser", pod_security.get("runAsUser", image_uid)))
+        gid = int(security.get("runAsGroup", pod_security.get("runAsGroup", image_gid)))
+        groups = tuple(int(g) for g in [pod_security.get("fsGroup"), *(pod_security.get("supplementalGroups") or [])]
+                       if g is not None)
+        if uid == 0 and (security.get("runAsNonRoot") or pod_security.get("runAsNonRoot")):
+            raise ContainerConfigError("container has runAsNonRoot and image will run as root")
+        return uid, gid, groups
+
+    def _open_empty_dirs(self) -> None:
+        """Like the real kubelet: emptyDirs are world-writable, whichever user the container runs as."""
+        for volume in (self.pod.get("spec") or {}).get("volumes") or []:
+            directory = self.volumes.directories.get(volume["name"]) if self.volumes else None
+            if "emptyDir" in volume and directory is not None and directory.is_dir():
+                directory.chmod(0o777)
+
+    def _shares_files_with_runc(self) -> bool:
+        """Does a container of this pod run in runc (an image of the local store), as its own user?"""
+        spec = self.pod.get("spec") or {}
+        return any(is_local_image(str(c.get("image") or ""))
+                   for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])])
 
     def _runc_spec(self, st: ContainerState, user_env: dict[str, str], service_env: dict[str, str],
                    mounts: list[tuple[str, str]], read_only: set[str],
@@ -743,19 +785,9 @@ class PodWorker:
                                               _read(rootfs / "etc" / "passwd"), _read(rootfs / "etc" / "group"))
         except LocalImageError as e:
             raise ContainerConfigError(str(e)) from e
-        pod_security = (self.pod.get("spec") or {}).get("securityContext") or {}
         security = st.spec.get("securityContext") or {}
-        uid = int(security.get("runAsUser", pod_security.get("runAsUser", image_uid)))
-        gid = int(security.get("runAsGroup", pod_security.get("runAsGroup", image_gid)))
-        groups = tuple(int(g) for g in [pod_security.get("fsGroup"), *(pod_security.get("supplementalGroups") or [])]
-                       if g is not None)
-        if uid == 0 and (security.get("runAsNonRoot") or pod_security.get("runAsNonRoot")):
-            raise ContainerConfigError("container has runAsNonRoot and image will run as root")
-        # Like the real kubelet: emptyDirs are world-writable, whichever user the container runs as.
-        for volume in (self.pod.get("spec") or {}).get("volumes") or []:
-            directory = self.volumes.directories.get(volume["name"]) if self.volumes else None
-            if "emptyDir" in volume and directory is not None and directory.is_dir():
-                directory.chmod(0o777)
+        uid, gid, groups = self._container_user(st, image_uid, image_gid)
+        self._open_empty_dirs()
         rewriter = Rewriter(paths=(), pod_ip="" if host_network else self.ip)
         argv = container_argv(st.runtime, [str(c) for c in st.spec.get("command") or []],
                               [str(a) for a in st.spec.get("args") or []])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from kube_sandbox.binaries import newest_etcd_version
 from kube_sandbox.testing import Sandbox, wait_for
 from tests.integration.packaging.built_image import local_image_reference, runc_evidence
 
@@ -106,3 +107,40 @@ def test_a_pod_of_the_built_image_runs_in_runc(sandbox: Sandbox, namespace: str)
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, timeout=GRACE_SECONDS / 2,
              what="the pod gone before its grace period ends (SIGTERM delivered)")
     assert not Path(f"/proc/{restarted}").exists()
+
+
+# The seed pod of a restore, when the operators run from the image: etcd's tools (a process here)
+# stage a private data directory; the image's container (in runc, as the pod's user) moves it.
+STAGE = "set -e; id -u > /var/etcd/staged-by; etcdutl version > /dev/null; mkdir -m 700 -p /var/etcd/restore/data; " \
+        "echo member > /var/etcd/restore/data/db"
+INSTALL = "import os; os.rename('/var/etcd/restore/data', '/var/etcd/data'); " \
+          "print('installed by', os.getuid(), 'staged by', open('/var/etcd/staged-by').read().strip(), " \
+          "open('/var/etcd/data/db').read().strip(), flush=True)"
+
+
+def test_a_process_container_beside_a_runc_one_runs_as_the_pods_user(sandbox: Sandbox, namespace: str) -> None:
+    """A pod mixing an etcd image (a host process here) and the built image (runc): the process
+    runs as the pod's user too, so the runc container may move what it wrote, as on a node where
+    both run as that user. (As root, the private directory it staged could not be moved.)"""
+    repository, tag = local_image_reference()
+    user = 65532
+    core = k8s.CoreV1Api(sandbox.api_client())
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mixed"},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": user, "runAsGroup": user, "fsGroup": user},
+            "initContainers": [{"name": "stage", "image": f"gcr.io/etcd-development/etcd:v{newest_etcd_version()}",
+                                "command": ["sh", "-c", STAGE],
+                                "volumeMounts": [{"name": "data", "mountPath": "/var/etcd"}]}],
+            "containers": [{"name": "install", "image": f"{repository}:{tag}", "command": ["python3", "-c", INSTALL],
+                            "volumeMounts": [{"name": "data", "mountPath": "/var/etcd"}]}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        },
+    })
+    phase = wait_for(lambda: (p := core.read_namespaced_pod("mixed", namespace).status.phase) in ("Succeeded", "Failed")
+                     and p, timeout=90, what="the mixed pod finished")
+    logs = sandbox.kubectl("-n", namespace, "logs", "mixed", "-c", "install").stdout
+    stage_logs = sandbox.kubectl("-n", namespace, "logs", "mixed", "-c", "stage").stdout
+    assert phase == "Succeeded", f"{logs}\n{stage_logs}"
+    assert f"installed by {user} staged by {user} member" in logs, logs

@@ -70,7 +70,9 @@ def test_etcd_images_resolve_to_that_versions_binaries(catalog: ImageCatalog, et
     runtime = catalog.resolve(image)
     bin_dir = catalog.images_dir / f"etcd-{version}" / "bin"
     assert runtime.path.split(":")[0] == str(bin_dir)
-    assert dict(runtime.links)[bin_dir / "etcd"] == etcd_dirs[version] / "etcd"
+    programs = catalog.images_dir / f"etcd-{version}" / "programs"
+    assert dict(runtime.links)[bin_dir / "etcd"] == programs / "etcd"
+    assert dict(runtime.copies)[programs / "etcd"] == etcd_dirs[version] / "etcd"
     rewrites = dict(runtime.rewrites)
     assert rewrites["/usr/local/bin/etcd"] == str(bin_dir / "etcd")
     assert rewrites["/usr/local/bin/etcdctl"] == str(bin_dir / "etcdctl")
@@ -124,10 +126,18 @@ def test_materialize_makes_links_and_the_etcdctl_wrapper(tmp_path: Path, catalog
     catalog.materialize(runtime)
     catalog.materialize(runtime)  # idempotent
     bin_dir = tmp_path / "images" / "etcd-3.4.23" / "bin"
-    assert (bin_dir / "etcd").resolve() == source / "etcd"
+    assert (bin_dir / "etcd").resolve().samefile(source / "etcd")  # a hard link: any user may run it
+    programs = tmp_path / "images" / "etcd-3.4.23" / "programs"
     wrapper = (bin_dir / "etcdctl").read_text()
-    assert str(source / "etcdctl") in wrapper and "SANDBOX_POD_IP" in wrapper
+    assert str(programs / "etcdctl") in wrapper and "SANDBOX_POD_IP" in wrapper
+    assert (programs / "etcdctl").samefile(source / "etcdctl")
     assert not (bin_dir / "etcdutl").exists()
+    # A rebuilt binary (a new file in the cache) is linked again, not left behind.
+    rebuilt = source / ".etcd.new"
+    rebuilt.write_text("#!/bin/sh\necho rebuilt\n")
+    rebuilt.replace(source / "etcd")
+    catalog.materialize(runtime)
+    assert (programs / "etcd").samefile(source / "etcd")
 
 
 @pytest.mark.parametrize("version", ["3.5.35", "3.6.16"])
@@ -135,7 +145,7 @@ def test_built_etcd_images_carry_etcdutl(catalog: ImageCatalog, etcd_dirs: dict[
     runtime = catalog.resolve(f"quay.io/coreos/etcd:v{version}")
     catalog.materialize(runtime)
     bin_dir = catalog.images_dir / f"etcd-{version}" / "bin"
-    assert (bin_dir / "etcdutl").resolve() == etcd_dirs[version] / "etcdutl"
+    assert (bin_dir / "etcdutl").resolve().samefile(etcd_dirs[version] / "etcdutl")
     assert dict(runtime.rewrites)["/usr/local/bin/etcdutl"] == str(bin_dir / "etcdutl")
 
 
