@@ -31,9 +31,18 @@ def image_repository(image: str) -> str:
     return f"{head}/{last}" if head else last
 
 
+# Images built on a node and kept in its own storage (podman, buildah, CRI-O) are named
+# `localhost/<name>`; such an image of a trusted `<name>` is trusted too (only whoever administers
+# the node can put it there). Not the other way round: a bare `<name>` may be pulled from a registry.
+LOCAL_STORAGE_PREFIX: Final = "localhost/"
+
+
 def repository_trusted(repository: str, trusted: tuple[str, ...]) -> bool:
-    """`repository` is an entry of `trusted`, or under an entry ending in "/"."""
-    return any(repository == entry or (entry.endswith("/") and repository.startswith(entry)) for entry in trusted)
+    """`repository` is an entry of `trusted`, or under an entry ending in "/", or is
+    `localhost/<entry>` (the node's own storage, see LOCAL_STORAGE_PREFIX)."""
+    local_name = repository.removeprefix(LOCAL_STORAGE_PREFIX) if repository.startswith(LOCAL_STORAGE_PREFIX) else None
+    return any(repository == entry or (entry.endswith("/") and repository.startswith(entry)) or local_name == entry
+               for entry in trusted)
 
 
 def untrusted_image_problem(field: str, image: str, trusted: tuple[str, ...]) -> str | None:

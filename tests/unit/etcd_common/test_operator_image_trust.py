@@ -17,7 +17,7 @@ DEFAULTS = ",".join(DEFAULT_TRUSTED_REPOSITORIES)
 
 
 @pytest.mark.parametrize("operator_image", [
-    "localhost/etcd-operator-py:0.1.0",                     # make demo: the sandbox runs the built image
+    "localhost/team/etcd-operator-py:0.1.0",                # built on the node under another name
     "registry.example.com/team/etcd-operator-py:0.1.0",     # relocated to the user's registry
     "registry.example.com:5000/etcd-operator-py@sha256:" + "a" * 64,
 ])
@@ -40,5 +40,19 @@ def test_both_operators_trust_the_image_they_run_from(monkeypatch: pytest.Monkey
     monkeypatch.setenv("OPERATOR_IMAGE", "registry.example.com/team/etcd-operator-py:1.2.3")
     settings = parse([])  # type: ignore[operator]
     assert settings.trusted_repositories == (*DEFAULT_TRUSTED_REPOSITORIES, "registry.example.com/team/etcd-operator-py")
-    flagged = parse(["--operator-image=localhost/etcd-operator-py:0.1.0"])  # type: ignore[operator]
-    assert flagged.trusted_repositories[-1] == "localhost/etcd-operator-py"
+    flagged = parse(["--operator-image=localhost/team/etcd-operator-py:0.1.0"])  # type: ignore[operator]
+    assert flagged.trusted_repositories[-1] == "localhost/team/etcd-operator-py"
+
+
+def test_the_nodes_own_copy_of_a_trusted_repository_is_trusted_but_not_the_other_way_round() -> None:
+    """`make demo` runs the built image as `localhost/etcd-operator-py` while an operator deployed
+    with the manifests' `etcd-operator-py` trusts that name: restores across the two run (issue 41,
+    finding 11). A bare name is not trusted for its `localhost/` entry: it may come from a registry."""
+    defaults = parse_trusted_repositories(DEFAULTS)
+    assert untrusted_image_problem("spec.restore.fetchImage", "localhost/etcd-operator-py:0.1.0", defaults) is None
+    assert untrusted_image_problem("spec.repository", "localhost/quay.io/coreos/etcd", defaults) is None
+    assert untrusted_image_problem("the fetch image", "localhost/other-tool:1", defaults) is not None
+    assert untrusted_image_problem("the fetch image", "localhostx/etcd-operator-py:1", defaults) is not None
+    local_only = parse_trusted_repositories("localhost/etcd-operator-py")
+    assert untrusted_image_problem("the fetch image", "etcd-operator-py:0.1.0", local_only) is not None
+    assert untrusted_image_problem("the fetch image", "localhost/etcd-operator-py:0.1.0", local_only) is None
