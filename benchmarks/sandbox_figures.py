@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from benchmarks.results import Result, describe_samples, median
-from kube_sandbox.config import POD_IP_PREFIX
+from kube_sandbox.config import shifted_sandbox_env
 
 WARM_UP_TARGET_SECONDS = 30.0
 CLI_TIMEOUT_SECONDS = 240
@@ -21,10 +21,7 @@ POD_OCTET_SHIFT = 110
 
 
 def _second_sandbox_env(state_dir: Path) -> dict[str, str]:
-    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + PORT_SHIFT
-    octet = int(os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX).split(".")[1])
-    return dict(os.environ, SANDBOX_DIR=str(state_dir), SANDBOX_PORT_OFFSET=str(offset),
-                SANDBOX_POD_IP_PREFIX=f"127.{(octet + POD_OCTET_SHIFT) % 256}")
+    return dict(os.environ, **shifted_sandbox_env(state_dir, PORT_SHIFT, POD_OCTET_SHIFT))
 
 
 def _cli(env: dict[str, str], command: str) -> subprocess.CompletedProcess[str]:

@@ -118,3 +118,13 @@ class SandboxConfig:
     @property
     def venv_bin_dir(self) -> Path:
         return Path(sys.executable).parent
+
+
+def shifted_sandbox_env(state_dir: Path, port_shift: int, octet_shift: int) -> dict[str, str]:
+    """The variables that name another sandbox beside the one this environment names: its state
+    directory, every port moved by `port_shift`, pod addresses `octet_shift` /16s of loopback on
+    (127.1 -> 127.<1 + octet_shift>)."""
+    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + port_shift
+    octet = int(os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX).split(".")[1])
+    return {"SANDBOX_DIR": str(state_dir), "SANDBOX_PORT_OFFSET": str(offset),
+            "SANDBOX_POD_IP_PREFIX": f"127.{(octet + octet_shift) % 256}"}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kube_sandbox.config import SandboxConfig
+from kube_sandbox.config import SandboxConfig, shifted_sandbox_env
 from kube_sandbox.control_api import ControlClient
 
 MARKER = "alone"
@@ -155,10 +155,7 @@ def extra_sandbox_env(index: int) -> dict[str, str]:
     if index < 1:
         raise ValueError(f"extra sandboxes are numbered from 1, not {index}")
     first = SandboxConfig.from_env()
-    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + index * EXTRA_SANDBOX_PORT_STEP
-    octet = int(first.pod_ip_prefix.split(".")[1]) + index
-    return {"SANDBOX_DIR": f"{first.state_dir}-{index}", "SANDBOX_PORT_OFFSET": str(offset),
-            "SANDBOX_POD_IP_PREFIX": f"127.{octet}"}
+    return shifted_sandbox_env(Path(f"{first.state_dir}-{index}"), index * EXTRA_SANDBOX_PORT_STEP, index)
 
 
 def worker_index(config: pytest.Config) -> int | None:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from kube_sandbox.config import NODE_NAMES, POD_IP_PREFIX
+from kube_sandbox.config import NODE_NAMES, shifted_sandbox_env
 from kube_sandbox.namespace import processes_in_namespace
 
 
@@ -26,13 +26,11 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 # Ports beyond those of the alone phase's extra sandboxes (EXTRA_SANDBOX_PORT_STEP each), which
 # scripts/test.sh starts while this test runs in the shared phase.
 PORT_SHIFT = 3000
+POD_OCTET_SHIFT = 100
 
 
 def second_sandbox_env(state_dir: Path) -> dict[str, str]:
-    offset = int(os.environ.get("SANDBOX_PORT_OFFSET", "0")) + PORT_SHIFT
-    octet = int(os.environ.get("SANDBOX_POD_IP_PREFIX", POD_IP_PREFIX).split(".")[1])
-    return dict(os.environ, SANDBOX_DIR=str(state_dir), SANDBOX_PORT_OFFSET=str(offset),
-                SANDBOX_POD_IP_PREFIX=f"127.{(octet + 100) % 256}")
+    return dict(os.environ, **shifted_sandbox_env(state_dir, PORT_SHIFT, POD_OCTET_SHIFT))
 
 
 def test_up_starts_every_component_and_down_leaves_no_process(tmp_path: Path) -> None:
