@@ -3,6 +3,7 @@ sources hash on its pod template rolls a reused Deployment), its logs."""
 from __future__ import annotations
 
 import hashlib
+import re
 
 import yaml
 
@@ -26,10 +27,14 @@ def shipped_sources_hash() -> str:
     return "sha256-" + digest.hexdigest()[:16]  # never all digits: kubectl's YAML would read a number
 
 
-def deploy_restore_operator(sandbox: Sandbox) -> None:
+def deploy_restore_operator(sandbox: Sandbox, image: str = "") -> None:
     """Apply deploy/restore-operator.yaml (every document) with this checkout's sources hash on
-    the Deployment's pod template; wait for the rollout."""
-    documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "restore-operator.yaml").read_text()))
+    the Deployment's pod template; wait for the rollout. `image`: where it names the operators'
+    image (the container, the fetch image, OPERATOR_IMAGE), this one instead, as `make demo` does."""
+    text = (CHECKOUT_DIR / "deploy" / "restore-operator.yaml").read_text()
+    if image:
+        text = re.sub(r"(?<=[ \"])etcd-operator-py:[0-9A-Za-z._-]+", image, text)
+    documents = list(yaml.safe_load_all(text))
     for document in documents:
         if document["kind"] == "Deployment":
             template = document["spec"]["template"].setdefault("metadata", {})
