@@ -154,6 +154,41 @@ def test_a_recovery_annotation_on_a_cluster_with_quorum_is_refused_and_changes_n
     assert sorted((p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)) == pods_before
 
 
+def test_a_recovery_annotation_naming_a_member_that_answers_is_refused_and_changes_nothing(
+        clusters: Clusters) -> None:
+    """Bad input (issue 41): quorum lost (two of three emptyDir members deleted), and the one-off
+    annotation names the member that is left and answers. A member that answers is not gone:
+    refused with a reason (status reason QuorumRecoveryRefused, a Warning event), nothing rebuilt;
+    once the annotation is gone, the loss is reported as before."""
+    name = "names-the-living"
+    clusters.create(etcd_cluster(name, size=3))
+    clusters.wait_running(name, ready=3, timeout=180)
+    survivor, _lost = _lose_two_members(clusters, name, claims=False)
+    clusters.wait_status(name, _quorum_lost_reported, "quorum loss reported", timeout=120)
+    pods_before = [(p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)]
+    assert [pod for pod, _ in pods_before] == [survivor]
+    _annotate(clusters, name, survivor)
+
+    status = clusters.wait_status(name, lambda s: s.get("reason") == "QuorumRecoveryRefused",
+                                  "the recovery request refused", timeout=60)
+    assert f"names member(s) {survivor}, which answer" in status.get("message", ""), status
+    assert "recovery" not in status, status
+    events = wait_for(lambda: [e for e in clusters.events(name) if e.reason == "QuorumRecoveryRefused"],
+                      timeout=30, what="a QuorumRecoveryRefused event")
+    assert events[0].type == "Warning" and survivor in events[0].message, events[0]
+    assert [(p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)] == pods_before
+    assert not [e for e in clusters.events(name) if e.reason in ("QuorumRecoveryStarted", "QuorumRecoveryFromBackup")]
+
+    _annotate(clusters, name, None)
+    clusters.wait_status(name, _quorum_lost_reported, "the loss reported again", timeout=60)
+    assert [(p.metadata.name, p.metadata.uid) for p in clusters.live_pods(name)] == pods_before
+
+
+def _quorum_lost_reported(status: dict[str, Any]) -> bool:
+    return (status.get("phase") == "Failed" and status.get("reason") != "QuorumRecoveryRefused"
+            and conditions(status).get("Available", ("", ""))[:2] == ("False", "QuorumLost"))
+
+
 def _annotate(clusters: Clusters, name: str, value: str | None) -> None:
     """Set (None: remove) the one-off recovery annotation, as `kubectl annotate` does."""
     clusters.custom.patch_namespaced_custom_object(
