@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox, wait_for
+from tests.integration.packaging.built_image import name_image
 from tests.sandbox_sharing import require_alone
 
 OPERATOR_NAMESPACE = "etcd-operator"
@@ -54,13 +55,15 @@ def deployed_sources_hash(sandbox: Sandbox) -> str | None:
     return str((template.get("metadata") or {}).get("annotations", {}).get(SOURCES_ANNOTATION, ""))
 
 
-def deploy_operator(sandbox: Sandbox) -> str:
+def deploy_operator(sandbox: Sandbox, image: str = "") -> str:
     """Apply deploy/operator.yaml with this checkout's sources hash on the pod template and wait
     until the rollout is done: a Deployment found running other sources is rolled, so its pod
-    runs this checkout's code. Returns a line saying what was done (the fixture prints it)."""
+    runs this checkout's code. Returns a line saying what was done (the fixture prints it).
+    `image`: named instead of the manifest's operator image, as `make demo` deploys it."""
     wanted = shipped_sources_hash()
     found = deployed_sources_hash(sandbox)
-    documents = list(yaml.safe_load_all((CHECKOUT_DIR / "deploy" / "operator.yaml").read_text()))
+    text = (CHECKOUT_DIR / "deploy" / "operator.yaml").read_text()
+    documents = list(yaml.safe_load_all(name_image(text, image) if image else text))
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     template_metadata = deployment["spec"]["template"].setdefault("metadata", {})
     template_metadata.setdefault("annotations", {})[SOURCES_ANNOTATION] = wanted

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,23 @@ def local_image_reference() -> tuple[str, str]:
     if "/" not in repository:
         repository = f"{LOCAL_REGISTRY}/{repository}"
     return repository, tag
+
+
+def relocated_image(repository: str) -> str:
+    """The built image tagged into another repository of the local store (`localhost/<repository>`),
+    as a user moves it to their registry: its name, which the sandbox runs in runc."""
+    _, tag = local_image_reference()
+    name = f"{LOCAL_REGISTRY}/{repository}:{tag}"
+    result = subprocess.run(["buildah", "tag", ":".join(local_image_reference()), name], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, f"buildah tag failed: {result.stderr}"
+    return name
+
+
+def name_image(manifests: str, image: str) -> str:
+    """deploy/*.yaml naming `image` wherever they name the operators' (`etcd-operator-py:<version>`:
+    the containers, the fetch images, OPERATOR_IMAGE), as scripts/demo.sh deploys them."""
+    return re.sub(r"(?<=[ \"])etcd-operator-py:[0-9A-Za-z._-]+", image, manifests)
 
 
 def _checkout_key() -> str:

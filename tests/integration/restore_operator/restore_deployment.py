@@ -3,12 +3,12 @@ sources hash on its pod template rolls a reused Deployment), its logs."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 import yaml
 
 from kube_sandbox.config import CHECKOUT_DIR
 from kube_sandbox.testing import Sandbox
+from tests.integration.packaging.built_image import name_image
 
 NAMESPACE = "etcd-operator"
 DEPLOYMENT = "etcd-restore-operator"
@@ -33,7 +33,7 @@ def deploy_restore_operator(sandbox: Sandbox, image: str = "") -> None:
     image (the container, the fetch image, OPERATOR_IMAGE), this one instead, as `make demo` does."""
     text = (CHECKOUT_DIR / "deploy" / "restore-operator.yaml").read_text()
     if image:
-        text = re.sub(r"(?<=[ \"])etcd-operator-py:[0-9A-Za-z._-]+", image, text)
+        text = name_image(text, image)
     documents = list(yaml.safe_load_all(text))
     for document in documents:
         if document["kind"] == "Deployment":
