@@ -128,6 +128,8 @@ $BUILDAH build --quiet --layers --force-rm --network host --pull="$pull" "${ca_v
 if [ -n "$previous" ] && [ "$previous" != "$($BUILDAH images --quiet --no-trunc "$image")" ] && [ "${IMAGE_PRUNE:-1}" != 0 ]; then
   $BUILDAH rmi --prune >/dev/null || log "could not prune dangling images"
 fi
-size=$($BUILDAH images --format '{{.Size}}' "$image" | head -n 1)
+# Every name of the image is listed (a second tag, a relocated copy): the first line, read to the
+# end (head would end the pipe early and pipefail report buildah's SIGPIPE).
+size=$($BUILDAH images --format '{{.Size}}' "$image" | sed -n 1p)
 log "built $image on $python_image and $etcd_image in $(( SECONDS - start ))s ($size)"
 echo "$image"

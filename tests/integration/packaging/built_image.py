@@ -8,6 +8,8 @@ import hashlib
 import os
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kube_sandbox.binaries import cache_dir
@@ -52,15 +54,20 @@ def local_image_reference() -> tuple[str, str]:
     return repository, tag
 
 
-def relocated_image(repository: str) -> str:
+@contextmanager
+def relocated_image(repository: str) -> Iterator[str]:
     """The built image tagged into another repository of the local store (`localhost/<repository>`),
-    as a user moves it to their registry: its name, which the sandbox runs in runc."""
+    as a user moves it to their registry: its name, which the sandbox runs in runc. Untagged after
+    (a later build would leave the old image behind that name)."""
     _, tag = local_image_reference()
     name = f"{LOCAL_REGISTRY}/{repository}:{tag}"
     result = subprocess.run(["buildah", "tag", ":".join(local_image_reference()), name], capture_output=True,
                             text=True, timeout=120, check=False)
     assert result.returncode == 0, f"buildah tag failed: {result.stderr}"
-    return name
+    try:
+        yield name
+    finally:
+        subprocess.run(["buildah", "rmi", name], capture_output=True, timeout=120, check=False)
 
 
 def name_image(manifests: str, image: str) -> str:

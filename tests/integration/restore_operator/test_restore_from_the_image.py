@@ -7,6 +7,7 @@ manifests' `etcd-operator-py` refused the fetch image's `localhost/` name (Untru
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,17 +29,22 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.alone,
 VERSIONS = {"3.4": DEBIAN_ETCD_VERSION, "3.5": newest_etcd_version("3.5"), "3.6": newest_etcd_version("3.6")}
 
 
-def _image(named: str) -> str:
-    if named == "relocated":  # a repository no default trusts: only the operators' OPERATOR_IMAGE does
-        return relocated_image("platform-team/mirror/etcd-operator-py")
-    return ":".join(local_image_reference())
+@pytest.fixture(params=["built", "relocated"])
+def image(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """(how it is named, the image): as built, or relocated to a repository no default trusts (only
+    the operators' OPERATOR_IMAGE does), untagged again after the test."""
+    if request.param == "relocated":
+        with relocated_image("platform-team/mirror/etcd-operator-py") as name:
+            yield request.param, name
+    else:
+        yield request.param, ":".join(local_image_reference())
 
 
-@pytest.mark.parametrize("named", ["built", "relocated"])
 def test_each_version_restores_with_the_operators_from_the_image(
-        backup_operator: Sandbox, backups: Backups, clusters: Clusters, restores: Restores, named: str) -> None:
+        backup_operator: Sandbox, backups: Backups, clusters: Clusters, restores: Restores,
+        image: tuple[str, str]) -> None:
     require_alone("running the etcd and restore operators from the image")
-    image = _image(named)
+    named, image_name = image
     sandbox, ns = clusters.sandbox, clusters.namespace
     ensure_bucket(sandbox)
     names = {minor: f"{named}-{minor.replace('.', '-')}" for minor in VERSIONS}
@@ -59,8 +65,8 @@ def test_each_version_restores_with_the_operators_from_the_image(
         backups.wait_succeeded(f"backup-{name}")
         clusters.put(name, f"v{minor}/after-backup", "not in the backup")
 
-    deploy_operator(sandbox, image=image)
-    deploy_restore_operator(sandbox, image=image)
+    deploy_operator(sandbox, image=image_name)
+    deploy_restore_operator(sandbox, image=image_name)
     try:
         wait_operator_leading(sandbox)
         for minor, name in names.items():
@@ -73,7 +79,7 @@ def test_each_version_restores_with_the_operators_from_the_image(
             assert keys_of(clusters, name) == backed_up[minor]
             # The seed member's fetch and install steps ran the image, in runc.
             seeded = [status for pod in clusters.live_pods(name) for status in pod.status.init_container_statuses or ()
-                      if status.image == image]
+                      if status.image == image_name]
             assert seeded and all(s.state.terminated.exit_code == 0 for s in seeded), \
                 [pod.status.init_container_statuses for pod in clusters.live_pods(name)]
             assert all(s.container_id.startswith("runc://") for s in seeded), seeded
